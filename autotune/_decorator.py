@@ -1,0 +1,284 @@
+"""`@at.autotuned`: a drop-in for ``jax.jit`` that applies the cached best config."""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+
+from . import _keys
+from ._config import Config
+from ._errors import AutotuneError, ConfigError
+from ._rewrite import with_config
+from ._study import TuneResult, probe_program, tune
+
+ON_MISS = ("default", "warn", "tune")
+_warned: set[tuple] = set()
+_warned_lock = threading.Lock()
+
+
+def warn_once(key: tuple, message: str) -> None:
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Which config a call signature gets, and why.
+
+    Attributes:
+        config: the config applied.
+        source: ``"cache"`` (a tuned entry for this program, signature and device),
+            ``"default"`` (no entry), or ``"default (cache error)"`` (the cache could not be read).
+        entry: the cache entry, or None.
+        fingerprint, signature, device_key: the key that was looked up.
+        error: the cache problem, when there was one.
+    """
+
+    config: Config
+    source: str
+    entry: Any
+    fingerprint: str
+    signature: str
+    device_key: str
+    error: str | None = None
+
+
+def entry_from_result(result: TuneResult, function_key: str):
+    """The cache entry that records ``result``."""
+    from .cache import CacheEntry
+
+    best = result.best
+    measurements = {"trace_s": best.trace_s, "lower_s": best.lower_s, "compile_s": best.compile_s,
+                    "run_s": best.run_s, "run_iqr_s": best.run_iqr_s, "reps": best.reps}
+    measurements.update({f"memory_{k}_bytes": v for k, v in best.memory.items()})
+    if best.flops is not None:
+        measurements["flops"] = best.flops
+    return CacheEntry(
+        function_key=function_key, fingerprint=result.fingerprint, signature=result.signature,
+        device=dict(result.device), config=result.best_config.to_dict(),
+        sites={s.id: {"kind": s.kind, "length": s.length, "has_ys": s.has_ys} for s in result.sites},
+        measurements=measurements, objective=result.objective.to_dict(), cost=result.best_cost,
+        default_cost=result.default_cost, pareto=list(result.pareto), study_name=result.study_name,
+    )
+
+
+def open_cache(cache: Any):
+    from .cache import Cache
+
+    return cache if isinstance(cache, Cache) else Cache(cache)
+
+
+class Autotuned:
+    """A function compiled like ``jax.jit(fun, **jit_kwargs)``, with each loop site
+    emitted as the tuning cache says for this program, input signature and device.
+
+    The config is looked up when JAX traces (the first call per abstract
+    signature); later calls go straight through ``jax.jit``'s dispatch. Any
+    cache problem means the default config and one warning, never an exception.
+    """
+
+    def __init__(self, fun: Callable, *, expected_calls: float = 1000, compile_weight: float = 1.0,
+                 runtime_weight: float = 1.0, cache: Any = None, on_miss: str = "default",
+                 key: str | None = None, **jit_kwargs: Any):
+        if not callable(fun):
+            raise AutotuneError(f"at.autotuned needs a function, got {type(fun).__name__}.")
+        if on_miss not in ON_MISS:
+            raise ConfigError(f"at.autotuned(on_miss={on_miss!r}): choose one of {list(ON_MISS)}.")
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.expected_calls, self.compile_weight, self.runtime_weight = expected_calls, compile_weight, runtime_weight
+        self.on_miss = on_miss
+        self.key = key or _keys.function_key(fun)
+        self.jit_kwargs = jit_kwargs
+        self._cache_arg = cache
+        self._cache = None
+        self._pending = False
+        self._last_lookup: Lookup | None = None
+        self._jitted = jax.jit(self._traced, **jit_kwargs)
+
+    # -- the hot path: plain jit dispatch ---------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        out = self._jitted(*args, **kwargs)
+        if self._pending:
+            self._tune_after_miss(args, kwargs)
+        return out
+
+    def _traced(self, *args: Any, **kwargs: Any) -> Any:
+        """Runs once per abstract signature, inside jit's trace."""
+        lookup = self._lookup_traced(args, kwargs)
+        self._last_lookup = lookup
+        if lookup.source != "cache" and self.on_miss == "tune" and lookup.error is None:
+            self._pending = True
+        if len(lookup.config) == 0:
+            return self.fun(*args, **kwargs)
+        return with_config(self.fun, lookup.config)(*args, **kwargs)
+
+    # -- lookups ------------------------------------------------------------------------
+    @property
+    def cache(self):
+        if self._cache is None:
+            self._cache = open_cache(self._cache_arg)
+        return self._cache
+
+    def _lookup_traced(self, args, kwargs) -> Lookup:
+        from ._sites import trace_program
+
+        signature = _keys.signature(args, kwargs)
+        program = trace_program(self.fun, args, kwargs)
+        return self._lookup(program, signature)
+
+    def _lookup(self, program, signature: str) -> Lookup:
+        fingerprint = program.fingerprint
+        try:
+            device_key = _keys.device_key(_keys.device_info())
+        except Exception as exc:  # no backend: jit itself will say so
+            device_key, fingerprint = "?", fingerprint
+            return Lookup(Config(), "default (cache error)", None, fingerprint, signature, device_key, str(exc))
+        try:
+            entry = self.cache.lookup(self.key, fingerprint, signature, device_key)
+            wanted = {"expected_calls": self.expected_calls, "compile_weight": self.compile_weight,
+                      "runtime_weight": self.runtime_weight}
+            if entry is not None and entry.pareto and any(
+                float(entry.objective.get(k, -1)) != float(v) for k, v in wanted.items()
+            ):
+                # Tuned for another call count or weights: pick from the Pareto set, no re-measuring.
+                entry = self.cache.lookup(self.key, fingerprint, signature, device_key, **wanted)
+            if entry is None:
+                if self.on_miss == "warn":
+                    warn_once(("miss", self.key, signature),
+                              f"autotune: no tuned config for {self.key} with signature {signature} on "
+                              f"{device_key}; running the default config. Tune it with "
+                              f"`{self.__name__}.tune(*args)` or `autotune tune FILE`.")
+                return Lookup(Config(), "default", None, fingerprint, signature, device_key)
+            config = Config.from_dict(entry.config)
+            # Validate against this program: a foreign or hand-edited entry must not break the call.
+            from ._rewrite import Plan
+
+            Plan(program.sites, config)
+            return Lookup(config, "cache", entry, fingerprint, signature, device_key)
+        except Exception as exc:
+            where = getattr(self._cache, "url", None) or str(self._cache_arg or os.environ.get("AUTOTUNE_CACHE") or "default cache")
+            warn_once(("cache-error", where, type(exc).__name__),
+                      f"autotune: the tuning cache {where} could not be used ({type(exc).__name__}: {exc}); "
+                      f"{self.key} runs its default config. Fix or remove the cache, or pass cache= another location.")
+            return Lookup(Config(), "default (cache error)", None, fingerprint, signature, device_key, str(exc))
+
+    def config_for(self, *args: Any, **kwargs: Any) -> Lookup:
+        """The config a call with these arguments gets, and where it came from."""
+        program, signature = probe_program(self.fun, args, kwargs, self.jit_kwargs)
+        return self._lookup(program, signature)
+
+    def sites(self, *args: Any, **kwargs: Any):
+        """The loop sites of this function traced on these arguments."""
+        return probe_program(self.fun, args, kwargs, self.jit_kwargs)[0].sites
+
+    # -- jit passthroughs -----------------------------------------------------------------
+    def lower(self, *args: Any, **kwargs: Any):
+        """Like ``jax.jit(fun).lower``, with the chosen config applied."""
+        return self._jitted.lower(*args, **kwargs)
+
+    def trace(self, *args: Any, **kwargs: Any):
+        return self._jitted.trace(*args, **kwargs)
+
+    def eval_shape(self, *args: Any, **kwargs: Any):
+        return self._jitted.eval_shape(*args, **kwargs)
+
+    def clear_cache(self) -> None:
+        """Forget compiled versions, so the next call looks the cache up again."""
+        self._jitted = jax.jit(self._traced, **self.jit_kwargs)
+
+    # -- tuning ---------------------------------------------------------------------------
+    def tune(self, *args: Any, n_trials: int | None = None, timeout: float | None = None,
+             sampler: str = "auto", storage: str | None = None, study_name: str | None = None,
+             progress: bool = False, store: bool = True, **kwargs: Any) -> TuneResult:
+        """Tune this function on these example arguments and store the winner in the cache.
+
+        Returns:
+            The :class:`at.TuneResult`; later calls with the same signature use its config.
+        """
+        result = tune(
+            self.fun, *args, kwargs=kwargs, expected_calls=self.expected_calls,
+            compile_weight=self.compile_weight, runtime_weight=self.runtime_weight, n_trials=n_trials,
+            timeout=timeout, sampler=sampler, storage=storage or _storage_beside(self._cache_arg),
+            study_name=study_name, function_key=self.key, jit_kwargs=self.jit_kwargs, progress=progress,
+        )
+        if store:
+            self.cache.put(entry_from_result(result, self.key))
+            self.clear_cache()
+        return result
+
+    def _tune_after_miss(self, args, kwargs) -> None:
+        self._pending = False
+        if self.jit_kwargs.get("donate_argnums") or self.jit_kwargs.get("donate_argnames"):
+            warn_once(("donate-tune", self.key),
+                      f"autotune: on_miss='tune' cannot tune {self.key} on donated arguments; "
+                      f"call {self.__name__}.tune(*args) with fresh inputs instead.")
+            return
+        try:
+            self.tune(*args, n_trials=8, **kwargs)
+        except Exception as exc:
+            warn_once(("tune-error", self.key, type(exc).__name__),
+                      f"autotune: on_miss='tune' could not tune {self.key} ({type(exc).__name__}: {exc}); "
+                      "it keeps running its default config.")
+
+    def __repr__(self) -> str:
+        return f"<autotuned {self.key} expected_calls={self.expected_calls}>"
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+
+def _storage_beside(cache_arg: Any) -> str | None:
+    from ._paths import default_storage_url
+
+    if cache_arg is None:
+        return None
+    url = getattr(cache_arg, "url", cache_arg)
+    return default_storage_url(os.fspath(url))
+
+
+def autotuned(fun: Callable | None = None, *, expected_calls: float = 1000, compile_weight: float = 1.0,
+              runtime_weight: float = 1.0, cache: Any = None, on_miss: str = "default",
+              key: str | None = None, **jit_kwargs: Any):
+    """Decorate a function like ``jax.jit``; its loops follow the tuned config in the cache.
+
+    Arguments:
+        fun: the function (or omit it and use ``@at.autotuned(...)``).
+        expected_calls, compile_weight, runtime_weight: the objective to tune for and to
+            pick from a cached Pareto set with.
+        cache: a SQLAlchemy URL, a file path or an :class:`at.Cache`; None means
+            ``$AUTOTUNE_CACHE`` or the user cache dir.
+        on_miss: ``"default"`` runs the default config when nothing is cached,
+            ``"warn"`` also warns once, ``"tune"`` tunes briefly after the first call.
+        key: the function's stable key; default ``module:qualname``.
+        **jit_kwargs: passed to ``jax.jit`` (``static_argnums``, ``donate_argnums``, ...).
+
+    Returns:
+        An :class:`Autotuned` callable with ``.tune``, ``.sites``, ``.config_for``, ``.lower``.
+
+    Example::
+
+        >>> import jax.numpy as jnp, autotune as at
+        >>> @at.autotuned(expected_calls=10_000)
+        ... def smooth(x):
+        ...     return at.loop(lambda c, _: (0.5 * c + 1.0, None), x, length=64, name="smooth")[0]
+        >>> smooth(jnp.zeros(4)).shape
+        (4,)
+    """
+    def wrap(f: Callable) -> Autotuned:
+        return Autotuned(f, expected_calls=expected_calls, compile_weight=compile_weight,
+                         runtime_weight=runtime_weight, cache=cache, on_miss=on_miss, key=key, **jit_kwargs)
+
+    return wrap if fun is None else wrap(fun)

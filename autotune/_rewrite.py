@@ -1,0 +1,231 @@
+"""`at.with_config`: re-emit every loop site of a traced program under a config.
+
+The function is traced once in canonical form; a small interpreter then
+replays the jaxpr, binding each scan with the chosen ``unroll`` (the only scan
+parameter it writes) and expanding ``at.loop`` sites into a Python ``for`` or a
+``lax.fori_loop``. Sub-jaxprs (scan/while bodies, cond branches, jit callees,
+remat and custom-derivative bodies) that hold a changed site are re-traced
+through the same interpreter; all others are reused as they are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.extend.source_info_util as jex_siu
+import jax.numpy as jnp
+from jax import lax
+
+from . import _compat
+from ._config import Config, SiteChoice
+from ._errors import ConfigError
+from ._sites import LoopSite, Program, split_args, trace_program
+
+
+def traced_unroll(site: LoopSite) -> int:
+    """The unroll the canonical trace of ``site`` carries."""
+    return max(1, site.length) if site.default.repr == "for" else max(1, min(site.default.unroll, max(1, site.length)))
+
+
+def _check_choice(site: LoopSite, choice: SiteChoice) -> None:
+    if choice.repr == "fori" and site.has_ys:
+        raise ConfigError(
+            f"Config sets site {site.id!r} to 'fori', but that loop stacks per-iteration "
+            "outputs; valid reprs for it are 'scan' and 'for'."
+        )
+    if choice.repr != "for" and choice.unroll > max(1, site.length):
+        raise ConfigError(
+            f"Config sets site {site.id!r} to unroll={choice.unroll}, but the loop runs "
+            f"{site.length} iterations; choose unroll in 1..{max(1, site.length)} or repr 'for'."
+        )
+
+
+class Plan:
+    """Which choice applies at each site of one traced program, validated."""
+
+    def __init__(self, sites: list[LoopSite], config: Config):
+        by_id = {s.id: s for s in sites}
+        unknown = [k for k in config if k not in by_id]
+        if unknown:
+            valid = ", ".join(repr(s.id) for s in sites) or "none (the function has no loops)"
+            raise ConfigError(
+                f"Config names site {unknown[0]!r}, which this function does not have. "
+                f"Its sites are: {valid}. List them with at.sites(fn, *args)."
+            )
+        self.entries: dict[tuple, tuple[LoopSite, SiteChoice]] = {}
+        self.dirty: set[tuple] = set()
+        for site in sites:
+            choice = config.get(site.id, site.default)
+            _check_choice(site, choice)
+            self.entries[site.path] = (site, choice)
+            if self._changes(site, choice):
+                for k in range(1, len(site.path) + 1):
+                    self.dirty.add(site.path[:k])
+
+    @staticmethod
+    def _changes(site: LoopSite, choice: SiteChoice) -> bool:
+        if site.kind == "loop" and choice.repr in ("for", "fori"):
+            return True
+        return unroll_of(site, choice) != traced_unroll(site)
+
+
+def unroll_of(site: LoopSite, choice: SiteChoice) -> int:
+    if choice.repr == "for":
+        return max(1, site.length)
+    return choice.unroll
+
+
+def _bind(eqn, params, invals):
+    name_stack = jex_siu.current_name_stack() + eqn.source_info.name_stack
+    ctx = getattr(getattr(eqn, "ctx", None), "manager", None) or contextlib.nullcontext()
+    with jex_siu.user_context(eqn.source_info.traceback, name_stack=name_stack), ctx:
+        out = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(params))
+    return out if eqn.primitive.multiple_results else [out]
+
+
+def evaluate(jx: Any, args: list[Any], plan: Plan, path: tuple = ()) -> list[Any]:
+    """Evaluate ``jx`` on ``args`` (values or tracers), applying ``plan``."""
+    inner, consts = _compat.unpack(jx)
+    env: dict[Any, Any] = {}
+
+    def read(v):
+        return env[v] if type(v).__name__ != "Literal" else v.val
+
+    for var, val in zip([*inner.constvars, *inner.invars], [*consts, *args]):
+        env[var] = val
+    for i, eqn in enumerate(inner.eqns):
+        here = path + (i,)
+        invals = [read(v) for v in eqn.invars]
+        entry = plan.entries.get(here)
+        if entry is not None and entry[0].kind == "loop" and entry[1].repr in ("for", "fori"):
+            outs = _expand_loop(eqn, entry, invals, plan, here)
+        else:
+            params = eqn.params
+            if here in plan.dirty:
+                new = {
+                    addr: _rewrite_sub(sub, plan, here + addr)
+                    for addr, sub in _compat.sub_jaxprs(params)
+                    if here + addr in plan.dirty
+                }
+                params = _compat.replace_sub_jaxprs(params, new)
+                if entry is not None:
+                    params = {**params, "unroll": unroll_of(*entry)}
+            outs = _bind(eqn, params, invals)
+        for var, val in zip(eqn.outvars, outs):
+            env[var] = val
+    return [read(v) for v in inner.outvars]
+
+
+def _rewrite_sub(sub: Any, plan: Plan, path: tuple) -> Any:
+    inner, _ = _compat.unpack(sub)
+    in_avals = [v.aval for v in inner.invars]
+    return _compat.retrace_like(sub, lambda *a: evaluate(sub, list(a), plan, path), in_avals)
+
+
+def _expand_loop(eqn, entry, invals, plan: Plan, here: tuple) -> list[Any]:
+    site, choice = entry
+    (addr, body), = list(_compat.sub_jaxprs(eqn.params))[:1]
+    body_path = here + addr
+    n_consts = len(invals) - site.num_carry - site.num_xs
+    consts = invals[:n_consts]
+    carry = invals[n_consts : n_consts + site.num_carry]
+    xs = invals[n_consts + site.num_carry :]
+    reverse = _tag_reverse(body)
+    length = site.length
+    if choice.repr == "fori":
+        def fori_body(i, c):
+            idx = length - 1 - i if reverse else i
+            x_i = [lax.dynamic_index_in_dim(x, idx, keepdims=False) for x in xs]
+            return tuple(evaluate(body, [*consts, *c, *x_i], plan, body_path)[: site.num_carry])
+
+        return list(lax.fori_loop(0, length, fori_body, tuple(carry), unroll=choice.unroll))
+    ys_per_step = []
+    for i in (reversed(range(length)) if reverse else range(length)):
+        x_i = [lax.index_in_dim(x, i, keepdims=False) for x in xs]
+        outs = evaluate(body, [*consts, *carry, *x_i], plan, body_path)
+        carry, ys = outs[: site.num_carry], outs[site.num_carry :]
+        ys_per_step.append(ys)
+    if reverse:
+        ys_per_step.reverse()
+    y_avals = [v.aval for v in eqn.outvars[site.num_carry :]]
+    if length == 0:
+        stacked = [jnp.zeros(a.shape, a.dtype) for a in y_avals]
+    else:
+        stacked = [jnp.stack(col) for col in zip(*ys_per_step)] if y_avals else []
+    return [*carry, *stacked]
+
+
+def _tag_reverse(body: Any) -> bool:
+    from ._loop import LoopTag
+
+    info = getattr(_compat.unpack(body)[0], "debug_info", None)
+    tag = LoopTag.decode(getattr(info, "func_src_info", "") or "")
+    return bool(tag and tag.reverse)
+
+
+def _signature_key(leaves, treedef, dynamic) -> Any:
+    try:
+        statics = tuple((i, leaves[i]) for i in range(len(leaves)) if i not in set(dynamic))
+        hash(statics)
+    except TypeError:
+        return None
+    avals = tuple(_compat.aval_of(leaves[i]) if not isinstance(leaves[i], jax.ShapeDtypeStruct) else leaves[i] for i in dynamic)
+    try:
+        key = (treedef, statics, tuple(str(a) + str(getattr(a, "weak_type", "")) for a in avals))
+        hash(key)
+        return key
+    except TypeError:
+        return None
+
+
+def with_config(fn: Callable, config: Config | dict | None) -> Callable:
+    """Return ``fn`` with every loop site re-emitted as ``config`` says.
+
+    The result has ``fn``'s signature, takes and returns the same pytrees, and
+    composes with ``jax.jit`` (including ``static_argnums``/``donate_argnums``),
+    ``jax.grad`` and ``jax.vmap``. Sites the config does not name keep their
+    default. Invalid configs raise :class:`ConfigError` on the first call.
+
+    Arguments:
+        fn: the function to re-emit.
+        config: an :class:`at.Config` or a dict ``{site_id: {"repr": ..., "unroll": ...}}``.
+
+    Returns:
+        The re-emitted function.
+
+    Example::
+
+        >>> import jax, jax.numpy as jnp, autotune as at
+        >>> def f(x):
+        ...     return jax.lax.scan(lambda c, _: (c * 0.5 + 1.0, None), x, length=8)[0]
+        >>> (site,) = at.sites(f, jnp.zeros(3))
+        >>> g = jax.jit(at.with_config(f, {site.id: {"repr": "scan", "unroll": 4}}))
+        >>> bool(jnp.allclose(g(jnp.zeros(3)), f(jnp.zeros(3))))
+        True
+    """
+    config = Config.from_dict(config)
+    programs: OrderedDict[Any, tuple[Program, Plan]] = OrderedDict()
+
+    @functools.wraps(fn)
+    def configured(*args, **kwargs):
+        leaves, treedef, dynamic = split_args(args, kwargs)
+        key = _signature_key(leaves, treedef, dynamic)
+        if key is not None and key in programs:
+            program, plan = programs[key]
+        else:
+            program = trace_program(fn, args, kwargs)
+            plan = Plan(program.sites, config)
+            if key is not None and not any(isinstance(c, jax.core.Tracer) for c in _compat.unpack(program.jaxpr)[1]):
+                programs[key] = (program, plan)
+                while len(programs) > 32:
+                    programs.popitem(last=False)
+        out = evaluate(program.jaxpr, [leaves[i] for i in dynamic], plan)
+        return jax.tree_util.tree_unflatten(program.out_tree, out)
+
+    configured.config = config  # type: ignore[attr-defined]
+    return configured

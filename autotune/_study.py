@@ -1,0 +1,453 @@
+"""The Optuna driver: search a program's loop configs for the lowest cost."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import _keys, _paths
+from ._config import Config
+from ._errors import StudyError
+from ._measure import Measurement, measure
+from ._objective import Objective
+from ._sites import LoopSite, trace_program
+from ._space import Space
+
+SAMPLERS = ("auto", "tpe", "grid", "random")
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial of a study: the config, what happened, and what it measured."""
+
+    number: int
+    config: Config
+    state: str  # "complete" | "fail" | "pruned" | "rejected" | "duplicate"
+    cost: float | None = None
+    reason: str | None = None
+    measurement: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"number": self.number, "config": self.config.to_dict(), "state": self.state,
+                "cost": self.cost, "reason": self.reason, "measurement": self.measurement}
+
+
+@dataclass
+class TuneResult:
+    """What a study found.
+
+    Attributes:
+        best_config: the winner after interleaved re-measurement of the top configs.
+        best_cost: its cost under ``objective``; ``best`` its confirmed measurement.
+        default_cost: the default config's confirmed cost (the winner is never worse
+            than the default by the confirmation's own numbers).
+        trials: one :class:`TrialRecord` per trial of the study, resumed ones included.
+        pareto: the (compile, run) Pareto set of accepted configs, as dicts.
+    """
+
+    best_config: Config
+    best_cost: float
+    best: Measurement
+    default_cost: float
+    default: Measurement
+    trials: list[TrialRecord]
+    objective: Objective
+    sites: list[LoopSite]
+    fingerprint: str
+    signature: str
+    device: dict[str, Any]
+    study_name: str
+    storage: str
+    sampler: str
+    space_size: int
+    pareto: list[dict[str, Any]] = field(default_factory=list)
+    confirmed: list[dict[str, Any]] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def speedup(self) -> float:
+        return self.default_cost / self.best_cost if self.best_cost > 0 else math.inf
+
+    def rescore(self, objective: Objective) -> tuple[Config, float]:
+        """The best Pareto config for another objective, without measuring again."""
+        best = min(self.pareto, key=lambda p: (objective.cost_of(p["compile_s"], p["run_s"]), json.dumps(p["config"], sort_keys=True)))
+        return Config.from_dict(best["config"]), objective.cost_of(best["compile_s"], best["run_s"])
+
+
+def pareto_front(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The points no other point beats on both ``compile_s`` and ``run_s``, by compile time."""
+    ordered = sorted(points, key=lambda p: (p["compile_s"], p["run_s"]))
+    front, best_run = [], math.inf
+    for p in ordered:
+        if p["run_s"] < best_run:
+            front.append(p)
+            best_run = p["run_s"]
+    return front
+
+
+def _tolerance(dtype: np.dtype, rtol: float | None, atol: float | None) -> tuple[float, float]:
+    if rtol is not None and atol is not None:
+        return rtol, atol
+    if np.issubdtype(dtype, np.inexact):
+        eps = float(np.finfo(dtype).eps) if dtype != np.dtype("bfloat16") else 2.0 ** -7
+        r, a = max(1e-12, 1000 * eps), max(1e-12, 1000 * eps)
+    else:
+        r, a = 0.0, 0.0
+    return (rtol if rtol is not None else r), (atol if atol is not None else a)
+
+
+def compare_outputs(reference: Any, candidate: Any, rtol: float | None = None, atol: float | None = None) -> str | None:
+    """None if ``candidate`` matches ``reference`` within the dtype's tolerance, else why not.
+
+    The default tolerance is 1000 ulps of the dtype relative to the output's scale,
+    which admits the float re-association that unrolling may cause.
+    """
+    import jax
+
+    ref_leaves = jax.tree_util.tree_leaves(reference)
+    cand_leaves = jax.tree_util.tree_leaves(candidate)
+    if len(ref_leaves) != len(cand_leaves):
+        return f"outputs have {len(cand_leaves)} leaves, the default config's have {len(ref_leaves)}"
+    for i, (r, c) in enumerate(zip(ref_leaves, cand_leaves)):
+        r, c = np.asarray(r), np.asarray(c)
+        if r.shape != c.shape or r.dtype != c.dtype:
+            return f"output leaf {i} is {c.dtype}{list(c.shape)}, the default's is {r.dtype}{list(r.shape)}"
+        if r.size == 0:
+            continue
+        rt, at = _tolerance(r.dtype, rtol, atol)
+        r64, c64 = r.astype(np.float64), c.astype(np.float64)
+        scale = float(np.nanmax(np.abs(r64))) if np.isfinite(r64).any() else 1.0
+        diff = np.abs(r64 - c64)
+        bad = ~((diff <= at * max(scale, 1.0) + rt * np.abs(r64)) | (np.isnan(r64) & np.isnan(c64)) | (r64 == c64))
+        if bad.any():
+            return (f"output leaf {i} differs from the default config's by up to {float(np.nanmax(diff)):.3g} "
+                    f"(rtol={rt:.3g}, atol={at:.3g} x scale {max(scale, 1.0):.3g})")
+    return None
+
+
+class InProcessRunner:
+    """Measures configs in this process (no isolation)."""
+
+    def __init__(self, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, timing: dict):
+        self.fn, self.args, self.kwargs, self.jit_kwargs, self.timing = fn, args, kwargs, jit_kwargs, timing
+
+    def measure(self, config: Config) -> Measurement:
+        return measure(self.fn, self.args, self.kwargs, config, jit_kwargs=self.jit_kwargs,
+                       keep_outputs=True, **self.timing)
+
+    def close(self) -> None:
+        pass
+
+
+def probe_program(fn: Callable, args: Sequence[Any], kwargs: dict[str, Any], jit_kwargs: dict[str, Any]):
+    """The program and abstract signature exactly as ``jax.jit(fn, **jit_kwargs)`` sees them.
+
+    Tracing under a throw-away jit makes Python scalars weak-typed tracers and
+    static arguments concrete, just as at the decorator's trace time, so the
+    fingerprint and signature computed here match the ones looked up there.
+    """
+    import jax
+
+    found: dict[str, Any] = {}
+    probe_kwargs = {k: v for k, v in jit_kwargs.items() if k in ("static_argnums", "static_argnames")}
+
+    def probe(*a, **k):
+        found["signature"] = _keys.signature(a, k)
+        found["program"] = trace_program(fn, a, k)
+
+    jax.jit(probe, **probe_kwargs).trace(*args, **kwargs)
+    return found["program"], found["signature"]
+
+
+def _make_sampler(name: str, seed: int | None, n_trials: int):
+    import optuna
+
+    if name == "tpe":
+        return optuna.samplers.TPESampler(
+            seed=seed, multivariate=True, group=True, n_startup_trials=max(3, min(10, n_trials // 3)),
+        )
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+def study_name_for(function_key: str, fingerprint: str, signature: str, device: dict, objective: Objective) -> str:
+    return (
+        f"{function_key}@{fingerprint[:10]}/{_keys.short_hash(signature, 8)}/"
+        f"{device['platform']}:{device['device_kind']}/calls={objective.expected_calls:g},"
+        f"cw={objective.compile_weight:g},rw={objective.runtime_weight:g}"
+    )
+
+
+def _record(trial) -> TrialRecord:
+    attrs = trial.user_attrs
+    config = Config.from_dict(json.loads(attrs.get("config", "{}")))
+    state = attrs.get("outcome") or trial.state.name.lower()
+    return TrialRecord(
+        number=trial.number, config=config, state=state,
+        cost=trial.value if trial.value is not None else None,
+        reason=attrs.get("reason"), measurement=attrs.get("measurement"),
+    )
+
+
+def tune(
+    fn: Callable,
+    *args: Any,
+    kwargs: dict[str, Any] | None = None,
+    expected_calls: float = 1000,
+    compile_weight: float = 1.0,
+    runtime_weight: float = 1.0,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    sampler: str = "auto",
+    storage: str | None = None,
+    study_name: str | None = None,
+    function_key: str | None = None,
+    jit_kwargs: dict[str, Any] | None = None,
+    seed: int | None = 0,
+    confirm_top: int = 3,
+    confirm_rounds: int = 3,
+    rtol: float | None = None,
+    atol: float | None = None,
+    timing: dict[str, Any] | None = None,
+    runner: Any = None,
+    progress: bool = False,
+) -> TuneResult:
+    """Search the loop configs of ``fn`` on ``args`` and return the cheapest.
+
+    Trial 0 is always the default config. A space of at most ``n_trials`` configs
+    (32 when ``n_trials`` is None) is searched exhaustively (``sampler="auto"``);
+    a larger one with TPE. Every trial stores its trace/lower/compile/run seconds as
+    user attributes, so a study can be re-scored for another call count. The top
+    ``confirm_top`` configs and the default are then re-measured interleaved
+    (A B C A B C ...) ``confirm_rounds`` times and the winner picked on those medians.
+
+    Arguments:
+        fn, args, kwargs: the function and example inputs.
+        expected_calls, compile_weight, runtime_weight: the :class:`Objective`.
+        n_trials, timeout: the budget (trials and/or seconds).
+        sampler: ``"auto" | "tpe" | "grid" | "random"``.
+        storage: an Optuna storage URL or file path (default: ``studies.db`` beside the cache);
+            re-running with the same storage and study resumes it.
+        study_name: default derived from the function, program, signature, device and objective.
+        jit_kwargs: ``jax.jit`` keyword arguments (``static_argnums``...).
+        rtol, atol: the correctness guard's tolerance (default from the output dtype).
+
+    Returns:
+        A :class:`TuneResult`.
+    """
+    import optuna
+
+    if sampler not in SAMPLERS:
+        raise StudyError(f"sampler={sampler!r} is not one of {list(SAMPLERS)}.")
+    if n_trials is not None and (not isinstance(n_trials, int) or n_trials < 1):
+        raise StudyError(f"n_trials={n_trials!r} must be a positive integer.")
+    started = time.perf_counter()
+    kwargs = dict(kwargs or {})
+    jit_kwargs = dict(jit_kwargs or {})
+    objective = Objective(expected_calls, compile_weight, runtime_weight)
+    program, signature = probe_program(fn, args, kwargs, jit_kwargs)
+    space = Space(program.sites)
+    device = _keys.device_info()
+    fkey = function_key or _keys.function_key(fn)
+    name = study_name or study_name_for(fkey, program.fingerprint, signature, device, objective)
+    storage_url = _paths.storage_url(storage) if storage else _paths.default_storage_url()
+    if storage_url.startswith("sqlite:///") and ":memory:" not in storage_url:
+        os.makedirs(os.path.dirname(storage_url[len("sqlite:///"):]) or ".", exist_ok=True)
+
+    budget = n_trials if n_trials is not None else 32
+    kind = sampler if sampler != "auto" else ("grid" if len(space) <= budget else "tpe")
+    if kind == "grid" and n_trials is None:
+        budget = len(space)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        study_name=name, storage=storage_url, direction="minimize",
+        sampler=_make_sampler(kind, seed, budget), load_if_exists=True,
+    )
+    study.set_user_attr("function_key", fkey)
+    study.set_user_attr("fingerprint", program.fingerprint)
+    study.set_user_attr("device", device)
+    study.set_user_attr("objective", objective.to_dict())
+    study.set_user_attr("sites", [s.to_dict() for s in program.sites])
+
+    done = {t.user_attrs["config"]: _Done(t.number, t.value, t.user_attrs.get("measurement"))
+            for t in study.get_trials(deepcopy=False)
+            if t.state.name == "COMPLETE" and t.user_attrs.get("config")}
+    default = space.default()
+    existing = len(study.get_trials(deepcopy=False))
+    if existing == 0:
+        study.enqueue_trial(space.to_params(default))
+    if kind == "grid":
+        for config in space.configs():
+            if config.to_json() not in done and not (existing == 0 and config == default):
+                study.enqueue_trial(space.to_params(config))
+
+    runner = runner or InProcessRunner(fn, tuple(args), kwargs, jit_kwargs, dict(timing or {}))
+    reference = None
+    reporter = _Reporter(progress, budget, name)
+    try:
+        reference = _reference_outputs(runner, default, done)
+        for _ in range(max(0, budget - existing) if kind != "grid" else budget):
+            if timeout is not None and time.perf_counter() - started > timeout:
+                break
+            if kind == "grid" and not _has_waiting(study):
+                break
+            trial = study.ask()
+            config = space.suggest(trial)
+            trial.set_user_attr("config", config.to_json())
+            trial.set_user_attr("device", _keys.device_key(device))
+            key = config.to_json()
+            if key in done:
+                prior = done[key]
+                trial.set_user_attr("outcome", "duplicate")
+                trial.set_user_attr("reason", f"same config as trial {prior.number}; not measured again")
+                trial.set_user_attr("measurement", prior.measurement)
+                study.tell(trial, prior.value)
+                reporter.advance(study)
+                continue
+            try:
+                m = runner.measure(config)
+            except Exception as exc:  # a config that does not compile or run is a result, not a crash
+                trial.set_user_attr("outcome", "fail")
+                trial.set_user_attr("reason", f"{type(exc).__name__}: {exc}"[:2000])
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                reporter.advance(study)
+                continue
+            trial.set_user_attr("measurement", m.to_dict())
+            if reference is None:
+                reference = m.outputs
+            why = compare_outputs(reference, m.outputs, rtol, atol) if m.outputs is not None else None
+            if why is not None:
+                trial.set_user_attr("outcome", "rejected")
+                trial.set_user_attr("reason", f"correctness guard: {why}")
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            else:
+                cost = objective.cost(m)
+                study.tell(trial, cost)
+                done[key] = _Done(trial.number, cost, m.to_dict())
+            reporter.advance(study)
+        trials = [_record(t) for t in study.get_trials(deepcopy=False)]
+        confirmed = _confirm(runner, trials, default, objective, confirm_top, confirm_rounds)
+    finally:
+        reporter.close()
+        runner.close()
+
+    if not confirmed:
+        raise StudyError(f"Study {name!r}: no config compiled and ran, not even the default; see the trial reasons.")
+    best = min(confirmed, key=lambda c: (c["cost"], c["config"] != default.to_dict()))
+    default_row = next(c for c in confirmed if Config.from_dict(c["config"]) == default)
+    points = {
+        t.config.to_json(): {"config": t.config.to_dict(), "compile_s": _compile_total(t.measurement),
+                             "run_s": t.measurement["run_s"]}
+        for t in trials if t.state == "complete" and t.measurement
+    }
+    for c in confirmed:  # the confirmation's medians replace single-trial numbers
+        points[Config.from_dict(c["config"]).to_json()] = {
+            "config": c["config"], "compile_s": c["compile_s"], "run_s": c["run_s"]}
+    points = list(points.values())
+    study.set_user_attr("confirmed", confirmed)
+    return TuneResult(
+        best_config=Config.from_dict(best["config"]), best_cost=best["cost"],
+        best=Measurement.from_dict(best["measurement"]), default_cost=default_row["cost"],
+        default=Measurement.from_dict(default_row["measurement"]), trials=trials, objective=objective,
+        sites=program.sites, fingerprint=program.fingerprint, signature=signature, device=device,
+        study_name=name, storage=storage_url, sampler=kind, space_size=len(space),
+        pareto=pareto_front(points), confirmed=confirmed, wall_s=time.perf_counter() - started,
+    )
+
+
+@dataclass(frozen=True)
+class _Done:
+    """A config already measured in this study."""
+
+    number: int
+    value: float
+    measurement: dict[str, Any] | None
+
+
+def _has_waiting(study) -> bool:
+    return any(t.state.name == "WAITING" for t in study.get_trials(deepcopy=False))
+
+
+def _compile_total(m: dict[str, Any]) -> float:
+    return float(m["trace_s"]) + float(m["lower_s"]) + float(m["compile_s"])
+
+
+def _reference_outputs(runner, default: Config, done: dict) -> Any:
+    """The default config's outputs, for the correctness guard (measured now when resuming)."""
+    if default.to_json() not in done:
+        return None
+    try:
+        return runner.measure(default).outputs
+    except Exception:
+        return None
+
+
+def _confirm(runner, trials, default: Config, objective: Objective, top: int, rounds: int) -> list[dict[str, Any]]:
+    """Re-measure the best configs and the default interleaved; medians decide."""
+    complete = sorted((t for t in trials if t.state == "complete" and t.cost is not None), key=lambda t: t.cost)
+    candidates: list[Config] = []
+    for t in complete:
+        if t.config not in candidates:
+            candidates.append(t.config)
+        if len(candidates) >= top:
+            break
+    if default not in candidates:
+        candidates.append(default)
+    samples: dict[Config, list[Measurement]] = {c: [] for c in candidates}
+    for _ in range(max(1, rounds)):
+        for config in candidates:
+            try:
+                samples[config].append(runner.measure(config))
+            except Exception:
+                pass
+    out = []
+    for config, ms in samples.items():
+        if not ms:
+            continue
+        med = Measurement(
+            trace_s=statistics.median(m.trace_s for m in ms), lower_s=statistics.median(m.lower_s for m in ms),
+            compile_s=statistics.median(m.compile_s for m in ms), run_s=statistics.median(m.run_s for m in ms),
+            run_iqr_s=statistics.median(m.run_iqr_s for m in ms), reps=sum(m.reps for m in ms),
+            config=config, memory=ms[-1].memory, flops=ms[-1].flops,
+        )
+        out.append({"config": config.to_dict(), "cost": objective.cost(med), "compile_s": med.compile_total_s,
+                    "run_s": med.run_s, "rounds": len(ms), "measurement": med.to_dict()})
+    return out
+
+
+class _Reporter:
+    """A rich progress bar with the best cost so far (on stderr), or nothing."""
+
+    def __init__(self, enabled: bool, total: int, name: str):
+        self.progress = None
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            TextColumn("[bold]tuning[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[best]}"), console=Console(stderr=True), transient=False,
+        )
+        self.task = self.progress.add_task("tune", total=total, best="")
+        self.progress.start()
+
+    def advance(self, study) -> None:
+        if self.progress is None:
+            return
+        try:
+            best = f"best cost {study.best_value:.4g}"
+        except ValueError:
+            best = "no complete trial yet"
+        self.progress.update(self.task, advance=1, best=best)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
