@@ -197,6 +197,14 @@ class Autotuned:
         """Forget compiled versions, so the next call looks the cache up again."""
         self._jitted = jax.jit(self._traced, **self.jit_kwargs)
 
+    def with_options(self, **overrides: Any) -> Autotuned:
+        """A copy with some options replaced (None keeps the current value)."""
+        opts = dict(expected_calls=self.expected_calls, compile_weight=self.compile_weight,
+                    runtime_weight=self.runtime_weight, cache=self._cache_arg, on_miss=self.on_miss,
+                    key=self.key, **self.jit_kwargs)
+        opts.update({k: v for k, v in overrides.items() if v is not None})
+        return Autotuned(self.fun, **opts)
+
     # -- tuning ---------------------------------------------------------------------------
     def tune(self, *args: Any, n_trials: int | None = None, timeout: float | None = None,
              sampler: str = "auto", storage: str | None = None, study_name: str | None = None,

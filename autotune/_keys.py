@@ -12,6 +12,7 @@ import jaxlib
 import numpy as np
 
 _ADDRESS_RE = re.compile(r" at 0x[0-9a-fA-F]+")
+MAX_SIGNATURE_CHARS = 2000
 
 
 def function_key(fn: Callable) -> str:
@@ -35,14 +36,17 @@ def _leaf_text(x: Any) -> str:
         if sharding is not None and len(getattr(sharding, "device_set", ())) > 1:
             shard = f"@{_ADDRESS_RE.sub('', repr(sharding))}"
         return f"{np.dtype(x.dtype).name}{weak}[{shape}]{shard}"
-    return f"static:{_ADDRESS_RE.sub('', repr(x))}"
+    return "static:" + " ".join(_ADDRESS_RE.sub("", repr(x)).split())
 
 
 def signature(args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> str:
     """Canonical text of the abstract signature: tree structure, then per leaf
     dtype (``~`` = weak type), shape, sharding when multi-device, or the value of a static leaf."""
     leaves, treedef = jax.tree_util.tree_flatten((tuple(args), dict(kwargs or {})))
-    return f"{treedef}|" + ";".join(_leaf_text(x) for x in leaves)
+    text = " ".join(f"{treedef}|".split()) + ";".join(_leaf_text(x) for x in leaves)
+    if len(text) > MAX_SIGNATURE_CHARS:  # huge pytrees: keep a readable head, key by the hash of all
+        text = f"{text[:MAX_SIGNATURE_CHARS - 80]}...sha256:{hashlib.sha256(text.encode()).hexdigest()}"
+    return text
 
 
 def short_hash(text: str, n: int = 10) -> str:

@@ -7,6 +7,7 @@ import math
 import os
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -266,6 +267,7 @@ def tune(
     if kind == "grid" and n_trials is None:
         budget = len(space)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     study = optuna.create_study(
         study_name=name, storage=storage_url, direction="minimize",
         sampler=_make_sampler(kind, seed, budget), load_if_exists=True,

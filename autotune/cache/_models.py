@@ -1,0 +1,55 @@
+"""SQLAlchemy models of the tuning cache: a one-row schema version table and the entries.
+
+Configs, sites, measurements, objectives, Pareto fronts and device dicts are stored
+as JSON text (never pickle), so any SQLAlchemy backend and any reader can use them.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import CheckConstraint, Float, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from ._entry import MAX_TEXT
+
+SCHEMA_VERSION = 1
+"""Version of the tables below; bump it (and add a migration) whenever they change."""
+
+
+class BaseModel(DeclarativeBase):
+    """Declarative base of the cache tables."""
+
+
+class SchemaVersionModel(BaseModel):
+    """The single row that records which schema version wrote the database."""
+
+    __tablename__ = "autotune_schema_version"
+    __table_args__ = (CheckConstraint("id = 1", name="ck_autotune_schema_version_single_row"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+class EntryModel(BaseModel):
+    """One cache entry; unique per (function key, fingerprint, signature, device key)."""
+
+    __tablename__ = "autotune_entries"
+    __table_args__ = (
+        UniqueConstraint("function_key", "fingerprint", "signature", "device_key",
+                         name="uq_autotune_entries_key"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    function_key: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False, index=True)
+    fingerprint: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False)
+    signature: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False)
+    device_key: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False, index=True)
+    device: Mapped[str] = mapped_column(Text, nullable=False)
+    config: Mapped[str] = mapped_column(Text, nullable=False)
+    sites: Mapped[str] = mapped_column(Text, nullable=False)
+    measurements: Mapped[str] = mapped_column(Text, nullable=False)
+    objective: Mapped[str] = mapped_column(Text, nullable=False)
+    pareto: Mapped[str] = mapped_column(Text, nullable=False)
+    cost: Mapped[float] = mapped_column(Float, nullable=False)
+    default_cost: Mapped[float | None] = mapped_column(Float, nullable=True)
+    study_name: Mapped[str | None] = mapped_column(String(MAX_TEXT), nullable=True)
+    created_at: Mapped[str] = mapped_column(String(64), nullable=False)

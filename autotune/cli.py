@@ -1,0 +1,254 @@
+"""The ``autotune`` command: tune study files, inspect and move the cache."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ._errors import AutotuneError
+
+def _console(stderr: bool = False) -> Console:
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal:  # logs and pipes: do not squeeze tables into 80 columns
+        console = Console(stderr=stderr, highlight=False, width=160)
+    return console
+
+
+out = _console()
+err = _console(stderr=True)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return value
+
+
+def _cache_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cache", metavar="URL_OR_PATH", default=None,
+                   help="the tuning cache (SQLAlchemy URL or file path); default $AUTOTUNE_CACHE or ~/.cache/autotune/cache.db")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="autotune", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("tune", help="tune every example of a study file and store the winners in the cache")
+    p.add_argument("file", help="a study file: defines @at.autotuned functions and examples()")
+    p.add_argument("--trials", type=_positive_int, default=None, help="trials per function (default: the whole space if small, else 32)")
+    p.add_argument("--timeout", type=_nonneg_float, default=None, help="stop starting new trials after this many seconds")
+    p.add_argument("--expected-calls", type=_nonneg_float, default=None, help="override the decorator's expected_calls")
+    p.add_argument("--compile-weight", type=_nonneg_float, default=None)
+    p.add_argument("--runtime-weight", type=_nonneg_float, default=None)
+    p.add_argument("--sampler", choices=["auto", "tpe", "grid", "random"], default="auto")
+    p.add_argument("--storage", default=None, help="Optuna storage URL or file (default: studies.db beside the cache)")
+    p.add_argument("--trial-timeout", type=_nonneg_float, default=None, help="kill a trial's compile+run after this many seconds")
+    p.add_argument("--trial-memory", type=_nonneg_float, default=None, help="memory cap per trial worker, in GiB")
+    p.add_argument("--workers", type=_positive_int, default=1, help="worker processes on one study (one per device is the rule)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    _cache_arg(p)
+
+    p = sub.add_parser("sites", help="list the loop sites of a study file's functions")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("best", help="the cached best config per function")
+    p.add_argument("--function", default=None, help="function key (module:qualname); default all")
+    p.add_argument("--device", default=None, help="device kind or platform to filter on (e.g. cpu, 'NVIDIA H200')")
+    p.add_argument("--expected-calls", type=_nonneg_float, default=None, help="re-pick from the stored Pareto set for this call count")
+    p.add_argument("--json", action="store_true")
+    _cache_arg(p)
+
+    p = sub.add_parser("list", help="every cache entry")
+    p.add_argument("--json", action="store_true")
+    _cache_arg(p)
+
+    p = sub.add_parser("export", help="write the cache to a JSON file")
+    p.add_argument("path")
+    _cache_arg(p)
+
+    p = sub.add_parser("import", help="merge a JSON export into the cache (all or nothing)")
+    p.add_argument("path")
+    _cache_arg(p)
+    return parser
+
+
+def _fmt_s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _fmt_us(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e6:.1f}"
+
+
+def result_table(result) -> Table:
+    """Confirmed configs: compile s, run µs, cost, vs default."""
+    table = Table(title=f"{result.study_name}  ({result.sampler}, space {result.space_size}, {len(result.trials)} trials)")
+    for col in ("config", "compile s", "run µs", "cost", "vs default"):
+        table.add_column(col, justify="left" if col == "config" else "right")
+    from ._config import Config
+
+    for row in sorted(result.confirmed, key=lambda r: r["cost"]):
+        cfg = Config.from_dict(row["config"])
+        mark = " ★" if cfg == result.best_config else ""
+        table.add_row(str(cfg) + mark, _fmt_s(row["compile_s"]), _fmt_us(row["run_s"]), f"{row['cost']:.4g}",
+                      f"{result.default_cost / row['cost']:.2f}x" if row["cost"] > 0 else "-")
+    return table
+
+
+def cmd_tune(a: argparse.Namespace) -> int:
+    from ._studyfile import load_examples
+
+    examples = load_examples(a.file)
+    results = []
+    for ex in examples:
+        fn = ex.fn.with_options(expected_calls=a.expected_calls, compile_weight=a.compile_weight,
+                                runtime_weight=a.runtime_weight, cache=a.cache)
+        err.print(f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g})")
+        result = fn.tune(*ex.args, n_trials=a.trials, timeout=a.timeout, sampler=a.sampler, storage=a.storage,
+                         progress=not a.json, **ex.kwargs)
+        results.append((fn, result))
+        if not a.json:
+            out.print(result_table(result))
+            out.print(f"winner for {fn.key}: [bold]{result.best_config}[/bold]  cost {result.best_cost:.4g} "
+                      f"(default {result.default_cost:.4g}, {result.speedup:.2f}x)  -> cache {fn.cache.url}")
+    if a.json:
+        print(json.dumps([{
+            "function": fn.key, "best_config": r.best_config.to_dict(), "best_cost": r.best_cost,
+            "default_cost": r.default_cost, "study": r.study_name, "storage": r.storage,
+            "trials": [t.to_dict() for t in r.trials], "confirmed": r.confirmed, "pareto": r.pareto,
+        } for fn, r in results], indent=2))
+    return 0
+
+
+def cmd_sites(a: argparse.Namespace) -> int:
+    from ._studyfile import load_examples
+
+    rows = []
+    for ex in load_examples(a.file):
+        for s in ex.fn.sites(*ex.args, **ex.kwargs):
+            rows.append({"function": ex.fn.key, **s.to_dict()})
+    if a.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    table = Table(title=f"loop sites in {a.file}")
+    for col in ("function", "site id", "kind", "length", "depth", "parent", "source"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["function"], r["id"], r["kind"], str(r["length"]), str(r["depth"]), r["parent"] or "-", r["source"] or "-")
+    out.print(table)
+    return 0
+
+
+def _entries(a: argparse.Namespace) -> list:
+    from .cache import Cache
+
+    return Cache(a.cache).entries(function_key=getattr(a, "function", None))
+
+
+def _entry_json(e) -> dict[str, Any]:
+    return e.to_dict() | {"device_key": e.device_key}
+
+
+def cmd_best(a: argparse.Namespace) -> int:
+    from .cache import best_for
+
+    entries = _entries(a)
+    if a.device:
+        want = a.device.lower()
+        entries = [e for e in entries if want in (str(e.device.get("device_kind", "")).lower(), str(e.device.get("platform", "")).lower())]
+    if a.expected_calls is not None:
+        for i, e in enumerate(entries):
+            if e.pareto:
+                cw = float(e.objective.get("compile_weight", 1.0))
+                rw = float(e.objective.get("runtime_weight", 1.0))
+                pick = best_for(e.pareto, a.expected_calls, cw, rw)
+                cost = cw * pick["compile_s"] + rw * a.expected_calls * pick["run_s"]
+                entries[i] = e.with_choice(pick["config"], cost, {**e.objective, "expected_calls": a.expected_calls})
+    if not entries:
+        err.print("no cache entry matches" + (f" function {a.function!r}" if a.function else "") + (f" on device {a.device!r}" if a.device else "") + ".")
+        return 1
+    if a.json:
+        print(json.dumps([_entry_json(e) for e in entries], indent=2))
+        return 0
+    table = Table(title="best configs")
+    for col in ("function", "device", "signature", "config", "run µs", "compile s", "expected calls", "cost"):
+        table.add_column(col)
+    for e in entries:
+        m = e.measurements
+        compile_s = sum(float(m.get(k, 0.0)) for k in ("trace_s", "lower_s", "compile_s"))
+        table.add_row(e.function_key, e.device_key, e.signature[-48:], json.dumps(e.config), _fmt_us(m.get("run_s")),
+                      _fmt_s(compile_s), f"{e.objective.get('expected_calls', 0):g}", f"{e.cost:.4g}")
+    out.print(table)
+    return 0
+
+
+def cmd_list(a: argparse.Namespace) -> int:
+    entries = _entries(a)
+    if a.json:
+        print(json.dumps([_entry_json(e) for e in entries], indent=2))
+        return 0
+    table = Table(title=f"{len(entries)} cache entries")
+    for col in ("function", "fingerprint", "device", "config", "cost", "created"):
+        table.add_column(col)
+    for e in entries:
+        table.add_row(e.function_key, e.fingerprint[:10], e.device_key, json.dumps(e.config), f"{e.cost:.4g}", e.created_at[:19])
+    out.print(table)
+    return 0
+
+
+def cmd_export(a: argparse.Namespace) -> int:
+    from .cache import Cache
+
+    n = Cache(a.cache).export_json(a.path)
+    out.print(f"exported {n} entries to {a.path}")
+    return 0
+
+
+def cmd_import(a: argparse.Namespace) -> int:
+    from .cache import Cache
+
+    cache = Cache(a.cache)
+    n = cache.import_json(a.path)
+    out.print(f"imported {n} entries into {cache.url}")
+    return 0
+
+
+COMMANDS = {"tune": cmd_tune, "sites": cmd_sites, "best": cmd_best, "list": cmd_list,
+            "export": cmd_export, "import": cmd_import}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except AutotuneError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    except KeyboardInterrupt:
+        err.print("interrupted: completed trials are kept in the study; run the same command again to resume.")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
