@@ -85,7 +85,8 @@ def _make_site(eqn, path: tuple, parent: str | None, depth: int, taken: set[str]
     tag = LoopTag.decode(func_src)
     if tag is not None:
         base, kind, name = tag.name, "loop", tag.name
-        num_carry, length, default = tag.num_carry, tag.length, tag.default
+        # JAX may turn loop-invariant carries into consts, so count from the equation.
+        num_carry, length, default = _carry_count(eqn, body), tag.length, tag.default
         num_xs = tag.num_xs
     else:
         fori = getattr(info, "traced_for", "") == "fori_loop"

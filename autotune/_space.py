@@ -86,6 +86,15 @@ class Space:
                 params[unroll_name] = choice.unroll
         return params
 
+    def from_params(self, params: dict[str, Any]) -> Config:
+        """The config of a set of Optuna params (the inverse of :meth:`to_params`)."""
+        choices = {}
+        for e in self.entries:
+            repr_name, unroll_name = e.param_names()
+            rep = params.get(repr_name, e.reprs[0] if len(e.reprs) == 1 else e.site.default.repr)
+            choices[e.site.id] = SiteChoice(rep, 1 if rep == "for" else int(params.get(unroll_name, 1)))
+        return Config(choices)
+
     def suggest(self, trial: Any) -> Config:
         """Sample a config from an ``optuna.Trial``; unroll is conditional on the representation."""
         choices = {}

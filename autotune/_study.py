@@ -219,7 +219,10 @@ def tune(
     timing: dict[str, Any] | None = None,
     runner: Any = None,
     progress: bool = False,
-) -> TuneResult:
+    join: bool = False,
+    on_ready: Callable[[str, str], None] | None = None,
+    before_finish: Callable[[], None] | None = None,
+) -> TuneResult | None:
     """Search the loop configs of ``fn`` on ``args`` and return the cheapest.
 
     Trial 0 is always the default config. A space of at most ``n_trials`` configs
@@ -239,6 +242,10 @@ def tune(
         study_name: default derived from the function, program, signature, device and objective.
         jit_kwargs: ``jax.jit`` keyword arguments (``static_argnums``...).
         rtol, atol: the correctness guard's tolerance (default from the output dtype).
+        join: only run trials on an existing study (another process enqueued it and
+            will confirm the winner); returns None.
+        on_ready: called with (storage URL, study name) once the study is enqueued,
+            e.g. to start more workers on it; before_finish: called before confirmation.
 
     Returns:
         A :class:`TuneResult`.
@@ -272,6 +279,13 @@ def tune(
         study_name=name, storage=storage_url, direction="minimize",
         sampler=_make_sampler(kind, seed, budget), load_if_exists=True,
     )
+    ran_on = study.user_attrs.get("device")
+    if ran_on is not None and _keys.device_key(ran_on) != _keys.device_key(device):
+        raise StudyError(
+            f"Study {name!r} in {storage_url} was measured on {_keys.device_key(ran_on)}, but this process "
+            f"runs on {_keys.device_key(device)}; a study never mixes devices in one ranking. Use another "
+            "study name (the default name includes the device) or run this on the study's device."
+        )
     study.set_user_attr("function_key", fkey)
     study.set_user_attr("fingerprint", program.fingerprint)
     study.set_user_attr("device", device)
@@ -282,35 +296,45 @@ def tune(
             for t in study.get_trials(deepcopy=False)
             if t.state.name == "COMPLETE" and t.user_attrs.get("config")}
     default = space.default()
-    existing = len(study.get_trials(deepcopy=False))
-    if existing == 0:
-        study.enqueue_trial(space.to_params(default))
-    if kind == "grid":
-        for config in space.configs():
-            if config.to_json() not in done and not (existing == 0 and config == default):
+    if not join:
+        seen = _configs_in_study(study, space)
+        # Trial 0 is the default, so the result is never worse than what the user had.
+        for config in ([default] + list(space.configs())[1:]) if kind == "grid" else [default]:
+            if config.to_json() not in seen:
                 study.enqueue_trial(space.to_params(config))
+                seen.add(config.to_json())
 
+    if on_ready is not None:
+        on_ready(storage_url, name)
     runner = runner or InProcessRunner(fn, tuple(args), kwargs, jit_kwargs, dict(timing or {}))
     reference = None
     reporter = _Reporter(progress, budget, name)
     try:
         reference = _reference_outputs(runner, default, done)
-        for _ in range(max(0, budget - existing) if kind != "grid" else budget):
+        while True:
             if timeout is not None and time.perf_counter() - started > timeout:
                 break
             if kind == "grid" and not _has_waiting(study):
+                break
+            if kind != "grid" and len(study.get_trials(deepcopy=False)) >= budget:
                 break
             trial = study.ask()
             config = space.suggest(trial)
             trial.set_user_attr("config", config.to_json())
             trial.set_user_attr("device", _keys.device_key(device))
             key = config.to_json()
-            if key in done:
-                prior = done[key]
+            done.update(_completed(study, exclude=trial.number))
+            running = _running_with(study, key, exclude=trial.number)
+            if key in done or running is not None:
+                prior = done.get(key)
                 trial.set_user_attr("outcome", "duplicate")
-                trial.set_user_attr("reason", f"same config as trial {prior.number}; not measured again")
-                trial.set_user_attr("measurement", prior.measurement)
-                study.tell(trial, prior.value)
+                if prior is not None:
+                    trial.set_user_attr("reason", f"same config as trial {prior.number}; not measured again")
+                    trial.set_user_attr("measurement", prior.measurement)
+                    study.tell(trial, prior.value)
+                else:
+                    trial.set_user_attr("reason", f"same config as trial {running}, running in another worker; not measured twice")
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 reporter.advance(study)
                 continue
             try:
@@ -334,11 +358,15 @@ def tune(
                 study.tell(trial, cost)
                 done[key] = _Done(trial.number, cost, m.to_dict())
             reporter.advance(study)
+        if before_finish is not None:
+            before_finish()
         trials = [_record(t) for t in study.get_trials(deepcopy=False)]
-        confirmed = _confirm(runner, trials, default, objective, confirm_top, confirm_rounds)
+        confirmed = [] if join else _confirm(runner, trials, default, objective, confirm_top, confirm_rounds)
     finally:
         reporter.close()
         runner.close()
+    if join:
+        return None
 
     if not confirmed:
         raise StudyError(f"Study {name!r}: no config compiled and ran, not even the default; see the trial reasons.")
@@ -371,6 +399,31 @@ class _Done:
     number: int
     value: float
     measurement: dict[str, Any] | None
+
+
+def _configs_in_study(study, space: Space) -> set[str]:
+    """Config keys of every trial, waiting (enqueued) ones included."""
+    seen = set()
+    for t in study.get_trials(deepcopy=False):
+        if t.user_attrs.get("config"):
+            seen.add(t.user_attrs["config"])
+        elif t.state.name == "WAITING":
+            seen.add(space.from_params(t.system_attrs.get("fixed_params", {})).to_json())
+    return seen
+
+
+def _completed(study, exclude: int) -> dict[str, _Done]:
+    return {t.user_attrs["config"]: _Done(t.number, t.value, t.user_attrs.get("measurement"))
+            for t in study.get_trials(deepcopy=False)
+            if t.number != exclude and t.state.name == "COMPLETE" and t.user_attrs.get("config")
+            and t.user_attrs.get("outcome") != "duplicate"}
+
+
+def _running_with(study, key: str, exclude: int) -> int | None:
+    for t in study.get_trials(deepcopy=False):
+        if t.number != exclude and t.state.name == "RUNNING" and t.user_attrs.get("config") == key:
+            return t.number
+    return None
 
 
 def _has_waiting(study) -> bool:

@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trial-memory", type=_nonneg_float, default=None, help="memory cap per trial worker, in GiB")
     p.add_argument("--workers", type=_positive_int, default=1, help="worker processes on one study (one per device is the rule)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--join-study", default=None, help=argparse.SUPPRESS)  # internal: a --workers helper
+    p.add_argument("--example", type=int, default=None, help=argparse.SUPPRESS)
     _cache_arg(p)
 
     p = sub.add_parser("sites", help="list the loop sites of a study file's functions")
@@ -120,16 +122,31 @@ def cmd_tune(a: argparse.Namespace) -> int:
     from ._studyfile import load_examples
 
     examples = load_examples(a.file)
+    if a.join_study is not None:  # a helper started by --workers: trials only
+        ex = examples[a.example]
+        fn = ex.fn.with_options(expected_calls=a.expected_calls, compile_weight=a.compile_weight,
+                                runtime_weight=a.runtime_weight, cache=a.cache)
+        fn.tune(*ex.args, n_trials=a.trials, timeout=a.timeout, sampler=a.sampler, storage=a.storage,
+                study_name=a.join_study, join=True, **ex.kwargs)
+        return 0
+    if a.workers > 1:
+        _warn_shared_device(a.workers)
     results = []
-    for ex in examples:
+    for index, ex in enumerate(examples):
         fn = ex.fn.with_options(expected_calls=a.expected_calls, compile_weight=a.compile_weight,
                                 runtime_weight=a.runtime_weight, cache=a.cache)
         err.print(f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g})")
+        helpers = _Helpers(a, index)
         result = fn.tune(*ex.args, n_trials=a.trials, timeout=a.timeout, sampler=a.sampler, storage=a.storage,
-                         progress=not a.json, **ex.kwargs)
+                         progress=not a.json, on_ready=helpers.start, before_finish=helpers.wait, **ex.kwargs)
         results.append((fn, result))
         if not a.json:
             out.print(result_table(result))
+            bad = [t for t in result.trials if t.state not in ("complete", "duplicate")]
+            if bad:
+                out.print(f"{len(bad)} of {len(result.trials)} trials did not count:")
+                for t in bad[:8]:
+                    out.print(f"  trial {t.number} {t.state}: {str(t.config)[:80]} — {(t.reason or '').splitlines()[0][:160] if t.reason else ''}")
             out.print(f"winner for {fn.key}: [bold]{result.best_config}[/bold]  cost {result.best_cost:.4g} "
                       f"(default {result.default_cost:.4g}, {result.speedup:.2f}x)  -> cache {fn.cache.url}")
     if a.json:
@@ -139,6 +156,42 @@ def cmd_tune(a: argparse.Namespace) -> int:
             "trials": [t.to_dict() for t in r.trials], "confirmed": r.confirmed, "pareto": r.pareto,
         } for fn, r in results], indent=2))
     return 0
+
+
+def _warn_shared_device(workers: int) -> None:
+    import jax
+
+    if len(jax.devices()) < workers:
+        err.print(
+            f"[yellow]warning:[/yellow] {workers} workers share {len(jax.devices())} {jax.devices()[0].platform} "
+            "device(s) on this machine; concurrent trials disturb each other's timings. The rule is one worker "
+            "per device: for more throughput, run `autotune tune FILE --storage postgresql://...` on more machines."
+        )
+
+
+class _Helpers:
+    """The extra processes of `--workers K`: they join the study once it is enqueued."""
+
+    def __init__(self, a: argparse.Namespace, index: int):
+        self.a, self.index, self.procs = a, index, []
+
+    def start(self, storage: str, study_name: str) -> None:
+        import subprocess
+
+        a = self.a
+        cmd = [sys.executable, "-m", "autotune", "tune", a.file, "--join-study", study_name, "--example",
+               str(self.index), "--storage", storage, "--sampler", a.sampler]
+        for flag, value in (("--trials", a.trials), ("--timeout", a.timeout), ("--expected-calls", a.expected_calls),
+                            ("--compile-weight", a.compile_weight), ("--runtime-weight", a.runtime_weight),
+                            ("--cache", a.cache)):
+            if value is not None:
+                cmd += [flag, str(value)]
+        self.procs = [subprocess.Popen(cmd) for _ in range(a.workers - 1)]
+
+    def wait(self) -> None:
+        failed = [p.args for p in self.procs if p.wait() != 0]
+        if failed:
+            err.print(f"[yellow]warning:[/yellow] {len(failed)} worker process(es) exited with an error; their completed trials are kept.")
 
 
 def cmd_sites(a: argparse.Namespace) -> int:
