@@ -72,6 +72,14 @@ def entry_from_result(result: TuneResult, function_key: str):
     )
 
 
+def controller(fn: Any) -> Autotuned | None:
+    """The :class:`Autotuned` behind an ``@at.autotuned`` function, or None."""
+    if isinstance(fn, Autotuned):
+        return fn
+    ctl = getattr(fn, "autotune", None)
+    return ctl if isinstance(ctl, Autotuned) else None
+
+
 def open_cache(cache: Any):
     from .cache import Cache
 
@@ -104,7 +112,19 @@ class Autotuned:
         self._cache = None
         self._pending = False
         self._last_lookup: Lookup | None = None
-        self._jitted = jax.jit(self._traced, **jit_kwargs)
+        traced = functools.wraps(fun)(lambda *args, **kwargs: self._traced(*args, **kwargs))
+        self._jitted = jax.jit(traced, **jit_kwargs)
+
+    def function(self) -> Callable:
+        """What ``@at.autotuned`` hands out: the ``jax.jit`` object itself (so calls cost
+        exactly a jit dispatch), carrying this object's methods as attributes."""
+        jitted = self._jitted
+        for name in ("tune", "sites", "config_for", "with_options"):
+            setattr(jitted, name, getattr(self, name))
+        jitted.key = self.key
+        jitted.expected_calls = self.expected_calls
+        jitted.autotune = self
+        return jitted
 
     # -- the hot path: plain jit dispatch ---------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -195,7 +215,7 @@ class Autotuned:
 
     def clear_cache(self) -> None:
         """Forget compiled versions, so the next call looks the cache up again."""
-        self._jitted = jax.jit(self._traced, **self.jit_kwargs)
+        self._jitted.clear_cache()
 
     def with_options(self, **overrides: Any) -> Autotuned:
         """A copy with some options replaced (None keeps the current value)."""
@@ -277,7 +297,10 @@ def autotuned(fun: Callable | None = None, *, expected_calls: float = 1000, comp
         **jit_kwargs: passed to ``jax.jit`` (``static_argnums``, ``donate_argnums``, ...).
 
     Returns:
-        An :class:`Autotuned` callable with ``.tune``, ``.sites``, ``.config_for``, ``.lower``.
+        The ``jax.jit``-compiled function, with ``.tune``, ``.sites``, ``.config_for``,
+        ``.lower`` (and ``.autotune``, the :class:`Autotuned` behind it). With
+        ``on_miss="tune"`` the :class:`Autotuned` object itself, which checks after each
+        call whether a tuning run is due.
 
     Example::
 
@@ -288,8 +311,9 @@ def autotuned(fun: Callable | None = None, *, expected_calls: float = 1000, comp
         >>> smooth(jnp.zeros(4)).shape
         (4,)
     """
-    def wrap(f: Callable) -> Autotuned:
-        return Autotuned(f, expected_calls=expected_calls, compile_weight=compile_weight,
-                         runtime_weight=runtime_weight, cache=cache, on_miss=on_miss, key=key, **jit_kwargs)
+    def wrap(f: Callable):
+        ctl = Autotuned(f, expected_calls=expected_calls, compile_weight=compile_weight,
+                        runtime_weight=runtime_weight, cache=cache, on_miss=on_miss, key=key, **jit_kwargs)
+        return ctl if on_miss == "tune" else ctl.function()
 
     return wrap if fun is None else wrap(fun)

@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._decorator import Autotuned
+from ._decorator import Autotuned, controller
 from ._errors import StudyError
 
 
@@ -62,7 +62,8 @@ def load_examples(path: str) -> list[Example]:
         if not isinstance(item, tuple) or len(item) not in (2, 3):
             raise StudyError(f"Study file {path!r}: examples()[{i}] must be (fn, args) or (fn, args, kwargs), got {item!r:.200}.")
         fn, args, *rest = item
-        if not isinstance(fn, Autotuned):
+        ctl = controller(fn)
+        if ctl is None:
             raise StudyError(
                 f"Study file {path!r}: examples()[{i}] names {getattr(fn, '__name__', fn)!r}, which is not "
                 "an @at.autotuned function; decorate it with @at.autotuned."
@@ -70,5 +71,5 @@ def load_examples(path: str) -> list[Example]:
         kwargs = rest[0] if rest else {}
         if not isinstance(args, tuple) or not isinstance(kwargs, dict):
             raise StudyError(f"Study file {path!r}: examples()[{i}] args must be a tuple and kwargs a dict.")
-        out.append(Example(fn, args, kwargs))
+        out.append(Example(ctl, args, kwargs))
     return out
