@@ -134,15 +134,33 @@ def clear_jax_caches() -> None:
 
 
 class no_persistent_cache:
-    """Context manager: the persistent compilation cache is off inside."""
+    """Context manager: the persistent compilation cache is neither read nor written inside.
+
+    JAX decides once per process whether the cache is in use and remembers it, so
+    flipping ``jax_enable_compilation_cache`` alone is not enough: the remembered
+    decision is overridden inside and restored on exit, with the flag.
+    """
 
     _flag = "jax_enable_compilation_cache"
 
     def __enter__(self):
-        self._old = getattr(jax.config, self._flag, True)
+        self._old_flag = getattr(jax.config, self._flag, True)
         jax.config.update(self._flag, False)
+        self._module = None
+        try:
+            from jax._src import compilation_cache as cc
+
+            with cc._cache_initialized_mutex:
+                self._saved = (cc._cache_checked, cc._cache_used)
+                cc._cache_checked, cc._cache_used = True, False
+            self._module = cc
+        except Exception:  # private API moved: the flag above is the best we can do
+            pass
         return self
 
     def __exit__(self, *exc):
-        jax.config.update(self._flag, self._old)
+        if self._module is not None:
+            with self._module._cache_initialized_mutex:
+                self._module._cache_checked, self._module._cache_used = self._saved
+        jax.config.update(self._flag, self._old_flag)
         return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import statistics
 import time
@@ -64,13 +65,29 @@ class Measurement:
         )
 
 
-def _dynamic_args(args: tuple, kwargs: dict, jit_kwargs: dict) -> tuple[tuple, dict]:
-    """The arguments a compiled executable takes: the static ones removed."""
+def _dynamic_args(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict) -> tuple[tuple, dict]:
+    """The arguments a compiled executable takes: the static ones removed.
+
+    Like ``jax.jit``, a static argument declared by number may be passed by
+    keyword and one declared by name may be passed by position.
+    """
     nums = jit_kwargs.get("static_argnums", ()) or ()
     nums = {nums} if isinstance(nums, int) else set(nums)
-    nums = {n % len(args) for n in nums} if args else set()
     names = jit_kwargs.get("static_argnames", ()) or ()
     names = {names} if isinstance(names, str) else set(names)
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    nums = {n % len(positional) if positional and n < 0 else n for n in nums}
+    for i, name in enumerate(positional):
+        if name in names:
+            nums.add(i)
+        if i in nums:
+            names.add(name)
+    if args and not positional:
+        nums = {n % len(args) for n in nums}
     return (
         tuple(a for i, a in enumerate(args) if i not in nums),
         {k: v for k, v in kwargs.items() if k not in names},
@@ -193,7 +210,7 @@ def measure(
         t2 = time.perf_counter()
         compiled = lowered.compile()
         t3 = time.perf_counter()
-    dyn_args, dyn_kwargs = _dynamic_args(args, kwargs, jit_kwargs)
+    dyn_args, dyn_kwargs = _dynamic_args(fn, args, kwargs, jit_kwargs)
     donating = bool(jit_kwargs.get("donate_argnums") or jit_kwargs.get("donate_argnames"))
     outputs = None
 

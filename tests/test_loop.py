@@ -1,0 +1,268 @@
+"""at.loop: scan semantics in every representation; its own validation and defaults."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import autotune as at
+
+L = 5
+
+
+def reference_loop(body, init, xs, length, reverse=False):
+    """The documented semantics, in plain Python over NumPy values."""
+    carry, ys = init, []
+    order = range(length - 1, -1, -1) if reverse else range(length)
+    for i in order:
+        x_i = jax.tree_util.tree_map(lambda a: a[i], xs)
+        carry, y = body(carry, x_i)
+        ys.append(y)
+    if reverse:
+        ys = ys[::-1]
+    if ys and jax.tree_util.tree_leaves(ys[0]):
+        stacked = jax.tree_util.tree_map(lambda *col: np.stack(col), *ys)
+    else:
+        stacked = None
+    return carry, stacked
+
+
+def body_with_ys(carry, x):
+    h, n = carry["h"], carry["n"]
+    h = np.tanh(h * 0.9 + x["a"] * x["b"]) if isinstance(h, np.ndarray) else jnp.tanh(h * 0.9 + x["a"] * x["b"])
+    return {"h": h, "n": n + 1.0}, (h.sum(), h * x["b"])
+
+
+def body_no_ys(carry, x):
+    new, _ = body_with_ys(carry, x)
+    return new, None
+
+
+def make_inputs():
+    rng = np.random.default_rng(0)
+    init = {"h": rng.standard_normal(3).astype(np.float32), "n": np.float32(0.0)}
+    xs = {"a": rng.standard_normal((L, 3)).astype(np.float32), "b": rng.uniform(0.5, 1.5, L).astype(np.float32)}
+    return init, xs
+
+
+def assert_tree_close(got, want, rtol=2e-5, atol=2e-6):
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
+
+
+CASES = [
+    pytest.param(r, rev, ys, id=f"{r}-{'rev' if rev else 'fwd'}-{'ys' if ys else 'noys'}")
+    for r in ("scan", "for", "fori") for rev in (False, True) for ys in (True, False)
+    if not (r == "fori" and ys)
+]
+
+
+@pytest.mark.parametrize("rep, reverse, with_ys", CASES)
+def test_every_representation_matches_the_reference(rep, reverse, with_ys):
+    init, xs = make_inputs()
+    body = body_with_ys if with_ys else body_no_ys
+    want = reference_loop(body, init, xs, L, reverse)
+
+    def by_default(init, xs):  # the representation chosen by at.loop's own default
+        return at.loop(body, init, xs, name="lp", reverse=reverse, repr=rep)
+
+    def by_config(init, xs):  # the representation chosen by a config
+        return at.loop(body, init, xs, name="lp", reverse=reverse)
+
+    results = {
+        "default, plain": by_default(init, xs),
+        "default, with_config": at.with_config(by_default, {})(init, xs),
+        "default, jit": jax.jit(at.with_config(by_default, {}))(init, xs),
+        "config": at.with_config(by_config, {"lp": {"repr": rep}})(init, xs),
+        "config, jit": jax.jit(at.with_config(by_config, {"lp": {"repr": rep}}))(init, xs),
+    }
+    for how, got in results.items():
+        try:
+            assert_tree_close(got, want)
+        except AssertionError as e:
+            raise AssertionError(f"{how}: {e}") from None
+
+
+@pytest.mark.parametrize("rep, unroll", [("scan", 2), ("scan", 5), ("fori", 2), ("fori", 3)])
+def test_unroll_factors_keep_results(rep, unroll):
+    init, xs = make_inputs()
+    want = reference_loop(body_no_ys, init, xs, L, reverse=True)
+
+    def f(init, xs):
+        return at.loop(body_no_ys, init, xs, name="lp", reverse=True)
+
+    got = jax.jit(at.with_config(f, {"lp": {"repr": rep, "unroll": unroll}}))(init, xs)
+    assert_tree_close(got, want)
+
+
+def test_length_from_xs_and_from_length_argument():
+    init, xs = make_inputs()
+
+    def f(init, xs):
+        a = at.loop(body_no_ys, init, xs, name="with-xs")[0]
+        b = at.loop(lambda c, _: (c * 0.5, None), a["h"], length=3, name="no-xs")[0]
+        return b
+
+    s = {site.id: site for site in at.sites(f, init, xs)}
+    assert s["with-xs"].length == L and s["no-xs"].length == 3
+    want = reference_loop(body_no_ys, init, xs, L)[0]["h"] * 0.125
+    for rep in ("scan", "for", "fori"):
+        got = at.with_config(f, {"with-xs": {"repr": rep}, "no-xs": {"repr": rep}})(init, xs)
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("rep", ["scan", "for", "fori"])
+def test_loop_invariant_carry_component(rep):
+    """A carry entry the body passes through unchanged (e.g. parameters) is common;
+    JAX's scan turns it into a constant, which must not confuse the re-emission."""
+    def f(h, w):
+        (h, w), _ = at.loop(lambda c, _: ((jnp.tanh(c[0] * c[1] + 0.1), c[1]), None), (h, w),
+                            length=4, name="inv")
+        return h, w
+
+    h, w = np.linspace(-1, 1, 3).astype(np.float32), np.full(3, 0.7, np.float32)
+    want_h = h
+    for _ in range(4):
+        want_h = np.tanh(want_h * w + 0.1)
+    got = at.with_config(f, {"inv": {"repr": rep}})(h, w)
+    np.testing.assert_allclose(got[0], want_h, rtol=2e-5, atol=2e-6)
+    np.testing.assert_array_equal(got[1], w)
+
+
+@pytest.mark.parametrize("rep", ["scan", "for", "fori"])
+def test_gradient_in_every_representation(rep):
+    init, xs = make_inputs()
+
+    def f(h, xs, rep):
+        c, _ = at.loop(body_no_ys, {"h": h, "n": jnp.float32(0.0)}, xs, name="g", repr=rep)
+        return (c["h"] ** 2).sum()
+
+    want = jax.grad(f)(init["h"], xs, "scan")
+    got = jax.grad(at.with_config(lambda h, xs: f(h, xs, "scan"), {"g": {"repr": rep}}))(init["h"], xs)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    got = jax.grad(at.with_config(lambda h, xs: f(h, xs, rep), {}))(init["h"], xs)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_zero_length_loop():
+    def f(x):
+        return at.loop(lambda c, _: (c + 1.0, c * 2.0), x, length=0, name="empty")
+
+    x = jnp.ones(3)
+    for rep in ("scan", "for"):
+        c, ys = at.with_config(f, {"empty": {"repr": rep}})(x)
+        np.testing.assert_array_equal(c, x)
+        assert ys.shape == (0, 3)
+
+
+# --- defaults and loop structure ------------------------------------------------------------
+
+
+def whiles(fn, *args):
+    return jax.jit(fn).lower(*args).as_text().count("stablehlo.while")
+
+
+def compiled_ops(fn, op, *args):
+    text = jax.jit(fn).lower(*args).compile().as_text()
+    return len(re.findall(rf"\b{op}\(", text))
+
+
+def tanh_loop(rep="scan", unroll=1, name="t"):
+    def f(x):
+        return at.loop(lambda c, _: (jnp.tanh(c) * 0.9 + 0.1, None), x, length=8, name=name,
+                       repr=rep, unroll=unroll)[0]
+    return f
+
+
+def test_default_for_is_unrolled_without_a_config_and_overridable():
+    x = jnp.ones(3)
+    rolled = tanh_loop()
+    unrolled = tanh_loop("for")
+    assert whiles(rolled, x) == 1
+    assert whiles(unrolled, x) == 0                      # no config at all
+    assert whiles(at.with_config(unrolled, {}), x) == 0  # a config that does not name the loop
+    assert whiles(at.with_config(unrolled, {"t": {"repr": "scan"}}), x) == 1
+    assert compiled_ops(at.with_config(unrolled, {}), "tanh", x) == 8
+    np.testing.assert_allclose(at.with_config(unrolled, {})(x), rolled(x), rtol=1e-6)
+
+
+def test_default_unroll_is_used_when_no_config_names_the_loop():
+    x = jnp.ones(3)
+    base = compiled_ops(tanh_loop(), "tanh", x)
+    assert base >= 1
+    assert compiled_ops(tanh_loop(unroll=2), "tanh", x) == 2 * base
+    assert compiled_ops(at.with_config(tanh_loop(unroll=4), {}), "tanh", x) == 4 * base
+    assert compiled_ops(at.with_config(tanh_loop(unroll=4), {"t": {"unroll": 1}}), "tanh", x) == base
+
+
+def test_default_fori_is_a_rolled_loop():
+    x = jnp.ones(3)
+    f = tanh_loop("fori")
+    g = at.with_config(f, {})
+    assert whiles(g, x) == 1
+    np.testing.assert_allclose(g(x), tanh_loop()(x), rtol=1e-6)
+    assert whiles(at.with_config(f, {"t": {"repr": "for"}}), x) == 0
+
+
+def test_config_changes_only_the_loops_it_names():
+    x = jnp.ones(3)
+
+    def f(x):
+        return tanh_loop("for", name="a")(x) + tanh_loop("scan", name="b")(x)
+
+    assert whiles(at.with_config(f, {}), x) == 1
+    assert whiles(at.with_config(f, {"b": {"repr": "for"}}), x) == 0
+    assert whiles(at.with_config(f, {"a": {"repr": "scan"}}), x) == 2
+
+
+# --- validation ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["", "has space", "a/b", "x#2", None, 3, "é"])
+def test_bad_name(name):
+    with pytest.raises(at.ConfigError):
+        at.loop(lambda c, _: (c, None), jnp.ones(2), length=2, name=name)
+
+
+def test_name_is_required():
+    with pytest.raises(TypeError):
+        at.loop(lambda c, _: (c, None), jnp.ones(2), length=2)
+
+
+@pytest.mark.parametrize("rep", ["while", "unrolled", None, 1])
+def test_bad_repr(rep):
+    with pytest.raises(at.ConfigError) as e:
+        at.loop(lambda c, _: (c, None), jnp.ones(2), length=2, name="named", repr=rep)
+    assert "named" in str(e.value)
+
+
+@pytest.mark.parametrize("unroll", [0, -1, 1.5, True, "2"])
+def test_bad_unroll(unroll):
+    with pytest.raises(at.ConfigError) as e:
+        at.loop(lambda c, _: (c, None), jnp.ones(2), length=2, name="named", unroll=unroll)
+    assert "named" in str(e.value)
+
+
+def test_missing_length():
+    with pytest.raises(at.ConfigError) as e:
+        at.loop(lambda c, _: (c, None), jnp.ones(2), name="nolen")
+    assert "nolen" in str(e.value) and "length" in str(e.value)
+
+
+def test_xs_disagreeing_with_length_or_each_other():
+    with pytest.raises(at.ConfigError):
+        at.loop(lambda c, x: (c + x, None), jnp.ones(2), jnp.ones((4, 2)), length=3, name="n1")
+    with pytest.raises(at.ConfigError):
+        at.loop(lambda c, x: (c + x[0] + x[1], None), jnp.ones(2),
+                (jnp.ones((4, 2)), jnp.ones((5, 2))), name="n2")
+    with pytest.raises(at.ConfigError):
+        at.loop(lambda c, x: (c + x, None), jnp.ones(2), jnp.float32(1.0), name="n3")
+
+
+def test_default_fori_with_stacked_outputs_is_refused():
+    with pytest.raises(at.ConfigError) as e:
+        at.loop(lambda c, _: (c + 1.0, c), jnp.ones(2), length=3, name="stacks", repr="fori")
+    assert "stacks" in str(e.value)

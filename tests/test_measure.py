@@ -1,0 +1,225 @@
+"""at.measure: honest, separate trace/lower/compile/run numbers."""
+
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import autotune as at
+
+FAST = dict(target_s=0.01, warmup=1)
+
+
+def small(x, n, *, scale, bias):
+    return lax.scan(lambda c, _: (jnp.sin(c) * scale + bias, None), x, None, length=n)[0]
+
+
+def reference_small(x, n, scale, bias):
+    x = np.asarray(x, np.float64)
+    for _ in range(n):
+        x = np.sin(x) * scale + np.asarray(bias, np.float64)
+    return x
+
+
+def tiny(x):
+    return lax.scan(lambda c, _: (jnp.sin(c) * 0.9, None), x, None, length=8)[0]
+
+
+def unrolled_64(x):
+    """A program whose compile is real work: 64 fully unrolled steps."""
+    def body(c, _):
+        c = jnp.sin(c) * 1.01 + jnp.cos(c * 0.5) * 0.1
+        return c, None
+    return lax.scan(body, x, None, length=64, unroll=64)[0]
+
+
+def test_fields_are_positive_and_consistent():
+    x = jnp.ones(4)
+    m = at.measure(small, (x, 5), {"scale": 0.5, "bias": jnp.ones(4)},
+                   jit_kwargs={"static_argnums": (1,), "static_argnames": ("scale",)},
+                   min_reps=7, **FAST)
+    for field in ("trace_s", "lower_s", "compile_s", "run_s"):
+        value = getattr(m, field)
+        assert isinstance(value, float) and value > 0 and np.isfinite(value), (field, value)
+    assert m.run_iqr_s >= 0
+    assert isinstance(m.reps, int) and m.reps >= 7
+    assert m.compile_total_s == pytest.approx(m.trace_s + m.lower_s + m.compile_s)
+    assert m.config == at.Config()
+    assert all(isinstance(v, int) and v >= 0 for v in m.memory.values())
+    assert m.flops is None or m.flops >= 0
+
+
+@pytest.mark.parametrize("min_reps", [1, 3, 12])
+def test_reps_at_least_min_reps_even_for_a_slow_call(min_reps):
+    # a tiny time budget: the minimum still holds
+    m = at.measure(lambda x: jnp.sin(x), (jnp.ones(2),), min_reps=min_reps, target_s=1e-6, warmup=0)
+    assert m.reps >= min_reps
+
+
+def test_outputs_are_the_functions_outputs_under_the_config():
+    x, bias = jnp.linspace(0.0, 1.0, 4), jnp.full(4, 0.25)
+    (site,) = at.sites(small, x, 6, scale=0.5, bias=bias)
+    cfg = at.Config({site.id: {"repr": "for"}})
+    m = at.measure(small, (x, 6), {"scale": 0.5, "bias": bias}, config=cfg,
+                   jit_kwargs={"static_argnums": (1,), "static_argnames": ("scale",)},
+                   keep_outputs=True, **FAST)
+    assert m.config == cfg
+    np.testing.assert_allclose(m.outputs, reference_small(x, 6, 0.5, bias), rtol=1e-5)
+    m2 = at.measure(small, (x, 6), {"scale": 0.5, "bias": bias},
+                    jit_kwargs={"static_argnums": (1,), "static_argnames": ("scale",)}, **FAST)
+    assert m2.outputs is None  # not kept unless asked
+
+
+def test_config_as_dict_and_invalid_config():
+    x = jnp.ones(3)
+    (site,) = at.sites(tiny, x)
+    m = at.measure(tiny, (x,), config={site.id: {"unroll": 4}}, keep_outputs=True, **FAST)
+    assert m.config == {site.id: {"repr": "scan", "unroll": 4}}
+    np.testing.assert_allclose(m.outputs, tiny(x), rtol=1e-6)
+    with pytest.raises(at.ConfigError):
+        at.measure(tiny, (x,), config={"missing": {"unroll": 4}}, **FAST)
+
+
+@pytest.mark.parametrize("how", [
+    "static_argnums",                 # n positional, declared by position
+    "static_argnames-kw",             # scale as keyword, declared by name
+    "static_argnames-positional",     # n positional, declared by name (jax.jit accepts this)
+    "static_argnums-passed-by-kw",    # n by keyword, declared by position (jax.jit accepts this)
+])
+def test_static_args_and_kwargs(how):
+    x, bias = jnp.linspace(0.0, 1.0, 4), jnp.full(4, 0.25)
+
+    def f(x, n, scale=0.5, bias=None):
+        return small(x, n, scale=scale, bias=bias)
+
+    args, kwargs, jit_kwargs = {
+        "static_argnums": ((x, 3), {"bias": bias}, {"static_argnums": (1,)}),
+        "static_argnames-kw": ((x, 3), {"scale": 0.5, "bias": bias}, {"static_argnums": 1, "static_argnames": "scale"}),
+        "static_argnames-positional": ((x, 3), {"bias": bias}, {"static_argnames": ("n",)}),
+        "static_argnums-passed-by-kw": ((x,), {"n": 3, "bias": bias}, {"static_argnums": (1,)}),
+    }[how]
+    # what jax.jit itself does with these arguments
+    want = jax.jit(f, **jit_kwargs)(*args, **kwargs)
+    np.testing.assert_allclose(want, reference_small(x, 3, 0.5, bias), rtol=1e-5)
+    m = at.measure(f, args, kwargs, jit_kwargs=jit_kwargs, keep_outputs=True, **FAST)
+    np.testing.assert_allclose(m.outputs, want, rtol=1e-6)
+    assert m.reps >= 1 and m.run_s > 0
+
+
+def test_donate_argnums_keeps_the_callers_arrays_alive():
+    x, bias = jnp.linspace(0.0, 1.0, 4), jnp.full(4, 0.25)
+    m = at.measure(small, (x, 4), {"scale": 0.5, "bias": bias},
+                   jit_kwargs={"static_argnums": (1,), "static_argnames": ("scale",), "donate_argnums": (0,)},
+                   min_reps=3, keep_outputs=True, **FAST)
+    assert m.reps >= 3 and m.run_s > 0
+    assert not x.is_deleted()
+    np.testing.assert_allclose(x, np.linspace(0.0, 1.0, 4), rtol=1e-7)
+    np.testing.assert_allclose(m.outputs, reference_small(x, 4, 0.5, bias), rtol=1e-5)
+
+
+def test_measurement_round_trips_through_json():
+    x = jnp.ones(3)
+    (site,) = at.sites(tiny, x)
+    m = at.measure(tiny, (x,), config={site.id: {"unroll": 2}}, **FAST)
+    back = at.Measurement.from_dict(json.loads(json.dumps(m.to_dict())))
+    assert back == m
+    assert back.config == m.config
+
+
+# --- honesty ------------------------------------------------------------------------------------
+
+
+def test_same_config_twice_compiles_twice():
+    x = jnp.ones(8)
+    at.measure(tiny, (x,), **FAST)  # warm-up: the process's first compile carries one-off costs
+    first = at.measure(unrolled_64, (x,), **FAST)
+    second = at.measure(unrolled_64, (x,), **FAST)
+    assert first.compile_s >= 0.03, "the test program must take real compile time"
+    assert second.compile_s >= 0.3 * first.compile_s
+    assert second.lower_s > 0 and second.trace_s > 0
+
+
+@pytest.fixture
+def persistent_cache(tmp_path):
+    """Turn JAX's persistent compilation cache on (as a user might), restore afterwards."""
+    from jax._src import compilation_cache as cc  # only to start and end from a pristine cache object
+
+    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+             "jax_persistent_cache_min_entry_size_bytes", "jax_enable_compilation_cache")
+    old = {n: getattr(jax.config, n) for n in names}
+    hits = []
+
+    def listener(event, **kwargs):
+        if event == "/jax/compilation_cache/cache_hits":
+            hits.append(event)
+
+    cache_dir = tmp_path / "jax-cache"
+    cache_dir.mkdir()
+    cc.reset_cache()
+    jax.config.update("jax_compilation_cache_dir", str(cache_dir))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    jax.config.update("jax_enable_compilation_cache", True)
+    jax.monitoring.register_event_listener(listener)
+    try:
+        yield cache_dir, hits
+    finally:
+        jax.monitoring.unregister_event_listener(listener)
+        for n, v in old.items():
+            jax.config.update(n, v)
+        cc.reset_cache()
+        jax.clear_caches()
+
+
+def plain_compile(fn, x):
+    """Compile without autotune's guard: in-memory caches cleared, persistent cache as configured."""
+    jax.clear_caches()
+    return jax.jit(fn).lower(x).compile()
+
+
+def test_persistent_cache_is_off_while_measuring(persistent_cache):
+    cache_dir, hits = persistent_cache
+    x = jnp.ones(8)
+
+    # Control: the cache is live in this process. A second plain compile of the
+    # same program is served from disk.
+    t0 = time.perf_counter()
+    plain_compile(unrolled_64, x)
+    cold_s = time.perf_counter() - t0
+    assert os.listdir(cache_dir), "the control compile did not write the persistent cache"
+    n = len(hits)
+    plain_compile(unrolled_64, x)
+    assert len(hits) > n, "control: the second plain compile was not a persistent-cache hit"
+
+    # measure must compile for real every time, although the program is on disk.
+    entries = set(os.listdir(cache_dir))
+    n = len(hits)
+    first = at.measure(unrolled_64, (x,), **FAST)
+    second = at.measure(unrolled_64, (x,), **FAST)
+    assert len(hits) == n, "measure read a compiled program from the persistent cache"
+    assert set(os.listdir(cache_dir)) == entries, "measure wrote into the persistent cache"
+    assert first.compile_s >= 0.3 * cold_s and second.compile_s >= 0.3 * cold_s
+
+    # and the user's cache works again afterwards
+    assert jax.config.jax_enable_compilation_cache is True
+    assert str(jax.config.jax_compilation_cache_dir) == str(cache_dir)
+    n = len(hits)
+    plain_compile(unrolled_64, x)
+    assert len(hits) > n, "the persistent cache stayed off after measure"
+
+
+def test_measure_as_the_first_compile_leaves_the_users_cache_working(persistent_cache):
+    cache_dir, hits = persistent_cache
+    x = np.ones(5, np.float32)  # NumPy input: nothing is compiled before measure
+    at.measure(unrolled_64, (x,), warmup=0, min_reps=1, target_s=1e-6)
+    assert hits == [] and os.listdir(cache_dir) == []
+    plain_compile(unrolled_64, x)
+    assert os.listdir(cache_dir), "measure left the persistent cache disabled for the rest of the process"
+    n = len(hits)
+    plain_compile(unrolled_64, x)
+    assert len(hits) > n, "measure left the persistent cache disabled for the rest of the process"

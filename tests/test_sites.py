@@ -1,0 +1,491 @@
+"""at.sites: every loop of the traced program, at any depth, with stable ids.
+
+Loops under test are written on lines that end with a ``# <tag>`` comment; the
+expected ``source`` and id of a site are computed from where that tag is in this
+file, so the tests keep working when lines move.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax import lax
+
+import autotune as at
+from autotune import _sites
+
+THIS = os.path.realpath(__file__)
+BASE = os.path.basename(THIS)
+
+
+def line_of(tag: str) -> int:
+    """The line of this file that ends with the comment ``# <tag>``."""
+    with open(THIS) as f:
+        hits = [i for i, line in enumerate(f, 1) if line.rstrip().endswith(f"# {tag}")]
+    assert len(hits) == 1, f"tag {tag!r} must mark exactly one line, found {hits}"
+    return hits[0]
+
+
+def local(tag: str, kind: str = "scan") -> str:
+    return f"{kind}@{BASE}:{line_of(tag)}"
+
+
+def check_source(site, tag):
+    assert site.source is not None, site
+    file, line = site.source.rsplit(":", 1)
+    assert os.path.realpath(file) == THIS, site.source
+    assert int(line) == line_of(tag), (site.source, tag)
+
+
+def by_id(sites):
+    ids = [s.id for s in sites]
+    assert len(set(ids)) == len(ids), f"duplicate ids: {ids}"
+    return {s.id: s for s in sites}
+
+
+def sin_body(c, x):
+    return jnp.sin(c) + x, c
+
+
+X = jnp.linspace(0.0, 1.0, 5, dtype=jnp.float32)
+
+
+# --- nested scans -----------------------------------------------------------------
+
+
+def nested(x):
+    def outer_body(c, _):
+        c2, ys = lax.scan(sin_body, c, x)  # T:nested-inner
+        return c2, ys.sum()
+
+    return lax.scan(outer_body, x[0], None, length=3)  # T:nested-outer
+
+
+def test_nested_scans_ids_depth_parent_source():
+    sites = at.sites(nested, X)
+    outer_id = local("T:nested-outer")
+    inner_id = f"{outer_id}/{local('T:nested-inner')}"
+    assert [s.id for s in sites] == [outer_id, inner_id]  # outermost first
+    outer, inner = sites
+    assert (outer.kind, outer.length, outer.depth, outer.parent, outer.name) == ("scan", 3, 0, None, None)
+    assert (inner.kind, inner.length, inner.depth, inner.parent, inner.name) == ("scan", 5, 1, outer_id, None)
+    check_source(outer, "T:nested-outer")
+    check_source(inner, "T:nested-inner")
+
+
+def three_deep(x):
+    def mid(c, _):
+        def inner(d, _):
+            return lax.scan(lambda e, _: (e * 0.5, None), d, None, length=2)[0], None  # T:deep-3
+
+        return lax.scan(inner, c, None, length=3)[0], None  # T:deep-2
+
+    return lax.scan(mid, x, None, length=4)[0]  # T:deep-1
+
+
+def test_three_levels_of_nesting():
+    s1, s2, s3 = at.sites(three_deep, X)
+    assert [s.depth for s in (s1, s2, s3)] == [0, 1, 2]
+    assert [s.length for s in (s1, s2, s3)] == [4, 3, 2]
+    assert s1.parent is None and s2.parent == s1.id and s3.parent == s2.id
+    assert s3.id == f"{s2.id}/{local('T:deep-3')}"
+    assert s2.id == f"{s1.id}/{local('T:deep-2')}"
+
+
+# --- containers: jit callee, cond, switch, while, remat, custom_jvp/vjp ----------
+
+
+@jax.jit
+def jitted_callee(x):
+    return lax.scan(sin_body, x[0], x)[0]  # T:jit-callee
+
+
+def calls_jitted(x):
+    return jitted_callee(x) * 2.0
+
+
+def scan_around_jitted(x):
+    return lax.scan(lambda c, _: (c + jitted_callee(x), None), x[0], None, length=2)[0]  # T:around-jit
+
+
+def test_scan_inside_jit_decorated_callee():
+    (site,) = at.sites(calls_jitted, X)
+    assert site.id == local("T:jit-callee")
+    assert (site.kind, site.length, site.depth, site.parent) == ("scan", 5, 0, None)
+    check_source(site, "T:jit-callee")
+
+
+def test_jit_callee_inside_a_scan_body_is_nested_under_it():
+    outer, inner = at.sites(scan_around_jitted, X)
+    assert outer.id == local("T:around-jit")
+    assert inner.id == f"{outer.id}/{local('T:jit-callee')}"
+    assert (inner.depth, inner.parent, inner.length) == (1, outer.id, 5)
+
+
+def in_cond(x, p):
+    return lax.cond(p, lambda v: lax.scan(sin_body, v[0], v)[0], lambda v: v[0], x)  # T:cond
+
+
+def in_switch(x, i):
+    return lax.switch(
+        i,
+        [
+            lambda v: v[0],
+            lambda v: lax.scan(sin_body, v[0], v[:4])[0],  # T:switch-scan
+            lambda v: lax.fori_loop(0, 6, lambda j, c: c * 1.5, v[0]),  # T:switch-fori
+        ],
+        x,
+    )
+
+
+def test_scan_in_cond_branch():
+    (site,) = at.sites(in_cond, X, True)
+    assert site.id == local("T:cond")
+    assert (site.kind, site.length, site.depth, site.parent) == ("scan", 5, 0, None)
+    check_source(site, "T:cond")
+
+
+def test_loops_in_every_switch_branch():
+    sites = by_id(at.sites(in_switch, X, 1))
+    scan_id, fori_id = local("T:switch-scan"), local("T:switch-fori", "fori")
+    assert set(sites) == {scan_id, fori_id}
+    assert sites[scan_id].length == 4 and sites[fori_id].length == 6
+    assert sites[fori_id].kind == "scan"
+    check_source(sites[scan_id], "T:switch-scan")
+    check_source(sites[fori_id], "T:switch-fori")
+
+
+def in_while(x):
+    def body(c):
+        i, v = c
+        return i + 1, lax.scan(sin_body, v, x)[0]  # T:while-body
+
+    return lax.while_loop(lambda c: c[0] < 3, body, (0, x[0]))[1]
+
+
+def dynamic_loops(x, n):
+    a = lax.fori_loop(0, n, lambda i, c: c * 1.5, x)  # trip count is traced: a while, no site
+    return lax.while_loop(lambda c: c.sum() < 10.0, lambda c: c + 1.0, a)
+
+
+def test_scan_in_while_body_and_while_itself_is_no_site():
+    (site,) = at.sites(in_while, X)
+    assert site.id == local("T:while-body")
+    assert (site.length, site.depth, site.parent) == (5, 0, None)
+    assert at.sites(dynamic_loops, X, jnp.int32(4)) == []
+
+
+def in_checkpoint(x):
+    return jax.checkpoint(lambda v: lax.scan(sin_body, v[0], v)[0])(x)  # T:remat
+
+
+def in_remat_with_policy(x):
+    f = jax.remat(lambda v: lax.scan(sin_body, v[0], v)[0], policy=jax.checkpoint_policies.nothing_saveable)  # T:remat2
+    return f(x)
+
+
+@pytest.mark.parametrize("fn, tag", [(in_checkpoint, "T:remat"), (in_remat_with_policy, "T:remat2")])
+def test_scan_in_checkpoint_body(fn, tag):
+    (site,) = at.sites(fn, X)
+    assert site.id == local(tag)
+    assert (site.length, site.depth) == (5, 0)
+    check_source(site, tag)
+
+
+@jax.custom_jvp
+def cjvp(x):
+    return lax.scan(sin_body, x[0], x)[0]  # T:cjvp
+
+
+@cjvp.defjvp
+def _cjvp_jvp(primals, tangents):
+    return cjvp(primals[0]), tangents[0].sum()
+
+
+@jax.custom_vjp
+def cvjp(x):
+    return lax.scan(sin_body, x[0], x)[0]  # T:cvjp
+
+
+cvjp.defvjp(lambda x: (cvjp(x), x), lambda res, g: (g * jnp.ones_like(res),))
+
+
+@pytest.mark.parametrize("fn, tag", [(cjvp, "T:cjvp"), (cvjp, "T:cvjp")])
+def test_scan_in_custom_derivative_primal_body(fn, tag):
+    (site,) = at.sites(lambda x: fn(x) + 1.0, X)
+    assert site.id == local(tag)
+    assert (site.kind, site.length, site.depth, site.parent) == ("scan", 5, 0, None)
+    check_source(site, tag)
+
+
+# --- fori_loop ------------------------------------------------------------------------
+
+
+def static_fori(x):
+    return lax.fori_loop(2, 9, lambda i, c: c * 1.1 + i, x)  # T:fori
+
+
+def test_static_trip_fori_loop_is_a_scan_site():
+    (site,) = at.sites(static_fori, X)
+    assert site.id == local("T:fori", "fori")
+    assert site.id.startswith("fori@")
+    assert (site.kind, site.length, site.depth, site.parent, site.name) == ("scan", 7, 0, None, None)
+    check_source(site, "T:fori")
+
+
+# --- at.loop --------------------------------------------------------------------------
+
+
+def loop_only(x, xs):
+    return at.loop(lambda c, x: (c * 0.5 + x, c.sum()), x, xs, name="only")  # T:loop-only
+
+
+def test_at_loop_is_exactly_one_site():
+    sites = at.sites(loop_only, X[:3], jnp.ones((6, 3)))
+    assert len(sites) == 1, sites
+    (site,) = sites
+    assert (site.id, site.kind, site.name, site.length, site.depth, site.parent) == (
+        "only", "loop", "only", 6, 0, None)
+    check_source(site, "T:loop-only")
+
+
+def loops_nested(x):
+    def outer_body(c, _):
+        c = at.loop(lambda d, _: (d + 1.0, None), c, length=4, name="inner")[0]  # T:ln-inner
+        c = lax.scan(lambda d, _: (d * 2.0, None), c, None, length=2)[0]  # T:ln-scan
+        return c, None
+
+    return at.loop(outer_body, x, length=3, name="outer")[0]  # T:ln-outer
+
+
+def test_at_loop_inside_at_loop_and_scan_inside_at_loop():
+    sites = at.sites(loops_nested, X)
+    assert [s.id for s in sites] == ["outer", "inner", f"outer/{local('T:ln-scan')}"]
+    outer, inner, scan = sites
+    assert (outer.kind, outer.name, outer.length, outer.depth, outer.parent) == ("loop", "outer", 3, 0, None)
+    assert (inner.kind, inner.name, inner.length, inner.depth, inner.parent) == ("loop", "inner", 4, 1, "outer")
+    assert (scan.kind, scan.name, scan.length, scan.depth, scan.parent) == ("scan", None, 2, 1, "outer")
+    check_source(outer, "T:ln-outer")
+    check_source(inner, "T:ln-inner")
+    check_source(scan, "T:ln-scan")
+
+
+def loop_inside_scan(x):
+    def body(c, _):
+        return at.loop(lambda d, _: (jnp.cos(d), None), c, length=5, name="in-scan")[0], None  # T:lis-loop
+
+    return lax.scan(body, x, None, length=2)[0]  # T:lis-scan
+
+
+def test_at_loop_inside_a_plain_scan():
+    outer, loop = at.sites(loop_inside_scan, X)
+    assert outer.id == local("T:lis-scan") and outer.kind == "scan"
+    assert (loop.id, loop.kind, loop.name, loop.depth, loop.parent, loop.length) == (
+        "in-scan", "loop", "in-scan", 1, outer.id, 5)
+    check_source(loop, "T:lis-loop")
+
+
+# --- distinct ids -------------------------------------------------------------------------
+
+
+def twin_loops(x):
+    a = lax.scan(lambda c, _: (c + 1.0, None), x, None, length=3)[0]  # T:twin-a
+    b = lax.scan(lambda c, _: (c + 1.0, None), a, None, length=3)[0]  # T:twin-b
+    return b
+
+
+def helper(x):
+    return lax.scan(lambda c, _: (c * 0.5, None), x, None, length=3)[0]  # T:helper
+
+
+def helper_twice(x):
+    return helper(helper(x))
+
+
+def helper_in_two_scans(x):
+    a = lax.scan(lambda c, _: (helper(c), None), x, None, length=2)[0]  # T:h2-a
+    b = lax.scan(lambda c, _: (helper(c), None), a, None, length=2)[0]  # T:h2-b
+    return b
+
+
+def named_helper(x):
+    return at.loop(lambda c, _: (c + 1.0, None), x, length=2, name="step")[0]
+
+
+def test_identical_loops_at_different_lines_get_different_ids():
+    a, b = at.sites(twin_loops, X)
+    assert (a.id, b.id) == (local("T:twin-a"), local("T:twin-b"))
+
+
+def test_same_line_reached_twice_gets_a_counter():
+    a, b = at.sites(helper_twice, X)
+    assert a.id == local("T:helper")
+    assert b.id == f"{a.id}#2"
+    assert a.source == b.source
+    check_source(b, "T:helper")
+
+
+def test_same_helper_under_different_parents_is_told_apart_by_parent():
+    sites = at.sites(helper_in_two_scans, X)
+    pa, pb = local("T:h2-a"), local("T:h2-b")
+    assert [s.id for s in sites] == [pa, f"{pa}/{local('T:helper')}", pb, f"{pb}/{local('T:helper')}"]
+
+
+def test_same_at_loop_name_reached_twice_gets_a_counter():
+    sites = at.sites(lambda x: named_helper(named_helper(x)), X)
+    assert [s.id for s in sites] == ["step", "step#2"]
+    assert all(s.kind == "loop" and s.name == "step" for s in sites)
+
+
+# --- arguments --------------------------------------------------------------------------------
+
+
+def with_static(x, *, n, scale=1.0):
+    return lax.scan(lambda c, _: (c * scale, None), x, None, length=n)[0]  # T:static
+
+
+def test_kwargs_and_static_python_values_and_abstract_inputs():
+    (site,) = at.sites(with_static, X, n=7, scale=0.5)
+    assert site.length == 7 and site.id == local("T:static")
+    (site,) = at.sites(with_static, jax.ShapeDtypeStruct((5,), jnp.float32), n=2)
+    assert site.length == 2
+    assert at.sites(lambda x: jnp.sin(x), X) == []
+
+
+def test_sites_do_not_run_the_function_on_data():
+    calls = []
+
+    def f(x):
+        calls.append(type(x))
+        return lax.scan(lambda c, _: (c + 1.0, None), x, None, length=3)[0]
+
+    at.sites(f, X)
+    assert len(calls) == 1 and issubclass(calls[0], jax.core.Tracer)
+
+
+# --- fingerprints and stability across processes -----------------------------------------------
+
+PROGRAM = '''
+import jax, jax.numpy as jnp
+from jax import lax
+import autotune as at
+
+
+@jax.custom_jvp
+def cj(x):
+    return lax.scan(lambda c, _: (jnp.sin(c), None), x, None, length=3)[0]
+
+
+@cj.defjvp
+def _cj_jvp(p, t):
+    return cj(p[0]), t[0]
+
+
+@jax.custom_vjp
+def cv(x):
+    return lax.fori_loop(0, 3, lambda i, c: c * 1.5, x)
+
+
+cv.defvjp(lambda x: (cv(x), None), lambda r, g: (g,))
+
+
+@jax.jit
+def callee(x):
+    return lax.scan(lambda c, _: (c + BODY_CONST, None), x, None, length=4, unroll=SCAN_UNROLL)[0]
+
+
+def fn(x):
+    y = lax.cond(x.sum() > 0, callee, lambda v: v, x)
+    y = jax.checkpoint(cj)(y) + cv(y)
+    y = lax.while_loop(lambda c: c[0] < 2,
+                       lambda c: (c[0] + 1, at.loop(lambda d, _: (d * 0.5, None), c[1], length=4,
+                                                    name="w", unroll=LOOP_UNROLL)[0]),
+                       (0, y))[1]
+    return y
+'''
+
+RUNNER = '''
+import json, sys
+sys.path.insert(0, ".")
+import jax.numpy as jnp
+import autotune._sites as S
+import prog
+p = S.trace_program(prog.fn, (jnp.ones(3, jnp.float32),))
+print(json.dumps({"ids": [s.id for s in p.sites], "fingerprint": p.fingerprint}))
+'''
+
+
+def program_source(body_const="1.0", scan_unroll=1, loop_unroll=1):
+    return (PROGRAM.replace("BODY_CONST", body_const)
+            .replace("SCAN_UNROLL", str(scan_unroll)).replace("LOOP_UNROLL", str(loop_unroll)))
+
+
+def load_program(tmp_path, sub, **edits):
+    d = tmp_path / sub
+    d.mkdir()
+    (d / "prog.py").write_text(program_source(**edits))
+    spec = importlib.util.spec_from_file_location(f"_autotune_prog_{sub}", d / "prog.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return _sites.trace_program(mod.fn, (jnp.ones(3, jnp.float32),))
+
+
+def test_ids_and_fingerprint_are_stable_across_processes(tmp_path):
+    dirs = []
+    for sub in ("a", "b"):  # two directories: the ids must not depend on where the project lives
+        d = tmp_path / sub
+        d.mkdir()
+        (d / "prog.py").write_text(program_source())
+        (d / "run.py").write_text(RUNNER)
+        dirs.append(d)
+    root = os.path.dirname(os.path.dirname(THIS))
+    procs = []
+    for d, seed in zip(dirs, ("1", "2")):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
+                   PYTHONHASHSEED=seed, JAX_PLATFORMS="cpu")
+        procs.append(subprocess.Popen([sys.executable, "run.py"], cwd=d, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    first, second = results
+    assert first == second
+    assert len(first["ids"]) == 4 and "w" in first["ids"]
+    assert any(i.startswith("fori@prog.py:") for i in first["ids"])
+    assert len(first["fingerprint"]) >= 16
+
+
+def test_fingerprint_ignores_unroll_edits_but_not_body_edits(tmp_path):
+    base = load_program(tmp_path, "base")
+    unrolled = load_program(tmp_path, "unrolled", scan_unroll=2, loop_unroll=4)
+    full = load_program(tmp_path, "full", scan_unroll="True")
+    edited = load_program(tmp_path, "edited", body_const="2.0")
+    assert [s.id for s in unrolled.sites] == [s.id for s in base.sites]
+    assert unrolled.fingerprint == base.fingerprint
+    assert full.fingerprint == base.fingerprint
+    assert edited.fingerprint != base.fingerprint
+    assert load_program(tmp_path, "again").fingerprint == base.fingerprint
+
+
+def test_fingerprint_changes_when_a_loop_moves_or_its_length_changes():
+    def f3(x):
+        return lax.scan(lambda c, _: (c + 1.0, None), x, None, length=3)[0]
+
+    def f4(x):
+        return lax.scan(lambda c, _: (c + 1.0, None), x, None, length=4)[0]
+
+    def g3(x):
+        return lax.scan(lambda c, _: (c + 1.0, None), x, None, length=3)[0]
+
+    fp = {name: _sites.trace_program(f, (X,)).fingerprint for name, f in
+          [("f3", f3), ("f4", f4), ("g3", g3)]}
+    assert fp["f3"] != fp["f4"]
+    assert fp["f3"] != fp["g3"]  # same program text, loop on another line: another site id
+    assert _sites.trace_program(f3, (X,)).fingerprint == fp["f3"]
