@@ -119,3 +119,36 @@ def test_on_miss_tune_tunes_after_first_call(tmp_path):
 def test_bad_options():
     with pytest.raises(at.ConfigError, match="on_miss"):
         at.autotuned(lambda x: x, on_miss="sometimes")
+
+
+@pytest.mark.parametrize("fault", ["corrupt", "missing-dir", "newer-schema"])
+def test_cache_faults_run_the_default_and_warn_once(tmp_path, fault):
+    import sqlite3
+    import warnings
+
+    path = tmp_path / "c.db"
+    if fault == "corrupt":
+        path.write_bytes(os.urandom(4096))
+    elif fault == "missing-dir":
+        path = tmp_path / "nowhere" / "deeper" / "c.db"
+    else:
+        at.Cache(str(path)).put(at.CacheEntry(
+            function_key="x:y", fingerprint="f" * 32, signature="s", device=at._keys.device_info(),
+            config={}, sites={}, measurements={}, objective={"expected_calls": 1, "compile_weight": 1, "runtime_weight": 1},
+            cost=1.0))
+        with sqlite3.connect(path) as con:
+            con.execute("UPDATE autotune_schema_version SET version = 99")
+    f = make(str(path))
+    x, xs = jnp.ones(4), jnp.ones((8, 4))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = f(x, xs)
+        f(x * 2, xs)          # a second signature: no second warning
+        f(x, xs[:4])
+    ours = [w for w in caught if "autotune" in str(w.message)]
+    if fault == "missing-dir":
+        assert ours == []     # nothing cached yet is not a fault
+    else:
+        assert len(ours) == 1, [str(w.message) for w in ours]
+        assert "default config" in str(ours[0].message)
+    np.testing.assert_allclose(out["c"], jax.jit(f.autotune.fun)(x, xs)["c"], rtol=1e-6)
