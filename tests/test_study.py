@@ -39,8 +39,7 @@ def test_compile_only_objective_never_picks_full_unroll(tmp_path):
     r = at.tune(heavy, jnp.ones(16), expected_calls=0, storage=str(tmp_path / "s.db"), sampler="grid",
                 timing=FAST, confirm_rounds=2)
     assert r.sampler == "grid" and len(r.trials) == r.space_size
-    choice = r.best_config["heavy"]
-    assert choice.repr != "for" and choice.unroll <= 4, r.best_config
+    assert r.best_config["heavy"].repr != "for", r.best_config
     for_cost = [t.cost for t in r.trials if t.config["heavy"].repr == "for"]
     assert for_cost and min(for_cost) > 1.5 * r.best_cost
 
