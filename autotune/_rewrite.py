@@ -135,7 +135,7 @@ def _expand_loop(eqn, entry, invals, plan: Plan, here: tuple) -> list[Any]:
     consts = invals[:n_consts]
     carry = invals[n_consts : n_consts + site.num_carry]
     xs = invals[n_consts + site.num_carry :]
-    reverse = _tag_reverse(body)
+    reverse = site.reverse
     length = site.length
     if choice.repr == "fori":
         def fori_body(i, c):
@@ -158,14 +158,6 @@ def _expand_loop(eqn, entry, invals, plan: Plan, here: tuple) -> list[Any]:
     else:
         stacked = [jnp.stack(col) for col in zip(*ys_per_step)] if y_avals else []
     return [*carry, *stacked]
-
-
-def _tag_reverse(body: Any) -> bool:
-    from ._loop import LoopTag
-
-    info = getattr(_compat.unpack(body)[0], "debug_info", None)
-    tag = LoopTag.decode(getattr(info, "func_src_info", "") or "")
-    return bool(tag and tag.reverse)
 
 
 def _signature_key(leaves, treedef, dynamic) -> Any:

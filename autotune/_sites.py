@@ -48,6 +48,7 @@ class LoopSite:
     has_ys: bool = False
     num_carry: int = 0
     num_xs: int = field(default=0, compare=False, repr=False)
+    reverse: bool = field(default=False, compare=False, repr=False)
     default: SiteChoice = SiteChoice()
     path: tuple = field(default=(), compare=False, repr=False)
 
@@ -76,6 +77,17 @@ def _carry_count(eqn, body) -> int:
     return n
 
 
+def _xs_count(eqn, body) -> int:
+    """Scanned operands are the trailing ones, one rank above the body's input."""
+    inner, _ = _compat.unpack(body)
+    n = 0
+    for operand, body_in in zip(reversed(eqn.invars), reversed(inner.invars)):
+        if len(operand.aval.shape) != len(body_in.aval.shape) + 1:
+            break
+        n += 1
+    return n
+
+
 def _make_site(eqn, path: tuple, parent: str | None, depth: int, taken: set[str]) -> LoopSite:
     body = _body_of(eqn)
     info = getattr(_compat.unpack(body)[0], "debug_info", None)
@@ -83,11 +95,16 @@ def _make_site(eqn, path: tuple, parent: str | None, depth: int, taken: set[str]
     frame = _compat.user_frame(eqn)
     source = f"{frame[0]}:{frame[1]}" if frame else None
     tag = LoopTag.decode(func_src)
+    reverse = bool(eqn.params.get("reverse", False))
+    if tag is not None and tag.reverse != reverse:
+        # A loop JAX derived from an at.loop (the transpose under grad runs backwards):
+        # it is not the user's loop, so it is tuned as an ordinary scan.
+        tag = None
     if tag is not None:
         base, kind, name = tag.name, "loop", tag.name
         # JAX may turn loop-invariant carries into consts, so count from the equation.
         num_carry, length, default = _carry_count(eqn, body), tag.length, tag.default
-        num_xs = tag.num_xs
+        num_xs = _xs_count(eqn, body)  # JVP adds tangent xs, so count from the equation too
     else:
         fori = getattr(info, "traced_for", "") == "fori_loop"
         where = f"{os.path.basename(frame[0])}:{frame[1]}" if frame else "?"
@@ -107,7 +124,7 @@ def _make_site(eqn, path: tuple, parent: str | None, depth: int, taken: set[str]
     return LoopSite(
         id=site_id, kind=kind, length=length, depth=depth, parent=parent, source=source,
         name=name, has_ys=len(eqn.outvars) > num_carry, num_carry=num_carry,
-        num_xs=num_xs, default=default, path=path,
+        num_xs=num_xs, reverse=reverse, default=default, path=path,
     )
 
 

@@ -74,7 +74,6 @@ def test_every_representation_matches_the_reference(rep, reverse, with_ys):
 
     results = {
         "default, plain": by_default(init, xs),
-        "default, with_config": at.with_config(by_default, {})(init, xs),
         "default, jit": jax.jit(at.with_config(by_default, {}))(init, xs),
         "config": at.with_config(by_config, {"lp": {"repr": rep}})(init, xs),
         "config, jit": jax.jit(at.with_config(by_config, {"lp": {"repr": rep}}))(init, xs),
@@ -266,3 +265,62 @@ def test_default_fori_with_stacked_outputs_is_refused():
     with pytest.raises(at.ConfigError) as e:
         at.loop(lambda c, _: (c + 1.0, c), jnp.ones(2), length=3, name="stacks", repr="fori")
     assert "stacks" in str(e.value)
+
+
+# --- at.loop inside a transformation inside the tuned function -----------------------------------
+
+P = np.float32(0.7)
+XS = (np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(4, 3)) * 0.5
+
+
+def grad_inside(p, xs):
+    """A training step: the tuned function takes a gradient through an at.loop."""
+    def loss(p):
+        c, _ = at.loop(lambda c, x: (jnp.tanh(c * p + x), None), xs[0], xs, name="rnn")
+        return (c ** 2).sum()
+
+    return jax.grad(loss)(p)
+
+
+def vmap_inside(p, xs):
+    return jax.vmap(lambda row: at.loop(lambda c, x: (jnp.tanh(c * p + x), None), row, xs,
+                                        name="rnn")[0])(xs)
+
+
+def jvp_inside(p, xs):
+    """Forward-mode derivative through an at.loop whose xs depend on the input."""
+    def run(p):
+        return at.loop(lambda c, x: (jnp.tanh(c * p + x), None), xs[0], xs * p, name="rnn")[0]
+
+    return jax.jvp(run, (p,), (jnp.ones_like(p),))
+
+
+CHOICES = [{"repr": "for"}, {"repr": "fori", "unroll": 2}]
+
+
+@pytest.mark.parametrize("fn", [grad_inside, jvp_inside, vmap_inside])
+def test_every_site_takes_every_choice_or_refuses_it_with_config_error(fn):
+    """Whatever at.sites lists can be configured: a choice either works (same values)
+    or is refused with a ConfigError, never a crash inside the re-emission."""
+    want = jax.jit(fn)(P, XS)
+    for site in at.sites(fn, P, XS):
+        for choice in CHOICES:
+            try:
+                got = jax.jit(at.with_config(fn, {site.id: choice}))(P, XS)
+            except at.ConfigError:
+                continue
+            for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=f"{site.id} {choice}")
+
+
+@pytest.mark.parametrize("fn", [grad_inside, jvp_inside, vmap_inside])
+def test_at_loop_under_a_transformation_is_one_loop_site(fn):
+    loops = [s for s in at.sites(fn, P, XS) if s.kind == "loop"]
+    assert [(s.id, s.name, s.length) for s in loops] == [("rnn", "rnn", 4)]
+
+
+def test_for_on_the_at_loop_under_grad_unrolls_it():
+    assert "rnn" in [s.id for s in at.sites(grad_inside, P, XS)]
+    g = at.with_config(grad_inside, {"rnn": {"repr": "for"}})
+    np.testing.assert_allclose(g(P, XS), grad_inside(P, XS), rtol=1e-5, atol=1e-6)
+    assert whiles(g, P, XS) < whiles(grad_inside, P, XS)
