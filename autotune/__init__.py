@@ -14,6 +14,7 @@ from ._decorator import Autotuned as Autotuned, Lookup as Lookup, autotuned as a
 from ._loop import loop as loop
 from ._measure import Measurement as Measurement, measure as measure
 from ._objective import Objective as Objective
+from ._pareto import crossover_intervals as crossover_intervals, pareto_front as pareto_front
 from ._rewrite import with_config as with_config
 from ._sites import LoopSite as LoopSite, sites as sites
 from ._study import TrialRecord as TrialRecord, TuneResult as TuneResult, tune as tune

@@ -230,7 +230,9 @@ class Autotuned:
              sampler: str = "auto", storage: str | None = None, study_name: str | None = None,
              progress: bool = False, store: bool = True, join: bool = False,
              on_ready: Callable | None = None, before_finish: Callable | None = None,
-             timing: dict[str, Any] | None = None, **kwargs: Any) -> TuneResult | None:
+             timing: dict[str, Any] | None = None, objective: str = "cost",
+             trial_timeout: float | None = None, trial_memory_gb: float | None = None,
+             isolate: bool | str = "auto", **kwargs: Any) -> TuneResult | None:
         """Tune this function on these example arguments and store the winner in the cache.
 
         Returns:
@@ -241,7 +243,8 @@ class Autotuned:
             compile_weight=self.compile_weight, runtime_weight=self.runtime_weight, n_trials=n_trials,
             timeout=timeout, sampler=sampler, storage=storage or _storage_beside(self._cache_arg),
             study_name=study_name, function_key=self.key, jit_kwargs=self.jit_kwargs, progress=progress,
-            join=join, on_ready=on_ready, before_finish=before_finish, timing=timing,
+            join=join, on_ready=on_ready, before_finish=before_finish, timing=timing, objective=objective,
+            trial_timeout=trial_timeout, trial_memory_gb=trial_memory_gb, isolate=isolate,
         )
         if result is not None and store:
             self.cache.put(entry_from_result(result, self.key))

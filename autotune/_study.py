@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
@@ -19,10 +20,13 @@ from ._config import Config
 from ._errors import StudyError
 from ._measure import Measurement, measure
 from ._objective import Objective
+from ._pareto import pareto_front as pareto_front
 from ._sites import LoopSite, trace_program
 from ._space import Space
+from ._worker import TrialFailed
 
-SAMPLERS = ("auto", "tpe", "grid", "random")
+SAMPLERS = ("auto", "tpe", "grid", "random", "nsga2")
+SEARCHES = ("cost", "pareto")
 
 
 @dataclass(frozen=True)
@@ -31,7 +35,7 @@ class TrialRecord:
 
     number: int
     config: Config
-    state: str  # "complete" | "fail" | "pruned" | "rejected" | "duplicate"
+    state: str  # "complete" | "fail" | "pruned" | "rejected" | "duplicate" | "timeout" | "crashed" | "oom" | "error" | "interrupted"
     cost: float | None = None
     reason: str | None = None
     measurement: dict[str, Any] | None = None
@@ -72,6 +76,7 @@ class TuneResult:
     pareto: list[dict[str, Any]] = field(default_factory=list)
     confirmed: list[dict[str, Any]] = field(default_factory=list)
     wall_s: float = 0.0
+    search: str = "cost"  # "cost" (one weighted objective) | "pareto" (NSGA-II on compile_s, run_s)
 
     @property
     def speedup(self) -> float:
@@ -81,17 +86,6 @@ class TuneResult:
         """The best Pareto config for another objective, without measuring again."""
         best = min(self.pareto, key=lambda p: (objective.cost_of(p["compile_s"], p["run_s"]), json.dumps(p["config"], sort_keys=True)))
         return Config.from_dict(best["config"]), objective.cost_of(best["compile_s"], best["run_s"])
-
-
-def pareto_front(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The points no other point beats on both ``compile_s`` and ``run_s``, by compile time."""
-    ordered = sorted(points, key=lambda p: (p["compile_s"], p["run_s"]))
-    front, best_run = [], math.inf
-    for p in ordered:
-        if p["run_s"] < best_run:
-            front.append(p)
-            best_run = p["run_s"]
-    return front
 
 
 def _tolerance(dtype: np.dtype, rtol: float | None, atol: float | None) -> tuple[float, float]:
@@ -148,6 +142,43 @@ class InProcessRunner:
         pass
 
 
+def _default_runner(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, timing: dict,
+                    isolate: bool | str, trial_timeout: float | None, trial_memory_gb: float | None):
+    """The runner tune() measures with when none is given: a worker process unless isolate=False."""
+    if isolate not in ("auto", True, False):
+        raise StudyError(f"isolate={isolate!r} must be 'auto', True or False.")
+    if isolate is False:
+        if trial_timeout is not None or trial_memory_gb is not None:
+            raise StudyError("trial_timeout and trial_memory_gb need a worker process; drop isolate=False.")
+        return InProcessRunner(fn, args, kwargs, jit_kwargs, timing)
+    from ._worker import WorkerRunner
+
+    return WorkerRunner(fn, args, kwargs, jit_kwargs, timing, trial_timeout=trial_timeout,
+                        memory_gb=trial_memory_gb, isolate=isolate)
+
+
+def _measure_trial(runner, config: Config, study, objective: Objective) -> Measurement:
+    """``runner.measure(config)``, with a compile budget (best cost / compile weight) once a
+    best cost exists and the runner accepts one: past it, the config cannot win."""
+    budget = None
+    if len(study.directions) == 1 and objective.compile_weight > 0 and _accepts_budget(runner):
+        try:
+            best = study.best_value
+        except ValueError:  # no complete trial yet
+            best = None
+        if best is not None and math.isfinite(best):
+            budget = best / objective.compile_weight
+    return runner.measure(config) if budget is None else runner.measure(config, compile_budget_s=budget)
+
+
+def _accepts_budget(runner) -> bool:
+    try:
+        params = inspect.signature(runner.measure).parameters
+    except (TypeError, ValueError):
+        return False
+    return "compile_budget_s" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
 def probe_program(fn: Callable, args: Sequence[Any], kwargs: dict[str, Any], jit_kwargs: dict[str, Any]):
     """The program and abstract signature exactly as ``jax.jit(fn, **jit_kwargs)`` sees them.
 
@@ -168,6 +199,22 @@ def probe_program(fn: Callable, args: Sequence[Any], kwargs: dict[str, Any], jit
     return found["program"], found["signature"]
 
 
+def _create_study(**kwargs):
+    """``optuna.create_study``, retried while another process creates Optuna's tables in
+    the same empty database (workers started together on a fresh PostgreSQL database race
+    on ``CREATE TYPE``/``CREATE TABLE`` and the losers fail with "already exists":
+    optuna/optuna#1092)."""
+    import optuna
+
+    for attempt in range(6):
+        try:
+            return optuna.create_study(**kwargs)
+        except Exception as exc:
+            if attempt == 5 or "already exists" not in str(exc):
+                raise
+            time.sleep(0.1 * 2 ** attempt)
+
+
 def _make_sampler(name: str, seed: int | None, n_trials: int):
     import optuna
 
@@ -175,24 +222,36 @@ def _make_sampler(name: str, seed: int | None, n_trials: int):
         return optuna.samplers.TPESampler(
             seed=seed, multivariate=True, group=True, n_startup_trials=max(3, min(10, n_trials // 3)),
         )
+    if name == "nsga2":  # small generations, so that a short budget still evolves
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, min(50, n_trials // 3)))
     return optuna.samplers.RandomSampler(seed=seed)
 
 
-def study_name_for(function_key: str, fingerprint: str, signature: str, device: dict, objective: Objective) -> str:
-    return (
-        f"{function_key}@{fingerprint[:10]}/{_keys.short_hash(signature, 8)}/"
-        f"{device['platform']}:{device['device_kind']}/calls={objective.expected_calls:g},"
-        f"cw={objective.compile_weight:g},rw={objective.runtime_weight:g}"
-    )
+def study_name_for(function_key: str, fingerprint: str, signature: str, device: dict, objective: Objective,
+                   search: str = "cost") -> str:
+    """The default study name. A ``search="pareto"`` study does not depend on the
+    objective (it minimises compile and run seconds separately), so its name ends in
+    ``/pareto`` and every call count re-uses it."""
+    head = f"{function_key}@{fingerprint[:10]}/{_keys.short_hash(signature, 8)}/{device['platform']}:{device['device_kind']}/"
+    if search == "pareto":
+        return head + "pareto"
+    return head + (f"calls={objective.expected_calls:g},"
+                   f"cw={objective.compile_weight:g},rw={objective.runtime_weight:g}")
 
 
-def _record(trial) -> TrialRecord:
+def _record(trial, objective: Objective | None = None) -> TrialRecord:
     attrs = trial.user_attrs
     config = Config.from_dict(json.loads(attrs.get("config", "{}")))
     state = attrs.get("outcome") or trial.state.name.lower()
+    values = trial.values
+    if not values:
+        cost = None
+    elif len(values) == 1:
+        cost = values[0]
+    else:  # a multi-objective trial: values are (compile_s, run_s); its cost is the objective's
+        cost = objective.cost_of(values[0], values[1]) if objective is not None else None
     return TrialRecord(
-        number=trial.number, config=config, state=state,
-        cost=trial.value if trial.value is not None else None,
+        number=trial.number, config=config, state=state, cost=cost,
         reason=attrs.get("reason"), measurement=attrs.get("measurement"),
     )
 
@@ -222,6 +281,10 @@ def tune(
     join: bool = False,
     on_ready: Callable[[str, str], None] | None = None,
     before_finish: Callable[[], None] | None = None,
+    objective: str = "cost",
+    trial_timeout: float | None = None,
+    trial_memory_gb: float | None = None,
+    isolate: bool | str = "auto",
 ) -> TuneResult | None:
     """Search the loop configs of ``fn`` on ``args`` and return the cheapest.
 
@@ -236,7 +299,7 @@ def tune(
         fn, args, kwargs: the function and example inputs.
         expected_calls, compile_weight, runtime_weight: the :class:`Objective`.
         n_trials, timeout: the budget (trials and/or seconds).
-        sampler: ``"auto" | "tpe" | "grid" | "random"``.
+        sampler: ``"auto" | "tpe" | "grid" | "random" | "nsga2"``.
         storage: an Optuna storage URL or file path (default: ``studies.db`` beside the cache);
             re-running with the same storage and study resumes it.
         study_name: default derived from the function, program, signature, device and objective.
@@ -246,7 +309,18 @@ def tune(
             will confirm the winner); returns None.
         on_ready: called with (storage URL, study name) once the study is enqueued,
             e.g. to start more workers on it; before_finish: called before confirmation.
+        objective: ``"cost"`` searches the weighted cost; ``"pareto"`` searches the
+            (compile_s, run_s) trade-off with NSGA-II (two objectives, both minimised;
+            ``sampler="auto"`` means ``"nsga2"``) in a study that serves every call
+            count, then confirms and picks the front's best config for ``expected_calls``.
 
+        trial_timeout: seconds one trial (trace + lower + compile + run) may take before its
+            worker is killed (state ``"timeout"``); None for no limit.
+        trial_memory_gb: the worker's memory cap (``RLIMIT_DATA``) in GiB, or None.
+        isolate: ``"auto"`` (default) measures in a worker process (``autotune._worker``),
+            in-process with one warning for a program that cannot be isolated; ``True``
+            raises instead; ``False`` measures in this process. Once a best cost exists, a
+            worker trial whose compile alone reaches it is stopped and recorded as pruned.
     Returns:
         A :class:`TuneResult`.
     """
@@ -256,6 +330,9 @@ def tune(
         raise StudyError(f"sampler={sampler!r} is not one of {list(SAMPLERS)}.")
     if n_trials is not None and (not isinstance(n_trials, int) or n_trials < 1):
         raise StudyError(f"n_trials={n_trials!r} must be a positive integer.")
+    search = objective  # the name `objective` is the Objective below
+    if search not in SEARCHES:
+        raise StudyError(f"objective={search!r} is not one of {list(SEARCHES)}.")
     started = time.perf_counter()
     kwargs = dict(kwargs or {})
     jit_kwargs = dict(jit_kwargs or {})
@@ -264,21 +341,29 @@ def tune(
     space = Space(program.sites)
     device = _keys.device_info()
     fkey = function_key or _keys.function_key(fn)
-    name = study_name or study_name_for(fkey, program.fingerprint, signature, device, objective)
+    name = study_name or study_name_for(fkey, program.fingerprint, signature, device, objective, search)
     storage_url = _paths.storage_url(storage) if storage else _paths.default_storage_url()
     if storage_url.startswith("sqlite:///") and ":memory:" not in storage_url:
         os.makedirs(os.path.dirname(storage_url[len("sqlite:///"):]) or ".", exist_ok=True)
 
     budget = n_trials if n_trials is not None else 32
-    kind = sampler if sampler != "auto" else ("grid" if len(space) <= budget else "tpe")
+    if sampler != "auto":
+        kind = sampler
+    else:
+        kind = "nsga2" if search == "pareto" else ("grid" if len(space) <= budget else "tpe")
     if kind == "grid" and n_trials is None:
         budget = len(space)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    study = optuna.create_study(
-        study_name=name, storage=storage_url, direction="minimize",
+    study = _create_study(
+        study_name=name, storage=storage_url, directions=["minimize"] * (2 if search == "pareto" else 1),
         sampler=_make_sampler(kind, seed, budget), load_if_exists=True,
     )
+    if len(study.directions) != (2 if search == "pareto" else 1):
+        raise StudyError(
+            f"Study {name!r} in {storage_url} has {len(study.directions)} objective(s), but objective={search!r} "
+            f"needs {2 if search == 'pareto' else 1}; pass another study_name (the default names differ)."
+        )
     ran_on = study.user_attrs.get("device")
     if ran_on is not None and _keys.device_key(ran_on) != _keys.device_key(device):
         raise StudyError(
@@ -290,9 +375,10 @@ def tune(
     study.set_user_attr("fingerprint", program.fingerprint)
     study.set_user_attr("device", device)
     study.set_user_attr("objective", objective.to_dict())
+    study.set_user_attr("search", search)
     study.set_user_attr("sites", [s.to_dict() for s in program.sites])
 
-    done = {t.user_attrs["config"]: _Done(t.number, t.value, t.user_attrs.get("measurement"))
+    done = {t.user_attrs["config"]: _Done(t.number, _told(t), t.user_attrs.get("measurement"))
             for t in study.get_trials(deepcopy=False)
             if t.state.name == "COMPLETE" and t.user_attrs.get("config")}
     default = space.default()
@@ -306,7 +392,8 @@ def tune(
 
     if on_ready is not None:
         on_ready(storage_url, name)
-    runner = runner or InProcessRunner(fn, tuple(args), kwargs, jit_kwargs, dict(timing or {}))
+    runner = runner or _default_runner(fn, tuple(args), kwargs, jit_kwargs, dict(timing or {}), isolate,
+                                       trial_timeout, trial_memory_gb)
     reference = None
     reporter = _Reporter(progress, budget, name)
     try:
@@ -316,15 +403,16 @@ def tune(
                 break
             if kind == "grid" and not _has_waiting(study):
                 break
-            if kind != "grid" and len(study.get_trials(deepcopy=False)) >= budget:
+            if kind != "grid" and _started(study) >= budget:
                 break
             trial = study.ask()
             config = space.suggest(trial)
             trial.set_user_attr("config", config.to_json())
             trial.set_user_attr("device", _keys.device_key(device))
             key = config.to_json()
+            # Owner first, then completed: states only move forward, so no trial slips between the two reads.
+            running = _running_with(study, key, exclude=trial.number, space=space)
             done.update(_completed(study, exclude=trial.number))
-            running = _running_with(study, key, exclude=trial.number)
             if key in done or running is not None:
                 prior = done.get(key)
                 trial.set_user_attr("outcome", "duplicate")
@@ -333,12 +421,24 @@ def tune(
                     trial.set_user_attr("measurement", prior.measurement)
                     study.tell(trial, prior.value)
                 else:
-                    trial.set_user_attr("reason", f"same config as trial {running}, running in another worker; not measured twice")
+                    trial.set_user_attr("reason", f"same config as trial {running} (taken by another worker, or failed or pruned); not measured twice")
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 reporter.advance(study)
                 continue
             try:
-                m = runner.measure(config)
+                m = _measure_trial(runner, config, study, objective)
+            except TrialFailed as exc:  # timeout, crash, out of memory, pruned: a result, not a crash
+                trial.set_user_attr("outcome", exc.state)
+                trial.set_user_attr("reason", exc.reason[:2000])
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED if exc.state == "pruned"
+                           else optuna.trial.TrialState.FAIL)
+                reporter.advance(study)
+                continue
+            except KeyboardInterrupt:  # Ctrl-C: close this trial, so a resumed study does not wait on it
+                trial.set_user_attr("outcome", "interrupted")
+                trial.set_user_attr("reason", "interrupted (Ctrl-C) while being measured")
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                raise
             except Exception as exc:  # a config that does not compile or run is a result, not a crash
                 trial.set_user_attr("outcome", "fail")
                 trial.set_user_attr("reason", f"{type(exc).__name__}: {exc}"[:2000])
@@ -346,6 +446,9 @@ def tune(
                 reporter.advance(study)
                 continue
             trial.set_user_attr("measurement", m.to_dict())
+            if reference is None and config != default:
+                # Another worker has the default's trial: the guard compares with the default's outputs here too.
+                reference = _reference_outputs(runner, default, {default.to_json(): None})
             if reference is None:
                 reference = m.outputs
             why = compare_outputs(reference, m.outputs, rtol, atol) if m.outputs is not None else None
@@ -354,13 +457,13 @@ def tune(
                 trial.set_user_attr("reason", f"correctness guard: {why}")
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
             else:
-                cost = objective.cost(m)
-                study.tell(trial, cost)
-                done[key] = _Done(trial.number, cost, m.to_dict())
+                told = [m.compile_total_s, m.run_s] if search == "pareto" else objective.cost(m)
+                study.tell(trial, told)
+                done[key] = _Done(trial.number, told, m.to_dict())
             reporter.advance(study)
         if before_finish is not None:
             before_finish()
-        trials = [_record(t) for t in study.get_trials(deepcopy=False)]
+        trials = [_record(t, objective) for t in study.get_trials(deepcopy=False)]
         confirmed = [] if join else _confirm(runner, trials, default, objective, confirm_top, confirm_rounds)
     finally:
         reporter.close()
@@ -388,7 +491,7 @@ def tune(
         default=Measurement.from_dict(default_row["measurement"]), trials=trials, objective=objective,
         sites=program.sites, fingerprint=program.fingerprint, signature=signature, device=device,
         study_name=name, storage=storage_url, sampler=kind, space_size=len(space),
-        pareto=pareto_front(points), confirmed=confirmed, wall_s=time.perf_counter() - started,
+        pareto=pareto_front(points), confirmed=confirmed, wall_s=time.perf_counter() - started, search=search,
     )
 
 
@@ -397,14 +500,16 @@ class _Done:
     """A config already measured in this study."""
 
     number: int
-    value: float
+    value: Any  # the cost, or [compile_s, run_s] in a pareto study
     measurement: dict[str, Any] | None
 
 
 def _configs_in_study(study, space: Space) -> set[str]:
-    """Config keys of every trial, waiting (enqueued) ones included."""
+    """Config keys of every trial, waiting (enqueued) ones included; not those a Ctrl-C interrupted."""
     seen = set()
     for t in study.get_trials(deepcopy=False):
+        if t.user_attrs.get("outcome") == "interrupted":
+            continue
         if t.user_attrs.get("config"):
             seen.add(t.user_attrs["config"])
         elif t.state.name == "WAITING":
@@ -412,18 +517,53 @@ def _configs_in_study(study, space: Space) -> set[str]:
     return seen
 
 
+def _told(t) -> Any:
+    """What a complete trial was told: its value, or its (compile_s, run_s) values in a pareto study."""
+    values = t.values
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else list(values)
+
+
 def _completed(study, exclude: int) -> dict[str, _Done]:
-    return {t.user_attrs["config"]: _Done(t.number, t.value, t.user_attrs.get("measurement"))
+    return {t.user_attrs["config"]: _Done(t.number, _told(t), t.user_attrs.get("measurement"))
             for t in study.get_trials(deepcopy=False)
             if t.number != exclude and t.state.name == "COMPLETE" and t.user_attrs.get("config")
             and t.user_attrs.get("outcome") != "duplicate"}
 
 
-def _running_with(study, key: str, exclude: int) -> int | None:
-    for t in study.get_trials(deepcopy=False):
-        if t.number != exclude and t.state.name == "RUNNING" and t.user_attrs.get("config") == key:
-            return t.number
-    return None
+def _running_with(study, key: str, exclude: int, space: Space | None = None, wait_s: float = 2.0) -> int | None:
+    """The lower-numbered trial that owns config ``key`` (waiting, running, or finished:
+    complete, failed, pruned), or None.
+
+    A config is measured by its lowest-numbered trial, so two workers that draw the same
+    config at once never both measure it nor both skip it (a symmetric "skip if another
+    runs it" loses the config when both see each other). Duplicates and interrupted
+    trials own nothing. An enqueued trial's config is known from its fixed params from
+    the start; a lower-numbered trial still choosing its config (between ``ask`` and its
+    "config" attribute, milliseconds) is waited for, up to ``wait_s`` (a crashed
+    worker's trial is then ignored).
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        choosing = False
+        for t in study.get_trials(deepcopy=False):
+            if t.number >= exclude or t.user_attrs.get("outcome") in ("duplicate", "interrupted"):
+                continue
+            config = t.user_attrs.get("config")
+            if config is None and space is not None and "fixed_params" in t.system_attrs:
+                config = space.from_params(t.system_attrs["fixed_params"]).to_json()
+            if config == key:
+                return t.number
+            choosing = choosing or (config is None and t.state.name == "RUNNING")
+        if not choosing or time.monotonic() > deadline:
+            return None
+        time.sleep(0.02)
+
+
+def _started(study) -> int:
+    """Trials that count toward the budget: enqueued-but-waiting ones do not."""
+    return sum(1 for t in study.get_trials(deepcopy=False) if t.state.name != "WAITING")
 
 
 def _has_waiting(study) -> bool:
@@ -498,7 +638,10 @@ class _Reporter:
         if self.progress is None:
             return
         try:
-            best = f"best cost {study.best_value:.4g}"
+            if len(study.directions) > 1:  # a pareto study has a front, not a best value
+                best = f"Pareto front of {len(study.best_trials)}"
+            else:
+                best = f"best cost {study.best_value:.4g}"
         except ValueError:
             best = "no complete trial yet"
         self.progress.update(self.task, advance=1, best=best)

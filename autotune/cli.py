@@ -60,7 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--expected-calls", type=_nonneg_float, default=None, help="override the decorator's expected_calls")
     p.add_argument("--compile-weight", type=_nonneg_float, default=None)
     p.add_argument("--runtime-weight", type=_nonneg_float, default=None)
-    p.add_argument("--sampler", choices=["auto", "tpe", "grid", "random"], default="auto")
+    p.add_argument("--sampler", choices=["auto", "tpe", "grid", "random", "nsga2"], default="auto")
+    p.add_argument("--objective", choices=["cost", "pareto"], default="cost",
+                   help="cost: search the weighted cost; pareto: NSGA-II on (compile s, run s), then pick from the "
+                        "front for expected_calls (one study serves every call count)")
     p.add_argument("--storage", default=None, help="Optuna storage URL or file (default: studies.db beside the cache)")
     p.add_argument("--trial-timeout", type=_nonneg_float, default=None, help="kill a trial's compile+run after this many seconds")
     p.add_argument("--trial-memory", type=_nonneg_float, default=None, help="memory cap per trial worker, in GiB")
@@ -85,6 +88,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="every cache entry")
     p.add_argument("--json", action="store_true")
+    _cache_arg(p)
+
+    p = sub.add_parser("report", help="an offline HTML report and PNG figures of studies: trade-off, crossovers, sites, history")
+    p.add_argument("file", nargs="?", default=None, help="a study file: report on the studies of its functions")
+    p.add_argument("--study", action="append", default=None, metavar="NAME", help="report on this study instead (repeatable)")
+    p.add_argument("--storage", default=None, help="Optuna storage URL or file (default: studies.db beside the cache)")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder for report.html, report.json and the PNG figures")
+    p.add_argument("--expected-calls", type=_nonneg_float, default=None, help="re-score for this call count (default: each study's own)")
+    p.add_argument("--all", action="store_true", help="with FILE: also the studies of older versions of its functions")
+    p.add_argument("--json", action="store_true", help="print the report's data as JSON")
     _cache_arg(p)
 
     p = sub.add_parser("export", help="write the cache to a JSON file")
@@ -129,7 +142,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
         fn = ex.fn.with_options(expected_calls=a.expected_calls, compile_weight=a.compile_weight,
                                 runtime_weight=a.runtime_weight, cache=a.cache)
         fn.tune(*ex.args, n_trials=a.trials, timeout=a.timeout, sampler=a.sampler, storage=a.storage,
-                study_name=a.join_study, join=True, timing=_timing(a), **ex.kwargs)
+                study_name=a.join_study, join=True, **_trial_options(a), **ex.kwargs)
         return 0
     if a.workers > 1:
         _warn_shared_device(a.workers)
@@ -139,9 +152,9 @@ def cmd_tune(a: argparse.Namespace) -> int:
                                 runtime_weight=a.runtime_weight, cache=a.cache)
         err.print(f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g})")
         helpers = _Helpers(a, index)
-        result = fn.tune(*ex.args, n_trials=a.trials, timeout=a.timeout, sampler=a.sampler, storage=a.storage,
-                         progress=not a.json, on_ready=helpers.start, before_finish=helpers.wait,
-                         timing=_timing(a), **ex.kwargs)
+        result = fn.tune(*ex.args, n_trials=a.trials, timeout=a.timeout, sampler=a.sampler,
+                         storage=a.storage, progress=not a.json, on_ready=helpers.start, before_finish=helpers.wait,
+                         **_trial_options(a), **ex.kwargs)
         results.append((fn, result))
         if not a.json:
             out.print(result_table(result))
@@ -152,6 +165,10 @@ def cmd_tune(a: argparse.Namespace) -> int:
                     out.print(f"  trial {t.number} {t.state}: {str(t.config)[:80]} — {(t.reason or '').splitlines()[0][:160] if t.reason else ''}")
             out.print(f"winner for {fn.key}: [bold]{result.best_config}[/bold]  cost {result.best_cost:.4g} "
                       f"(default {result.default_cost:.4g}, {result.speedup:.2f}x)  -> cache {fn.cache.url}")
+            if len(result.pareto) > 1:
+                out.print(crossover_table(result.pareto, result.objective.compile_weight,
+                                          result.objective.runtime_weight, chosen=result.best_config.to_dict(),
+                                          title=f"Pareto set of {fn.key}: the cheapest config by call count"))
     if a.json:
         print(json.dumps([{
             "function": fn.key, "best_config": r.best_config.to_dict(), "best_cost": r.best_cost,
@@ -161,8 +178,31 @@ def cmd_tune(a: argparse.Namespace) -> int:
     return 0
 
 
-def _timing(a: argparse.Namespace) -> dict[str, Any] | None:
-    return None if a.run_seconds is None else {"target_s": a.run_seconds}
+def _trial_options(a: argparse.Namespace) -> dict[str, Any]:
+    """The per-trial options of `autotune tune`, as Autotuned.tune takes them."""
+    return {"timing": None if a.run_seconds is None else {"target_s": a.run_seconds},
+            "objective": a.objective, "trial_timeout": a.trial_timeout,
+            "trial_memory_gb": a.trial_memory}
+
+
+def crossover_table(pareto: list, compile_weight: float = 1.0, runtime_weight: float = 1.0, *,
+                    chosen: dict | None = None, sites: list | None = None, title: str | None = None) -> Table:
+    """A Pareto set with the expected-calls interval where each config is the cheapest."""
+    from ._pareto import crossover_intervals, format_calls
+    from ._report import config_label
+
+    intervals = crossover_intervals(pareto, compile_weight, runtime_weight)
+    key = lambda c: json.dumps(c, sort_keys=True)  # noqa: E731
+    table = Table(title=title)
+    for col in ("config", "compile s", "run µs", "cheapest for calls"):
+        table.add_column(col, justify="left" if col in ("config", "cheapest for calls") else "right")
+    for p in pareto:
+        spans = [f"[{format_calls(it['from_calls'])}, {format_calls(it['to_calls'])})"
+                 for it in intervals if key(it["config"]) == key(p["config"])]
+        mark = " ★" if chosen is not None and key(p["config"]) == key(chosen) else ""
+        table.add_row(config_label(p["config"], sites or []) + mark, _fmt_s(p["compile_s"]), _fmt_us(p["run_s"]),
+                      "; ".join(spans) or "never cheapest")
+    return table
 
 
 def _warn_shared_device(workers: int) -> None:
@@ -190,7 +230,9 @@ class _Helpers:
                str(self.index), "--storage", storage, "--sampler", a.sampler]
         for flag, value in (("--trials", a.trials), ("--timeout", a.timeout), ("--expected-calls", a.expected_calls),
                             ("--compile-weight", a.compile_weight), ("--runtime-weight", a.runtime_weight),
-                            ("--cache", a.cache), ("--run-seconds", a.run_seconds)):
+                            ("--cache", a.cache), ("--run-seconds", a.run_seconds),
+                            ("--objective", None if a.objective == "cost" else a.objective),
+                            ("--trial-timeout", a.trial_timeout), ("--trial-memory", a.trial_memory)):
             if value is not None:
                 cmd += [flag, str(value)]
         self.procs = [subprocess.Popen(cmd) for _ in range(a.workers - 1)]
@@ -248,18 +290,39 @@ def cmd_best(a: argparse.Namespace) -> int:
     if not entries:
         err.print("no cache entry matches" + (f" function {a.function!r}" if a.function else "") + (f" on device {a.device!r}" if a.device else "") + ".")
         return 1
-    if a.json:
-        print(json.dumps([_entry_json(e) for e in entries], indent=2))
+    from ._pareto import crossover_intervals, format_calls, intervals_json
+
+    def crossovers(e) -> list:
+        return crossover_intervals(e.pareto, float(e.objective.get("compile_weight", 1.0)),
+                                   float(e.objective.get("runtime_weight", 1.0)))
+
+    if a.json:  # "crossovers": [{"config", "from_calls", "to_calls" (null: unbounded)}] of the Pareto set
+        print(json.dumps([_entry_json(e) | {"crossovers": intervals_json(crossovers(e))} for e in entries], indent=2))
         return 0
     table = Table(title="best configs")
-    for col in ("function", "device", "signature", "config", "run µs", "compile s", "expected calls", "cost"):
+    for col in ("function", "device", "signature", "config", "run µs", "compile s", "expected calls", "cost",
+                "cheapest for calls"):
         table.add_column(col)
+    chosen_text = lambda c: json.dumps(c, sort_keys=True)  # noqa: E731
     for e in entries:
         m = e.measurements
         compile_s = sum(float(m.get(k, 0.0)) for k in ("trace_s", "lower_s", "compile_s"))
-        table.add_row(e.function_key, e.device_key, e.signature[-48:], json.dumps(e.config), _fmt_us(m.get("run_s")),
-                      _fmt_s(compile_s), f"{e.objective.get('expected_calls', 0):g}", f"{e.cost:.4g}")
+        run_s = m.get("run_s")
+        point = next((p for p in e.pareto if chosen_text(p["config"]) == chosen_text(e.config)), None)
+        if point is not None:  # re-picked for --expected-calls: show the picked config's own seconds
+            compile_s, run_s = point["compile_s"], point["run_s"]
+        spans = [f"[{format_calls(it['from_calls'])}, {format_calls(it['to_calls'])})"
+                 for it in crossovers(e) if chosen_text(it["config"]) == chosen_text(e.config)]
+        table.add_row(e.function_key, e.device_key, e.signature[-48:], json.dumps(e.config), _fmt_us(run_s),
+                      _fmt_s(compile_s), f"{e.objective.get('expected_calls', 0):g}", f"{e.cost:.4g}",
+                      "; ".join(spans) or ("-" if not e.pareto else "never cheapest"))
     out.print(table)
+    for e in entries:
+        if len(e.pareto) > 1:
+            out.print(crossover_table(
+                e.pareto, float(e.objective.get("compile_weight", 1.0)), float(e.objective.get("runtime_weight", 1.0)),
+                chosen=e.config, sites=[{"id": k, **v} for k, v in e.sites.items()],
+                title=f"{e.function_key} on {e.device.get('device_kind', '?')}: Pareto set, cheapest config by call count"))
     return 0
 
 
@@ -294,8 +357,39 @@ def cmd_import(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(a: argparse.Namespace) -> int:
+    from ._pareto import format_calls
+    from ._report import config_label, report
+
+    if (a.file is None) == (not a.study):
+        err.print("[red]error:[/red] give a study FILE or --study NAME (one of them): "
+                  "`autotune report studies/x.py --out DIR` or `autotune report --study NAME --out DIR`.")
+        return 2
+    files = report(a.out, study_names=a.study, file=a.file, storage=a.storage, cache=a.cache,
+                   expected_calls=a.expected_calls, all_programs=a.all, progress=not a.json)
+    if a.json:
+        print(json.dumps({"html": files.html, "data": files.data, "figures": files.figures,
+                          "studies": [r.to_dict() for r in files.reports]}, indent=2, allow_nan=False))
+        return 0
+    for r in files.reports:
+        obj = r.objective
+        out.print(crossover_table(r.pareto, obj.compile_weight, obj.runtime_weight,
+                                  chosen=r.chosen["config"] if r.chosen else None, sites=r.sites,
+                                  title=f"{r.function_key} ({r.search}, {len(r.trials)} trials): Pareto set, "
+                                        "cheapest config by call count"))
+        if r.chosen:
+            out.print(f"chosen for {format_calls(obj.expected_calls)} calls: [bold]{config_label(r.chosen['config'], r.sites)}"
+                      f"[/bold]  cost {r.chosen['cost']:.4g}"
+                      + (f" (default {r.default['cost']:.4g})" if r.default else ""))
+        bad = [t for t in r.trials if t.outcome not in ("complete", "duplicate")]
+        if bad:
+            out.print(f"{len(bad)} trial(s) did not count: " + ", ".join(f"#{t.number} {t.outcome}" for t in bad[:12]))
+    out.print(f"wrote {files.html} and {len(files.figures)} figures to {a.out}")
+    return 0
+
+
 COMMANDS = {"tune": cmd_tune, "sites": cmd_sites, "best": cmd_best, "list": cmd_list,
-            "export": cmd_export, "import": cmd_import}
+            "export": cmd_export, "import": cmd_import, "report": cmd_report}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -303,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except AutotuneError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         err.print("interrupted: completed trials are kept in the study; run the same command again to resume.")

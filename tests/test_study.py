@@ -40,8 +40,9 @@ def test_compile_only_objective_never_picks_full_unroll(tmp_path):
                 timing=FAST, confirm_rounds=2)
     assert r.sampler == "grid" and len(r.trials) == r.space_size
     assert r.best_config["heavy"].repr != "for", r.best_config
-    for_cost = [t.cost for t in r.trials if t.config["heavy"].repr == "for"]
-    assert for_cost and min(for_cost) > 1.5 * r.best_cost
+    for_trials = [t for t in r.trials if t.config["heavy"].repr == "for"]
+    # The full unroll either gets pruned by the compile budget or costs far more.
+    assert for_trials and all(t.state == "pruned" or t.cost > 1.5 * r.best_cost for t in for_trials)
 
 
 def test_finds_the_clear_winner(tmp_path):

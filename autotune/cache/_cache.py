@@ -89,12 +89,15 @@ def _sqlite_file(url: URL) -> str | None:
     return os.path.abspath(os.path.expanduser(db))
 
 
+READ_BUSY_TIMEOUT_MS = 2000
+
+
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     # We issue BEGIN ourselves (see _sqlite_on_begin): the documented SQLAlchemy recipe.
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute(f"PRAGMA busy_timeout={READ_BUSY_TIMEOUT_MS}")  # writers raise it per transaction
         try:
             cursor.execute("PRAGMA journal_mode=WAL")
         except sqlite3.Error:
@@ -107,6 +110,9 @@ def _sqlite_on_begin(conn: Any) -> None:
     # Writers take the write lock up front, so two writers queue on busy_timeout
     # instead of failing when a read transaction tries to upgrade.
     write = conn.get_execution_options().get("autotune_write", False)
+    # A reader (the decorator at jit time) must not stall the user's program behind a
+    # long-held lock: it waits briefly, then the caller falls back to the default config.
+    conn.exec_driver_sql(f"PRAGMA busy_timeout={30000 if write else READ_BUSY_TIMEOUT_MS}")
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 

@@ -1,0 +1,487 @@
+"""Benchmark the tuner against the exhaustive grid, random search and fixed loop structures.
+
+For every study (``studies/*.py``), in one run on one machine:
+
+* ``grid``    every config of the space (a fixed random sample of ``--grid-max`` when the
+              space is larger, the default always in it): the reference optimum;
+* ``tuned``   ``autotune.tune(sampler="auto")`` with 25% of the grid's size as budget (at least 6);
+* ``random``  ``autotune.tune(sampler="random")`` at the same budget;
+* ``default`` every site at its default (``Space.default()``: ``lax.scan`` unroll 1, or
+              an ``at.loop``'s own default);
+* ``for``     every site ``{"repr": "for"}`` (fully unrolled / a Python ``for``);
+* ``unroll8`` every site ``{"repr": "scan", "unroll": min(8, length)}``.
+
+Each approach's chosen config is then re-measured in one interleaved round robin
+(A B C ... A B C ..., ``--rounds`` rounds, medians), so every final cost comes from the
+same measurements. Costs use the study's own objective (its decorator's
+``expected_calls``, weights). The crossover table re-scores the stored grid
+measurements at other call counts (no re-measuring).
+
+    python scripts/bench.py                       # every study (about 20 min on 2 CPU cores)
+    python scripts/bench.py --quick               # CI-sized: light studies, small budgets
+    python scripts/bench.py --study hmc --study kalman --json out.json --out out.md
+
+Outputs: a markdown report (``--out``) and a JSON file (``--json``) of shape
+``{"jax", "device", "studies": [{"study", "expected_calls", "grid_size",
+"approaches": {name: {"cost", "compile_s", "run_s", "trials", "tuning_wall_s", "config"}}}]}``
+with more fields (regret, gains, grid points, crossover, settings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import inspect
+import json
+import math
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+STUDY_DIR = os.path.join(ROOT, "studies")
+
+# Every study, lightest first; --quick runs QUICK_STUDIES.
+STUDIES = ["lambda_returns", "seed_rollout", "gru_encoder", "ode_rk4", "kalman", "hmc", "scan_layers", "rl_cartpole"]
+QUICK_STUDIES = ["lambda_returns", "seed_rollout"]
+APPROACHES = ["grid", "tuned", "random", "default", "for", "unroll8"]
+CROSSOVER_CALLS = [1, 10, 100, 1_000, 10_000, 100_000]
+
+
+# ---------------------------------------------------------------------------------------
+# settings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--study", action="append", default=None, metavar="NAME",
+                   help=f"a study under studies/ (repeatable; default all: {', '.join(STUDIES)})")
+    p.add_argument("--quick", action="store_true",
+                   help="CI-sized: the light studies, a grid sample of 16, short timing, 2 rounds")
+    p.add_argument("--json", default=None, metavar="PATH", help="write the results as JSON here")
+    p.add_argument("--out", default=None, metavar="PATH.md", help="write the markdown report here")
+    p.add_argument("--grid-max", type=int, default=None, help="grid sample size cap (default 64, quick 16)")
+    p.add_argument("--budget-frac", type=float, default=0.25, help="tuned/random trials as a fraction of the grid size")
+    p.add_argument("--min-trials", type=int, default=6)
+    p.add_argument("--sampler", default="auto", choices=["auto", "tpe"], help="sampler of the 'tuned' approach")
+    p.add_argument("--rounds", type=int, default=None, help="interleaved final re-measure rounds (default 3, quick 2)")
+    p.add_argument("--target-s", type=float, default=None,
+                   help="seconds of runtime sampling per measurement (default 0.2, quick 0.05)")
+    p.add_argument("--confirm-top", type=int, default=None, help="tune()'s confirm_top (default: tune's own)")
+    p.add_argument("--confirm-rounds", type=int, default=None, help="tune()'s confirm_rounds (default: tune's own)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true")
+    return p
+
+
+def resolve(a: argparse.Namespace) -> argparse.Namespace:
+    a.studies = a.study or (QUICK_STUDIES if a.quick else STUDIES)
+    a.grid_max = a.grid_max or (16 if a.quick else 64)
+    a.rounds = a.rounds or (2 if a.quick else 3)
+    a.target_s = a.target_s if a.target_s is not None else (0.05 if a.quick else 0.2)
+    for name in a.studies:
+        if not os.path.isfile(os.path.join(STUDY_DIR, f"{name}.py")):
+            raise SystemExit(f"bench: no study {name!r}: expected studies/{name}.py (have: {', '.join(available())})")
+    return a
+
+
+def available() -> list[str]:
+    return sorted(f[:-3] for f in os.listdir(STUDY_DIR) if f.endswith(".py") and not f.startswith("_"))
+
+
+def log(a, *msg) -> None:
+    if not a.quiet:
+        print(*msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------
+# helpers
+
+
+def controller(fn):
+    """The :class:`autotune.Autotuned` behind a decorated function (the jit object or itself)."""
+    return getattr(fn, "autotune", fn)
+
+
+def short_site(site_id: str) -> str:
+    """``algo/scan@file.py:53`` -> ``scan@53``; an at.loop keeps its name."""
+    last = site_id.rsplit("/", 1)[-1]
+    if "@" in last and ":" in last:
+        kind, where = last.split("@", 1)
+        return f"{kind}@{where.rsplit(':', 1)[-1]}"
+    return last
+
+
+def label(config: dict[str, Any], site_ids: list[str]) -> str:
+    parts = []
+    for sid in site_ids:
+        c = config.get(sid, {"repr": "scan", "unroll": 1})
+        choice = "for" if c.get("repr") == "for" else f"{c.get('repr', 'scan')}-u{c.get('unroll', 1)}"
+        parts.append(f"{short_site(sid)}={choice}")
+    return ", ".join(parts)
+
+
+def baseline_configs(space) -> dict[str, Any]:
+    from autotune import Config
+
+    return {
+        "default": space.default(),
+        "for": Config({e.site.id: {"repr": "for"} for e in space.entries}),
+        "unroll8": Config({e.site.id: {"repr": "scan", "unroll": min(8, e.site.length)} for e in space.entries}),
+    }
+
+
+def grid_configs(space, grid_max: int, seed: int) -> tuple[list, bool]:
+    """Every config, or a fixed random sample of ``grid_max`` that always holds the default."""
+    configs = list(space.configs())  # the default first
+    if len(configs) <= grid_max:
+        return configs, False
+    rng = random.Random(seed)
+    return [configs[0]] + rng.sample(configs[1:], grid_max - 1), True
+
+
+def measure_point(ctl, ex, config, timing: dict) -> Any:
+    from autotune import measure
+
+    return measure(ctl.fun, ex.args, ex.kwargs, config, jit_kwargs=ctl.jit_kwargs, keep_outputs=True, **timing)
+
+
+def point(m, objective) -> dict[str, Any]:
+    return {"compile_s": m.compile_total_s, "trace_s": m.trace_s, "lower_s": m.lower_s, "xla_compile_s": m.compile_s,
+            "run_s": m.run_s, "run_iqr_s": m.run_iqr_s, "cost": objective.cost(m)}
+
+
+def tune_supports(name: str) -> bool:
+    from autotune import tune
+
+    return name in inspect.signature(tune).parameters
+
+
+# ---------------------------------------------------------------------------------------
+# one study
+
+
+def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
+    from autotune import Objective, tune
+    from autotune._space import Space
+    from autotune._study import compare_outputs
+    from autotune._studyfile import load_examples
+
+    rows = []
+    examples = load_examples(os.path.join(STUDY_DIR, f"{name}.py"))
+    for ex in examples:
+        ctl = controller(ex.fn)
+        study = name if len(examples) == 1 else f"{name}:{ctl.__name__}"
+        objective = Objective(ctl.expected_calls, ctl.compile_weight, ctl.runtime_weight)
+        sites = ctl.sites(*ex.args, **ex.kwargs)
+        space = Space(sites)
+        site_ids = [e.site.id for e in space.entries]
+        timing = {"target_s": a.target_s}
+        log(a, f"== {study}: {len(site_ids)} sites, space {len(space)}, expected_calls={objective.expected_calls:g}")
+
+        # -- grid -----------------------------------------------------------------------
+        configs, sampled = grid_configs(space, a.grid_max, a.seed)
+        measure_point(ctl, ex, configs[0], timing)  # warm-up, not counted: first traces pay one-off costs
+        grid_points, reference = [], None
+        t0 = time.perf_counter()
+        for i, config in enumerate(configs):
+            entry = {"config": config.to_dict(), "label": label(config.to_dict(), site_ids)}
+            try:
+                m = measure_point(ctl, ex, config, timing)
+            except Exception as exc:  # a config that fails is a result
+                entry.update(state="fail", reason=f"{type(exc).__name__}: {exc}"[:500])
+                grid_points.append(entry)
+                continue
+            if reference is None:
+                reference = m.outputs
+            why = compare_outputs(reference, m.outputs) if m.outputs is not None else None
+            entry.update(point(m, objective), state="rejected" if why else "complete")
+            if why:
+                entry["reason"] = why
+            grid_points.append(entry)
+            log(a, f"   grid {i + 1}/{len(configs)} {entry['label']}: compile {m.compile_total_s:.3f}s "
+                   f"run {m.run_s * 1e6:.1f}us cost {entry['cost']:.4g}")
+        grid_wall = time.perf_counter() - t0
+        ok = [p for p in grid_points if p.get("state") == "complete"]
+        if not ok:
+            raise RuntimeError(f"{study}: no grid config compiled and ran")
+        grid_best = min(ok, key=lambda p: p["cost"])
+
+        # -- tuned / random -------------------------------------------------------------
+        n_trials = max(a.min_trials, math.ceil(a.budget_frac * len(configs)))
+        searches = {}
+        tmp = tempfile.mkdtemp(prefix=f"bench-{name}-")
+        for approach, sampler in (("tuned", a.sampler), ("random", "random")):
+            marks: dict[str, float] = {}
+            extra: dict[str, Any] = {}
+            if a.confirm_top is not None:
+                extra["confirm_top"] = a.confirm_top
+            if a.confirm_rounds is not None:
+                extra["confirm_rounds"] = a.confirm_rounds
+            if tune_supports("before_finish"):
+                extra["before_finish"] = lambda marks=marks: marks.setdefault("search_end", time.perf_counter())
+            t0 = time.perf_counter()
+            result = tune(
+                ctl.fun, *ex.args, kwargs=ex.kwargs, expected_calls=objective.expected_calls,
+                compile_weight=objective.compile_weight, runtime_weight=objective.runtime_weight,
+                n_trials=n_trials, sampler=sampler, storage=os.path.join(tmp, f"{approach}.db"),
+                function_key=ctl.key, jit_kwargs=ctl.jit_kwargs, seed=a.seed, timing=timing, **extra,
+            )
+            wall = time.perf_counter() - t0
+            measured = sum(1 for t in result.trials if t.state != "duplicate")
+            searches[approach] = {
+                "config": result.best_config.to_dict(), "wall": wall,
+                "search_wall": (marks["search_end"] - t0) if "search_end" in marks else None,
+                "trials": len(result.trials), "measured": measured,
+                "confirm_measurements": sum(int(c.get("rounds", 0)) for c in result.confirmed),
+                "sampler": result.sampler, "study_cost": result.best_cost,
+            }
+            log(a, f"   {approach} ({result.sampler}, {n_trials} trials, {wall:.1f}s): "
+                   f"{label(result.best_config.to_dict(), site_ids)}")
+
+        # -- the final interleaved re-measure ---------------------------------------------
+        chosen = {"grid": grid_best["config"], "tuned": searches["tuned"]["config"],
+                  "random": searches["random"]["config"]}
+        chosen.update({k: v.to_dict() for k, v in baseline_configs(space).items()})
+        unique: list[str] = []
+        for cfg in chosen.values():
+            key = json.dumps(cfg, sort_keys=True)
+            if key not in unique:
+                unique.append(key)
+        samples: dict[str, list] = {k: [] for k in unique}
+        errors: dict[str, str] = {}
+        for r in range(a.rounds):
+            for key in unique:
+                try:
+                    samples[key].append(measure_point(ctl, ex, json.loads(key), timing))
+                except Exception as exc:
+                    errors[key] = f"{type(exc).__name__}: {exc}"[:500]
+            log(a, f"   final round {r + 1}/{a.rounds} done")
+        final = {}
+        for key, ms in samples.items():
+            if not ms:
+                continue
+            compile_s = statistics.median(m.compile_total_s for m in ms)
+            run_s = statistics.median(m.run_s for m in ms)
+            final[key] = {"compile_s": compile_s, "run_s": run_s, "cost": objective.cost_of(compile_s, run_s),
+                          "rounds": len(ms)}
+
+        approaches = {}
+        for approach in APPROACHES:
+            cfg = chosen[approach]
+            key = json.dumps(cfg, sort_keys=True)
+            f = final.get(key)
+            row = {"cost": f["cost"] if f else None, "compile_s": f["compile_s"] if f else None,
+                   "run_s": f["run_s"] if f else None, "config": cfg, "label": label(cfg, site_ids)}
+            if f is None:
+                row["error"] = errors.get(key, "not measured")
+            if approach == "grid":
+                row.update(trials=len(configs), tuning_wall_s=grid_wall, search_cost=grid_best["cost"])
+            elif approach in searches:
+                s = searches[approach]
+                row.update(trials=s["trials"], measured=s["measured"], tuning_wall_s=s["wall"],
+                           search_wall_s=s["search_wall"], confirm_measurements=s["confirm_measurements"],
+                           sampler=s["sampler"], search_cost=s["study_cost"])
+            else:
+                row.update(trials=0, tuning_wall_s=0.0)
+            approaches[approach] = row
+
+        def ratio(x, y):
+            cx, cy = approaches[x]["cost"], approaches[y]["cost"]
+            return cx / cy if cx is not None and cy else None
+
+        row = {
+            "study": study, "function": ctl.key, "expected_calls": objective.expected_calls,
+            "compile_weight": objective.compile_weight, "runtime_weight": objective.runtime_weight,
+            "space_size": len(space), "grid_size": len(configs), "sampled": sampled, "n_trials": n_trials,
+            "sites": [{"id": s.id, "short": short_site(s.id), "kind": s.kind, "length": s.length, "depth": s.depth}
+                      for s in space.sites],
+            "approaches": approaches,
+            "regret": ratio("tuned", "grid"), "random_regret": ratio("random", "grid"),
+            "random_over_tuned": ratio("random", "tuned"), "default_over_tuned": ratio("default", "tuned"),
+            "for_over_tuned": ratio("for", "tuned"), "unroll8_over_tuned": ratio("unroll8", "tuned"),
+            "wall_tuned_over_grid": approaches["tuned"]["tuning_wall_s"] / grid_wall if grid_wall else None,
+            "grid_points": grid_points,
+            "crossover": crossover(grid_points, objective),
+        }
+        rows.append(row)
+    return rows
+
+
+def crossover(points: list[dict[str, Any]], objective) -> list[dict[str, Any]]:
+    """The winning grid config at each call count, re-scored from the grid's measurements."""
+    from autotune import Objective
+
+    ok = [p for p in points if p.get("state") == "complete"]
+    out = []
+    for n in CROSSOVER_CALLS:
+        obj = Objective(n, objective.compile_weight, objective.runtime_weight)
+        best = min(ok, key=lambda p: obj.cost_of(p["compile_s"], p["run_s"]))
+        default = ok[0] if points and points[0].get("state") == "complete" else None
+        out.append({"expected_calls": n, "config": best["config"], "label": best["label"],
+                    "compile_s": best["compile_s"], "run_s": best["run_s"],
+                    "cost": obj.cost_of(best["compile_s"], best["run_s"]),
+                    "default_cost": obj.cost_of(default["compile_s"], default["run_s"]) if default else None})
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# report
+
+
+def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
+    def vals(k):
+        return [s[k] for s in studies if s.get(k) is not None]
+
+    regrets, rt, dt, wall = vals("regret"), vals("random_over_tuned"), vals("default_over_tuned"), vals("wall_tuned_over_grid")
+    return {
+        "median_regret": statistics.median(regrets) if regrets else None,
+        "max_regret": max(regrets) if regrets else None,
+        "tuned_le_random": sum(1 for x in rt if x >= 1.0), "tuned_le_random_within_2pct": sum(1 for x in rt if x >= 0.98),
+        "studies": len(studies),
+        "min_default_over_tuned": min(dt) if dt else None,
+        "default_over_tuned_ge_1": sum(1 for x in dt if x >= 1.0),
+        "median_wall_tuned_over_grid": statistics.median(wall) if wall else None,
+        "max_wall_tuned_over_grid": max(wall) if wall else None,
+        "targets": {"median_regret<=1.02": bool(regrets) and statistics.median(regrets) <= 1.02,
+                    "tuned<=random on most": bool(rt) and sum(1 for x in rt if x >= 1.0) > len(rt) / 2,
+                    "default/tuned>=1.0 everywhere": bool(dt) and min(dt) >= 1.0,
+                    "tuned wall<=40% of grid": bool(wall) and max(wall) <= 0.40},
+    }
+
+
+def _f(x, fmt="{:.3f}"):
+    return "-" if x is None else fmt.format(x)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    s = result["summary"]
+    lines = [
+        "# Benchmark: tuned vs grid, random and fixed loop structures", "",
+        f"- date: {result['date']}", f"- jax {result['jax']} (jaxlib {result['jaxlib']}), python {result['python']}",
+        f"- device: {result['device']}", f"- machine: {result['machine']}",
+        f"- settings: {json.dumps(result['settings'])}",
+        f"- total wall: {result['wall_s']:.0f} s{' (PARTIAL: the run is still going or was stopped)' if result.get('partial') else ''}", "",
+        "cost = compile_weight·(trace+lower+compile) + runtime_weight·expected_calls·run, from one interleaved "
+        "re-measurement of every approach's config (medians). `cost/grid` < 1 is noise in the grid's own pick.", "",
+        "| study | calls | grid | approach | config | compile s | run µs | cost s | cost/grid | trials | tuning wall s |",
+        "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for st in result["studies"]:
+        grid_cost = st["approaches"]["grid"]["cost"]
+        for i, name in enumerate(APPROACHES):
+            r = st["approaches"][name]
+            g = f"{st['grid_size']}{' (sampled)' if st['sampled'] else ''}" if i == 0 else ""
+            calls = format(st["expected_calls"], "g") if i == 0 else ""
+            lines.append(
+                f"| {st['study'] if i == 0 else ''} | {calls} | {g} | {name} | "
+                f"`{r['label']}` | {_f(r['compile_s'])} | {_f(r['run_s'] and r['run_s'] * 1e6, '{:.1f}')} | "
+                f"{_f(r['cost'], '{:.4g}')} | {_f(r['cost'] / grid_cost if r['cost'] and grid_cost else None, '{:.3f}')} | "
+                f"{r['trials']} | {_f(r['tuning_wall_s'], '{:.1f}')} |")
+    lines += ["", "## Per study", "",
+              "| study | regret tuned/grid | random/grid | random/tuned | default/tuned | for/tuned | unroll8/tuned | wall tuned/grid |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for st in result["studies"]:
+        lines.append(f"| {st['study']} | {_f(st['regret'])} | {_f(st['random_regret'])} | {_f(st['random_over_tuned'])} | "
+                     f"{_f(st['default_over_tuned'])} | {_f(st['for_over_tuned'])} | {_f(st['unroll8_over_tuned'])} | "
+                     f"{_f(st['wall_tuned_over_grid'], '{:.0%}')} |")
+    t = s["targets"]
+    lines += ["", "## Targets", "",
+              f"- median regret cost(tuned)/cost(grid): {_f(s['median_regret'])} (max {_f(s['max_regret'])}); "
+              f"target <= 1.02: {'met' if t['median_regret<=1.02'] else 'NOT met'}",
+              f"- tuned <= random: {s['tuned_le_random']}/{s['studies']} studies "
+              f"({s['tuned_le_random_within_2pct']} within 2%); target most: {'met' if t['tuned<=random on most'] else 'NOT met'}",
+              f"- default/tuned >= 1.0: {s['default_over_tuned_ge_1']}/{s['studies']} (min {_f(s['min_default_over_tuned'])}); "
+              f"target everywhere: {'met' if t['default/tuned>=1.0 everywhere'] else 'NOT met'}",
+              f"- tuning wall tuned/grid: median {_f(s['median_wall_tuned_over_grid'], '{:.0%}')}, "
+              f"max {_f(s['max_wall_tuned_over_grid'], '{:.0%}')}; target <= 40%: "
+              f"{'met' if t['tuned wall<=40% of grid'] else 'NOT met'}", "",
+              "## Crossover: the grid's winner at other call counts (re-scored, not re-measured)", ""]
+    for st in result["studies"]:
+        legend = ", ".join(f"`{x['short']}` = {x['id']} ({x['kind']}, length {x['length']})" for x in st["sites"])
+        lines += [f"### {st['study']} (tuned for {st['expected_calls']:g} calls)", "", f"Sites: {legend}.", "",
+                  "| calls | winner | compile s | run µs | cost s | default cost s |", "|---:|---|---:|---:|---:|---:|"]
+        for c in st["crossover"]:
+            lines.append(f"| {c['expected_calls']:g} | `{c['label']}` | {c['compile_s']:.3f} | {c['run_s'] * 1e6:.1f} | "
+                         f"{c['cost']:.4g} | {_f(c['default_cost'], '{:.4g}')} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def machine_line() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    load = ""
+    try:
+        load = f", load average at start {os.getloadavg()[0]:.1f}"
+    except OSError:
+        pass
+    return f"{platform.system()} {platform.machine()}, {cpu}, {os.cpu_count()} logical CPUs{load}"
+
+
+def write(result: dict[str, Any], a: argparse.Namespace, started: float) -> str:
+    result["wall_s"] = time.perf_counter() - started
+    result["summary"] = summary(result["studies"])
+    text = markdown(result)
+    for path, content in ((a.json, None), (a.out, text)):
+        if not path:
+            continue
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path + ".tmp", "w") as fh:
+            if content is None:
+                json.dump(result, fh, indent=1)
+            else:
+                fh.write(content)
+        os.replace(path + ".tmp", path)
+    return text
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    a = resolve(build_parser().parse_args(argv))
+    import jax
+    import jaxlib
+
+    started = time.perf_counter()
+    machine = machine_line()
+    dev = jax.devices()[0]
+    result: dict[str, Any] = {
+        "jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", "?"), "python": platform.python_version(),
+        "device": f"{dev.platform}:{dev.device_kind} x{jax.device_count()}", "machine": machine,
+        "date": _dt.datetime.now().isoformat(timespec="seconds"),
+        "settings": {"quick": a.quick, "grid_max": a.grid_max, "budget_frac": a.budget_frac, "min_trials": a.min_trials,
+                     "sampler": a.sampler, "rounds": a.rounds, "target_s": a.target_s, "seed": a.seed,
+                     "confirm_top": a.confirm_top, "confirm_rounds": a.confirm_rounds},
+        "studies": [],
+    }
+    for i, name in enumerate(a.studies):
+        t0 = time.perf_counter()
+        result["studies"].extend(run_study(name, a))
+        result["partial"] = i + 1 < len(a.studies)  # written after every study, so a long run leaves results
+        text = write(result, a, started)
+        log(a, f"   {name}: {time.perf_counter() - t0:.0f}s")
+    if not a.quiet:
+        print(text)
+    s = result["summary"]
+    print(f"SUMMARY median regret {_f(s['median_regret'])} | tuned<=random {s['tuned_le_random']}/{s['studies']} | "
+          f"min default/tuned {_f(s['min_default_over_tuned'])} | wall tuned/grid median "
+          f"{_f(s['median_wall_tuned_over_grid'], '{:.0%}')} max {_f(s['max_wall_tuned_over_grid'], '{:.0%}')} | "
+          f"total {result['wall_s']:.0f}s", flush=True)
+    return result
+
+
+if __name__ == "__main__":
+    main()

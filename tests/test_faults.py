@@ -1,0 +1,314 @@
+"""Cache faults as the user meets them: through ``@at.autotuned`` and ``autotune best``.
+
+Every fault is real: random bytes in the file, an exclusive SQLite lock held by another
+process, a read-only directory (as root without CAP_DAC_OVERRIDE, via setpriv), a missing
+directory, a cache written by a newer schema, and a function edited between two processes.
+Reading the cache never breaks the program: the default config runs, results are right,
+and there is at most one warning (exactly one where the cache cannot be read).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import autotune as at
+from autotune import _keys
+from autotune.cache import SCHEMA_VERSION
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+       "JAX_PLATFORMS": "cpu", "PYTHONDONTWRITEBYTECODE": "1"}
+FOR = {"l": {"repr": "for"}}
+
+
+def smooth_body(c, _):
+    return c * 0.5 + 1.0, None
+
+
+def make(cache):
+    @at.autotuned(cache=str(cache), key="faults:smooth")
+    def smooth(x):
+        return at.loop(smooth_body, x, length=8, name="l")[0]
+
+    return smooth
+
+
+def reference(x):
+    return jax.jit(lambda x: at.loop(smooth_body, x, length=8, name="l")[0])(x)
+
+
+def put_entry(cache_path, fn, x, config=FOR, **device_changes):
+    """A cache entry for ``fn`` on ``x`` under the real key (this program, signature, device)."""
+    lookup = fn.config_for(x)
+    entry = at.CacheEntry(
+        function_key=fn.key, fingerprint=lookup.fingerprint, signature=lookup.signature,
+        device={**_keys.device_info(), **device_changes}, config=config,
+        sites={"l": {"kind": "loop", "length": 8, "has_ys": False}}, measurements={"run_s": 1e-6},
+        objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0}, cost=1.0)
+    with at.Cache(str(cache_path)) as cache:
+        cache.put(entry)
+    return entry
+
+
+def call_and_count(fn):
+    """Call ``fn`` on two signatures (two cache lookups); return (config source, our RuntimeWarnings)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for x in (jnp.zeros(3), jnp.ones(5), jnp.ones(5) * 2):
+            np.testing.assert_allclose(fn(x), reference(x), rtol=1e-6)
+        source = fn.config_for(jnp.zeros(3)).source
+    ours = [w for w in caught if issubclass(w.category, RuntimeWarning) and "autotune" in str(w.message)]
+    return source, ours
+
+
+def cli_best(cache, *extra):
+    return subprocess.run([sys.executable, "-m", "autotune", "best", "--cache", str(cache), *extra],
+                          env=ENV, capture_output=True, text=True, timeout=120)
+
+
+# ------------------------------------------------------------------------- unreadable caches
+
+
+@pytest.mark.parametrize("fault", ["corrupt", "newer-schema"])
+def test_an_unreadable_cache_runs_the_default_warns_once_and_the_cli_says_why(tmp_path, fault):
+    path = tmp_path / "c.db"
+    if fault == "corrupt":
+        path.write_bytes(b"\x00garbage" + os.urandom(8184))
+        words = ["not a SQLite database"]
+    else:
+        put_entry(path, make(path), jnp.zeros(3))
+        with sqlite3.connect(path) as con:
+            con.execute("UPDATE autotune_schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+        words = [f"schema version {SCHEMA_VERSION + 1}", f"schema version {SCHEMA_VERSION}", "Upgrade jax-autotune"]
+    source, ours = call_and_count(make(path))
+    assert source == "default (cache error)"
+    assert len(ours) == 1, [str(w.message) for w in ours]
+    for w in words:
+        assert w in str(ours[0].message), str(ours[0].message)
+    r = cli_best(path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    text = " ".join(r.stderr.split())
+    assert text.startswith("error:") and str(path) in r.stderr.replace("\n", ""), r.stderr
+    for w in words:
+        assert w in text, text
+
+
+def test_the_cli_error_for_a_corrupt_cache_is_one_line(tmp_path):
+    path = tmp_path / "c.db"
+    path.write_bytes(os.urandom(4096))
+    r = cli_best(path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# ----------------------------------------------------------------------------- missing
+
+
+def test_a_missing_directory_runs_the_default_silently_and_creates_nothing(tmp_path):
+    path = tmp_path / "nowhere" / "deeper" / "c.db"
+    source, ours = call_and_count(make(path))
+    assert source == "default" and ours == []  # nothing tuned yet is not a fault
+    assert not (tmp_path / "nowhere").exists()
+    r = cli_best(path)
+    assert r.returncode == 1 and r.stderr.strip() == "no cache entry matches." and "Traceback" not in r.stderr
+
+
+# ------------------------------------------------------------------------------ locked
+
+HOLD_LOCK = textwrap.dedent("""
+    import sqlite3, sys, time
+    path, mode, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    con = sqlite3.connect(path, isolation_level=None, timeout=30)
+    if mode == "rollback":
+        con.execute("PRAGMA journal_mode=DELETE")   # a file some other tool switched out of WAL
+    con.execute("BEGIN EXCLUSIVE")
+    con.execute("UPDATE autotune_entries SET cost = cost")
+    print("locked", flush=True)
+    time.sleep(seconds)
+    con.execute("COMMIT")
+""")
+
+
+def hold_lock(path, mode, seconds):
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(path), mode, str(seconds)], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_a_locked_cache_in_wal_mode_is_still_read(tmp_path):
+    """autotune writes its cache in WAL mode, where a writer's exclusive lock does not block readers."""
+    path = tmp_path / "c.db"
+    put_entry(path, make(path), jnp.zeros(3))
+    holder = hold_lock(path, "wal", 60)
+    try:
+        t0 = time.monotonic()
+        fn = make(path)
+        lookup = fn.config_for(jnp.zeros(3))
+        source, ours = call_and_count(fn)
+        took = time.monotonic() - t0
+        assert lookup.source == "cache" and lookup.config == at.Config(FOR) and ours == []
+        assert took < 20, took
+        r = cli_best(path, "--json")
+        assert r.returncode == 0 and at.Config.from_dict(json.loads(r.stdout)[0]["config"]) == at.Config(FOR), r.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_short_exclusive_lock_is_waited_out(tmp_path):
+    """A rollback-journal file locked for 2 s: the lookup waits for it and then reads the entry."""
+    path = tmp_path / "c.db"
+    put_entry(path, make(path), jnp.zeros(3))
+    holder = hold_lock(path, "rollback", 2)
+    try:
+        t0 = time.monotonic()
+        lookup = make(path).config_for(jnp.zeros(3))
+        assert lookup.source == "cache" and 0.5 < time.monotonic() - t0 < 25
+    finally:
+        holder.wait(timeout=30)
+
+
+def test_a_cache_locked_for_long_runs_the_default_promptly_and_warns_once(tmp_path):
+    path = tmp_path / "c.db"
+    put_entry(path, make(path), jnp.zeros(3))
+    holder = hold_lock(path, "rollback", 120)
+    try:
+        t0 = time.monotonic()
+        source, ours = call_and_count(make(path))
+        assert source == "default (cache error)" and len(ours) == 1 and "locked" in str(ours[0].message)
+        assert time.monotonic() - t0 < 10
+        r = cli_best(path)
+        assert r.returncode == 2 and "locked" in r.stderr and "Traceback" not in r.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# --------------------------------------------------------------------------- read-only
+
+
+def _rerun_without_dac_override(test_name: str) -> None:
+    """Root ignores permission bits: rerun the test as root without CAP_DAC_OVERRIDE (as test_cache does), or skip."""
+    setpriv = shutil.which("setpriv")
+    if os.environ.get("AUTOTUNE_TEST_NO_DAC") or os.geteuid() != 0 or setpriv is None:
+        pytest.skip("directory permission bits are not enforced for this user and setpriv cannot drop CAP_DAC_OVERRIDE")
+    caps = "-dac_override,-dac_read_search,-fowner"
+    if subprocess.run([setpriv, f"--bounding-set={caps}", "true"], capture_output=True).returncode != 0:
+        pytest.skip("this container does not allow dropping capabilities with setpriv")
+    env = {**ENV, "AUTOTUNE_TEST_NO_DAC": "1"}
+    done = subprocess.run([setpriv, f"--bounding-set={caps}", sys.executable, "-m", "pytest", "-q",
+                           "-p", "no:cacheprovider", f"{__file__}::{test_name}"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and " passed" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_read_only_directory_is_read_and_never_written(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    put_entry(ro / "c.db", make(ro / "c.db"), jnp.zeros(3))  # closed: no -wal/-shm files left
+    before = sorted(p.name for p in ro.iterdir())
+    ro.chmod(0o555)
+    try:
+        try:
+            (ro / "probe").touch()
+        except PermissionError:
+            pass
+        else:
+            _rerun_without_dac_override("test_a_read_only_directory_is_read_and_never_written")
+            return
+        fn = make(ro / "c.db")
+        lookup = fn.config_for(jnp.zeros(3))
+        assert lookup.source == "cache" and lookup.config == at.Config(FOR)
+        source, ours = call_and_count(fn)  # the cached "for" config, right results, no warning
+        assert ours == []
+        source, ours = call_and_count(make(ro / "absent.db"))
+        assert source == "default" and ours == []
+        r = cli_best(ro / "c.db", "--json")
+        assert r.returncode == 0 and at.Config.from_dict(json.loads(r.stdout)[0]["config"]) == at.Config(FOR), r.stderr
+        assert sorted(p.name for p in ro.iterdir()) == before
+    finally:
+        ro.chmod(0o755)
+
+
+# ------------------------------------------------------------- foreign and stale entries
+
+MODULE = textwrap.dedent("""
+    import jax.numpy as jnp
+    import autotune as at
+
+    CACHE = {cache!r}
+
+    @at.autotuned(cache=CACHE)
+    def edited(x):
+        return at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=8, name="l")[0]
+
+    @at.autotuned(cache=CACHE)
+    def untouched(x):
+        return at.loop(lambda c, _: (c * 0.5 + 2.0, None), x, length=8, name="l")[0]
+
+    X = jnp.linspace(0.0, 1.0, 16)
+""")
+
+TUNE_THEN_REPORT = textwrap.dedent("""
+    import json, sys
+    import autotune as at
+    from autotune._decorator import entry_from_result
+    import edit_me as m
+
+    if sys.argv[1] == "tune":
+        for fn in (m.edited, m.untouched):
+            ctl = fn.autotune
+            r = at.tune(ctl.fun, m.X, n_trials=2, sampler="random", timing={"target_s": 0.01, "min_reps": 3},
+                        confirm_rounds=1, isolate=False, function_key=ctl.key, storage=sys.argv[2])
+            ctl.cache.put(entry_from_result(r, ctl.key))
+    print(json.dumps({fn.key: fn.config_for(m.X).source for fn in (m.edited, m.untouched)}))
+""")
+
+
+def test_an_edited_function_or_another_device_never_gets_the_entry(tmp_path):
+    cache = tmp_path / "c.db"
+    (tmp_path / "edit_me.py").write_text(MODULE.format(cache=str(cache)))
+
+    def run(*args):
+        r = subprocess.run([sys.executable, "-c", TUNE_THEN_REPORT, *args], cwd=tmp_path, env=ENV,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    # Process A tunes both functions and stores the winners.
+    assert run("tune", str(tmp_path / "s.db")) == {"edit_me:edited": "cache", "edit_me:untouched": "cache"}
+    # Someone edits one function's body; process B must not apply its old entry.
+    source = (tmp_path / "edit_me.py").read_text()
+    (tmp_path / "edit_me.py").write_text(source.replace("c * 0.5 + 1.0", "c * 0.25 + 1.0"))
+    assert run("report") == {"edit_me:edited": "default", "edit_me:untouched": "cache"}
+
+    # The untouched function's real entry, re-keyed for another device or jax version, is never applied.
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import edit_me as m
+    finally:
+        sys.path.remove(str(tmp_path))
+    store = at.Cache(str(cache))
+    (entry,) = store.entries(function_key="edit_me:untouched")
+    store.delete("edit_me:untouched")
+    for changes in ({"device_kind": "TPU v9"}, {"platform": "gpu", "device_kind": "NVIDIA H200"},
+                    {"jax": "0.0.1"}, {"jaxlib": "0.0.1"}, {"device_count": 8}):
+        store.put(at.CacheEntry.from_dict({**entry.to_dict(), "device": {**entry.device, **changes}}))
+        assert m.untouched.config_for(m.X).source == "default", changes
+        store.delete("edit_me:untouched")
+    store.put(entry)
+    assert m.untouched.config_for(m.X).source == "cache"
