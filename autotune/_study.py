@@ -396,9 +396,12 @@ def tune(
                                        trial_timeout, trial_memory_gb)
     reference = None
     reporter = _Reporter(progress, budget, name)
+    interrupt = _DeferredInterrupt()
     try:
+        interrupt.__enter__()
         reference = _reference_outputs(runner, default, done)
         while True:
+            interrupt.check()
             if timeout is not None and time.perf_counter() - started > timeout:
                 break
             if kind == "grid" and not _has_waiting(study):
@@ -464,8 +467,10 @@ def tune(
         if before_finish is not None:
             before_finish()
         trials = [_record(t, objective) for t in study.get_trials(deepcopy=False)]
-        confirmed = [] if join else _confirm(runner, trials, default, objective, confirm_top, confirm_rounds)
+        confirmed = [] if join else _confirm(runner, trials, default, objective, confirm_top, confirm_rounds,
+                                             interrupt.check)
     finally:
+        interrupt.__exit__(None, None, None)
         reporter.close()
         runner.close()
     if join:
@@ -584,7 +589,8 @@ def _reference_outputs(runner, default: Config, done: dict) -> Any:
         return None
 
 
-def _confirm(runner, trials, default: Config, objective: Objective, top: int, rounds: int) -> list[dict[str, Any]]:
+def _confirm(runner, trials, default: Config, objective: Objective, top: int, rounds: int,
+             check_interrupt: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:
     """Re-measure the best configs and the default interleaved; medians decide."""
     complete = sorted((t for t in trials if t.state == "complete" and t.cost is not None), key=lambda t: t.cost)
     candidates: list[Config] = []
@@ -598,6 +604,7 @@ def _confirm(runner, trials, default: Config, objective: Objective, top: int, ro
     samples: dict[Config, list[Measurement]] = {c: [] for c in candidates}
     for _ in range(max(1, rounds)):
         for config in candidates:
+            check_interrupt()
             try:
                 samples[config].append(runner.measure(config))
             except Exception:
@@ -615,6 +622,48 @@ def _confirm(runner, trials, default: Config, objective: Objective, top: int, ro
         out.append({"config": config.to_dict(), "cost": objective.cost(med), "compile_s": med.compile_total_s,
                     "run_s": med.run_s, "rounds": len(ms), "measurement": med.to_dict()})
     return out
+
+
+class _DeferredInterrupt:
+    """Ctrl-C during tuning is acted on between steps, never mid-write.
+
+    Python raises KeyboardInterrupt wherever the main thread happens to be, and inside
+    a garbage-collector callback (JAX and SQLAlchemy register some) it is printed as
+    "Exception ignored" and lost. So the first Ctrl-C only sets a flag that the study
+    checks between trials (a worker measuring a trial is stopped at once by its own
+    latch); a second Ctrl-C raises immediately.
+    """
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def check(self) -> None:
+        if self.requested:
+            self.requested = False
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+        return False
 
 
 class _Reporter:

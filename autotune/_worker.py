@@ -337,22 +337,15 @@ class WorkerRunner:
     def close(self) -> None:
         """Stop the worker (politely, then by SIGKILL) and reap it. Idempotent."""
         self._closed = True
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            if proc.poll() is None:
-                try:
-                    proc.stdin.write(b'{"op": "exit"}\n')
-                    proc.stdin.flush()
-                    proc.wait(timeout=2)
-                except (OSError, ValueError, subprocess.TimeoutExpired):
-                    pass
-            _kill_group(proc)
-        if self._finalizer is not None:
-            self._finalizer.detach()
-            self._finalizer = None
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.stdin.write(b'{"op": "exit"}\n')
+                proc.stdin.flush()
+                proc.wait(timeout=2)
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                pass
+        self._discard()
 
     def __enter__(self) -> WorkerRunner:
         return self

@@ -6,7 +6,6 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _privileges import rerun_without_dac_override
 
 from autotune._errors import CacheError, CacheImportError, CacheSchemaError
 from autotune.cache import SCHEMA_VERSION, Cache, CacheEntry, best_for, default_cache_location, device_key
@@ -278,25 +278,6 @@ def test_another_schema_version_is_a_schema_error(tmp_path, version, words):
     assert count_rows(path) == 1
 
 
-def _rerun_without_dac_override(test_name: str) -> None:
-    """Root ignores permission bits; rerun the test as root without CAP_DAC_OVERRIDE, or skip."""
-    reason = ("directory permission bits are not enforced for this user (root, or CAP_DAC_OVERRIDE), so "
-              "chmod 0o555 cannot make a directory read-only, and {}; test_writing_under_a_file_fails_cleanly "
-              "and test_writing_a_read_only_database_fails_cleanly cover the failure path")
-    setpriv = shutil.which("setpriv")
-    if os.environ.get("AUTOTUNE_TEST_NO_DAC") or os.geteuid() != 0 or setpriv is None:
-        pytest.skip(reason.format("setpriv cannot drop it here"))
-    caps = "-dac_override,-dac_read_search,-fowner"
-    if subprocess.run([setpriv, f"--bounding-set={caps}", "true"], capture_output=True).returncode != 0:
-        pytest.skip(reason.format("this container does not allow dropping capabilities with setpriv"))
-    env = {**os.environ, "AUTOTUNE_TEST_NO_DAC": "1",
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([setpriv, f"--bounding-set={caps}", sys.executable, "-m", "pytest", "-q",
-                           "-p", "no:cacheprovider", f"{__file__}::{test_name}"],
-                          env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and " passed" in done.stdout, done.stdout + done.stderr
-
-
 def test_a_read_only_directory_can_be_read_but_not_written(tmp_path):
     ro = tmp_path / "ro dir #1?"
     ro.mkdir()
@@ -311,7 +292,7 @@ def test_a_read_only_directory_can_be_read_but_not_written(tmp_path):
         except PermissionError:
             pass
         else:
-            _rerun_without_dac_override("test_a_read_only_directory_can_be_read_but_not_written")
+            rerun_without_dac_override(__file__, "test_a_read_only_directory_can_be_read_but_not_written", {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}, 60, "test_writing_under_a_file_fails_cleanly and test_writing_a_read_only_database_fails_cleanly cover the failure path")
             return
         assert Cache(ro / "c.db").lookup(*key_of(make_entry())).function_key == "mymod:step"
         assert Cache(ro / "open.db").lookup(*key_of(make_entry())).function_key == "mymod:step"

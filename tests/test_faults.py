@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _privileges import rerun_without_dac_override
 
 import autotune as at
 from autotune import _keys
@@ -201,21 +201,6 @@ def test_a_cache_locked_for_long_runs_the_default_promptly_and_warns_once(tmp_pa
 # --------------------------------------------------------------------------- read-only
 
 
-def _rerun_without_dac_override(test_name: str) -> None:
-    """Root ignores permission bits: rerun the test as root without CAP_DAC_OVERRIDE (as test_cache does), or skip."""
-    setpriv = shutil.which("setpriv")
-    if os.environ.get("AUTOTUNE_TEST_NO_DAC") or os.geteuid() != 0 or setpriv is None:
-        pytest.skip("directory permission bits are not enforced for this user and setpriv cannot drop CAP_DAC_OVERRIDE")
-    caps = "-dac_override,-dac_read_search,-fowner"
-    if subprocess.run([setpriv, f"--bounding-set={caps}", "true"], capture_output=True).returncode != 0:
-        pytest.skip("this container does not allow dropping capabilities with setpriv")
-    env = {**ENV, "AUTOTUNE_TEST_NO_DAC": "1"}
-    done = subprocess.run([setpriv, f"--bounding-set={caps}", sys.executable, "-m", "pytest", "-q",
-                           "-p", "no:cacheprovider", f"{__file__}::{test_name}"],
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and " passed" in done.stdout, done.stdout + done.stderr
-
-
 def test_a_read_only_directory_is_read_and_never_written(tmp_path):
     ro = tmp_path / "ro"
     ro.mkdir()
@@ -228,7 +213,7 @@ def test_a_read_only_directory_is_read_and_never_written(tmp_path):
         except PermissionError:
             pass
         else:
-            _rerun_without_dac_override("test_a_read_only_directory_is_read_and_never_written")
+            rerun_without_dac_override(__file__, "test_a_read_only_directory_is_read_and_never_written", ENV, 300, "")
             return
         fn = make(ro / "c.db")
         lookup = fn.config_for(jnp.zeros(3))
