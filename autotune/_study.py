@@ -478,7 +478,7 @@ def tune(
 
     if not confirmed:
         raise StudyError(f"Study {name!r}: no config compiled and ran, not even the default; see the trial reasons.")
-    best = min(confirmed, key=lambda c: (c["cost"], c["config"] != default.to_dict()))
+    best = pick_winner(confirmed, default)
     default_row = next(c for c in confirmed if Config.from_dict(c["config"]) == default)
     points = {
         t.config.to_json(): {"config": t.config.to_dict(), "compile_s": _compile_total(t.measurement),
@@ -608,9 +608,10 @@ def _confirm(runner, trials, default: Config, objective: Objective, top: int, ro
             try:
                 samples[config].append(runner.measure(config))
             except Exception:
-                pass
+                samples[config].append(None)
     out = []
-    for config, ms in samples.items():
+    for config, per_round in samples.items():
+        ms = [m for m in per_round if m is not None]
         if not ms:
             continue
         med = Measurement(
@@ -620,8 +621,26 @@ def _confirm(runner, trials, default: Config, objective: Objective, top: int, ro
             config=config, memory=ms[-1].memory, flops=ms[-1].flops,
         )
         out.append({"config": config.to_dict(), "cost": objective.cost(med), "compile_s": med.compile_total_s,
-                    "run_s": med.run_s, "rounds": len(ms), "measurement": med.to_dict()})
+                    "run_s": med.run_s, "rounds": len(ms), "measurement": med.to_dict(),
+                    "round_costs": [None if m is None else objective.cost(m) for m in per_round]})
     return out
+
+
+def pick_winner(confirmed: list[dict[str, Any]], default: Config) -> dict[str, Any]:
+    """The confirmed config with the lowest median cost, if it beat the default.
+
+    A challenger must be cheaper than the default in a majority of the interleaved
+    rounds (paired, so drift on a shared machine hits both alike); a lower median
+    alone can be noise, and then the default stays.
+    """
+    default_row = next(c for c in confirmed if Config.from_dict(c["config"]) == default)
+    best = min(confirmed, key=lambda c: (c["cost"], c["config"] != default.to_dict()))
+    if best is default_row:
+        return best
+    pairs = [(b, d) for b, d in zip(best.get("round_costs", []), default_row.get("round_costs", []))
+             if b is not None and d is not None]
+    wins = sum(1 for b, d in pairs if b < d)
+    return best if pairs and 2 * wins > len(pairs) else default_row
 
 
 class _DeferredInterrupt:

@@ -107,3 +107,16 @@ def test_bad_sampler_and_trials():
         at.tune(tiny, jnp.ones(()), sampler="annealing")
     with pytest.raises(at.StudyError, match="n_trials"):
         at.tune(tiny, jnp.ones(()), n_trials=0)
+
+
+def test_a_challenger_must_beat_the_default_in_most_rounds():
+    from autotune._study import pick_winner
+
+    default = at.Config({"l": {"repr": "scan", "unroll": 1}})
+    other = {"l": {"repr": "for", "unroll": 1}}
+    row = lambda cfg, cost, rounds: {"config": cfg, "cost": cost, "round_costs": rounds}  # noqa: E731
+    # Lower median, but it won only one paired round of three: noise, the default stays.
+    noisy = [row(default.to_dict(), 1.0, [0.9, 1.0, 1.3]), row(other, 0.95, [0.95, 1.1, 0.7])]
+    assert pick_winner(noisy, default)["config"] == default.to_dict()
+    clear = [row(default.to_dict(), 1.0, [1.0, 1.1, 0.9]), row(other, 0.5, [0.5, 0.6, 0.4])]
+    assert pick_winner(clear, default)["config"] == other
