@@ -247,9 +247,19 @@ class Autotuned:
             trial_timeout=trial_timeout, trial_memory_gb=trial_memory_gb, isolate=isolate,
         )
         if result is not None and store:
-            self.cache.put(entry_from_result(result, self.key))
-            self.clear_cache()
+            self._store(result)
         return result
+
+    def _store(self, result: TuneResult) -> None:
+        """Write the winner, unless the cache already holds a better one from the same study
+        (several boxes finishing one shared study write only improvements)."""
+        entry = entry_from_result(result, self.key)
+        current = self.cache.lookup(entry.function_key, entry.fingerprint, entry.signature, entry.device_key)
+        if (current is not None and current.study_name == entry.study_name
+                and current.objective == entry.objective and current.cost <= entry.cost):
+            return
+        self.cache.put(entry)
+        self.clear_cache()
 
     def _tune_after_miss(self, args, kwargs) -> None:
         self._pending = False

@@ -152,3 +152,21 @@ def test_cache_faults_run_the_default_and_warn_once(tmp_path, fault):
         assert len(ours) == 1, [str(w.message) for w in ours]
         assert "default config" in str(ours[0].message)
     np.testing.assert_allclose(out["c"], jax.jit(f.autotune.fun)(x, xs)["c"], rtol=1e-6)
+
+
+def test_a_shared_study_writes_only_improvements(tmp_path):
+    import dataclasses
+
+    f = make(str(tmp_path / "c.db"))
+    x, xs = jnp.ones(4), jnp.ones((8, 4))
+    storage = str(tmp_path / "s.db")
+    r = f.tune(x, xs, n_trials=2, sampler="random", storage=storage, timing=FAST)
+    cache = at.Cache(str(tmp_path / "c.db"))
+    lookup = f.config_for(x, xs)
+    better = dataclasses.replace(lookup.entry, cost=r.best_cost / 1000, config={"l": {"repr": "for", "unroll": 1}})
+    cache.put(better)  # as if another box on the same study had found something cheaper
+    f.tune(x, xs, n_trials=3, sampler="random", storage=storage, timing=FAST)
+    kept = f.config_for(x, xs).entry
+    assert kept.cost == better.cost and kept.config == better.config
+    other = f.tune(x, xs, n_trials=2, sampler="random", storage=storage, study_name="a-new-study", timing=FAST)
+    assert f.config_for(x, xs).entry.study_name == other.study_name == "a-new-study"
