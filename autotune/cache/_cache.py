@@ -89,7 +89,7 @@ def _sqlite_file(url: URL) -> str | None:
     return os.path.abspath(os.path.expanduser(db))
 
 
-READ_BUSY_TIMEOUT_MS = 2000
+READ_BUSY_TIMEOUT_MS = 3000
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -97,7 +97,8 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute(f"PRAGMA busy_timeout={READ_BUSY_TIMEOUT_MS}")  # writers raise it per transaction
+        # Switching to WAL needs a lock: try it without waiting (a locked file keeps its mode).
+        cursor.execute("PRAGMA busy_timeout=0")
         try:
             cursor.execute("PRAGMA journal_mode=WAL")
         except sqlite3.Error:
