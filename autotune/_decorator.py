@@ -165,14 +165,10 @@ class Autotuned:
             device_key, fingerprint = "?", fingerprint
             return Lookup(Config(), "default (cache error)", None, fingerprint, signature, device_key, str(exc))
         try:
-            entry = self.cache.lookup(self.key, fingerprint, signature, device_key)
-            wanted = {"expected_calls": self.expected_calls, "compile_weight": self.compile_weight,
-                      "runtime_weight": self.runtime_weight}
-            if entry is not None and entry.pareto and any(
-                float(entry.objective.get(k, -1)) != float(v) for k, v in wanted.items()
-            ):
-                # Tuned for another call count or weights: pick from the Pareto set, no re-measuring.
-                entry = self.cache.lookup(self.key, fingerprint, signature, device_key, **wanted)
+            # Tuned for another call count or weights: the lookup re-picks from the Pareto set.
+            entry = self.cache.lookup(self.key, fingerprint, signature, device_key,
+                                      expected_calls=self.expected_calls, compile_weight=self.compile_weight,
+                                      runtime_weight=self.runtime_weight)
             if entry is None:
                 if self.on_miss == "warn":
                     warn_once(("miss", self.key, signature),

@@ -378,9 +378,7 @@ def tune(
     study.set_user_attr("search", search)
     study.set_user_attr("sites", [s.to_dict() for s in program.sites])
 
-    done = {t.user_attrs["config"]: _Done(t.number, _told(t), t.user_attrs.get("measurement"))
-            for t in study.get_trials(deepcopy=False)
-            if t.state.name == "COMPLETE" and t.user_attrs.get("config")}
+    done = _completed(study, exclude=-1)
     default = space.default()
     if not join:
         seen = _configs_in_study(study, space)

@@ -273,20 +273,12 @@ def _entry_json(e) -> dict[str, Any]:
 
 
 def cmd_best(a: argparse.Namespace) -> int:
-    from .cache import best_for
-
     entries = _entries(a)
     if a.device:
         want = a.device.lower()
         entries = [e for e in entries if want in (str(e.device.get("device_kind", "")).lower(), str(e.device.get("platform", "")).lower())]
     if a.expected_calls is not None:
-        for i, e in enumerate(entries):
-            if e.pareto:
-                cw = float(e.objective.get("compile_weight", 1.0))
-                rw = float(e.objective.get("runtime_weight", 1.0))
-                pick = best_for(e.pareto, a.expected_calls, cw, rw)
-                cost = cw * pick["compile_s"] + rw * a.expected_calls * pick["run_s"]
-                entries[i] = e.with_choice(pick["config"], cost, {**e.objective, "expected_calls": a.expected_calls})
+        entries = [e.for_objective(expected_calls=a.expected_calls) for e in entries]
     if not entries:
         err.print("no cache entry matches" + (f" function {a.function!r}" if a.function else "") + (f" on device {a.device!r}" if a.device else "") + ".")
         return 1

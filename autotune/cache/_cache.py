@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from .._errors import CacheError, CacheSchemaError
 from . import _transfer
-from ._entry import CacheEntry, EntryError, best_for, parse_entry, pareto_cost
+from ._entry import CacheEntry, EntryError, parse_entry
 from ._models import SCHEMA_VERSION, BaseModel, EntryModel, SchemaVersionModel
 
 ENV_VAR = "AUTOTUNE_CACHE"
@@ -200,7 +200,7 @@ class Cache:
             entry = None if row is None else self._entry_from_row(row)
         if entry is None or (expected_calls, compile_weight, runtime_weight) == (None, None, None):
             return entry
-        return _rechoose(entry, expected_calls, compile_weight, runtime_weight)
+        return entry.for_objective(expected_calls, compile_weight, runtime_weight)
 
     def entries(self, function_key: str | None = None, device_key: str | None = None) -> list[CacheEntry]:
         """List entries, ordered by function key then creation time.
@@ -428,18 +428,3 @@ class Cache:
                 f"{self._describe(True)} holds an unreadable entry (row "
                 f"{row.id}, function {row.function_key!r}): {e}. Delete that entry "
                 f"(Cache.delete({row.function_key!r})) or the cache.") from None
-
-
-def _rechoose(entry: CacheEntry, expected_calls: float | None, compile_weight: float | None,
-              runtime_weight: float | None) -> CacheEntry:
-    """Re-pick `entry`'s config from its Pareto front for another objective."""
-    objective = dict(entry.objective)
-    for name, value in (("expected_calls", expected_calls), ("compile_weight", compile_weight),
-                        ("runtime_weight", runtime_weight)):
-        if value is not None:
-            objective[name] = value
-    if objective == entry.objective or not entry.pareto:
-        return entry
-    weights = (objective["expected_calls"], objective["compile_weight"], objective["runtime_weight"])
-    item = best_for(entry.pareto, *weights)
-    return entry.with_choice(item["config"], pareto_cost(item, *weights), objective)

@@ -141,6 +141,29 @@ class CacheEntry:
             changes["default_cost"] = None
         return dataclasses.replace(self, **changes)
 
+    def for_objective(self, expected_calls: float | None = None, compile_weight: float | None = None,
+                      runtime_weight: float | None = None) -> CacheEntry:
+        """Re-pick the config from the Pareto front for another objective, without measuring.
+
+        Arguments:
+            expected_calls, compile_weight, runtime_weight: the new objective; None keeps
+                the entry's own value.
+
+        Returns:
+            This entry when the objective is unchanged or there is no front, else a copy
+            (see `with_choice`) choosing the front's cheapest config.
+        """
+        objective = dict(self.objective)
+        for name, value in (("expected_calls", expected_calls), ("compile_weight", compile_weight),
+                            ("runtime_weight", runtime_weight)):
+            if value is not None:
+                objective[name] = value
+        if objective == self.objective or not self.pareto:
+            return self
+        weights = (objective["expected_calls"], objective["compile_weight"], objective["runtime_weight"])
+        item = best_for(self.pareto, *weights)
+        return self.with_choice(item["config"], pareto_cost(item, *weights), objective)
+
 
 def device_key(device: Mapping[str, Any]) -> str:
     """Return ``"platform|device_kind|device_count|jax=V|jaxlib=V"`` for a device dict.
