@@ -1,6 +1,11 @@
-"""jax-autotune: tune loop structure (for / scan / fori / unroll) with compile time in the objective."""
+"""jax-autotune: tune loop structure (for / scan / fori / unroll) with compile time in the objective.
+
+``import autotune`` loads JAX, NumPy and the decorator; the tuner (Optuna) loads on first
+use of ``tune``, ``TuneResult`` or ``TrialRecord``.
+"""
 
 from ._config import Config as Config, SiteChoice as SiteChoice
+from ._decorator import Autotuned as Autotuned, Lookup as Lookup, autotuned as autotuned
 from ._errors import (
     AutotuneError as AutotuneError,
     CacheError as CacheError,
@@ -10,14 +15,29 @@ from ._errors import (
     StudyError as StudyError,
     TraceError as TraceError,
 )
-from ._decorator import Autotuned as Autotuned, Lookup as Lookup, autotuned as autotuned
+from ._interrupt import Interrupted as Interrupted
 from ._loop import loop as loop
 from ._measure import Measurement as Measurement, measure as measure
 from ._objective import Objective as Objective
-from ._pareto import crossover_intervals as crossover_intervals, pareto_front as pareto_front
 from ._rewrite import with_config as with_config
+from ._runner import InProcessRunner as InProcessRunner, Outcome as Outcome, Runner as Runner
+from ._runner import TrialFailed as TrialFailed
+from ._select import crossover_intervals as crossover_intervals, pareto_front as pareto_front
 from ._sites import LoopSite as LoopSite, sites as sites
-from ._study import TrialRecord as TrialRecord, TuneResult as TuneResult, tune as tune
 from .cache import Cache as Cache, CacheEntry as CacheEntry
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+_LAZY = {"tune": "tune", "TuneResult": "TuneResult", "TrialRecord": "TrialRecord"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from . import study
+
+        return getattr(study, _LAZY[name])
+    raise AttributeError(f"module 'autotune' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_LAZY))

@@ -1,22 +1,30 @@
-"""`@at.autotuned`: a drop-in for ``jax.jit`` that applies the cached best config."""
+"""`@at.autotuned`: a drop-in for ``jax.jit`` that applies the cached best config.
+
+The tuner (Optuna) is imported only when a function is tuned, so ``import autotune`` and
+a decorated program that only reads the cache stay light.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 
-from . import _keys
+from . import _keys, _paths, _select
 from ._config import Config
+from ._methods import AutotunedMethod, BoundAutotuned, defined_in_class
 from ._errors import AutotuneError, ConfigError
 from ._rewrite import with_config
-from ._study import TuneResult, probe_program, tune
+
+if TYPE_CHECKING:
+    from .study import TuneResult
 
 ON_MISS = ("default", "warn", "tune")
 _warned: set[tuple] = set()
@@ -53,8 +61,9 @@ class Lookup:
     error: str | None = None
 
 
-def entry_from_result(result: TuneResult, function_key: str):
-    """The cache entry that records ``result``."""
+def entry_from_result(result: TuneResult, function_key: str, retune: str | None = None):
+    """The cache entry that records ``result``: the winner, and every confirmed point with
+    its rounds, so another call count is re-picked by the same rule."""
     from .cache import CacheEntry
 
     best = result.best
@@ -63,13 +72,20 @@ def entry_from_result(result: TuneResult, function_key: str):
     measurements.update({f"memory_{k}_bytes": v for k, v in best.memory.items()})
     if best.flops is not None:
         measurements["flops"] = best.flops
-    return CacheEntry(
+    keep = ("config", "compile_s", "run_s", "rounds", "confirmed")
+    fields = dict(
         function_key=function_key, fingerprint=result.fingerprint, signature=result.signature,
         device=dict(result.device), config=result.best_config.to_dict(),
         sites={s.id: {"kind": s.kind, "length": s.length, "has_ys": s.has_ys} for s in result.sites},
         measurements=measurements, objective=result.objective.to_dict(), cost=result.best_cost,
-        default_cost=result.default_cost, pareto=list(result.pareto), study_name=result.study_name,
-    )
+        default_cost=result.default_cost, study_name=result.study_name,
+        pareto=[{k: p[k] for k in keep if k in p} for p in result.confirmed],
+        default_config=result.default_config.to_dict(), complete_range=_select.range_json(result.complete_range),
+        retune=retune)
+    known = {f.name for f in dataclasses.fields(CacheEntry)}
+    if "default_config" not in known:  # a cache without ranges: plain Pareto points
+        fields["pareto"] = [{k: p[k] for k in ("config", "compile_s", "run_s")} for p in result.pareto]
+    return CacheEntry(**{k: v for k, v in fields.items() if k in known})
 
 
 def controller(fn: Any) -> Autotuned | None:
@@ -84,6 +100,11 @@ def open_cache(cache: Any):
     from .cache import Cache
 
     return cache if isinstance(cache, Cache) else Cache(cache)
+
+
+def _cache_location(cache_arg: Any, cache: Any) -> str:
+    where = getattr(cache, "url", None) or (getattr(cache_arg, "url", cache_arg) if cache_arg is not None else None)
+    return _paths.redact(str(where or os.environ.get(_paths.ENV_CACHE) or "the default cache"))
 
 
 class Autotuned:
@@ -107,6 +128,11 @@ class Autotuned:
         self.expected_calls, self.compile_weight, self.runtime_weight = expected_calls, compile_weight, runtime_weight
         self.on_miss = on_miss
         self.key = key or _keys.function_key(fun)
+        if key is None and _keys.unstable_key_reason(self.key):
+            warn_once(("unstable-key", self.key),
+                      f"autotune: {self.key} has no stable function key ({_keys.unstable_key_reason(self.key)}), so "
+                      "a config tuned in one process is not found in another. Pass a stable name: "
+                      "@at.autotuned(key='mymodule:myfn').")
         self.jit_kwargs = jit_kwargs
         self._cache_arg = cache
         self._cache = None
@@ -117,7 +143,10 @@ class Autotuned:
 
     def function(self) -> Callable:
         """What ``@at.autotuned`` hands out: the ``jax.jit`` object itself (so calls cost
-        exactly a jit dispatch), carrying this object's methods as attributes."""
+        exactly a jit dispatch), carrying this object's methods as attributes; for a method
+        defined in a class body, a descriptor that binds them to the instance too."""
+        if defined_in_class(self.fun):
+            return AutotunedMethod(self)
         jitted = self._jitted
         for name in ("tune", "sites", "config_for", "with_options"):
             setattr(jitted, name, getattr(self, name))
@@ -135,7 +164,9 @@ class Autotuned:
 
     def _traced(self, *args: Any, **kwargs: Any) -> Any:
         """Runs once per abstract signature, inside jit's trace."""
-        lookup = self._lookup_traced(args, kwargs)
+        from ._sites import trace_program
+
+        lookup = self._lookup(trace_program(self.fun, args, kwargs), _keys.signature(args, kwargs))
         self._last_lookup = lookup
         if lookup.source != "cache" and self.on_miss == "tune" and lookup.error is None:
             self._pending = True
@@ -150,22 +181,14 @@ class Autotuned:
             self._cache = open_cache(self._cache_arg)
         return self._cache
 
-    def _lookup_traced(self, args, kwargs) -> Lookup:
-        from ._sites import trace_program
-
-        signature = _keys.signature(args, kwargs)
-        program = trace_program(self.fun, args, kwargs)
-        return self._lookup(program, signature)
-
     def _lookup(self, program, signature: str) -> Lookup:
         fingerprint = program.fingerprint
         try:
             device_key = _keys.device_key(_keys.device_info())
         except Exception as exc:  # no backend: jit itself will say so
-            device_key, fingerprint = "?", fingerprint
-            return Lookup(Config(), "default (cache error)", None, fingerprint, signature, device_key, str(exc))
+            return Lookup(Config(), "default (cache error)", None, fingerprint, signature, "?", str(exc))
         try:
-            # Tuned for another call count or weights: the lookup re-picks from the Pareto set.
+            # Tuned for another call count or weights: the lookup re-picks with the one rule.
             entry = self.cache.lookup(self.key, fingerprint, signature, device_key,
                                       expected_calls=self.expected_calls, compile_weight=self.compile_weight,
                                       runtime_weight=self.runtime_weight)
@@ -181,22 +204,32 @@ class Autotuned:
             from ._rewrite import Plan
 
             Plan(program.sites, config)
-            return Lookup(config, "cache", entry, fingerprint, signature, device_key)
         except Exception as exc:
-            where = getattr(self._cache, "url", None) or str(self._cache_arg or os.environ.get("AUTOTUNE_CACHE") or "default cache")
+            where = _cache_location(self._cache_arg, self._cache)
             warn_once(("cache-error", where, type(exc).__name__),
                       f"autotune: the tuning cache {where} could not be used ({type(exc).__name__}: {exc}); "
                       f"{self.key} runs its default config. Fix or remove the cache, or pass cache= another location.")
             return Lookup(Config(), "default (cache error)", None, fingerprint, signature, device_key, str(exc))
+        covers = getattr(entry, "covers", None)
+        if callable(covers) and not covers(self.expected_calls):
+            command = entry.retune_command(self.expected_calls) if hasattr(entry, "retune_command") else None
+            warn_once(("range", self.key, signature, self.expected_calls),
+                      f"autotune: {self.key} was measured completely only for "
+                      f"{_select.range_text(getattr(entry, 'complete_range', None))} calls, and expected_calls="
+                      f"{self.expected_calls:g} lies outside, so configs that were not measured for that many calls "
+                      f"could be cheaper; it runs the best measured one ({Config.from_dict(entry.config)}). "
+                      f"Re-tune for {self.expected_calls:g} calls: "
+                      f"{command or f'{self.__name__}.with_options(expected_calls={self.expected_calls:g}).tune(*args)'}")
+        return Lookup(config, "cache", entry, fingerprint, signature, device_key)
 
     def config_for(self, *args: Any, **kwargs: Any) -> Lookup:
         """The config a call with these arguments gets, and where it came from."""
-        program, signature = probe_program(self.fun, args, kwargs, self.jit_kwargs)
+        program, signature = _keys.program_key(self.fun, args, kwargs, self.jit_kwargs)
         return self._lookup(program, signature)
 
     def sites(self, *args: Any, **kwargs: Any):
-        """The loop sites of this function traced on these arguments."""
-        return probe_program(self.fun, args, kwargs, self.jit_kwargs)[0].sites
+        """The loop sites of this function traced on these arguments (exactly a call's arguments)."""
+        return _keys.program_key(self.fun, args, kwargs, self.jit_kwargs)[0].sites
 
     # -- jit passthroughs -----------------------------------------------------------------
     def lower(self, *args: Any, **kwargs: Any):
@@ -224,32 +257,39 @@ class Autotuned:
     # -- tuning ---------------------------------------------------------------------------
     def tune(self, *args: Any, n_trials: int | None = None, timeout: float | None = None,
              sampler: str = "auto", storage: str | None = None, study_name: str | None = None,
-             progress: bool = False, store: bool = True, join: bool = False,
+             progress: bool | None = None, store: bool = True, join: bool = False,
              on_ready: Callable | None = None, before_finish: Callable | None = None,
              timing: dict[str, Any] | None = None, objective: str = "cost",
              trial_timeout: float | None = None, trial_memory_gb: float | None = None,
-             isolate: bool | str = "auto", **kwargs: Any) -> TuneResult | None:
-        """Tune this function on these example arguments and store the winner in the cache.
+             isolate: bool | str = "auto", retune: str | None = None, location: Any = None,
+             confirm_top: int = 3, confirm_rounds: int = 3, seed: int | None = 0, rtol: float | None = None,
+             atol: float | None = None, **kwargs: Any) -> TuneResult | None:
+        """Tune this function on these example arguments (exactly a call's arguments) and
+        store the winner in the cache.
 
         Returns:
             The :class:`at.TuneResult`; later calls with the same signature use its config.
         """
+        from .study import tune
+
+        retune = retune or f"{self.__name__}.with_options(expected_calls={{calls}}).tune(*args)"
         result = tune(
             self.fun, *args, kwargs=kwargs, expected_calls=self.expected_calls,
             compile_weight=self.compile_weight, runtime_weight=self.runtime_weight, n_trials=n_trials,
             timeout=timeout, sampler=sampler, storage=storage or _storage_beside(self._cache_arg),
             study_name=study_name, function_key=self.key, jit_kwargs=self.jit_kwargs, progress=progress,
             join=join, on_ready=on_ready, before_finish=before_finish, timing=timing, objective=objective,
-            trial_timeout=trial_timeout, trial_memory_gb=trial_memory_gb, isolate=isolate,
-        )
+            trial_timeout=trial_timeout, trial_memory_gb=trial_memory_gb, isolate=isolate, retune=retune,
+            location=location, confirm_top=confirm_top, confirm_rounds=confirm_rounds, seed=seed, rtol=rtol,
+            atol=atol)
         if result is not None and store:
-            self._store(result)
+            self._store(result, retune)
         return result
 
-    def _store(self, result: TuneResult) -> None:
+    def _store(self, result: TuneResult, retune: str | None = None) -> None:
         """Write the winner, unless the cache already holds a better one from the same study
         (several boxes finishing one shared study write only improvements)."""
-        entry = entry_from_result(result, self.key)
+        entry = entry_from_result(result, self.key, retune)
         current = self.cache.lookup(entry.function_key, entry.fingerprint, entry.signature, entry.device_key)
         if (current is not None and current.study_name == entry.study_name
                 and current.objective == entry.objective and current.cost <= entry.cost):
@@ -277,7 +317,7 @@ class Autotuned:
     def __get__(self, obj, objtype=None):
         if obj is None:
             return self
-        return functools.partial(self, obj)
+        return BoundAutotuned(self, obj)
 
 
 def _storage_beside(cache_arg: Any) -> str | None:
@@ -297,19 +337,21 @@ def autotuned(fun: Callable | None = None, *, expected_calls: float = 1000, comp
     Arguments:
         fun: the function (or omit it and use ``@at.autotuned(...)``).
         expected_calls, compile_weight, runtime_weight: the objective to tune for and to
-            pick from a cached Pareto set with.
+            pick from a cached set of confirmed configs with.
         cache: a SQLAlchemy URL, a file path or an :class:`at.Cache`; None means
             ``$AUTOTUNE_CACHE`` or the user cache dir.
         on_miss: ``"default"`` runs the default config when nothing is cached,
             ``"warn"`` also warns once, ``"tune"`` tunes briefly after the first call.
-        key: the function's stable key; default ``module:qualname``.
+        key: the function's stable key; default ``module:qualname`` (a script's
+            ``__main__`` counts as its module name).
         **jit_kwargs: passed to ``jax.jit`` (``static_argnums``, ``donate_argnums``, ...).
 
     Returns:
         The ``jax.jit``-compiled function, with ``.tune``, ``.sites``, ``.config_for``,
-        ``.lower`` (and ``.autotune``, the :class:`Autotuned` behind it). With
-        ``on_miss="tune"`` the :class:`Autotuned` object itself, which checks after each
-        call whether a tuning run is due.
+        ``.lower`` (and ``.autotune``, the :class:`Autotuned` behind it); they all take
+        exactly a call's arguments. On a method, ``instance.method.tune(x)`` binds the
+        instance like a call does. With ``on_miss="tune"``, the :class:`Autotuned` object
+        itself, which checks after each call whether a tuning run is due.
 
     Example::
 

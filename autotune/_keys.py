@@ -1,9 +1,24 @@
-"""What a tuning result is keyed by: function key, input signature, device."""
+"""What a tuning result is keyed by: function key, input signature, device, study name.
+
+Nothing else in autotune computes these. The rules (also in the README's cache section):
+
+* function key: ``module:qualname``. A function defined in the script Python runs
+  (``python app.py``, module ``__main__``) is keyed by the script's module name
+  (``app:fn``, or ``pkg.app:fn`` under ``python -m pkg.app``), so the key is the same when
+  the file is imported (``import app``) and when it is tuned as a study file. A lambda or
+  a function defined inside another function (``<locals>``) has no stable key: the
+  decorator warns once and asks for ``key=``.
+* signature: pytree structure, then per leaf dtype (``~`` = weak type), shape, sharding
+  when multi-device, or the value of a static leaf.
+* device: platform, device kind and count, jax and jaxlib versions.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,12 +30,40 @@ _ADDRESS_RE = re.compile(r" at 0x[0-9a-fA-F]+")
 MAX_SIGNATURE_CHARS = 2000
 
 
+def main_module_name() -> str:
+    """The importable name of the running script: ``app`` for ``python app.py``, the
+    module name for ``python -m pkg.app``, ``__main__`` when there is no script."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and getattr(spec, "name", None) and spec.name != "__main__":
+        return spec.name[: -len(".__main__")] if spec.name.endswith(".__main__") else spec.name
+    path = getattr(main, "__file__", None)
+    if path:
+        return os.path.splitext(os.path.basename(path))[0]
+    return "__main__"
+
+
 def function_key(fn: Callable) -> str:
-    """``module:qualname`` of ``fn`` (unwrapping ``functools.wraps`` layers)."""
+    """``module:qualname`` of ``fn`` (unwrapping ``functools.wraps`` layers), with a
+    script's ``__main__`` replaced by its module name."""
     fn = getattr(fn, "__wrapped__", fn)
     module = getattr(fn, "__module__", None) or "?"
+    if module == "__main__":
+        module = main_module_name()
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
     return f"{module}:{name}"
+
+
+def unstable_key_reason(key: str) -> str | None:
+    """Why a derived function key would not be the same in another process, or None."""
+    module, _, name = key.partition(":")
+    if "<lambda>" in name:
+        return "it is a lambda"
+    if "<locals>" in name:
+        return "it is defined inside another function"
+    if module == "__main__":
+        return "it is defined in an interactive session, not a file"
+    return None
 
 
 def _leaf_text(x: Any) -> str:
@@ -67,7 +110,48 @@ def device_info(backend: str | None = None) -> dict[str, Any]:
 
 
 def device_key(info: dict[str, Any]) -> str:
+    """``"platform|device_kind|device_count|jax=V|jaxlib=V"``: only those five fields count."""
     return (
-        f"{info['platform']}|{info['device_kind']}|{info['device_count']}|"
-        f"jax={info['jax']}|jaxlib={info['jaxlib']}"
+        f"{info.get('platform')}|{info.get('device_kind')}|{info.get('device_count')}|"
+        f"jax={info.get('jax')}|jaxlib={info.get('jaxlib')}"
     )
+
+
+def study_name(function_key: str, fingerprint: str, signature: str, device: dict, objective: Any,
+               search: str = "cost") -> str:
+    """The default study name: function, program, signature, device and objective.
+
+    A ``search="pareto"`` study does not depend on the objective (it minimises compile and
+    run seconds separately), so its name ends in ``/pareto`` and every call count re-uses it.
+    """
+    head = (f"{function_key}@{fingerprint[:10]}/{short_hash(signature, 8)}/"
+            f"{device['platform']}:{device['device_kind']}/")
+    if search == "pareto":
+        return head + "pareto"
+    return head + (f"calls={objective.expected_calls:g},"
+                   f"cw={objective.compile_weight:g},rw={objective.runtime_weight:g}")
+
+
+def program_key(fn: Callable, args: Sequence[Any], kwargs: dict[str, Any], jit_kwargs: dict[str, Any]):
+    """The traced program and abstract signature exactly as ``jax.jit(fn, **jit_kwargs)`` sees them.
+
+    Tracing under a throw-away jit makes Python scalars weak-typed tracers and static
+    arguments concrete, just as at the decorator's trace time, so the fingerprint and
+    signature computed here match the ones looked up there.
+
+    Returns:
+        ``(Program, signature text)``.
+    """
+    import jax
+
+    from ._sites import trace_program
+
+    found: dict[str, Any] = {}
+    probe_kwargs = {k: v for k, v in jit_kwargs.items() if k in ("static_argnums", "static_argnames")}
+
+    def probe(*a, **k):
+        found["signature"] = signature(a, k)
+        found["program"] = trace_program(fn, a, k)
+
+    jax.jit(probe, **probe_kwargs).trace(*args, **kwargs)
+    return found["program"], found["signature"]

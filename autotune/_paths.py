@@ -38,3 +38,19 @@ def storage_url(value: str | os.PathLike) -> str:
     if "://" in value:
         return value
     return "sqlite:///" + os.path.abspath(value)
+
+
+def redact(url: str | os.PathLike) -> str:
+    """``url`` with any password replaced by ``***`` (``postgresql://user:***@host/db``):
+    the only form in which autotune shows a database URL."""
+    text = os.fspath(url)
+    if "://" not in text:
+        return text
+    scheme, rest = text.split("://", 1)
+    netloc, sep, tail = rest.partition("/")
+    if "@" in netloc:
+        creds, host = netloc.rsplit("@", 1)
+        if ":" in creds:
+            creds = creds.split(":", 1)[0] + ":***"
+        netloc = f"{creds}@{host}"
+    return f"{scheme}://{netloc}{sep}{tail}"

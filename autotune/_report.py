@@ -33,7 +33,8 @@ from typing import Any
 from ._config import Config
 from ._errors import StudyError
 from ._objective import Objective
-from ._pareto import crossover_intervals, format_calls, intervals_json, pareto_front
+from . import _select
+from ._select import crossover_intervals, format_calls, intervals_json, pareto_front
 
 FIGURES = ("tradeoff", "crossover", "sites", "history")
 """The figures of each study, in page order; each is written as ``<slug>_<name>.png``."""
@@ -45,6 +46,11 @@ OUTCOME_STYLE = {  # marker, colour: every outcome tune() records, and Optuna's 
     "fail": ("x", "#d62728"),
     "timeout": ("v", "#ff7f0e"),
     "crashed": ("D", "#8c564b"),
+    "oom": ("P", "#8c564b"),
+    "error": ("x", "#d62728"),
+    "shared": ("o", "#17becf"),
+    "interrupted": ("|", "#7f7f7f"),
+    "abandoned": ("|", "#7f7f7f"),
     "pruned": ("s", "#9467bd"),
     "running": ("|", "#bcbd22"),
     "waiting": ("|", "#c7c7c7"),
@@ -92,7 +98,7 @@ class StudyReport:
         pareto: the (compile_s, run_s) Pareto set, confirmed medians replacing single
             trials' numbers (as :func:`autotune.tune` computes it), by compile time;
             each item also has ``"label"`` (A, B, C...) and ``"color"``.
-        intervals: :func:`autotune._pareto.crossover_intervals` of ``pareto`` under ``objective``.
+        intervals: :func:`autotune._select.crossover_intervals` of ``pareto`` under ``objective``.
         chosen: the config the cache holds for ``objective`` (``config``, ``compile_s``,
             ``run_s``, ``cost``): the confirmation's winner when the study's own objective
             is used, else the cheapest Pareto config (as the decorator re-picks).
@@ -238,40 +244,33 @@ def load_study_report(study_name: str, storage: str, *, expected_calls: float | 
                       for s in sites if int(s.get("length", 0)) > 1}
     trials = [_trial_row(t, objective) for t in study.get_trials(deepcopy=False)]
 
-    # The Pareto set exactly as tune() builds it: complete trials, confirmed medians override.
-    points: dict[str, dict[str, Any]] = {}
-    for t in trials:
-        if t.outcome == "complete" and t.compile_s is not None and t.run_s is not None:
-            points[_config_key(t.config)] = {"config": t.config, "compile_s": t.compile_s, "run_s": t.run_s}
-    confirmed = []
-    for c in attrs.get("confirmed") or []:
-        c = dict(c)
-        c["cost"] = objective.cost_of(c["compile_s"], c["run_s"])
-        confirmed.append(c)
-        points[_config_key(c["config"])] = {"config": c["config"], "compile_s": c["compile_s"], "run_s": c["run_s"],
-                                            "confirmed": True}
-    pareto = [dict(p) for p in pareto_front(list(points.values()))]
+    if attrs.get("default_config") is not None:
+        default_config = dict(attrs["default_config"])
+
+    # Exactly what tune() decided on: the confirmed points (with their paired rounds), judged
+    # by the one selection rule; a study without confirmation falls back to its trials.
+    confirmed = [dict(c) for c in attrs.get("confirmed") or []]
+    points = confirmed or [{"config": t.config, "compile_s": t.compile_s, "run_s": t.run_s} for t in trials
+                           if t.outcome in ("complete", "shared") and t.compile_s is not None and t.run_s is not None]
+    for c in confirmed:
+        c["cost"] = _select.cost(c, objective)
+    pareto = [dict(p) for p in pareto_front(points)]
     for i, p in enumerate(pareto):
         p["label"] = _letter(i)
         p["color"] = _PALETTE[i % len(_PALETTE)]
-    intervals = crossover_intervals(pareto, objective.compile_weight, objective.runtime_weight)
+    intervals = crossover_intervals(points, objective.compile_weight, objective.runtime_weight,
+                                    default=default_config if confirmed else None)
     for p in pareto:
         p["optimal"] = [[it["from_calls"], it["to_calls"]] for it in intervals
                         if _config_key(it["config"]) == _config_key(p["config"])]
-
     default_key = _config_key(default_config)
-    chosen = None
-    same_objective = objective.to_dict() == {k: float(own.get(k, -1)) for k in objective.to_dict()}
-    if confirmed and same_objective:  # what tune() stored: the confirmation's winner
-        best = min(confirmed, key=lambda c: (c["cost"], _config_key(c["config"]) != default_key))
-        chosen = {"config": best["config"], "compile_s": best["compile_s"], "run_s": best["run_s"], "cost": best["cost"]}
-    elif pareto:  # what the decorator re-picks for another objective
-        best = min(pareto, key=lambda p: (objective.cost_of(p["compile_s"], p["run_s"]), _config_key(p["config"])))
-        chosen = {"config": best["config"], "compile_s": best["compile_s"], "run_s": best["run_s"],
-                  "cost": objective.cost_of(best["compile_s"], best["run_s"])}
-    default = points.get(default_key)
+    choice = _select.choose(points, objective, default=default_config if confirmed else None,
+                            complete=attrs.get("complete_range"))
+    chosen = None if choice is None else {"config": choice.config, "compile_s": choice.compile_s,
+                                          "run_s": choice.run_s, "cost": choice.cost, "in_range": choice.in_range}
+    default = next((p for p in points if _config_key(p["config"]) == default_key), None)
     if default is not None:
-        default = {**default, "cost": objective.cost_of(default["compile_s"], default["run_s"])}
+        default = {**default, "cost": _select.cost(default, objective)}
     return StudyReport(
         study_name=study.study_name, storage=url, function_key=str(attrs.get("function_key", "?")),
         device=dict(attrs.get("device") or {}), objective=objective, study_objective=own,
@@ -310,23 +309,22 @@ def studies_for_file(path: str, storage: str, *, all_programs: bool = False) -> 
 
     A study belongs to a function when its ``function_key`` user attribute is the
     function's key. Of those, the studies of the current program (same fingerprint)
-    are returned, the one :func:`autotune._study.study_name_for` derives for the
+    are returned, the one :func:`autotune._keys.study_name` derives for the
     decorator's objective first; studies of older versions of the function only when
     there are no current ones or ``all_programs`` is set.
     """
-    from ._keys import device_info
-    from ._study import probe_program, study_name_for
+    from ._keys import device_info, program_key, study_name
     from ._studyfile import load_examples
 
     wanted: dict[str, set[str]] = {}
     preferred: list[str] = []
     device = device_info()
     for ex in load_examples(path):
-        program, signature = probe_program(ex.fn.fun, ex.args, ex.kwargs, ex.fn.jit_kwargs)
+        program, signature = program_key(ex.fn.fun, ex.args, ex.kwargs, ex.fn.jit_kwargs)
         wanted.setdefault(ex.fn.key, set()).add(program.fingerprint)
         obj = Objective(ex.fn.expected_calls, ex.fn.compile_weight, ex.fn.runtime_weight)
         for search in ("cost", "pareto"):
-            preferred.append(study_name_for(ex.fn.key, program.fingerprint, signature, device, obj, search))
+            preferred.append(study_name(ex.fn.key, program.fingerprint, signature, device, obj, search))
     matches = [s for s in study_summaries(storage) if s.user_attrs.get("function_key") in wanted]
     current = [s for s in matches if s.user_attrs.get("fingerprint") in wanted[s.user_attrs["function_key"]]]
     chosen = matches if (all_programs or not current) else current

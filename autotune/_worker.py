@@ -66,22 +66,7 @@ _OOM_WORDS = ("resource_exhausted", "out of memory", "bad_alloc", "cannot alloca
               "failed to allocate")
 
 
-class TrialFailed(AutotuneError):
-    """A trial that did not produce a measurement, and why.
-
-    Attributes:
-        state: ``"timeout"`` (over the trial time limit), ``"crashed"`` (the worker died
-            from a signal or exited), ``"oom"`` (out of memory), ``"pruned"`` (its compile
-            alone could no longer beat the best cost) or ``"error"`` (the config raised).
-        reason: one or two sentences for people.
-    """
-
-    def __init__(self, state: str, reason: str):
-        if state not in STATES:
-            raise ValueError(f"TrialFailed state {state!r} is not one of {list(STATES)}")
-        super().__init__(f"{state}: {reason}")
-        self.state = state
-        self.reason = reason
+from ._runner import TrialFailed  # noqa: E402  (TEMPORARY: the worker package replaces this file)
 
 
 # --------------------------------------------------------------------------- arrays

@@ -125,11 +125,14 @@ def result_table(result) -> Table:
         table.add_column(col, justify="left" if col == "config" else "right")
     from ._config import Config
 
-    for row in sorted(result.confirmed, key=lambda r: r["cost"]):
+    from . import _select
+
+    for row in sorted(result.confirmed, key=lambda r: _select.cost(r, result.objective)):
         cfg = Config.from_dict(row["config"])
+        cost = _select.cost(row, result.objective)
         mark = " ★" if cfg == result.best_config else ""
-        table.add_row(str(cfg) + mark, _fmt_s(row["compile_s"]), _fmt_us(row["run_s"]), f"{row['cost']:.4g}",
-                      f"{result.default_cost / row['cost']:.2f}x" if row["cost"] > 0 else "-")
+        table.add_row(str(cfg) + mark, _fmt_s(row["compile_s"]), _fmt_us(row["run_s"]), f"{cost:.4g}",
+                      f"{result.default_cost / cost:.2f}x" if cost > 0 else "-")
     return table
 
 
@@ -166,8 +169,9 @@ def cmd_tune(a: argparse.Namespace) -> int:
             out.print(f"winner for {fn.key}: [bold]{result.best_config}[/bold]  cost {result.best_cost:.4g} "
                       f"(default {result.default_cost:.4g}, {result.speedup:.2f}x)  -> cache {fn.cache.url}")
             if len(result.pareto) > 1:
-                out.print(crossover_table(result.pareto, result.objective.compile_weight,
+                out.print(crossover_table(result.confirmed, result.objective.compile_weight,
                                           result.objective.runtime_weight, chosen=result.best_config.to_dict(),
+                                          default=result.default_config.to_dict(),
                                           title=f"Pareto set of {fn.key}: the cheapest config by call count"))
     if a.json:
         print(json.dumps([{
@@ -185,13 +189,16 @@ def _trial_options(a: argparse.Namespace) -> dict[str, Any]:
             "trial_memory_gb": a.trial_memory}
 
 
-def crossover_table(pareto: list, compile_weight: float = 1.0, runtime_weight: float = 1.0, *,
-                    chosen: dict | None = None, sites: list | None = None, title: str | None = None) -> Table:
-    """A Pareto set with the expected-calls interval where each config is the cheapest."""
-    from ._pareto import crossover_intervals, format_calls
+def crossover_table(points: list, compile_weight: float = 1.0, runtime_weight: float = 1.0, *,
+                    chosen: dict | None = None, sites: list | None = None, title: str | None = None,
+                    default: dict | None = None) -> Table:
+    """The Pareto set of ``points`` with the expected-calls intervals where each config wins
+    (the one selection rule over every point, the default's included)."""
+    from ._select import crossover_intervals, format_calls, pareto_front
     from ._report import config_label
 
-    intervals = crossover_intervals(pareto, compile_weight, runtime_weight)
+    intervals = crossover_intervals(points, compile_weight, runtime_weight, default=default)
+    pareto = pareto_front(points)
     key = lambda c: json.dumps(c, sort_keys=True)  # noqa: E731
     table = Table(title=title)
     for col in ("config", "compile s", "run µs", "cheapest for calls"):
@@ -282,7 +289,7 @@ def cmd_best(a: argparse.Namespace) -> int:
     if not entries:
         err.print("no cache entry matches" + (f" function {a.function!r}" if a.function else "") + (f" on device {a.device!r}" if a.device else "") + ".")
         return 1
-    from ._pareto import crossover_intervals, format_calls, intervals_json
+    from ._select import crossover_intervals, format_calls, intervals_json
 
     def crossovers(e) -> list:
         return crossover_intervals(e.pareto, float(e.objective.get("compile_weight", 1.0)),
@@ -350,7 +357,7 @@ def cmd_import(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from ._pareto import format_calls
+    from ._select import format_calls
     from ._report import config_label, report
 
     if (a.file is None) == (not a.study):
@@ -391,9 +398,13 @@ def main(argv: list[str] | None = None) -> int:
     except AutotuneError as exc:
         err.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         return 2
-    except KeyboardInterrupt:
-        err.print("interrupted: completed trials are kept in the study; run the same command again to resume.")
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP caught by the interrupt latch
+        from ._interrupt import Interrupted
+
+        signum = exc.signum if isinstance(exc, Interrupted) else 2
+        err.print(f"interrupted ({Interrupted(signum).name}): completed trials are kept in the study; run the "
+                  "same command again to resume.")
+        return 128 + signum
 
 
 if __name__ == "__main__":

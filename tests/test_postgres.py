@@ -22,7 +22,7 @@ from pg_server import pg_server, pg_url  # noqa: F401  (fixtures)
 
 from autotune._config import Config
 from autotune._errors import StudyError
-from autotune._study import pick_winner
+from autotune import _select
 from autotune.cache import Cache, CacheEntry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -155,9 +155,9 @@ def test_two_workers_tune_one_study(workers_run):
     (entry,) = Cache(url).entries()
     confirmed = study.user_attrs["confirmed"]
     default = Config.from_json(study.trials[0].user_attrs["config"])  # trial 0 is the default
-    best = pick_winner(confirmed, default)  # lowest median, if it beat the default in most paired rounds
-    assert entry.cost == pytest.approx(best["cost"])
-    assert json.dumps(entry.config, sort_keys=True) == json.dumps(best["config"], sort_keys=True)
+    best = _select.choose(confirmed, study.user_attrs["objective"], default=default.to_dict())  # the one rule
+    assert entry.cost == pytest.approx(best.cost)
+    assert json.dumps(entry.config, sort_keys=True) == json.dumps(best.config, sort_keys=True)
     complete_configs = {json.dumps(json.loads(t.user_attrs["config"]), sort_keys=True) for t in trials
                         if t.state.name == "COMPLETE"}
     assert json.dumps(entry.config, sort_keys=True) in complete_configs

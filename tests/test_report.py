@@ -14,9 +14,9 @@ import pytest
 
 import autotune as at
 from autotune import cli
-from autotune._pareto import crossover_intervals
+from autotune._select import crossover_intervals
 from autotune._report import FIGURES, load_study_report, report, studies_for_file
-from autotune._study import InProcessRunner
+from autotune._runner import InProcessRunner
 from autotune._studyfile import load_examples
 
 FAST = {"target_s": 0.01, "min_reps": 3, "warmup": 1}
@@ -37,7 +37,7 @@ def examples():
 class Troubled(InProcessRunner):
     """A real runner that fails the fully unrolled config and corrupts fori x4's outputs."""
 
-    def measure(self, config):
+    def measure(self, config, *, compile_budget_s=None, on_lowered=None):
         if any(c.repr == "for" for c in config.values()):
             raise RuntimeError("simulated XLA failure: out of memory while compiling the unrolled loop")
         m = super().measure(config)
@@ -130,7 +130,7 @@ def test_report_files_are_valid_and_self_contained(written):
         assert data[:8] == PNG and data in on_disk
     text = " ".join(page.text)
     # Failed, rejected and timed-out trials are visible with their reasons.
-    for needle in ("simulated XLA failure", "correctness guard", "trial timeout", "rejected", "fail", "timeout"):
+    for needle in ("simulated XLA failure", "correctness guard", "trial timeout", "rejected", "error", "timeout"):
         assert needle in text
     assert "cheapest for calls in" in text and files.reports[0].study_name in text
 
@@ -139,13 +139,13 @@ def test_report_data_matches_the_study(study, written):
     result = study["result"]
     rep = load_study_report(result.study_name, study["storage"])
     counts = rep.outcome_counts()
-    assert counts["fail"] == 1 and counts["rejected"] == 1 and counts["timeout"] == 1 and counts["complete"] == 5
+    assert counts["error"] == 1 and counts["rejected"] == 1 and counts["timeout"] == 1 and counts["complete"] == 5
     # Same Pareto set and winner as tune() computed and stored.
     key = lambda p: (json.dumps(p["config"], sort_keys=True), p["compile_s"], p["run_s"])  # noqa: E731
     assert sorted(map(key, rep.pareto)) == sorted(map(key, result.pareto))
     assert at.Config.from_dict(rep.chosen["config"]) == result.best_config
     assert rep.chosen["cost"] == pytest.approx(result.best_cost)
-    assert rep.intervals == crossover_intervals(result.pareto)
+    assert rep.intervals == crossover_intervals(result.confirmed, default=result.default_config.to_dict())
     assert rep.default["config"] == result.default.config.to_dict() == {"smooth": {"repr": "scan", "unroll": 1}}
     (data,) = json.loads(Path(written[1].data).read_text())
     assert data["crossovers"][-1]["to_calls"] is None

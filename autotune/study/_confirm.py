@@ -1,0 +1,121 @@
+"""Confirmation: re-measure the contenders side by side, so one noisy sample cannot win.
+
+After the search, the contenders (the ``top`` cheapest measured configs, the measured
+Pareto front, and the default) are timed again in ``rounds`` interleaved rounds
+(A B C, B C A, C A B ...). Runtime is re-timed on the executables the warm worker still
+holds (:meth:`Runner.retime`), which costs no compile; a contender whose executable is
+gone is measured in full. Compile time is measured again only where its noise could flip
+the decision: when the winner's margin over the default (or the default's over the best
+challenger) is smaller than :data:`COMPILE_NOISE` of their compile seconds, both are
+compiled again in every round. Each contender becomes a *point* with per-round samples
+``[[compile_s, run_s], ...]`` paired by round index, which :mod:`autotune._select` decides on.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .. import _select
+from .._config import Config
+from .._measure import Measurement
+from .._objective import Objective
+
+COMPILE_NOISE = 0.15
+"""Relative compile-time noise assumed between two measurements of one config (at least)."""
+
+
+def contenders(points: Sequence[dict[str, Any]], default: Config, objective: Objective, top: int,
+               front_cap: int = 6) -> list[Config]:
+    """The configs to confirm: the ``top`` cheapest, the Pareto front (capped), the default."""
+    ranked = sorted(points, key=lambda p: (_select.cost(p, objective), _select.config_text(p["config"])))
+    out: list[Config] = []
+    for p in ranked[:top] + _select.pareto_front(points)[:front_cap]:
+        c = Config.from_dict(p["config"])
+        if c not in out:
+            out.append(c)
+    if default not in out:
+        out.append(default)
+    return out
+
+
+def _sample(runner, config: Config, full: bool) -> Measurement | None:
+    try:
+        if not full:
+            m = runner.retime(config)
+            if m is not None:
+                return m
+        return runner.measure(config)
+    except KeyboardInterrupt:
+        raise
+    except Exception:
+        return None
+
+
+def _point(config: Config, samples: list[Measurement | None]) -> dict[str, Any] | None:
+    ms = [m for m in samples if m is not None]
+    if not ms:
+        return None
+    med = Measurement(
+        trace_s=statistics.median(m.trace_s for m in ms), lower_s=statistics.median(m.lower_s for m in ms),
+        compile_s=statistics.median(m.compile_s for m in ms), run_s=statistics.median(m.run_s for m in ms),
+        run_iqr_s=statistics.median(m.run_iqr_s for m in ms), reps=sum(m.reps for m in ms), config=config,
+        memory=ms[-1].memory, flops=ms[-1].flops)
+    # Rounds stay paired by index; a round that failed is left out of the pairing for this config.
+    return {"config": config.to_dict(), "compile_s": med.compile_total_s, "run_s": med.run_s,
+            "rounds": [[m.compile_total_s, m.run_s] for m in ms], "confirmed": True,
+            "measurement": med.to_dict()}
+
+
+def _margin_is_noise(points: list[dict[str, Any]], default: Config, objective: Objective) -> list[Config]:
+    """The configs whose compile noise could flip the decision (empty when it cannot)."""
+    chosen = _select.winner(points, objective, default)
+    by_text = {_select.config_text(p["config"]): p for p in points}
+    d = by_text.get(_select.config_text(default))
+    if chosen is None or d is None:
+        return []
+    if _select.config_text(chosen["config"]) != _select.config_text(default):
+        rival = chosen
+    else:
+        others = [p for p in points if p is not d]
+        if not others:
+            return []
+        rival = min(others, key=lambda p: _select.cost(p, objective))
+    gap = abs(_select.cost(d, objective) - _select.cost(rival, objective))
+    noise = objective.compile_weight * COMPILE_NOISE * (d["compile_s"] + rival["compile_s"])
+    return [default, Config.from_dict(rival["config"])] if gap < noise else []
+
+
+def confirm(runner, points: Sequence[dict[str, Any]], default: Config, objective: Objective, *, top: int = 3,
+            rounds: int = 3, check: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:
+    """Confirmed points of the contenders (see the module docstring); the default's always among them
+    when it can be measured at all."""
+    rounds = max(1, int(rounds))
+    configs = contenders(points, default, objective, top)
+    runner.retain(configs)
+    samples: dict[Config, list[Measurement | None]] = {c: [] for c in configs}
+    for r in range(rounds):
+        for config in configs[r % len(configs):] + configs[: r % len(configs)]:
+            check()
+            samples[config].append(_sample(runner, config, full=False))
+    confirmed = [p for p in (_point(c, samples[c]) for c in configs) if p is not None]
+    recompile = _margin_is_noise(confirmed, default, objective)
+    if recompile:
+        fresh: dict[Config, list[Measurement | None]] = {c: [] for c in recompile}
+        for r in range(rounds):
+            for config in recompile[r % 2:] + recompile[: r % 2]:
+                check()
+                fresh[config].append(_sample(runner, config, full=True))
+        for p in confirmed:
+            config = Config.from_dict(p["config"])
+            fresh_ms = [m for m in fresh.get(config, []) if m is not None]
+            if not fresh_ms:
+                continue
+            # New compile samples; the runtime samples keep their pairing with every other contender.
+            p["rounds"] = [[m.compile_total_s, r[1]] for m, r in zip(fresh_ms, p["rounds"])]
+            p["compile_s"] = statistics.median(r[0] for r in p["rounds"])
+            for k in ("trace_s", "lower_s", "compile_s"):
+                p["measurement"][k] = statistics.median(getattr(m, k) for m in fresh_ms)
+            p["recompiled"] = True
+    return confirmed

@@ -1,0 +1,374 @@
+"""The study's storage: the only module of autotune that imports Optuna.
+
+A study is an Optuna study; every trial keeps autotune's facts as user attributes
+(:data:`TRIAL_ATTRS`), so any Optuna tool (optuna-dashboard) can read it and a study can be
+re-scored for another call count without measuring again. Trials are told COMPLETE only
+for real measurements (outcomes ``complete`` and ``shared``), PRUNED for ``pruned``, FAIL
+otherwise.
+
+Trials are *leased*: the process measuring a trial records who it is (host, pid, process
+start time) and renews ``lease_until`` while it works. A RUNNING trial whose process is
+gone (on this host: the pid no longer runs that process; elsewhere: the lease ran out) is
+closed as ``abandoned``, so a study killed by SIGKILL, a dropped ssh session or a dead
+box never blocks its config: a resumed or shared study measures it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import socket
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from .._config import Config
+from .._errors import StudyError
+from .._runner import Outcome
+
+TRIAL_ATTRS = ("config", "device", "outcome", "reason", "measurement", "program_hash", "shared_with",
+               "compile_s_at_least", "predicted_compile_s", "owner", "lease_until")
+"""User attributes of a trial: its config (canonical JSON), device key, :class:`Outcome`, reason,
+measurement (``Measurement.to_dict()``), lowered-program hash, the trial whose measurement it
+shares, a compile-time lower bound when stopped, a predicted compile time when skipped, and its lease."""
+
+LEASE_S = float(os.environ.get("AUTOTUNE_LEASE_S", "60"))
+"""How long a trial's lease lasts without renewal; renewed every ``LEASE_S / 6`` seconds."""
+
+_STATE = {Outcome.COMPLETE: "COMPLETE", Outcome.SHARED: "COMPLETE", Outcome.PRUNED: "PRUNED"}
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _start_time(pid: int) -> str | None:
+    """A process's start time (clock ticks since boot), to tell a reused pid from the original."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_identity() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "boot": _boot_id(), "pid": pid, "start": _start_time(pid)}
+
+
+def _owner_gone(owner: dict[str, Any]) -> bool:
+    """True when the owner ran on this host and its process no longer exists."""
+    if owner.get("host") != socket.gethostname() or owner.get("boot", "") != _boot_id():
+        return False
+    pid = int(owner.get("pid", -1))
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass
+    start = owner.get("start")
+    return start is not None and _start_time(pid) not in (None, start)
+
+
+@dataclass(frozen=True)
+class TrialView:
+    """One trial as autotune reads it."""
+
+    number: int
+    trial_id: int
+    state: str                     # Optuna's state name: WAITING, RUNNING, COMPLETE, PRUNED, FAIL
+    outcome: Outcome | None        # None while running or waiting
+    config_json: str | None
+    reason: str | None
+    measurement: dict[str, Any] | None
+    values: tuple[float, ...] | None
+    attrs: dict[str, Any]
+
+    @property
+    def config(self) -> Config | None:
+        return None if self.config_json is None else Config.from_json(self.config_json)
+
+    @property
+    def takes_config(self) -> bool:
+        """Whether this trial holds its config (so no other trial measures it)."""
+        return self.config_json is not None and (self.outcome is None or not self.outcome.releases)
+
+
+def _view(t: optuna.trial.FrozenTrial, space=None) -> TrialView:
+    attrs = dict(t.user_attrs)
+    config = attrs.get("config")
+    if config is None and space is not None and "fixed_params" in t.system_attrs:  # enqueued, not yet labelled
+        config = space.from_params(t.system_attrs["fixed_params"]).to_json()
+    outcome = attrs.get("outcome")
+    if outcome == "fail":  # studies written before the Outcome enum
+        outcome = "error"
+    try:
+        outcome = Outcome(outcome) if outcome else (Outcome.COMPLETE if t.state.name == "COMPLETE" else None)
+    except ValueError:
+        outcome = Outcome.ERROR
+    if outcome is None and t.state.name in ("FAIL", "PRUNED"):
+        outcome = Outcome.ERROR if t.state.name == "FAIL" else Outcome.PRUNED
+    values = tuple(t.values) if t.values else None
+    return TrialView(t.number, t._trial_id, t.state.name, outcome, config, attrs.get("reason"),
+                     attrs.get("measurement"), values, attrs)
+
+
+@contextlib.contextmanager
+def _creation_lock(url: str) -> Iterator[None]:
+    """Serialise the first creation of a SQLite study database across processes: Optuna's
+    table creation races (``UNIQUE constraint failed: alembic_version.version_num``)."""
+    path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else None
+    if not path or path == ":memory:":
+        yield
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _storage_error(url: str, exc: BaseException) -> StudyError:
+    from .._paths import redact
+
+    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, ImportError) or "no module named" in text.lower():
+        return StudyError(f"The study storage {redact(url)} needs a database driver that is not installed ({text}); "
+                          "for PostgreSQL run `pip install 'jax-autotune[postgres]'`.")
+    return StudyError(f"Could not open the study storage {redact(url)}: {text}. Check that the path or server is "
+                      "reachable and writable (and the disk not full), or pass another --storage.")
+
+
+def storage(url: str) -> optuna.storages.BaseStorage:
+    """An Optuna RDB storage for ``url``, created safely when several processes start at once."""
+    kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
+    last = None
+    for attempt in range(8):
+        try:
+            with _creation_lock(url):
+                return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+        except Exception as exc:  # a PostgreSQL race on CREATE TYPE/TABLE, or a real failure
+            last = exc
+            text = str(exc).lower()
+            if not any(w in text for w in ("already exists", "unique constraint", "duplicate key", "locked")):
+                raise _storage_error(url, exc) from None
+            time.sleep(0.05 * 2 ** attempt)
+    raise _storage_error(url, last)
+
+
+class Study:
+    """One autotune study in an Optuna storage.
+
+    Arguments:
+        name, url: the study's name and storage URL.
+        directions: 1 (weighted cost) or 2 (compile_s, run_s) objectives.
+    """
+
+    def __init__(self, name: str, url: str, directions: int):
+        self.name, self.url = name, url
+        st = storage(url)
+        for attempt in range(6):
+            try:
+                self._study = optuna.create_study(
+                    study_name=name, storage=st, directions=["minimize"] * directions,
+                    sampler=optuna.samplers.RandomSampler(), load_if_exists=True)
+                break
+            except Exception as exc:
+                if attempt == 5 or not any(w in str(exc).lower() for w in ("already exists", "unique", "duplicate")):
+                    raise _storage_error(url, exc) from None
+                time.sleep(0.05 * 2 ** attempt)
+        if len(self._study.directions) != directions:
+            from .._paths import redact
+
+            raise StudyError(
+                f"Study {name!r} in {redact(url)} has {len(self._study.directions)} objective(s), but this search "
+                f"needs {directions}; pass another study_name (the default names differ).")
+        self.directions = directions
+        self._lease_lock = threading.Lock()
+        self._leased: dict[int, int] = {}   # trial_id -> number, while this process measures them
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    # -- study attributes ---------------------------------------------------------------
+    @property
+    def attrs(self) -> dict[str, Any]:
+        return dict(self._study.user_attrs)
+
+    def set_attrs(self, **attrs: Any) -> None:
+        for k, v in attrs.items():
+            self._study.set_user_attr(k, v)
+
+    # -- trials -------------------------------------------------------------------------
+    def trials(self, space=None) -> list[TrialView]:
+        return [_view(t, space) for t in self._study.get_trials(deepcopy=False)]
+
+    def frozen_trials(self) -> list[optuna.trial.FrozenTrial]:
+        return self._study.get_trials(deepcopy=False)
+
+    def start(self, config: Config, space, device_key: str) -> tuple[Any, Config]:
+        """Open a trial for ``config`` (enqueued as fixed params, then asked, so the trial's
+        params are the config's). Returns the Optuna trial and the config it actually got
+        (another worker's enqueued config, in a race)."""
+        self._study.enqueue_trial(space.to_params(config))
+        trial = self._study.ask()
+        got = space.suggest(trial)
+        trial.set_user_attr("config", got.to_json())
+        trial.set_user_attr("device", device_key)
+        trial.set_user_attr("owner", owner_identity())
+        trial.set_user_attr("lease_until", time.time() + LEASE_S)
+        with self._lease_lock:
+            self._leased[trial._trial_id] = trial.number
+        self._ensure_renewer()
+        return trial, got
+
+    def finish(self, trial: Any, outcome: Outcome, *, value: Any = None, reason: str | None = None,
+               **attrs: Any) -> None:
+        """Close a trial with its outcome (and value for a counted measurement)."""
+        with self._lease_lock:
+            self._leased.pop(trial._trial_id, None)
+        trial.set_user_attr("outcome", outcome.value)
+        if reason is not None:
+            trial.set_user_attr("reason", reason[:2000])
+        for k, v in attrs.items():
+            if v is not None:
+                trial.set_user_attr(k, v)
+        state = getattr(optuna.trial.TrialState, _STATE.get(outcome, "FAIL"))
+        if state == optuna.trial.TrialState.COMPLETE:
+            self._study.tell(trial, value)
+        else:
+            self._study.tell(trial, state=state)
+
+    def owner_of(self, config_json: str, number: int, space) -> int | None:
+        """The lower-numbered trial that holds the same config, or None. A config is measured by
+        its lowest-numbered trial, so two workers that drew it at once never both measure it
+        (each sees the other; only the higher-numbered one yields)."""
+        for v in self.trials(space):
+            if v.number < number and v.config_json == config_json and v.takes_config:
+                return v.number
+        return None
+
+    def reclaim_abandoned(self) -> list[int]:
+        """Close RUNNING trials whose process is gone as ``abandoned``; their numbers."""
+        now, out = time.time(), []
+        with self._lease_lock:
+            mine = set(self._leased)
+        for t in self._study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            if t._trial_id in mine:
+                continue
+            owner, lease = t.user_attrs.get("owner"), t.user_attrs.get("lease_until")
+            started = t.datetime_start.timestamp() if t.datetime_start else now
+            if owner and _owner_gone(owner):
+                why = f"the process measuring it (pid {owner.get('pid')} on {owner.get('host')}) is gone"
+            elif (lease if lease is not None else started + LEASE_S) < now - LEASE_S / 6:
+                why = "its process stopped renewing its lease (killed, or its machine is gone)"
+            else:
+                continue
+            try:
+                self._study._storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.ABANDONED.value)
+                self._study._storage.set_trial_user_attr(t._trial_id, "reason", f"abandoned: {why}; "
+                                                         "the config is free to be measured again")
+                self._study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+                out.append(t.number)
+            except Exception:  # another process closed it first
+                continue
+        return out
+
+    def _ensure_renewer(self) -> None:
+        if self._renewer is not None and self._renewer.is_alive():
+            return
+        self._stop.clear()
+        self._renewer = threading.Thread(target=self._renew, name="autotune-lease", daemon=True)
+        self._renewer.start()
+
+    def _renew(self) -> None:
+        while not self._stop.wait(LEASE_S / 6):
+            with self._lease_lock:
+                leased = list(self._leased)
+            for trial_id in leased:
+                with contextlib.suppress(Exception):  # a transient storage error: the next renewal retries
+                    self._study._storage.set_trial_user_attr(trial_id, "lease_until", time.time() + LEASE_S)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join(timeout=5)
+
+    # -- samplers -----------------------------------------------------------------------
+    def sample(self, sampler: optuna.samplers.BaseSampler, space, tries: int) -> list[Config]:
+        """Up to ``tries`` configs drawn by ``sampler`` from the study's trials so far, without
+        creating any trial in the study (an in-memory copy is asked instead), so a draw of an
+        already measured config costs nothing and the sampler's model is kept."""
+        shadow = optuna.create_study(directions=["minimize"] * self.directions, sampler=sampler)
+        done = [t for t in self._study.get_trials(deepcopy=True)
+                if t.state.is_finished() and t.distributions]
+        for t in done:  # a trial the sampler can learn from must carry its own values
+            if t.state == optuna.trial.TrialState.COMPLETE and not t.values:
+                continue
+            with contextlib.suppress(Exception):
+                shadow.add_trial(t)
+        out = []
+        for _ in range(tries):
+            trial = shadow.ask()
+            out.append(space.suggest(trial))
+            shadow.tell(trial, state=optuna.trial.TrialState.FAIL)
+        return out
+
+
+def make_sampler(name: str, seed: int | None, budget: int) -> optuna.samplers.BaseSampler:
+    """The Optuna sampler behind ``sampler="tpe" | "nsga2" | "random"``."""
+    if name == "tpe":
+        with warnings.catch_warnings():  # `group` is "experimental" since Optuna 2.8
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True,
+                                              n_startup_trials=max(3, min(10, budget // 3)))
+    if name == "nsga2":  # small generations, so that a short budget still evolves
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, min(50, budget // 3)))
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+def load(name: str, url: str) -> Study:
+    """An existing study (raises StudyError naming the studies that exist)."""
+    from .._paths import redact
+
+    try:
+        optuna.load_study(study_name=name, storage=storage(url))
+    except KeyError:
+        names = optuna.study.get_all_study_names(storage=storage(url))
+        raise StudyError(f"No study {name!r} in {redact(url)}; it has {len(names)} "
+                         f"stud{'y' if len(names) == 1 else 'ies'}: {names[:10]}.") from None
+    return Study(name, url, len(optuna.load_study(study_name=name, storage=storage(url)).directions))
+
+
+def summaries(url: str) -> list[dict[str, Any]]:
+    """Name and user attributes of every study in a storage (refusing to create a missing SQLite file)."""
+    from .._paths import redact
+
+    if url.startswith("sqlite:///") and ":memory:" not in url and not os.path.exists(url[len("sqlite:///"):]):
+        raise StudyError(f"There is no study storage at {redact(url)}: run `autotune tune FILE` first, or pass "
+                         "--storage (or --cache) to point at the one it used.")
+    try:
+        found = optuna.get_all_study_summaries(storage=storage(url), include_best_trial=False)
+    except StudyError:
+        raise
+    except Exception as exc:
+        raise _storage_error(url, exc) from None
+    return [{"name": s.study_name, "attrs": dict(s.user_attrs), "n_trials": s.n_trials} for s in found]

@@ -1,0 +1,124 @@
+"""Which config to measure next: every proposal is a config no trial holds yet.
+
+A study's budget counts distinct measurements, so the proposers never hand out a config
+already measured, pruned, failed or being measured by another worker of the same study
+(``taken``). The grid walks the space in order (the default first); random search draws
+uniformly from the configs not taken; TPE and NSGA-II keep their model: they draw from
+the study's trials so far (without recording a trial) and draw again when the draw is
+taken, and after ``redraws`` taken draws the nearest config not taken to the model's last
+draw is measured instead.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from .._config import Config, SiteChoice
+
+ENUMERATE_LIMIT = 20_000
+"""Spaces up to this many configs are enumerated for random and nearest-config search."""
+
+
+def _choice_distance(a: SiteChoice, b: SiteChoice) -> float:
+    if a == b:
+        return 0.0
+    if a.repr != b.repr:
+        return 1.0
+    return min(1.0, abs(math.log2(max(1, a.unroll)) - math.log2(max(1, b.unroll))) / 4) or 0.25
+
+
+def distance(space, a: Config, b: Config) -> float:
+    """How far apart two configs are: per site 0 (same), up to 1 (another representation)."""
+    total = 0.0
+    for e in space.entries:
+        total += _choice_distance(a.get(e.site.id, e.site.default), b.get(e.site.id, e.site.default))
+    return total
+
+
+def _configs(space, rng: random.Random, limit: int) -> Iterator[Config]:
+    """Every config (small spaces), else ``limit`` random ones."""
+    if len(space) <= ENUMERATE_LIMIT:
+        yield from space.configs()
+        return
+    for _ in range(limit):
+        yield random_config(space, rng)
+
+
+def random_config(space, rng: random.Random) -> Config:
+    return Config({e.site.id: rng.choice(e.choices) for e in space.entries})
+
+
+class GridProposer:
+    """Every config of the space in order, the default first."""
+
+    kind = "grid"
+
+    def __init__(self, space):
+        self.space = space
+
+    def propose(self, taken: set[str]) -> Config | None:
+        for config in self.space.configs():
+            if config.to_json() not in taken:
+                return config
+        return None
+
+
+class RandomProposer:
+    """A uniform draw among the configs not taken."""
+
+    kind = "random"
+
+    def __init__(self, space, seed: int | None):
+        self.space, self.rng = space, random.Random(seed)
+
+    def propose(self, taken: set[str]) -> Config | None:
+        if len(self.space) <= ENUMERATE_LIMIT:
+            free = [c for c in self.space.configs() if c.to_json() not in taken]
+            return self.rng.choice(free) if free else None
+        for _ in range(10_000):
+            config = random_config(self.space, self.rng)
+            if config.to_json() not in taken:
+                return config
+        return None
+
+
+class SamplerProposer:
+    """An Optuna sampler's draw (TPE, NSGA-II), redrawn while taken, then the nearest free config."""
+
+    def __init__(self, kind: str, study, space, sampler: Any, seed: int | None, redraws: int = 12):
+        self.kind, self.study, self.space, self.sampler = kind, study, space, sampler
+        self.rng, self.redraws = random.Random(seed), redraws
+        self.walks = 0  # proposals that came from the nearest-config walk, for the record
+
+    def propose(self, taken: set[str]) -> Config | None:
+        draws = self.study.sample(self.sampler, self.space, self.redraws)
+        for config in draws:
+            if config.to_json() not in taken:
+                return config
+        return self.nearest_free(draws[-1], taken)
+
+    def nearest_free(self, config: Config, taken: set[str]) -> Config | None:
+        best, best_d = None, math.inf
+        for other in _configs(self.space, self.rng, 4000):
+            if other.to_json() in taken:
+                continue
+            d = distance(self.space, config, other) + self.rng.random() * 1e-6
+            if d < best_d:
+                best, best_d = other, d
+        if best is not None:
+            self.walks += 1
+        return best
+
+
+def make_proposer(kind: str, study, space, seed: int | None, budget: int):
+    """The proposer of a sampler name: ``grid``, ``random``, ``tpe`` or ``nsga2``."""
+    if kind == "grid":
+        return GridProposer(space)
+    if kind == "random":
+        return RandomProposer(space, seed)
+    from ._optuna import make_sampler
+
+    return SamplerProposer(kind, study, space, make_sampler(kind, seed, budget), seed)

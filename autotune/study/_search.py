@@ -1,0 +1,243 @@
+"""The trial loop: propose a config no trial holds, measure it, check it, record it.
+
+Decisions here rest on robust figures: the default is trial 0 and is measured
+:data:`REFERENCE_ROUNDS` times (median), and the compile budget that prunes a trial is
+the best cost so far plus a margin for compile noise (at least :data:`BUDGET_MARGIN`, more
+when the default's own compile samples spread wider), so one optimistic sample cannot
+prune a config that would have won.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from .. import _select
+from .._config import Config
+from .._interrupt import Interrupted
+from .._measure import Measurement
+from .._objective import Objective
+from .._runner import Outcome, TrialFailed
+from ._guard import compare_outputs
+from ._optuna import Study, TrialView
+from ._predict import MARGIN, CompilePredictor
+from ._result import TrialRecord
+
+REFERENCE_ROUNDS = 3
+"""How many times the default is measured before its cost sets the compile budget."""
+
+BUDGET_MARGIN = 0.10
+"""The least relative margin added to the best cost when it becomes a compile budget."""
+
+
+def record_of(view: TrialView, objective: Objective) -> TrialRecord:
+    """A trial as the study's result shows it (its cost from the one selection rule)."""
+    config = view.config or Config()
+    if view.outcome is None:  # another worker's trial, still in flight
+        return TrialRecord(view.number, config, "running", None, view.reason or "being measured by another worker",
+                           view.measurement)
+    record = TrialRecord(view.number, config, view.outcome.value, None, view.reason, view.measurement,
+                         view.attrs.get("compile_s_at_least"))
+    point = record.point()
+    if point is None:
+        return record
+    return TrialRecord(record.number, record.config, record.state, _select.cost(point, objective), record.reason,
+                       record.measurement, record.compile_s_at_least)
+
+
+class Search:
+    """One process's share of a study's trials."""
+
+    def __init__(self, study: Study, space, runner, objective: Objective, search: str, proposer,
+                 device_key: str, *, rtol: float | None, atol: float | None, progress, latch):
+        self.study, self.space, self.runner, self.objective = study, space, runner, objective
+        self.search, self.proposer, self.device_key = search, proposer, device_key
+        self.rtol, self.atol, self.progress, self.latch = rtol, atol, progress, latch
+        self.default = space.default()
+        self.reference: Any = None
+        self.predictor = CompilePredictor(space)
+        self._observed: set[int] = set()
+
+    # -- what the study knows ---------------------------------------------------------------
+    def records(self) -> list[TrialRecord]:
+        return [record_of(v, self.objective) for v in self.study.trials(self.space)]
+
+    def points(self, records: list[TrialRecord] | None = None) -> list[dict[str, Any]]:
+        """One point per measured config (the first trial that measured it)."""
+        out: dict[str, dict[str, Any]] = {}
+        for r in records if records is not None else self.records():
+            p = r.point()
+            if p is not None:
+                out.setdefault(r.config.to_json(), p)
+        return list(out.values())
+
+    def budget(self, points: list[dict[str, Any]]) -> float | None:
+        """Compile seconds past which a config cannot win: best cost so far, plus noise margin."""
+        if self.search != "cost" or self.objective.compile_weight <= 0 or not points:
+            return None
+        best = _select.choose(points, self.objective, default=self.default.to_dict())
+        margin = BUDGET_MARGIN
+        d = next((p for p in points if _select.config_text(p["config"]) == self.default.to_json()), None)
+        if d is not None and d.get("rounds"):
+            compiles = [c for c, _ in d["rounds"]]
+            margin = max(margin, (max(compiles) - min(compiles)) / max(statistics.median(compiles), 1e-9))
+        return best.cost * (1 + margin) / self.objective.compile_weight
+
+    def _learn(self, records: list[TrialRecord]) -> None:
+        for r in records:
+            if r.number not in self._observed and r.state == Outcome.COMPLETE.value and r.measurement:
+                self._observed.add(r.number)
+                m = r.measurement
+                self.predictor.observe(r.config, float(m["trace_s"]) + float(m["lower_s"]) + float(m["compile_s"]))
+
+    # -- trials -------------------------------------------------------------------------
+    def _value(self, m: Measurement, rounds: list[list[float]] | None = None) -> Any:
+        if self.search == "pareto":
+            return [m.compile_total_s, m.run_s]
+        point = {"config": {}, "compile_s": m.compile_total_s, "run_s": m.run_s}
+        if rounds:
+            point["rounds"] = rounds
+        return _select.cost(point, self.objective)
+
+    def _measure_default(self) -> list[Measurement]:
+        """The default, measured REFERENCE_ROUNDS times: its medians are trial 0's figures."""
+        ms = [self.runner.measure(self.default)]
+        self.reference = ms[0].outputs
+        for _ in range(REFERENCE_ROUNDS - 1):
+            self.latch.check()
+            try:
+                ms.append(self.runner.measure(self.default))
+            except TrialFailed:
+                break
+        return ms
+
+    def reference_outputs(self, records: list[TrialRecord]) -> None:
+        """The default's outputs for the guard: measured now when the study already has its trial."""
+        if self.reference is None and any(r.config == self.default and r.point() is not None for r in records):
+            try:
+                self.reference = self.runner.measure(self.default).outputs
+            except Exception:  # the guard then compares with the first config that runs
+                self.reference = None
+
+    def step(self, config: Config, budget_s: float | None, taken: set[str]) -> None:
+        """Measure one config as a trial of the study."""
+        predicted = self.predictor.over_budget(config, budget_s) if config != self.default else None
+        trial, got = self.study.start(config, self.space, self.device_key)
+        owner = self.study.owner_of(got.to_json(), trial.number, self.space)
+        if owner is not None:
+            self.study.finish(trial, Outcome.DUPLICATE, reason=f"same config as trial {owner} (another worker drew "
+                              "it at the same moment); not measured twice")
+            return
+        if predicted is not None and got == config:
+            self.study.finish(trial, Outcome.PRUNED, predicted_compile_s=predicted,
+                              compile_s_at_least=predicted / MARGIN, reason=(
+                                  f"skipped before compiling: its predicted compile time {predicted:.3g} s (fit on "
+                                  f"{len(self.predictor.y)} trials) is over {MARGIN:g}x the compile budget of "
+                                  f"{budget_s:.3g} s, so it cannot win"))
+            return
+        self.progress.update(status=f"measuring {got}")
+        shared: dict[str, Any] = {}
+
+        def on_lowered(program_hash: str) -> Measurement | None:
+            hit = self._by_hash.get(program_hash)
+            if hit is not None:
+                shared["from"] = hit[0]
+                return hit[1]
+            return None
+
+        try:
+            if got == self.default and self.reference is None:
+                ms = self._measure_default()
+                m, rounds = _median(ms), [[x.compile_total_s, x.run_s] for x in ms]
+            else:
+                m = self.runner.measure(got, compile_budget_s=budget_s, on_lowered=on_lowered)
+                rounds = None
+        except TrialFailed as exc:
+            self.study.finish(trial, exc.outcome, reason=exc.reason, compile_s_at_least=exc.compile_s_at_least)
+            return
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: close this trial, keep the others
+            name = exc.name if isinstance(exc, Interrupted) else "SIGINT"
+            self.study.finish(trial, Outcome.INTERRUPTED, reason=f"interrupted ({name}) while being measured")
+            raise
+        except Exception as exc:  # a config that does not compile or run is a result, not a crash
+            self.study.finish(trial, Outcome.ERROR, reason=f"{type(exc).__name__}: {exc}")
+            return
+        if self.reference is None:
+            self.reference = m.outputs
+        why = compare_outputs(self.reference, m.outputs, self.rtol, self.atol) if m.outputs is not None else None
+        measurement = m.to_dict()
+        if rounds:
+            measurement["rounds"] = rounds
+        if why is not None:
+            self.study.finish(trial, Outcome.REJECTED, reason=f"correctness guard: {why}", measurement=measurement)
+            return
+        outcome = Outcome.SHARED if shared else Outcome.COMPLETE
+        reason = (f"lowered to the same program as trial {shared['from']}: its compile and run figures are shared"
+                  if shared else None)
+        self.study.finish(trial, outcome, value=self._value(m, rounds), reason=reason, measurement=measurement,
+                          program_hash=getattr(m, "program_hash", None), shared_with=shared.get("from"))
+        if getattr(m, "program_hash", None) and not shared:
+            self._by_hash[m.program_hash] = (trial.number, m)
+
+    def run(self, budget: int, deadline: float | None) -> None:
+        """Trials until the study holds ``budget`` counted trials, the deadline passes, or
+        every config is taken."""
+        self._by_hash: dict[str, tuple[int, Measurement]] = {}
+        first = True
+        while True:
+            self.latch.check()
+            if not first and deadline is not None and time.monotonic() > deadline:
+                return
+            self.study.reclaim_abandoned()
+            views = self.study.trials(self.space)
+            records = [record_of(v, self.objective) for v in views]
+            if first:
+                self.reference_outputs(records)
+                first = False
+            self._learn(records)
+            for v in views:
+                m = v.measurement
+                if v.outcome == Outcome.COMPLETE and m and m.get("program_hash"):
+                    self._by_hash.setdefault(m["program_hash"], (v.number, Measurement.from_dict(m)))
+            if _counted(views) >= budget:
+                return
+            taken = {v.config_json for v in views if v.takes_config}
+            config = self.default if self.default.to_json() not in taken else self.proposer.propose(taken)
+            if config is None:
+                return
+            self.step(config, self.budget(self.points(records)), taken)
+            self.progress.update(completed=min(budget, _counted(self.study.trials(self.space))),
+                                 status=self.status())
+
+    def status(self) -> str:
+        points = self.points()
+        if not points:
+            return "no measured config yet"
+        if self.search == "pareto":
+            return f"Pareto front of {len(_select.pareto_front(points))}"
+        best = _select.choose(points, self.objective, default=self.default.to_dict())
+        return f"best so far {best.cost:.4g} s: {Config.from_dict(best.config)}"
+
+
+def _counted(views: list[TrialView]) -> int:
+    """Trials that count toward the budget: distinct measurements (and trials in flight),
+    not duplicates, interrupted or abandoned trials, nor configs skipped on a prediction."""
+    n = 0
+    for v in views:
+        if v.state == "WAITING":
+            continue
+        if v.outcome is not None and (v.outcome.releases or "predicted_compile_s" in v.attrs):
+            continue
+        n += 1
+    return n
+
+
+def _median(ms: list[Measurement]) -> Measurement:
+    if len(ms) == 1:
+        return ms[0]
+    med = {k: statistics.median(getattr(m, k) for m in ms) for k in ("trace_s", "lower_s", "compile_s", "run_s",
+                                                                     "run_iqr_s")}
+    first = ms[0]
+    return Measurement(reps=sum(m.reps for m in ms), config=first.config, memory=first.memory, flops=first.flops,
+                       outputs=first.outputs, **med)

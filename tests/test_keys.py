@@ -1,0 +1,82 @@
+"""_keys: function keys that survive `python app.py` vs `import app`, signatures, device keys, study names."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import jax.numpy as jnp
+import pytest
+
+import autotune as at
+from autotune import _keys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+APP = textwrap.dedent('''
+    import jax.numpy as jnp
+    import autotune as at
+
+    @at.autotuned(cache={cache!r})
+    def step(x):
+        return at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=8, name="s")[0]
+
+    if __name__ == "__main__":
+        import sys
+        if sys.argv[1:] == ["tune"]:
+            step.tune(jnp.zeros(4), n_trials=2, timing={{"target_s": 0.01}}, confirm_rounds=1, isolate=False)
+        print("KEY", step.key, "SOURCE", step.config_for(jnp.zeros(4)).source)
+''')
+
+
+def run(args, cwd, **kw):
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": ROOT}, **kw)
+
+
+def test_a_script_function_has_the_same_key_run_as_a_script_and_imported(tmp_path):
+    (tmp_path / "app.py").write_text(APP.format(cache=str(tmp_path / "cache.db")))
+    tuned = run(["app.py", "tune"], tmp_path)
+    assert tuned.returncode == 0, tuned.stderr
+    assert "KEY app:step SOURCE cache" in tuned.stdout
+    imported = run(["-c", "import app, jax.numpy as jnp; print('KEY', app.step.key, 'SOURCE', "
+                    "app.step.config_for(jnp.zeros(4)).source)"], tmp_path)
+    assert "KEY app:step SOURCE cache" in imported.stdout, imported.stderr
+    # Under `python -m`, the module's own name.
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "app.py").write_text(APP.format(cache=str(tmp_path / "cache2.db")))
+    as_module = run(["-m", "pkg.app"], tmp_path)
+    assert "KEY pkg.app:step" in as_module.stdout, as_module.stderr
+
+
+def test_a_lambda_or_closure_warns_once_and_names_key():
+    def outer():
+        @at.autotuned
+        def inner(x):
+            return x + 1
+
+        return inner
+
+    with pytest.warns(RuntimeWarning, match="key="):
+        outer()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        outer()  # once per key
+        at.autotuned(key="tests:named")(lambda x: x)  # an explicit key: no warning
+    assert _keys.unstable_key_reason("m:<lambda>") and _keys.unstable_key_reason("m:f.<locals>.g")
+    assert _keys.unstable_key_reason("m:Class.method") is None
+
+
+def test_signature_device_key_and_study_name_are_deterministic():
+    sig = _keys.signature((jnp.zeros((2, 3), jnp.float32), 4), {"k": jnp.ones(2, jnp.int32)})
+    assert "float32[2,3]" in sig and "static:4" in sig and "int32[2]" in sig
+    info = _keys.device_info()
+    assert _keys.device_key(info) == f"{info['platform']}|{info['device_kind']}|{info['device_count']}|" \
+                                     f"jax={info['jax']}|jaxlib={info['jaxlib']}"
+    obj = at.Objective(expected_calls=1000)
+    name = _keys.study_name("m:f", "0123456789abcdef", sig, info, obj)
+    assert name == _keys.study_name("m:f", "0123456789abcdef", sig, info, obj)
+    assert name.startswith("m:f@0123456789/") and name.endswith("calls=1000,cw=1,rw=1")
+    assert _keys.study_name("m:f", "0123456789abcdef", sig, info, obj, "pareto").endswith("/pareto")

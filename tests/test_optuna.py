@@ -1,0 +1,174 @@
+"""The study storage: trials of dead or stopped processes are reclaimed, first tunes in one fresh
+database do not race, storage errors are one clear line."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import jax.numpy as jnp
+import optuna
+import pytest
+
+import autotune as at
+from autotune.study import _optuna
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# A study whose full unroll compiles for seconds: a trial is RUNNING long enough to kill.
+STUDY = textwrap.dedent('''
+    import jax.numpy as jnp
+    import autotune as at
+
+    def body(c, _):
+        for k in range(8):
+            c = jnp.sin(c) * 0.9 + jnp.cos(c * (k + 1)) * 0.1
+        return c, None
+
+    @at.autotuned(expected_calls=10**6, key="slowstudy:f")
+    def f(x):
+        return at.loop(body, x, length=400, name="slow", repr="scan")[0]
+
+    def examples():
+        return [(f, (jnp.ones(8),))]
+''')
+
+TUNE = textwrap.dedent('''
+    import sys
+    sys.path.insert(0, {folder!r})
+    import slowstudy
+    slowstudy.f.tune(*slowstudy.examples()[0][1], sampler="grid", storage={storage!r}, isolate=False,
+                     timing={{"target_s": 0.01, "min_reps": 3, "warmup": 1}}, confirm_rounds=1, progress=False)
+''')
+
+
+def start_tuner(tmp_path, **env):
+    (tmp_path / "slowstudy.py").write_text(STUDY)
+    storage = str(tmp_path / "studies.db")
+    script = TUNE.format(folder=str(tmp_path), storage=storage)
+    proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": ROOT, **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return proc, storage
+
+
+def wait_for_running(storage: str, proc, timeout: float = 240.0):
+    """The study's RUNNING trial of the slow (fully unrolled) config, once the tuner is in it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        if os.path.exists(storage):
+            try:
+                names = optuna.study.get_all_study_names(storage="sqlite:///" + storage)
+            except Exception:
+                names = []
+            for name in names:
+                study = optuna.load_study(study_name=name, storage="sqlite:///" + storage)
+                for t in study.get_trials(deepcopy=False):
+                    if t.state.name == "RUNNING" and '"for"' in t.user_attrs.get("config", ""):
+                        return name, t.number
+        time.sleep(0.2)
+    raise AssertionError("the tuner never started measuring the slow config")
+
+
+def resume(tmp_path, storage):
+    import importlib
+    import sys as _sys
+
+    _sys.path.insert(0, str(tmp_path))
+    try:
+        mod = importlib.import_module("slowstudy")
+        return mod.f.tune(*mod.examples()[0][1], sampler="grid", storage=storage, isolate=False,
+                          timing={"target_s": 0.01, "min_reps": 3, "warmup": 1}, confirm_rounds=1, store=False)
+    finally:
+        _sys.path.remove(str(tmp_path))
+        _sys.modules.pop("slowstudy", None)
+
+
+@pytest.mark.slow
+def test_a_trial_of_a_killed_process_is_reclaimed_and_its_config_measured(tmp_path):
+    proc, storage = start_tuner(tmp_path)
+    try:
+        name, number = wait_for_running(storage, proc)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    r = resume(tmp_path, storage)
+    states = {t.number: t.state for t in r.trials}
+    assert states[number] == "abandoned"
+    assert "is gone" in next(t.reason for t in r.trials if t.number == number)
+    measured = [t for t in r.trials if t.state not in ("abandoned", "duplicate", "interrupted")]
+    assert len({t.config.to_json() for t in measured}) == r.space_size  # every config, the killed one too
+
+
+@pytest.mark.slow
+def test_a_stopped_process_loses_its_trial_once_its_lease_runs_out(tmp_path, monkeypatch):
+    proc, storage = start_tuner(tmp_path, AUTOTUNE_LEASE_S="3")
+    try:
+        name, number = wait_for_running(storage, proc)
+        os.kill(proc.pid, signal.SIGSTOP)  # alive (same host, same pid) but no longer renewing its lease
+        monkeypatch.setattr(_optuna, "LEASE_S", 3.0)
+        study = _optuna.Study(name, "sqlite:///" + storage, 1)
+        try:
+            assert study.reclaim_abandoned() == []  # the lease has not run out yet
+            time.sleep(4.0)
+            assert study.reclaim_abandoned() == [number]
+        finally:
+            study.close()
+        trial = optuna.load_study(study_name=name, storage="sqlite:///" + storage).trials[number]
+        assert trial.state.name == "FAIL" and trial.user_attrs["outcome"] == "abandoned"
+        assert "lease" in trial.user_attrs["reason"]
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+CLI_STUDY = textwrap.dedent('''
+    import jax.numpy as jnp
+    import autotune as at
+
+    @at.autotuned(expected_calls=100)
+    def g(x):
+        return at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="g")[0]
+
+    def examples():
+        return [(g, (jnp.zeros(4),))]
+''')
+
+
+@pytest.mark.slow
+def test_four_first_tunes_in_one_fresh_database_all_succeed(tmp_path):
+    studies = []
+    for i in range(4):  # four different study files: four studies created at once in one fresh studies.db
+        path = tmp_path / f"first{i}.py"
+        path.write_text(CLI_STUDY.replace("def g(", f"def g{i}(").replace("(g, ", f"(g{i}, "))
+        studies.append(path)
+    storage = tmp_path / "studies.db"
+    procs = [subprocess.Popen([sys.executable, "-m", "autotune", "tune", str(p), "--storage", str(storage),
+                               "--cache", str(tmp_path / "cache.db"), "--trials", "2", "--run-seconds", "0.01",
+                               "--json"], env={**os.environ, "PYTHONPATH": ROOT},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in studies]
+    results = [p.communicate(timeout=600) + (p.returncode,) for p in procs]
+    for out, err, rc in results:
+        assert rc == 0, err[-2000:]
+    assert len(optuna.study.get_all_study_names(storage="sqlite:///" + str(storage))) == 4
+
+
+def test_an_unusable_storage_is_one_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(at.StudyError, match="study storage") as info:
+        at.tune(lambda x: x * 2, jnp.ones(2), storage=str(blocker / "studies.db"), isolate=False)
+    assert "Traceback" not in str(info.value)
+    with pytest.raises(at.StudyError, match="driver|pip install"):
+        at.tune(lambda x: x * 2, jnp.ones(2), storage="postgresql+pg8000://u:secret@127.0.0.1:1/db", isolate=False)
+
+
+def test_a_password_in_the_storage_url_is_never_shown(tmp_path):
+    with pytest.raises(at.StudyError) as info:
+        at.tune(lambda x: x * 2, jnp.ones(2), storage="postgresql+pg8000://user:hunter2@127.0.0.1:1/db",
+                isolate=False)
+    assert "hunter2" not in str(info.value) and "user:***@" in str(info.value)

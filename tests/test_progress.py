@@ -1,0 +1,51 @@
+"""Progress: shown by default at a terminal (a real pseudo-terminal), silent through a pipe."""
+
+import os
+import pty
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SCRIPT = textwrap.dedent('''
+    import jax.numpy as jnp
+    import autotune as at
+
+    def f(x):
+        return at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="p")[0]
+
+    r = at.tune(f, jnp.zeros(4), storage={storage!r}, isolate=False, timing={{"target_s": 0.01}}, confirm_rounds=1
+                {extra})
+    print("DONE", r.best_config)
+''')
+
+
+def run_under_pty(script: str) -> str:
+    """Run ``script`` with stdout and stderr on a real pseudo-terminal; return what it wrote."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
+                            env={**os.environ, "PYTHONPATH": ROOT, "COLUMNS": "100"}, close_fds=True)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=300)
+    os.close(master)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_progress_is_shown_at_a_terminal_and_not_through_a_pipe(tmp_path):
+    at_terminal = run_under_pty(SCRIPT.format(storage=str(tmp_path / "a.db"), extra=""))
+    assert "DONE" in at_terminal and "tuning" in at_terminal and "best so far" in at_terminal
+    piped = subprocess.run([sys.executable, "-c", SCRIPT.format(storage=str(tmp_path / "b.db"), extra="")],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=300)
+    assert "DONE" in piped.stdout and "tuning" not in piped.stderr
+    quiet = run_under_pty(SCRIPT.format(storage=str(tmp_path / "c.db"), extra=", progress=False"))
+    assert "DONE" in quiet and "tuning" not in quiet

@@ -1,0 +1,206 @@
+"""_select: the one home of the winner rule, the re-pick by call count, the crossovers and the honest range."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+
+import autotune as at
+from autotune import _select
+from autotune._select import best_at, crossover_intervals, format_calls, intervals_json, pareto_front
+
+
+def best_for(points, calls, cw=1.0, rw=1.0):
+    return _select.winner(points, {"expected_calls": calls, "compile_weight": cw, "runtime_weight": rw})
+
+# Three configs with binary-exact seconds, so the crossovers are exact by hand:
+#   cost(N) = compile + N * run
+#   SCAN:   1 + N/128        UNROLL: 3 + N/256        FOR: 11 + N/512
+#   SCAN = UNROLL at 2 = N/256          -> N = 512
+#   UNROLL = FOR  at 8 = N/512          -> N = 4096
+#   (SCAN = FOR at 10 = 3N/512 -> N = 1706.67, inside UNROLL's interval: not a crossover)
+SCAN = {"l": {"repr": "scan", "unroll": 1}}
+UNROLL = {"l": {"repr": "scan", "unroll": 4}}
+FOR = {"l": {"repr": "for", "unroll": 1}}
+THREE = [
+    {"config": SCAN, "compile_s": 1.0, "run_s": 2.0 ** -7},
+    {"config": UNROLL, "compile_s": 3.0, "run_s": 2.0 ** -8},
+    {"config": FOR, "compile_s": 11.0, "run_s": 2.0 ** -9},
+]
+
+
+def test_crossovers_match_the_hand_computed_example():
+    assert crossover_intervals(THREE) == [
+        {"config": SCAN, "from_calls": 0.0, "to_calls": 512.0},
+        {"config": UNROLL, "from_calls": 512.0, "to_calls": 4096.0},
+        {"config": FOR, "from_calls": 4096.0, "to_calls": math.inf},
+    ]
+
+
+def test_crossovers_scale_with_the_weights_and_ignore_input_order():
+    # compile counts double: every crossover N doubles; runtime counts double: every N halves.
+    shuffled = THREE[:]
+    random.Random(3).shuffle(shuffled)
+    assert [(i["from_calls"], i["to_calls"]) for i in crossover_intervals(shuffled, compile_weight=2.0)] == [
+        (0.0, 1024.0), (1024.0, 8192.0), (8192.0, math.inf)]
+    assert [(i["from_calls"], i["to_calls"]) for i in crossover_intervals(shuffled, runtime_weight=2.0)] == [
+        (0.0, 256.0), (256.0, 2048.0), (2048.0, math.inf)]
+
+
+def test_decimal_seconds_give_the_crossovers_to_rounding():
+    pts = [{"config": "a", "compile_s": 0.5, "run_s": 1e-3}, {"config": "b", "compile_s": 10.0, "run_s": 1e-4}]
+    (a, b) = crossover_intervals(pts)
+    assert a["config"] == "a" and b["config"] == "b"
+    assert a["to_calls"] == b["from_calls"] == pytest.approx(9.5 / 9e-4, rel=1e-12)
+
+
+def test_a_front_config_above_the_envelope_never_wins_and_ties_are_deterministic():
+    # MID is on the Pareto front (between UNROLL and FOR on both axes) but its line passes
+    # exactly through the UNROLL/FOR crossover: 7 + 4096 * 3/1024 = 19 = 3 + 16 = 11 + 8.
+    mid = {"config": {"l": {"repr": "scan", "unroll": 2}}, "compile_s": 7.0, "run_s": 3 * 2.0 ** -10}
+    front = pareto_front(THREE + [mid])
+    assert mid in front
+    got = crossover_intervals(front)
+    assert [i["config"] for i in got] == [SCAN, UNROLL, FOR]
+    assert got[2]["from_calls"] == 4096.0
+    # Two configs with the same seconds: the one with the smaller canonical JSON wins, as in best_for.
+    twin = {"config": {"l": {"repr": "fori", "unroll": 1}}, "compile_s": 1.0, "run_s": 2.0 ** -7}
+    for order in ([twin] + THREE, THREE + [twin]):
+        first = crossover_intervals(order)[0]["config"]
+        assert first == twin["config"]  # '{"l":{"repr":"fori"...' < '{"l":{"repr":"scan"...'
+        assert best_for(order, 10)["config"] == first
+
+
+def test_dominated_points_get_no_interval_and_edge_cases():
+    dominated = {"config": "slow", "compile_s": 12.0, "run_s": 0.01}
+    assert [i["config"] for i in crossover_intervals(THREE + [dominated])] == [SCAN, UNROLL, FOR]
+    assert crossover_intervals([]) == []
+    assert crossover_intervals(THREE[:1]) == [{"config": SCAN, "from_calls": 0.0, "to_calls": math.inf}]
+    # Only runtime counts: the fastest runner wins from 0 calls on; only compile counts: the fastest compiler.
+    assert crossover_intervals(THREE, compile_weight=0) == [{"config": FOR, "from_calls": 0.0, "to_calls": math.inf}]
+    assert crossover_intervals(THREE, runtime_weight=0) == [{"config": SCAN, "from_calls": 0.0, "to_calls": math.inf}]
+    with pytest.raises(ValueError, match="compile_s"):
+        crossover_intervals([{"config": "x", "run_s": 1.0}])
+    with pytest.raises(ValueError, match="run_s"):
+        crossover_intervals([{"config": "x", "compile_s": 1.0, "run_s": -1.0}])
+    with pytest.raises(ValueError, match="compile_weight"):
+        crossover_intervals(THREE, compile_weight=math.nan)
+
+
+def test_intervals_agree_with_best_for_and_rescore_between_crossovers():
+    rnd = random.Random(7)
+    for _ in range(50):
+        pts = [{"config": {"l": {"repr": "scan", "unroll": k}}, "compile_s": rnd.uniform(0.01, 20),
+                "run_s": rnd.uniform(1e-6, 1e-2)} for k in range(1, 9)]
+        cw, rw = rnd.choice([0.5, 1.0, 3.0]), rnd.choice([0.25, 1.0, 2.0])
+        intervals = crossover_intervals(pts, cw, rw)
+        assert intervals[0]["from_calls"] == 0.0 and intervals[-1]["to_calls"] == math.inf
+        for left, right in zip(intervals, intervals[1:]):
+            assert left["to_calls"] == right["from_calls"] > left["from_calls"]
+        for it in intervals:
+            b = it["to_calls"] if it["to_calls"] < math.inf else it["from_calls"] * 10 + 10
+            probe = math.sqrt(max(it["from_calls"], 1e-3) * b) if it["from_calls"] > 0 else b / 2
+            assert best_for(pts, probe, cw, rw)["config"] == it["config"] == best_at(intervals, probe)
+
+
+def test_pareto_front_is_one_function_everywhere():
+    assert pareto_front is at.pareto_front
+    assert at.crossover_intervals is crossover_intervals
+    pts = [{"config": "b", "compile_s": 2.0, "run_s": 1.0}, {"config": "a", "compile_s": 2.0, "run_s": 1.0},
+           {"config": "c", "compile_s": 1.0, "run_s": 3.0}, {"config": "d", "compile_s": 3.0, "run_s": 1.5}]
+    assert [p["config"] for p in pareto_front(pts)] == ["c", "a"]
+
+
+def test_format_and_json_helpers():
+    assert [format_calls(x) for x in (0.0, 37.5, 1250.4, math.inf)] == ["0", "37.5", "1,250", "∞"]
+    assert json.loads(json.dumps(intervals_json(crossover_intervals(THREE))))[-1]["to_calls"] is None
+
+
+
+
+# --------------------------------------------------------------- the paired winner rule
+
+DEFAULT = {"l": {"repr": "scan", "unroll": 1}}
+OTHER = {"l": {"repr": "for", "unroll": 1}}
+
+
+def point(config, rounds):
+    rounds = [list(r) for r in rounds]
+    med = lambda i: sorted(r[i] for r in rounds)[len(rounds) // 2]  # noqa: E731
+    return {"config": config, "compile_s": med(0), "run_s": med(1), "rounds": rounds}
+
+
+def test_a_challenger_must_beat_the_default_on_the_median_and_in_most_rounds():
+    obj = at.Objective(expected_calls=0)  # cost = compile seconds: easy to read
+    # Lower median, but it won only one paired round of three: noise, the default stays.
+    noisy = [point(DEFAULT, [(0.9, 0), (1.0, 0), (1.3, 0)]), point(OTHER, [(0.95, 0), (1.1, 0), (0.7, 0)])]
+    assert _select.winner(noisy, obj, DEFAULT)["config"] == DEFAULT
+    # Without the default the same points are the plain lower envelope.
+    assert _select.winner(noisy, obj)["config"] == OTHER
+    clear = [point(DEFAULT, [(1.0, 0), (1.1, 0), (0.9, 0)]), point(OTHER, [(0.5, 0), (0.6, 0), (0.4, 0)])]
+    assert _select.winner(clear, obj, DEFAULT)["config"] == OTHER
+    choice = _select.choose(clear, obj, default=DEFAULT)
+    assert choice.config == OTHER and choice.cost == 0.5 and choice.in_range
+
+
+def test_choose_and_the_intervals_agree_everywhere_and_at_every_boundary():
+    rnd = random.Random(11)
+    for _ in range(40):
+        pts = []
+        for k in range(rnd.randint(1, 5)):
+            c0, r0 = rnd.uniform(0.1, 3), rnd.uniform(1e-5, 1e-3)
+            pts.append(point({"l": {"repr": "scan", "unroll": k + 1}},
+                             [(c0 * rnd.uniform(1, 1.3), r0 * rnd.uniform(1, 1.3)) for _ in range(rnd.choice([1, 3, 4, 5]))]))
+        default = pts[0]["config"]
+        intervals = crossover_intervals(pts, default=default)
+        for it in intervals:  # a boundary belongs to the stretch it starts, for choose() too
+            assert _select.winner(pts, {"expected_calls": it["from_calls"]}, default)["config"] == it["config"]
+        for _ in range(20):
+            n = rnd.choice([rnd.uniform(0, 10), rnd.uniform(0, 1e4), rnd.uniform(0, 1e7)])
+            assert _select.winner(pts, {"expected_calls": n}, default)["config"] == best_at(intervals, n)
+
+
+def test_the_tuned_count_and_its_neighbours_give_the_tuned_winner_unless_a_crossover_lies_between():
+    # scan wins below 512 calls, unroll above (exact binary seconds, three identical rounds each).
+    scan = point(SCAN, [(1.0, 2.0 ** -7)] * 3)
+    unroll = point(UNROLL, [(3.0, 2.0 ** -8)] * 3)
+    pts = [scan, unroll]
+    for n in (1000, 999, 1001):
+        assert _select.winner(pts, {"expected_calls": n}, SCAN)["config"] == UNROLL
+    assert _select.winner(pts, {"expected_calls": 511}, SCAN)["config"] == SCAN
+    assert _select.winner(pts, {"expected_calls": 512}, SCAN)["config"] == UNROLL  # the stretch it starts
+
+
+def test_cost_is_the_median_of_the_round_costs():
+    p = point(SCAN, [(1.0, 0.001), (2.0, 0.0), (3.0, 0.003)])
+    # round costs at 1000 calls: 2.0, 2.0, 6.0
+    assert _select.cost(p, at.Objective(expected_calls=1000)) == 2.0
+    assert _select.cost({"config": SCAN, "compile_s": 1.0, "run_s": 0.001}, at.Objective(expected_calls=10)) == 1.01
+
+
+# --------------------------------------------------------------- the honest range
+
+def test_a_grid_with_stopped_configs_is_complete_only_up_to_where_they_could_win():
+    pts = [point(SCAN, [(1.0, 2.0 ** -7)] * 3), point(UNROLL, [(3.0, 2.0 ** -8)] * 3)]
+    obj = at.Objective(expected_calls=1000)
+    # A config pruned after 8 s of compiling might run in no time: it beats the winner
+    # (3 + N/256) once that costs more than 8 s, at N = 1280.
+    r = _select.complete_range(pts, obj, default=SCAN, stopped=[(FOR, 8.0)])
+    assert r["from_calls"] == 0.0 and r["to_calls"] == pytest.approx(1280.0)
+    assert _select.in_range(r, 1280) and not _select.in_range(r, 1281)
+    assert _select.range_text(r) == "[0, 1,280]"
+    # Nothing stopped, everything measured: every call count.
+    full = _select.complete_range(pts, obj, default=SCAN)
+    assert full["to_calls"] == math.inf and _select.range_text(full) == "[0, ∞)"
+    # The tuned count is always covered, even when noise put the bound below it.
+    low = _select.complete_range(pts, obj, default=SCAN, stopped=[(FOR, 2.0)])
+    assert low["to_calls"] == 1000
+    # A sampled search that never measured some configs decides only its own call count.
+    sampled = _select.complete_range(pts, obj, default=SCAN, unmeasured=5)
+    assert (sampled["from_calls"], sampled["to_calls"]) == (1000, 1000) and "never measured" in sampled["why"]
+    choice = _select.choose(pts, at.Objective(expected_calls=10 ** 6), default=SCAN, complete=r)
+    assert choice.config == UNROLL and not choice.in_range
+    assert json.loads(json.dumps(_select.range_json(full)))["to_calls"] is None

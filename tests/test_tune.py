@@ -1,0 +1,245 @@
+"""at.tune: finds clear winners, resumes, counts distinct measurements, survives signals, never loses to the default."""
+
+import json
+
+import jax.numpy as jnp
+import optuna
+import pytest
+
+import autotune as at
+from autotune import _select, cli
+from autotune._select import pareto_front
+from autotune.cache import Cache
+
+FAST = {"target_s": 0.02, "min_reps": 3, "warmup": 1}
+
+
+def heavy(x):
+    # A body with many ops over 32 steps: full unroll makes XLA compile a much larger program.
+    def body(c, _):
+        for k in range(6):
+            c = jnp.sin(c) * 0.9 + jnp.cos(c * (k + 1)) * 0.1
+        return c, None
+
+    return at.loop(body, x, length=32, name="heavy")[0]
+
+
+def tiny(x):
+    # One scalar op per step.
+    return at.loop(lambda c, _: (c * 0.999 + 0.001, None), x, length=32, name="tiny")[0]
+
+
+def last_only(xs):
+    # Each step overwrites the carry: unrolled, XLA drops every step but the last
+    # (cross-iteration dead-code elimination a rolled loop cannot do).
+    def body(c, x):
+        y = jnp.tanh(x @ x) @ x
+        return jnp.tanh(y @ y), None
+
+    return at.loop(body, jnp.zeros((48, 48)), xs, name="last")[0]
+
+
+def test_compile_only_objective_never_picks_full_unroll(tmp_path):
+    r = at.tune(heavy, jnp.ones(16), expected_calls=0, storage=str(tmp_path / "s.db"), sampler="grid",
+                timing=FAST, confirm_rounds=2)
+    assert r.sampler == "grid" and len(r.trials) == r.space_size
+    assert r.best_config["heavy"].repr != "for", r.best_config
+    for_trials = [t for t in r.trials if t.config["heavy"].repr == "for"]
+    # The full unroll either gets pruned by the compile budget or costs far more.
+    assert for_trials and all(t.state == "pruned" or t.cost > 1.5 * r.best_cost for t in for_trials)
+
+
+def test_finds_the_clear_winner(tmp_path):
+    xs = jnp.ones((32, 48, 48)) * 0.01
+    r = at.tune(last_only, xs, expected_calls=1000, storage=str(tmp_path / "s.db"), sampler="grid",
+                timing=FAST, confirm_rounds=2)
+    assert r.best_config == at.Config({"last": {"repr": "for"}})
+    assert r.default_cost > 2 * r.best_cost
+
+
+def test_trial_zero_is_default_and_measurements_are_stored(tmp_path):
+    storage = str(tmp_path / "s.db")
+    r = at.tune(tiny, jnp.ones(()), n_trials=3, sampler="random", storage=storage, timing=FAST, confirm_rounds=1)
+    study = optuna.load_study(study_name=r.study_name, storage="sqlite:///" + storage)
+    first = study.trials[0]
+    assert at.Config.from_json(first.user_attrs["config"]) == at.Config({"tiny": {"repr": "scan", "unroll": 1}})
+    m = first.user_attrs["measurement"]
+    assert {"trace_s", "lower_s", "compile_s", "run_s"} <= set(m) and m["run_s"] > 0
+    assert all(t.user_attrs.get("device") for t in study.trials)
+
+
+def test_resume_continues_the_same_study(tmp_path):
+    storage = str(tmp_path / "s.db")
+    r1 = at.tune(tiny, jnp.ones(()), n_trials=3, sampler="tpe", storage=storage, timing=FAST, confirm_rounds=1)
+    r2 = at.tune(tiny, jnp.ones(()), n_trials=5, sampler="tpe", storage=storage, timing=FAST, confirm_rounds=1)
+    assert r1.study_name == r2.study_name
+    assert len(r1.trials) == 3 and len(r2.trials) == 5
+    assert [t.config for t in r2.trials[:3]] == [t.config for t in r1.trials]
+
+
+def test_grid_resume_measures_nothing_twice(tmp_path):
+    storage = str(tmp_path / "s.db")
+    r1 = at.tune(tiny, jnp.ones(()), sampler="grid", storage=storage, timing=FAST, confirm_rounds=1)
+    r2 = at.tune(tiny, jnp.ones(()), sampler="grid", storage=storage, timing=FAST, confirm_rounds=1)
+    assert len(r2.trials) == len(r1.trials) == r1.space_size
+
+
+def test_rescore_flips_with_call_count(tmp_path):
+    r = at.tune(heavy, jnp.ones(16), storage=str(tmp_path / "s.db"), sampler="grid", timing=FAST, confirm_rounds=1)
+    few, _ = r.rescore(at.Objective(expected_calls=0))
+    assert few["heavy"].repr != "for"
+    assert len(r.pareto) >= 1
+    fastest_run = min(r.pareto, key=lambda p: p["run_s"])
+    many, _ = r.rescore(at.Objective(expected_calls=1e12))
+    assert many == at.Config.from_dict(fastest_run["config"])
+
+
+def test_pareto_front_by_hand():
+    pts = [{"config": {}, "compile_s": c, "run_s": r} for c, r in [(1, 5), (2, 3), (3, 4), (4, 1), (5, 1)]]
+    assert [(p["compile_s"], p["run_s"]) for p in pareto_front(pts)] == [(1, 5), (2, 3), (4, 1)]
+
+
+def test_bad_sampler_and_trials():
+    with pytest.raises(at.StudyError, match="sampler"):
+        at.tune(tiny, jnp.ones(()), sampler="annealing")
+    with pytest.raises(at.StudyError, match="n_trials"):
+        at.tune(tiny, jnp.ones(()), n_trials=0)
+
+
+# --------------------------------------------------------------- distinct measurements
+
+def two_loops(x):
+    # 2 sites x (scan unroll 1, 2, 4, 8, 16 + for + fori 1..16) : a space of over 60 configs.
+    a = at.loop(lambda c, _: (c * 0.999 + 0.001, None), x, length=32, name="a")[0]
+    return at.loop(lambda c, _: (jnp.sin(c) * 0.5, None), a, length=32, name="b")[0]
+
+
+def test_every_trial_is_a_new_measurement_and_the_default_is_measured_three_times(tmp_path):
+    storage = str(tmp_path / "s.db")
+    r = at.tune(two_loops, jnp.ones(4), n_trials=30, sampler="tpe", storage=storage, timing=FAST,
+                confirm_rounds=1, isolate=False)
+    assert r.space_size >= 60
+    configs = [t.config for t in r.trials]
+    duplicates = sum(1 for t in r.trials if t.state == "duplicate")
+    assert duplicates <= 0.05 * len(r.trials)
+    counted = [t for t in r.trials if t.state != "duplicate"]
+    assert len(counted) == 30 and len({c.to_json() for c in configs}) == len(configs)
+    first = r.trials[0]
+    assert first.config == r.default_config and len(first.measurement["rounds"]) == 3
+    # The study's sampler really is TPE, and no trial was told a copied value.
+    study = optuna.load_study(study_name=r.study_name, storage="sqlite:///" + storage)
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert all(t.user_attrs["outcome"] in ("complete", "shared") for t in complete)
+
+
+def test_random_and_grid_never_repeat_and_resume_without_repeating(tmp_path):
+    storage = str(tmp_path / "s.db")
+    r1 = at.tune(two_loops, jnp.ones(4), n_trials=8, sampler="random", storage=storage, timing=FAST,
+                 confirm_rounds=1, isolate=False)
+    r2 = at.tune(two_loops, jnp.ones(4), n_trials=14, sampler="random", storage=storage, timing=FAST,
+                 confirm_rounds=1, isolate=False)
+    assert len(r1.trials) == 8 and len(r2.trials) == 14
+    assert len({t.config.to_json() for t in r2.trials}) == 14
+
+
+def test_the_winner_cost_and_the_stored_winner_come_from_the_one_rule(tmp_path):
+    from autotune import _select
+
+    r = at.tune(heavy, jnp.ones(16), storage=str(tmp_path / "s.db"), sampler="grid", timing=FAST,
+                confirm_rounds=3, isolate=False)
+    choice = _select.choose(r.confirmed, r.objective, default=r.default_config.to_dict())
+    assert r.best_config == at.Config.from_dict(choice.config) and r.best_cost == choice.cost
+    assert r.rescore(r.objective) == (r.best_config, r.best_cost)
+    assert all(len(p["rounds"]) == 3 for p in r.confirmed)
+    study = optuna.load_study(study_name=r.study_name, storage="sqlite:///" + str(tmp_path / "s.db"))
+    assert study.user_attrs["winner"] == r.best_config.to_dict()
+    # A grid that measured everything is complete for every call count it did not stop a config for.
+    assert r.complete_range["from_calls"] == 0.0
+
+
+def test_a_config_predicted_far_over_the_budget_is_skipped_not_compiled(tmp_path):
+    from autotune.study._predict import CompilePredictor
+    from autotune._space import Space
+
+    space = Space(at.sites(heavy, jnp.ones(16)))
+    predictor = CompilePredictor(space)
+    configs = list(space.configs())
+    fake = {c.to_json(): 0.1 + 0.01 * sum(_copies(space, c).values()) for c in configs}
+    for c in configs[:6]:
+        predictor.observe(c, fake[c.to_json()])
+    full = next(c for c in configs if c["heavy"].repr == "for")
+    predicted = predictor.predict(full)
+    assert predicted == pytest.approx(fake[full.to_json()], rel=0.05)
+    assert predictor.over_budget(full, predicted / 2.5) == pytest.approx(predicted)
+    assert predictor.over_budget(full, predicted) is None  # within the margin: compile it
+
+
+def _copies(space, config):
+    from autotune.study._predict import copies
+
+    return copies(space, config)
+
+
+# --------------------------------------------------------------- NSGA-II tuning
+
+
+def smooth(x):
+    return at.loop(lambda c, _: (jnp.sin(0.5 * c) + 1.0, None), x, length=8, name="smooth")[0]
+
+
+def test_pareto_search_with_nsga2(tmp_path):
+    storage = str(tmp_path / "s.db")
+    fast = {"timing": FAST, "confirm_rounds": 1, "isolate": False}
+    r = at.tune(smooth, jnp.zeros(16), objective="pareto", n_trials=6, storage=storage, expected_calls=1000, **fast)
+    assert (r.search, r.sampler) == ("pareto", "nsga2")
+    assert r.study_name.endswith("/pareto")
+    study = optuna.load_study(study_name=r.study_name, storage="sqlite:///" + storage)
+    assert len(study.directions) == 2
+    assert study.user_attrs["search"] == "pareto"
+    complete = [t for t in study.get_trials() if t.state.name == "COMPLETE"]
+    assert len(study.get_trials()) == 6 and complete
+    for t in complete:  # both objectives: total compile seconds and run seconds
+        m = t.user_attrs["measurement"]
+        assert t.values == pytest.approx([m["trace_s"] + m["lower_s"] + m["compile_s"], m["run_s"]])
+    # The winner is the confirmed config cheapest for expected_calls; the trials have costs.
+    assert r.best_cost == _select.choose(r.confirmed, r.objective, default=r.default_config.to_dict()).cost
+    assert all(t.cost is not None for t in r.trials if t.state == "complete")
+    assert r.pareto and r.default_cost >= r.best_cost
+
+    # Another call count re-uses the same study (its name has no call count) and picks from the front.
+    r2 = at.tune(smooth, jnp.zeros(16), objective="pareto", n_trials=7, storage=storage, expected_calls=1, **fast)
+    assert r2.study_name == r.study_name and len(r2.trials) == 7
+    # A cost search of the same function is a different study.
+    assert at.tune(smooth, jnp.zeros(16), n_trials=2, storage=storage, sampler="random", confirm_top=1,
+                   **fast).study_name != r.study_name
+    with pytest.raises(at.StudyError, match="objective"):
+        at.tune(smooth, jnp.zeros(16), objective="fastest", storage=storage)
+
+
+STUDY_FILE = '''
+import jax.numpy as jnp
+import autotune as at
+
+@at.autotuned(expected_calls=100)
+def smooth(x):
+    return at.loop(lambda c, _: (jnp.sin(0.5 * c) + 1.0, None), x, length=4, name="smooth")[0]
+
+def examples():
+    return [(smooth, (jnp.zeros(8),))]
+'''
+
+
+def test_cli_tune_objective_pareto_stores_a_pareto_entry(tmp_path, capsys):
+    study_file = tmp_path / "at_pareto_cli_study.py"
+    study_file.write_text(STUDY_FILE)
+    cache = str(tmp_path / "cache.db")
+    argv = ["tune", str(study_file), "--objective", "pareto", "--trials", "3", "--cache", cache, "--json"]
+    argv += ["--run-seconds", "0.01"]
+    assert cli.main(argv) == 0
+    (res,) = json.loads(capsys.readouterr().out)
+    assert res["study"].endswith("/pareto") and res["pareto"]
+    (entry,) = Cache(cache).entries()
+    assert entry.study_name == res["study"] and entry.pareto and entry.config == res["best_config"]
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    names = optuna.study.get_all_study_names(storage="sqlite:///" + str(tmp_path / "studies.db"))
+    assert names == [res["study"]]
