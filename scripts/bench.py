@@ -173,7 +173,7 @@ def tune_supports(name: str) -> bool:
 def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
     from autotune import Objective, tune
     from autotune._space import Space
-    from autotune._study import compare_outputs
+    from autotune.study import compare_outputs
     from autotune._studyfile import load_examples
 
     rows = []
