@@ -121,13 +121,13 @@ def test_unknown_keys(entry):
     assert any(k in msg for k in set(entry) - {"repr", "unroll"})
 
 
-@pytest.mark.parametrize("rep", ["while", "Scan", "", None, 1, ["scan"], {"scan": 1}])
+@pytest.mark.parametrize("rep", ["whilst", "Scan", "", None, 1, ["scan"], {"scan": 1}])
 def test_bad_repr(rep):
     with pytest.raises(at.ConfigError) as e:
         at.Config.from_dict({SITE: {"repr": rep}})
     msg = str(e.value)
     assert SITE in msg
-    assert all(r in msg for r in ("scan", "for", "fori"))  # names the valid choices
+    assert all(r in msg for r in ("scan", "for", "fori", "while"))  # names the valid choices
 
 
 @pytest.mark.parametrize("unroll", [0, -1, -8])
@@ -178,7 +178,7 @@ def test_malformed_json():
 
 def test_config_error_is_a_value_error_and_an_autotune_error():
     with pytest.raises(ValueError):
-        at.Config.from_dict({SITE: {"repr": "while"}})
+        at.Config.from_dict({SITE: {"repr": "whilst"}})
     assert issubclass(at.ConfigError, at.AutotuneError)
 
 

@@ -165,19 +165,29 @@ def in_while(x):
         i, v = c
         return i + 1, lax.scan(sin_body, v, x)[0]  # T:while-body
 
-    return lax.while_loop(lambda c: c[0] < 3, body, (0, x[0]))[1]
+    return lax.while_loop(lambda c: c[0] < 3, body, (0, x[0]))[1]  # T:while
 
 
 def dynamic_loops(x, n):
-    a = lax.fori_loop(0, n, lambda i, c: c * 1.5, x)  # trip count is traced: a while, no site
-    return lax.while_loop(lambda c: c.sum() < 10.0, lambda c: c + 1.0, a)
+    a = lax.fori_loop(0, n, lambda i, c: c * 1.5, x)  # T:dyn-fori
+    return lax.while_loop(lambda c: c.sum() < 10.0, lambda c: c + 1.0, a)  # T:dyn-while
 
 
-def test_scan_in_while_body_and_while_itself_is_no_site():
-    (site,) = at.sites(in_while, X)
-    assert site.id == local("T:while-body")
-    assert (site.length, site.depth, site.parent) == (5, 0, None)
-    assert at.sites(dynamic_loops, X, jnp.int32(4)) == []
+def test_while_loop_is_a_site_and_a_scan_in_its_body_is_nested_under_it():
+    loop, site = at.sites(in_while, X)
+    assert loop.id == local("T:while", "while")
+    assert (loop.kind, loop.form, loop.length, loop.depth, loop.parent) == ("while", "while", None, 0, None)
+    assert loop.default == at.SiteChoice("while", 1) and not loop.has_ys and loop.num_carry == 2
+    check_source(loop, "T:while")
+    assert site.id == f"{loop.id}/{local('T:while-body')}"
+    assert (site.length, site.depth, site.parent) == (5, 1, loop.id)
+
+
+def test_fori_loop_with_a_traced_trip_count_is_a_while_site_of_form_fori():
+    fori, loop = at.sites(dynamic_loops, X, jnp.int32(4))
+    assert fori.id == local("T:dyn-fori", "fori") and (fori.kind, fori.form, fori.length) == ("while", "fori", None)
+    assert loop.id == local("T:dyn-while", "while") and (loop.kind, loop.form) == ("while", "while")
+    check_source(fori, "T:dyn-fori")
 
 
 def in_checkpoint(x):
@@ -457,7 +467,8 @@ def test_ids_and_fingerprint_are_stable_across_processes(tmp_path):
         results.append(json.loads(out.strip().splitlines()[-1]))
     first, second = results
     assert first == second
-    assert len(first["ids"]) == 4 and "w" in first["ids"]
+    assert len(first["ids"]) == 5 and "w" in first["ids"]
+    assert any(i.startswith("while@prog.py:") for i in first["ids"])
     assert any(i.startswith("fori@prog.py:") for i in first["ids"])
     assert len(first["fingerprint"]) >= 16
 
