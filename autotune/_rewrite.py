@@ -170,31 +170,48 @@ def _expand_while(eqn, choice: SiteChoice, invals, plan: Plan, here: tuple) -> l
 
     The first application needs no guard (the loop's predicate was just true); each
     extra one is guarded by the predicate on the state before it, so the sequence of
-    states, and the result, is the original loop's.
+    states, and the result, is the original loop's. A while equation that ``vmap``
+    produced inside the program may carry a batched predicate: JAX runs it while any
+    lane's predicate holds and keeps the finished lanes unchanged, and so does this.
     """
     (cond_addr, cond), (body_addr, body) = _compat.while_jaxprs(eqn)
     n_cond, n_body = _compat.while_const_counts(eqn)
     cond_consts, body_consts = invals[:n_cond], invals[n_cond:n_cond + n_body]
     init = tuple(invals[n_cond + n_body:])
+    batched = bool(_compat.unpack(cond)[0].outvars[0].aval.shape)
 
-    def cond_fn(carry):
+    def pred(carry):
         return evaluate(cond, [*cond_consts, *carry], plan, here + cond_addr)[0]
 
-    def body_fn(carry):
+    def apply(carry):
         return tuple(evaluate(body, [*body_consts, *carry], plan, here + body_addr))
 
+    def keep_where(go, new, old):
+        return tuple(lax.select(lax.broadcast_in_dim(go, jnp.shape(n), tuple(range(jnp.ndim(go)))), n, o)
+                     for n, o in zip(new, old))
+
+    if batched:
+        def step(carry):  # the lanes whose predicate is false keep their state
+            return keep_where(pred(carry), apply(carry), carry)
+
+        def cond_fn(carry):
+            return jnp.any(pred(carry))
+    else:
+        step, cond_fn = apply, pred
+
     def unrolled(carry):
-        carry = body_fn(carry)
+        carry = step(carry)
         for _ in range(choice.unroll - 1):
             if choice.guard == "cond":
-                carry = lax.cond(cond_fn(carry), body_fn, lambda c: c, carry)
+                carry = lax.cond(cond_fn(carry), step, lambda c: c, carry)
+            elif batched:  # a batched step is its own select guard
+                carry = step(carry)
             else:
-                go, new = cond_fn(carry), body_fn(carry)
-                carry = tuple(lax.select(go, n, o) for n, o in zip(new, carry))
+                carry = keep_where(pred(carry), apply(carry), carry)
         return carry
 
     with _compat.source_context(eqn):
-        return list(lax.while_loop(cond_fn, unrolled if choice.unroll > 1 else body_fn, init))
+        return list(lax.while_loop(cond_fn, unrolled if choice.unroll > 1 else step, init))
 
 
 def _signature_key(leaves, treedef, dynamic) -> Any:
