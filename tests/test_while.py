@@ -5,7 +5,6 @@ A while site has kind "while" and no static length. Its config
 times per iteration, each extra application guarded by the loop's predicate.
 """
 
-import re
 
 import jax
 import jax.numpy as jnp
