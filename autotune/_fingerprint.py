@@ -34,6 +34,8 @@ _ADDRESS_RE = re.compile(r" at 0x[0-9a-fA-F]+|0x[0-9a-fA-F]{6,}")
 _SKIPPED_PARAMS = frozenset({"name", "debug_info", "source_info", "name_and_src_info"})
 _SKIPPED_TYPES = frozenset({"DebugInfo", "SourceInfo", "NameStack", "Traceback"})
 _NORMALISED_PARAMS = {"unroll": "*"}
+# Bumped whenever the serialisation changes, so an old entry is a clean miss, never a mix.
+_VERSION = "autotune-fingerprint-2"
 
 
 def _digest(text: str) -> str:
@@ -175,4 +177,4 @@ def fingerprint(jaxpr: Any, sites: list[Any]) -> str:
         32 hex digits, identical in every process that traces the same computation.
     """
     ids = json.dumps([(s.id, s.kind, s.length) for s in sites])
-    return _digest(f"{canonical_hash(jaxpr)}\n{ids}")[:32]
+    return _digest(f"{_VERSION}\n{canonical_hash(jaxpr)}\n{ids}")[:32]

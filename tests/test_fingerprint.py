@@ -279,3 +279,40 @@ def test_prng_key_constants_are_hashed_by_value():
 
     assert fp(sample(0), X) == fp(sample(0), X)
     assert fp(sample(0), X) != fp(sample(1), X)
+
+
+SCRIPT = textwrap.dedent('''
+    import jax, jax.numpy as jnp
+    from jax import lax
+
+
+    @jax.custom_vjp
+    def clip_grad(x):
+        return x
+
+
+    clip_grad.defvjp(lambda x: (x, None), lambda _, g: (jnp.clip(g, -1.0, 1.0),))
+
+
+    def fn(x):
+        return lax.scan(lambda c, _: (clip_grad(jnp.sin(c)), None), x, None, length=3)[0]
+
+
+    if __name__ == "__main__":
+        import autotune._sites as S
+        print("RESULT " + S.trace_program(fn, (jnp.ones(3),)).fingerprint)
+''')
+
+
+@pytest.mark.slow
+def test_a_script_run_directly_and_imported_has_one_fingerprint(tmp_path):
+    """Run as ``python app.py`` its functions live in ``__main__``; imported, in ``app``."""
+    (tmp_path / "app.py").write_text(SCRIPT)
+    direct = subprocess.run([sys.executable, "app.py"], cwd=tmp_path, env=env(), capture_output=True,
+                            text=True, timeout=240)
+    imported = subprocess.run(
+        [sys.executable, "-c", "import jax.numpy as jnp, app, autotune._sites as S; "
+         "print('RESULT ' + S.trace_program(app.fn, (jnp.ones(3),)).fingerprint)"],
+        cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=240)
+    assert direct.returncode == 0 and imported.returncode == 0, direct.stderr + imported.stderr
+    assert direct.stdout.split("RESULT ")[-1].strip() == imported.stdout.split("RESULT ")[-1].strip()
