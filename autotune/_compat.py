@@ -2,14 +2,20 @@
 
 Jaxpr objects changed shape between JAX versions (0.10 has ``ClosedJaxpr``
 wrapping an open ``Jaxpr``; 0.12 attaches consts to ``Jaxpr`` itself), and scan
-parameters were renamed. Everything here works on both by duck typing, and the
-only equation parameter autotune ever writes is ``unroll``.
+parameters were renamed. Everything here works on both by duck typing. The only
+equation parameter autotune ever writes is a scan's ``unroll``; while loops are
+re-emitted through the public ``lax.while_loop``, reading only their const counts.
+No other module imports ``jax._src``, ``jax.extend`` or ``jax.core``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import sysconfig
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -21,10 +27,33 @@ from ._errors import TraceError
 _JAXPR_TYPES = tuple({jex_core.Jaxpr, jex_core.ClosedJaxpr})
 # JAX <= 0.11 wraps open jaxprs in ClosedJaxpr; later versions merged the two.
 _CLOSED_TYPE = jex_core.ClosedJaxpr if jex_core.ClosedJaxpr is not jex_core.Jaxpr else None
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # Frames inside this package are not "user" frames: a site's source is the
 # user's line that called at.loop / lax.scan, not ours.
-jex_siu.register_exclusion(os.path.dirname(os.path.abspath(__file__)))
+jex_siu.register_exclusion(_PACKAGE_DIR)
+
+
+def _module_dir(name: str) -> str | None:
+    try:
+        module = __import__(name)
+    except ImportError:
+        return None
+    return os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+
+
+# Where JAX's own machinery lives: a frame there never names a loop. The standard
+# library counts too, but not the site-packages folders that may sit inside it.
+_JAX_DIRS = tuple(d for d in (_module_dir("jax"), _module_dir("jaxlib"), _PACKAGE_DIR + os.sep) if d)
+_STDLIB = sysconfig.get_path("stdlib") or "\0"
+_SITE_DIRS = tuple({p for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib")) if p})
+
+
+def _is_machinery(file: str) -> bool:
+    return file.startswith(_JAX_DIRS) or (file.startswith(_STDLIB) and not file.startswith(_SITE_DIRS))
+
+
+# --- jaxprs -----------------------------------------------------------------------------
 
 
 def is_jaxpr(value: Any) -> bool:
@@ -66,6 +95,81 @@ def replace_sub_jaxprs(params: dict[str, Any], new: dict[tuple, Any]) -> dict[st
     return out
 
 
+def while_jaxprs(eqn: Any) -> tuple[tuple[tuple, Any], tuple[tuple, Any]]:
+    """((address, cond jaxpr), (address, body jaxpr)) of a ``while`` equation."""
+    return (("cond_jaxpr",), eqn.params["cond_jaxpr"]), (("body_jaxpr",), eqn.params["body_jaxpr"])
+
+
+def while_const_counts(eqn: Any) -> tuple[int, int]:
+    """How many leading operands of a ``while`` equation are cond consts, then body consts."""
+    return int(eqn.params["cond_nconsts"]), int(eqn.params["body_nconsts"])
+
+
+def has_effects(jx: Any) -> bool:
+    """Whether a jaxpr has side effects (callbacks, prints, ...) that must not run twice."""
+    return bool(getattr(unpack(jx)[0], "effects", ()))
+
+
+def traced_for(jx: Any) -> str:
+    """What JAX traced this jaxpr for: ``"scan"``, ``"fori_loop"``, ``"while_loop"``..."""
+    return str(getattr(getattr(unpack(jx)[0], "debug_info", None), "traced_for", "") or "")
+
+
+_FUNC_SRC_RE = re.compile(r"^(?P<name>.*?)(?: at (?P<file>.+):(?P<line>\d+))?$")
+
+
+def traced_function(jx: Any) -> tuple[str, str | None, int | None]:
+    """(name, file, line) of the Python function a jaxpr was traced from, as far as known."""
+    text = getattr(getattr(unpack(jx)[0], "debug_info", None), "func_src_info", "") or ""
+    m = _FUNC_SRC_RE.match(text)
+    if m is None or not m["name"]:
+        return "", None, None
+    return m["name"], m["file"], int(m["line"]) if m["line"] else None
+
+
+# --- values and variables -------------------------------------------------------------------
+
+
+def is_tracer(x: Any) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def is_literal(v: Any) -> bool:
+    return isinstance(v, jex_core.Literal)
+
+
+def is_dropvar(v: Any) -> bool:
+    return isinstance(v, jex_core.DropVar)
+
+
+def is_aval(x: Any) -> bool:
+    return isinstance(x, jax.core.AbstractValue)
+
+
+def literal_value(v: Any) -> Any:
+    return v.val
+
+
+def eqn_effects(eqn: Any) -> list[str]:
+    return sorted(type(e).__name__ for e in (getattr(eqn, "effects", None) or ()))
+
+
+def eqn_context(eqn: Any) -> tuple[Any, ...]:
+    """The parts of an equation's context that change what it computes."""
+    ctx = getattr(eqn, "ctx", None)
+    return tuple(getattr(ctx, k, None) for k in ("compute_type", "threefry_partitionable", "xla_metadata"))
+
+
+def key_data(x: Any) -> Any | None:
+    """The raw data of a PRNG key array, or None for any other value."""
+    try:
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            return jax.random.key_data(x)
+    except (AttributeError, TypeError):
+        pass
+    return None
+
+
 def to_struct(aval: Any) -> jax.ShapeDtypeStruct:
     try:
         return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=getattr(aval, "weak_type", False))
@@ -100,33 +204,108 @@ def retrace_like(original: Any, fn, in_avals: list[Any]) -> Any:
     return traced if _CLOSED_TYPE is None else inner
 
 
-def debug_name(jx: Any) -> str:
-    """The traced function's name and what it was traced for, e.g. 'scan:body at f.py:3'."""
-    info = getattr(unpack(jx)[0], "debug_info", None)
-    if info is None:
-        return ""
-    return f"{getattr(info, 'traced_for', '')}:{getattr(info, 'func_src_info', '') or ''}"
+# --- re-binding equations ---------------------------------------------------------------------
 
 
-def user_frame(eqn: Any) -> tuple[str, int] | None:
-    """(file, line) of the user code that emitted ``eqn``, or None."""
+@contextlib.contextmanager
+def source_context(eqn: Any):
+    """Inside, new equations get ``eqn``'s traceback, name stack and equation context."""
+    name_stack = jex_siu.current_name_stack() + eqn.source_info.name_stack
+    ctx = getattr(getattr(eqn, "ctx", None), "manager", None) or contextlib.nullcontext()
+    with jex_siu.user_context(eqn.source_info.traceback, name_stack=name_stack), ctx:
+        yield
+
+
+def bind_like(eqn: Any, params: dict[str, Any], invals: list[Any]) -> list[Any]:
+    """Bind ``eqn``'s primitive with ``params`` on ``invals``, in ``eqn``'s source context."""
+    with source_context(eqn):
+        out = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(params))
+    return out if eqn.primitive.multiple_results else [out]
+
+
+# --- where an equation came from ---------------------------------------------------------------
+
+
+def name_scopes(eqn: Any) -> list[tuple[str, str]]:
+    """An equation's name stack, outermost first, as ``[("scope" | "transform", name)]``.
+
+    ``jax.named_scope`` adds a scope; ``jvp``, ``vmap``, ``transpose``... add transforms.
+    """
+    ns = getattr(getattr(eqn, "source_info", None), "name_stack", None)
+    if ns is None:
+        return []
+    stack = getattr(ns, "stack", None)
+    if stack is None:  # private layout moved: read the printed form, "a/jvp(b)/c"
+        return [("scope", part) for part in str(ns).split("/") if part]
+    return [("transform" if type(el).__name__ == "Transform" else "scope", str(el.name)) for el in stack]
+
+
+@dataclass(frozen=True)
+class Frame:
+    file: str
+    line: int
+    function: str
+
+
+def _frames(eqn: Any) -> list[Frame]:
+    """Every Python frame of the traceback that created ``eqn``, innermost first."""
+    tb = getattr(getattr(eqn, "source_info", None), "traceback", None)
+    if tb is None:
+        return []
+    try:
+        from jax._src import source_info_util
+
+        codes, lastis = tb.raw_frames()
+        frames = [source_info_util.raw_frame_to_frame(c, i) for c, i in zip(codes, lastis)]
+        return [Frame(f.file_name, int(f.start_line), f.function_name) for f in frames]
+    except Exception:  # private API moved: the public frame list has the current line
+        return [Frame(f.file_name, int(f.line_num), f.function_name) for f in getattr(tb, "frames", ())]
+
+
+def user_frame(eqn: Any) -> Frame | None:
+    """The user's frame that emitted ``eqn`` by JAX's own rule, or None.
+
+    JAX skips its own files, the standard library and paths registered with
+    ``register_exclusion`` (this package among them).
+    """
     src = getattr(eqn, "source_info", None)
-    if src is None:
+    if src is None or src.traceback is None:
         return None
     try:
         from jax._src import source_info_util
 
         frame = source_info_util.user_frame(src.traceback)
-        if frame is not None:
-            return frame.file_name, frame.start_line
+        return None if frame is None else Frame(frame.file_name, int(frame.start_line), frame.function_name)
     except Exception:  # private API moved: fall back to the public summary
         pass
     try:
         text = jex_siu.summarize(src)
         file, line = text.split(" ")[0].rsplit(":", 2)[:2]
-        return file, int(line)
+        return Frame(file, int(line), "")
     except Exception:
         return None
+
+
+def library_frame(eqn: Any) -> Frame | None:
+    """The innermost frame outside JAX, jaxlib, autotune and the standard library.
+
+    A loop built by library code JAX treats as excluded (or whose traceback stops at
+    a library's own ``jit``) has no user frame, but it does have this one.
+    """
+    for frame in _frames(eqn):
+        if not _is_machinery(frame.file):
+            return frame
+    return None
+
+
+def outermost_frame(eqn: Any) -> Frame | None:
+    """The outermost recorded frame: for a loop JAX builds inside its own ``jit``ted
+    function, that function's entry (e.g. ``polyval``)."""
+    frames = _frames(eqn)
+    return frames[-1] if frames else None
+
+
+# --- caches ------------------------------------------------------------------------------------
 
 
 def clear_jax_caches() -> None:

@@ -1,16 +1,33 @@
-"""`Config`: the representation and unroll chosen for each loop site."""
+"""`Config`: the representation and unroll chosen for each loop site, and its one notation.
+
+The notation, used by the CLI, the report, the benchmarks and the docs alike:
+``scan×4`` (``lax.scan(unroll=4)``; ``scan×1`` is the plain scan), ``for`` (fully
+unrolled), ``fori×2`` (``lax.fori_loop(unroll=2)``), ``while×4`` (a while loop whose
+body runs up to 4 times per iteration, extra steps guarded by ``select``) and
+``while×4/cond`` (guarded by ``lax.cond``). :meth:`SiteChoice.parse` reads it back
+and also accepts an ASCII ``x`` for ``×``.
+"""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ._errors import ConfigError
 
-REPRS = ("scan", "for", "fori")
+REPRS = ("scan", "for", "fori", "while")
+"""Every representation a config may name."""
+LOOP_REPRS = ("scan", "for", "fori")
+"""The representations of a scan-like site (``lax.scan``, ``lax.fori_loop``, ``at.loop``)."""
+GUARDS = ("select", "cond")
+"""How the extra body applications of an unrolled while loop are guarded."""
+
+_KEYS = ("repr", "unroll", "guard")
+_NOTATION = re.compile(r"^(?P<repr>scan|fori|while)(?:\s*[×x]\s*(?P<unroll>\d+))?(?:\s*/\s*(?P<guard>select|cond))?$")
 
 
 @dataclass(frozen=True, order=True)
@@ -19,19 +36,86 @@ class SiteChoice:
 
     Arguments:
         repr: ``"scan"`` (``lax.scan`` with ``unroll``), ``"for"`` (fully unrolled;
-            for an ``at.loop`` a Python ``for`` traced once per iteration) or
-            ``"fori"`` (``lax.fori_loop``; only for loops without stacked outputs).
-        unroll: iterations per rolled step for ``"scan"``/``"fori"``; ignored by ``"for"``.
+            for an ``at.loop`` a Python ``for`` traced once per iteration),
+            ``"fori"`` (``lax.fori_loop``; only for loops without stacked outputs) or
+            ``"while"`` (only for ``lax.while_loop`` sites).
+        unroll: iterations per rolled step for ``"scan"``/``"fori"``, body applications
+            per iteration for ``"while"``; ignored by ``"for"``.
+        guard: only for ``"while"`` with ``unroll > 1``: ``"select"`` (every extra
+            application is computed and discarded once the predicate is false; the
+            default) or ``"cond"`` (skipped with ``lax.cond``). It is None otherwise.
+
+    Example::
+
+        >>> str(SiteChoice("while", 4, "cond")), SiteChoice.parse("scan x 4")
+        ('while×4/cond', SiteChoice(repr='scan', unroll=4, guard=None))
     """
 
     repr: str = "scan"
     unroll: int = 1
+    guard: str | None = None
+
+    def __post_init__(self):
+        if self.repr == "while" and self.unroll > 1:
+            if self.guard is None:
+                object.__setattr__(self, "guard", "select")
+            elif self.guard not in GUARDS:
+                raise ConfigError(f"A while choice has guard={self.guard!r}; valid guards are {list(GUARDS)}.")
+        elif self.guard is not None and self.repr != "while":
+            raise ConfigError(
+                f"A {self.repr!r} choice has guard={self.guard!r}, but a guard applies only to "
+                'repr "while"; remove it.'
+            )
+        else:  # while×1 is the original loop: there is nothing to guard
+            object.__setattr__(self, "guard", None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"repr": self.repr, "unroll": self.unroll}
+        """``{"repr", "unroll"}``, plus ``"guard"`` when one is set (an unrolled while)."""
+        d: dict[str, Any] = {"repr": self.repr, "unroll": self.unroll}
+        if self.guard is not None:
+            d["guard"] = self.guard
+        return d
 
     def __str__(self) -> str:
-        return "for" if self.repr == "for" else f"{self.repr}x{self.unroll}"
+        if self.repr == "for":
+            return "for"
+        text = f"{self.repr}×{self.unroll}"
+        return f"{text}/cond" if self.guard == "cond" else text
+
+    @classmethod
+    def parse(cls, text: str) -> SiteChoice:
+        """Read the notation of :meth:`__str__` back (``x`` may stand for ``×``).
+
+        A bare ``scan``, ``fori`` or ``while`` means unroll 1; ``while×4/select`` is
+        accepted and equals ``while×4``.
+        """
+        if not isinstance(text, str):
+            raise ConfigError(f"A site choice must be text like 'scan×4', got {type(text).__name__} {text!r}.")
+        s = text.strip()
+        if s == "for":
+            return cls("for")
+        m = _NOTATION.match(s)
+        if m is None:
+            raise ConfigError(
+                f"Cannot read the site choice {text!r}; write one of 'for', 'scan×K', 'fori×K', "
+                "'while×K' or 'while×K/cond' (K a positive integer; 'x' works for '×')."
+            )
+        unroll = int(m["unroll"] or 1)
+        if unroll < 1:
+            raise ConfigError(f"The site choice {text!r} has unroll {unroll}; unroll must be >= 1.")
+        if m["guard"] and m["repr"] != "while":
+            raise ConfigError(f"The site choice {text!r} has a guard, but only while choices take one.")
+        return cls(m["repr"], unroll, m["guard"] if unroll > 1 else None)
+
+
+def scan_unroll(choice: SiteChoice, length: int) -> int:
+    """The ``unroll`` a scan of ``length`` steps is emitted with under ``choice``.
+
+    ``"for"`` is ``unroll=length``; any other factor is clamped to ``1..length``.
+    Both ``at.loop`` and the rewriter use it, so the two never disagree.
+    """
+    top = max(1, length)
+    return top if choice.repr == "for" else max(1, min(choice.unroll, top))
 
 
 def _parse_choice(site_id: str, value: Any) -> SiteChoice:
@@ -42,14 +126,14 @@ def _parse_choice(site_id: str, value: Any) -> SiteChoice:
             f"Config entry for site {site_id!r} must be a dict like "
             f'{{"repr": "scan", "unroll": 4}}, got {type(value).__name__} {value!r}.'
         )
-    unknown = set(value) - {"repr", "unroll"}
+    unknown = set(value) - set(_KEYS)
     if unknown:
         raise ConfigError(
-            f"Config entry for site {site_id!r} has unknown keys {sorted(unknown)}; "
-            'the valid keys are "repr" and "unroll".'
+            f"Config entry for site {site_id!r} has unknown keys {sorted(map(str, unknown))}; "
+            'the valid keys are "repr", "unroll" and (for "while") "guard".'
         )
     rep = value.get("repr", "scan")
-    if rep not in REPRS:
+    if not isinstance(rep, str) or rep not in REPRS:
         raise ConfigError(
             f"Config entry for site {site_id!r} has repr={rep!r}; valid choices are {list(REPRS)}."
         )
@@ -67,7 +151,18 @@ def _parse_choice(site_id: str, value: Any) -> SiteChoice:
             f"Config entry for site {site_id!r} has unroll={unroll}; unroll must be >= 1 "
             '(use {"repr": "for"} to unroll fully).'
         )
-    return SiteChoice(rep, unroll)
+    guard = value.get("guard")
+    if guard is not None:
+        if rep != "while":
+            raise ConfigError(
+                f"Config entry for site {site_id!r} has guard={guard!r} with repr={rep!r}; "
+                'a guard applies only to repr "while". Remove it.'
+            )
+        if not isinstance(guard, str) or guard not in GUARDS:
+            raise ConfigError(
+                f"Config entry for site {site_id!r} has guard={guard!r}; valid guards are {list(GUARDS)}."
+            )
+    return SiteChoice(rep, unroll, guard if rep == "while" and unroll > 1 else None)
 
 
 class Config(Mapping):
@@ -79,6 +174,8 @@ class Config(Mapping):
         >>> c = Config.from_dict({"algo": {"repr": "for"}, "algo/scan@x.py:3": {"unroll": 4}})
         >>> Config.from_dict(json.loads(json.dumps(c.to_dict()))) == c
         True
+        >>> str(c)
+        'algo=for, algo/scan@x.py:3=scan×4'
     """
 
     __slots__ = ("_choices",)
@@ -112,6 +209,10 @@ class Config(Mapping):
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
+    def label(self, sites: Sequence[Any] = ()) -> str:
+        """A short readable form: ``algo_iters=for, scan@f.py:53=scan×2`` (see :func:`config_label`)."""
+        return config_label(self, sites)
+
     def __getitem__(self, site_id: str) -> SiteChoice:
         return self._choices[site_id]
 
@@ -141,3 +242,44 @@ class Config(Mapping):
 
     def __repr__(self) -> str:
         return f"Config({self.to_dict()!r})"
+
+
+def _site_field(site: Any, name: str) -> Any:
+    return site.get(name) if isinstance(site, Mapping) else getattr(site, name, None)
+
+
+def site_label(site: Any) -> str:
+    """An ``at.loop``'s name, else the last part of the site id (``scan@file.py:53``).
+
+    ``site`` is a :class:`LoopSite` or its ``to_dict()`` form.
+    """
+    return _site_field(site, "name") or str(_site_field(site, "id") or "?").rsplit("/", 1)[-1]
+
+
+def choice_label(choice: SiteChoice | Mapping[str, Any]) -> str:
+    """The notation of one choice given as a :class:`SiteChoice` or its dict."""
+    if isinstance(choice, SiteChoice):
+        return str(choice)
+    try:
+        return str(_parse_choice("?", choice))
+    except ConfigError:  # a foreign or hand-edited record: show it, do not fail a report
+        return json.dumps(choice, sort_keys=True, default=str)
+
+
+def config_label(config: Config | Mapping[str, Any], sites: Sequence[Any] = ()) -> str:
+    """A short readable form of a config (sites in program order, then any others).
+
+    Arguments:
+        config: a :class:`Config` or its ``to_dict()`` form.
+        sites: the program's sites (:class:`LoopSite` or dicts): they give the order and
+            the short names (an ``at.loop``'s name, else the last part of the id).
+
+    Returns:
+        e.g. ``"algo_iters=for, scan@f.py:53=scan×2"``, or ``"default"`` for an empty config.
+    """
+    ids = [_site_field(s, "id") for s in sites]
+    names = {i: site_label(s) for i, s in zip(ids, sites)}
+    order = [i for i in ids if i in config] + sorted(k for k in config if k not in names)
+    if not order:
+        return "default"
+    return ", ".join(f"{names.get(k, k.rsplit('/', 1)[-1])}={choice_label(config[k])}" for k in order)

@@ -3,54 +3,56 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import jax
 from jax import lax
 
-from ._config import REPRS, SiteChoice
+from ._config import LOOP_REPRS, SiteChoice, scan_unroll
 from ._errors import ConfigError
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
-_TAG_PREFIX = "_autotune_loop__"
-_TAG_RE = re.compile(
-    r"^_autotune_loop__(?P<name>.+)__(?P<length>\d+)_(?P<reverse>[01])_(?P<ncarry>\d+)_"
-    r"(?P<nx>\d+)_(?P<repr>scan|for|fori)_(?P<unroll>\d+)(?: at .*)?$"
-)
+_TAG_PREFIX = "autotune.loop:"
+_TAG_RE = re.compile(r"^autotune\.loop:(?P<name>[A-Za-z0-9_.\-]+):(?P<reverse>[01]):(?P<repr>scan|for|fori):(?P<unroll>\d+)$")
 
 
 @dataclass(frozen=True)
 class LoopTag:
-    """What an ``at.loop`` records about itself in the traced program."""
+    """What an ``at.loop`` records about itself in the traced program.
+
+    It travels as a ``jax.named_scope`` around the loop's ``lax.scan``: JAX keeps the
+    scope on the scan equation's name stack through its trace caches, ``jit``, ``vmap``,
+    ``jvp`` and ``grad`` (wrapping it in ``jvp(...)``, ``transpose(...)``), so nothing
+    depends on the body function's name. Trip count and carry counts are read from the
+    equation itself.
+    """
 
     name: str
-    length: int
     reverse: bool
-    num_carry: int
-    num_xs: int
     default: SiteChoice
 
     def encode(self) -> str:
-        return (
-            f"{_TAG_PREFIX}{self.name}__{self.length}_{int(self.reverse)}_{self.num_carry}_"
-            f"{self.num_xs}_{self.default.repr}_{self.default.unroll}"
-        )
+        return f"{_TAG_PREFIX}{self.name}:{int(self.reverse)}:{self.default.repr}:{self.default.unroll}"
 
     @classmethod
-    def decode(cls, func_src_info: str) -> LoopTag | None:
-        m = _TAG_RE.match(func_src_info or "")
+    def decode(cls, scope: str) -> LoopTag | None:
+        m = _TAG_RE.match(scope or "")
         if m is None:
             return None
-        return cls(
-            name=m["name"],
-            length=int(m["length"]),
-            reverse=m["reverse"] == "1",
-            num_carry=int(m["ncarry"]),
-            num_xs=int(m["nx"]),
-            default=SiteChoice(m["repr"], int(m["unroll"])),
-        )
+        return cls(name=m["name"], reverse=m["reverse"] == "1", default=SiteChoice(m["repr"], int(m["unroll"])))
+
+    @classmethod
+    def from_scopes(cls, scopes: Sequence[tuple[str, str]]) -> LoopTag | None:
+        """The tag of an equation, from its name stack as ``[(kind, name), ...]``.
+
+        Only the innermost scope counts: at.loop opens its scope right around the scan.
+        """
+        for kind, name in reversed(scopes):
+            if kind == "scope":
+                return cls.decode(name)
+        return None
 
 
 def loop(
@@ -105,8 +107,8 @@ def loop(
             f"at.loop(name={name!r}): name must be a non-empty string of letters, digits, "
             "'_', '.' or '-' (it becomes the loop's site id)."
         )
-    if repr not in REPRS:
-        raise ConfigError(f"at.loop {name!r}: repr={repr!r} is not one of {list(REPRS)}.")
+    if not isinstance(repr, str) or repr not in LOOP_REPRS:
+        raise ConfigError(f"at.loop {name!r}: repr={repr!r} is not one of {list(LOOP_REPRS)}.")
     if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
         raise ConfigError(f"at.loop {name!r}: unroll={unroll!r} must be an integer >= 1.")
     xs_leaves = jax.tree_util.tree_leaves(xs)
@@ -121,21 +123,11 @@ def loop(
         raise ConfigError(
             f"at.loop {name!r}: xs leading axes {sorted(lengths)} disagree with length={length}."
         )
-    tag = LoopTag(
-        name=name,
-        length=int(length),
-        reverse=bool(reverse),
-        num_carry=len(jax.tree_util.tree_leaves(init)),
-        num_xs=len(xs_leaves),
-        default=SiteChoice(repr, unroll),
-    )
-
-    def tagged_body(carry, x):
-        return body(carry, x)
-
-    tagged_body.__name__ = tagged_body.__qualname__ = tag.encode()
-    scan_unroll = max(1, length) if repr == "for" else max(1, min(unroll, max(1, length)))
-    carry, ys = lax.scan(tagged_body, init, xs, length=length, reverse=reverse, unroll=scan_unroll)
+    # The default is stored clamped to the trip count, so it is always a valid choice.
+    default = SiteChoice("for") if repr == "for" else SiteChoice(repr, scan_unroll(SiteChoice(repr, unroll), int(length)))
+    tag = LoopTag(name=name, reverse=bool(reverse), default=default)
+    with jax.named_scope(tag.encode()):
+        carry, ys = lax.scan(body, init, xs, length=length, reverse=reverse, unroll=scan_unroll(default, int(length)))
     if repr == "fori" and jax.tree_util.tree_leaves(ys):
         raise ConfigError(
             f"at.loop {name!r}: repr='fori' needs a body that returns no stacked outputs "

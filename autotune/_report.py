@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._config import Config
+from ._config import Config, choice_label, config_label, site_label
 from ._errors import StudyError
 from ._objective import Objective
 from . import _select
@@ -151,25 +151,6 @@ class StudyReport:
                 {k: v for k, v in c.items() if k != "measurement"} for c in self.confirmed],
             "trials": [t.to_dict() for t in self.trials], "figures": self.figures,
         }
-
-
-def site_label(site: dict[str, Any]) -> str:
-    """An ``at.loop``'s name, else the last part of the site id (``scan@file.py:53``)."""
-    return site.get("name") or str(site.get("id", "?")).rsplit("/", 1)[-1]
-
-
-def choice_label(choice: dict[str, Any]) -> str:
-    rep = choice.get("repr", "scan")
-    return "for" if rep == "for" else f"{rep}×{choice.get('unroll', 1)}"
-
-
-def config_label(config: dict[str, Any], sites: Sequence[dict[str, Any]] = ()) -> str:
-    """A short readable form of a config dict (sites in program order, then any others)."""
-    names = {s["id"]: site_label(s) for s in sites}
-    order = [s["id"] for s in sites if s["id"] in config] + sorted(k for k in config if k not in names)
-    if not order:
-        return "default"
-    return ", ".join(f"{names.get(k, k.rsplit('/', 1)[-1])}={choice_label(config[k])}" for k in order)
 
 
 def _config_key(config: Any) -> str:

@@ -2,37 +2,52 @@
 
 The function is traced once in canonical form; a small interpreter then
 replays the jaxpr, binding each scan with the chosen ``unroll`` (the only scan
-parameter it writes) and expanding ``at.loop`` sites into a Python ``for`` or a
-``lax.fori_loop``. Sub-jaxprs (scan/while bodies, cond branches, jit callees,
+parameter it writes), expanding ``at.loop`` sites into a Python ``for`` or a
+``lax.fori_loop``, and re-emitting a changed while loop through the public
+``lax.while_loop`` with cond/body functions that evaluate the original jaxprs
+(extra body applications guarded by the loop's predicate). Sub-jaxprs (scan/while bodies, cond branches, jit callees,
 remat and custom-derivative bodies) that hold a changed site are re-traced
 through the same interpreter; all others are reused as they are.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import jax
-import jax.extend.source_info_util as jex_siu
 import jax.numpy as jnp
 from jax import lax
 
 from . import _compat
-from ._config import Config, SiteChoice
+from ._config import Config, SiteChoice, scan_unroll
 from ._errors import ConfigError
 from ._sites import LoopSite, Program, split_args, trace_program
 
 
-def traced_unroll(site: LoopSite) -> int:
-    """The unroll the canonical trace of ``site`` carries."""
-    return max(1, site.length) if site.default.repr == "for" else max(1, min(site.default.unroll, max(1, site.length)))
-
-
 def _check_choice(site: LoopSite, choice: SiteChoice) -> None:
+    if site.kind == "while":
+        if choice.repr != "while":
+            raise ConfigError(
+                f"Config sets site {site.id!r} to {choice.repr!r}, but that site is a while loop "
+                "(its trip count is only known at run time); its choices are "
+                '{"repr": "while", "unroll": k, "guard": "select" | "cond"}.'
+            )
+        if choice.guard == "select" and site.effects:
+            raise ConfigError(
+                f"Config sets site {site.id!r} to {choice}, but that loop's body has side effects "
+                "(callbacks, prints) that a select guard would run on discarded steps; use "
+                '"guard": "cond".'
+            )
+        return
+    if choice.repr == "while":
+        valid = "'scan' and 'for'" if site.has_ys else "'scan', 'for' and 'fori'"
+        raise ConfigError(
+            f"Config sets site {site.id!r} to 'while', but that loop has a static trip count "
+            f"of {site.length}; valid reprs for it are {valid}."
+        )
     if choice.repr == "fori" and site.has_ys:
         raise ConfigError(
             f"Config sets site {site.id!r} to 'fori', but that loop stacks per-iteration "
@@ -69,23 +84,11 @@ class Plan:
 
     @staticmethod
     def _changes(site: LoopSite, choice: SiteChoice) -> bool:
+        if site.kind == "while":
+            return choice.unroll > 1
         if site.kind == "loop" and choice.repr in ("for", "fori"):
             return True
-        return unroll_of(site, choice) != traced_unroll(site)
-
-
-def unroll_of(site: LoopSite, choice: SiteChoice) -> int:
-    if choice.repr == "for":
-        return max(1, site.length)
-    return choice.unroll
-
-
-def _bind(eqn, params, invals):
-    name_stack = jex_siu.current_name_stack() + eqn.source_info.name_stack
-    ctx = getattr(getattr(eqn, "ctx", None), "manager", None) or contextlib.nullcontext()
-    with jex_siu.user_context(eqn.source_info.traceback, name_stack=name_stack), ctx:
-        out = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(params))
-    return out if eqn.primitive.multiple_results else [out]
+        return scan_unroll(choice, site.length) != scan_unroll(site.default, site.length)
 
 
 def evaluate(jx: Any, args: list[Any], plan: Plan, path: tuple = ()) -> list[Any]:
@@ -94,7 +97,7 @@ def evaluate(jx: Any, args: list[Any], plan: Plan, path: tuple = ()) -> list[Any
     env: dict[Any, Any] = {}
 
     def read(v):
-        return env[v] if type(v).__name__ != "Literal" else v.val
+        return _compat.literal_value(v) if _compat.is_literal(v) else env[v]
 
     for var, val in zip([*inner.constvars, *inner.invars], [*consts, *args]):
         env[var] = val
@@ -104,6 +107,8 @@ def evaluate(jx: Any, args: list[Any], plan: Plan, path: tuple = ()) -> list[Any
         entry = plan.entries.get(here)
         if entry is not None and entry[0].kind == "loop" and entry[1].repr in ("for", "fori"):
             outs = _expand_loop(eqn, entry, invals, plan, here)
+        elif entry is not None and entry[0].kind == "while" and here in plan.dirty:
+            outs = _expand_while(eqn, entry[1], invals, plan, here)
         else:
             params = eqn.params
             if here in plan.dirty:
@@ -114,8 +119,8 @@ def evaluate(jx: Any, args: list[Any], plan: Plan, path: tuple = ()) -> list[Any
                 }
                 params = _compat.replace_sub_jaxprs(params, new)
                 if entry is not None:
-                    params = {**params, "unroll": unroll_of(*entry)}
-            outs = _bind(eqn, params, invals)
+                    params = {**params, "unroll": scan_unroll(entry[1], entry[0].length)}
+            outs = _compat.bind_like(eqn, params, invals)
         for var, val in zip(eqn.outvars, outs):
             env[var] = val
     return [read(v) for v in inner.outvars]
@@ -160,6 +165,55 @@ def _expand_loop(eqn, entry, invals, plan: Plan, here: tuple) -> list[Any]:
     return [*carry, *stacked]
 
 
+def _expand_while(eqn, choice: SiteChoice, invals, plan: Plan, here: tuple) -> list[Any]:
+    """Re-emit a while loop whose body runs up to ``choice.unroll`` times per iteration.
+
+    The first application needs no guard (the loop's predicate was just true); each
+    extra one is guarded by the predicate on the state before it, so the sequence of
+    states, and the result, is the original loop's. A while equation that ``vmap``
+    produced inside the program may carry a batched predicate: JAX runs it while any
+    lane's predicate holds and keeps the finished lanes unchanged, and so does this.
+    """
+    (cond_addr, cond), (body_addr, body) = _compat.while_jaxprs(eqn)
+    n_cond, n_body = _compat.while_const_counts(eqn)
+    cond_consts, body_consts = invals[:n_cond], invals[n_cond:n_cond + n_body]
+    init = tuple(invals[n_cond + n_body:])
+    batched = bool(_compat.unpack(cond)[0].outvars[0].aval.shape)
+
+    def pred(carry):
+        return evaluate(cond, [*cond_consts, *carry], plan, here + cond_addr)[0]
+
+    def apply(carry):
+        return tuple(evaluate(body, [*body_consts, *carry], plan, here + body_addr))
+
+    def keep_where(go, new, old):
+        return tuple(lax.select(lax.broadcast_in_dim(go, jnp.shape(n), tuple(range(jnp.ndim(go)))), n, o)
+                     for n, o in zip(new, old))
+
+    if batched:
+        def step(carry):  # the lanes whose predicate is false keep their state
+            return keep_where(pred(carry), apply(carry), carry)
+
+        def cond_fn(carry):
+            return jnp.any(pred(carry))
+    else:
+        step, cond_fn = apply, pred
+
+    def unrolled(carry):
+        carry = step(carry)
+        for _ in range(choice.unroll - 1):
+            if choice.guard == "cond":
+                carry = lax.cond(cond_fn(carry), step, lambda c: c, carry)
+            elif batched:  # a batched step is its own select guard
+                carry = step(carry)
+            else:
+                carry = keep_where(pred(carry), apply(carry), carry)
+        return carry
+
+    with _compat.source_context(eqn):
+        return list(lax.while_loop(cond_fn, unrolled if choice.unroll > 1 else step, init))
+
+
 def _signature_key(leaves, treedef, dynamic) -> Any:
     try:
         statics = tuple((i, leaves[i]) for i in range(len(leaves)) if i not in set(dynamic))
@@ -185,7 +239,8 @@ def with_config(fn: Callable, config: Config | dict | None) -> Callable:
 
     Arguments:
         fn: the function to re-emit.
-        config: an :class:`at.Config` or a dict ``{site_id: {"repr": ..., "unroll": ...}}``.
+        config: an :class:`at.Config` or a dict ``{site_id: {"repr": ..., "unroll": ...}}``;
+            a while site takes ``{"repr": "while", "unroll": k, "guard": "select" | "cond"}``.
 
     Returns:
         The re-emitted function.
@@ -212,7 +267,7 @@ def with_config(fn: Callable, config: Config | dict | None) -> Callable:
         else:
             program = trace_program(fn, args, kwargs)
             plan = Plan(program.sites, config)
-            if key is not None and not any(isinstance(c, jax.core.Tracer) for c in _compat.unpack(program.jaxpr)[1]):
+            if key is not None and not any(_compat.is_tracer(c) for c in _compat.unpack(program.jaxpr)[1]):
                 programs[key] = (program, plan)
                 while len(programs) > 32:
                     programs.popitem(last=False)

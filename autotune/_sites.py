@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
+import functools
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +11,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import _compat
+from . import _compat, _fingerprint
 from ._config import SiteChoice
 from ._errors import TraceError
 from ._loop import LoopTag
@@ -24,23 +22,36 @@ class LoopSite:
     """One loop of a traced program that a config can re-emit.
 
     Attributes:
-        id: stable, readable id: an ``at.loop``'s name, or for a ``lax.scan`` /
-            ``lax.fori_loop`` its parent's id, ``/``, then ``scan@file.py:line``
-            (``fori@...`` for a fori_loop); ``#2``, ``#3``... tell apart loops that
-            would otherwise share an id.
-        kind: ``"loop"`` for ``at.loop``, ``"scan"`` for everything else.
-        length: the trip count.
+        id: stable, readable id: an ``at.loop``'s name, or for any other loop its
+            parent's id, ``/``, then ``<form>@<where>``: ``scan@file.py:line``,
+            ``fori@...`` for a fori_loop, ``while@...`` for a while_loop. ``<where>`` is
+            the user's line that wrote the loop; for a loop built by library code with
+            no user frame, the nearest library frame, else the traced body's
+            definition line or name, never ``?``. ``#2``, ``#3``... tell apart loops
+            that would otherwise share an id.
+        kind: how the site is tuned: ``"loop"`` for ``at.loop``, ``"while"`` for a
+            ``lax.while_loop`` (and a ``fori_loop`` with a traced trip count), ``"scan"``
+            for everything else (``lax.scan``, a static ``fori_loop``, derived loops).
+        length: the trip count; None for a while site, whose trip count is only known
+            when it runs.
         depth: how many sites enclose this one (0 = outermost).
         parent: the id of the innermost enclosing site, or None.
-        source: ``"file:line"`` of the user code that wrote the loop, or None.
+        source: ``"file:line"`` of the code that wrote the loop (a library's line when
+            the user's is not in the traceback), or None when no frame is known.
         name: the ``at.loop`` name, else None.
         has_ys: whether the loop stacks per-iteration outputs (then ``"fori"`` is invalid).
+        num_carry: how many carry values the loop threads.
         default: the choice the program makes when no config names this site.
+        form: what the user wrote: ``"scan"``, ``"fori"``, ``"loop"`` (``at.loop``) or
+            ``"while"``.
+        derived: True for a loop JAX derived from the user's (the backward loop of
+            ``jax.grad``, a rematerialised copy under ``jax.checkpoint``); it is tuned
+            as an ordinary scan.
     """
 
     id: str
     kind: str
-    length: int
+    length: int | None
     depth: int
     parent: str | None
     source: str | None
@@ -50,6 +61,9 @@ class LoopSite:
     num_xs: int = field(default=0, compare=False, repr=False)
     reverse: bool = field(default=False, compare=False, repr=False)
     default: SiteChoice = SiteChoice()
+    form: str = "scan"
+    derived: bool = False
+    effects: bool = field(default=False, compare=False, repr=False)
     path: tuple = field(default=(), compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -57,6 +71,7 @@ class LoopSite:
             "id": self.id, "kind": self.kind, "length": self.length, "depth": self.depth,
             "parent": self.parent, "source": self.source, "name": self.name,
             "has_ys": self.has_ys, "default": self.default.to_dict(),
+            "form": self.form, "derived": self.derived,
         }
 
 
@@ -88,34 +103,51 @@ def _xs_count(eqn, body) -> int:
     return n
 
 
-def _make_site(eqn, path: tuple, parent: str | None, depth: int, taken: set[str]) -> LoopSite:
-    body = _body_of(eqn)
-    info = getattr(_compat.unpack(body)[0], "debug_info", None)
-    func_src = getattr(info, "func_src_info", "") or ""
-    frame = _compat.user_frame(eqn)
-    source = f"{frame[0]}:{frame[1]}" if frame else None
-    tag = LoopTag.decode(func_src)
+def _where(eqn, body) -> tuple[str, str | None]:
+    """(readable place for the id, ``file:line`` source or None): never ``?``."""
+    frame = _compat.user_frame(eqn) or _compat.library_frame(eqn)
+    if frame is not None:
+        return f"{os.path.basename(frame.file)}:{frame.line}", f"{frame.file}:{frame.line}"
+    name, file, line = _compat.traced_function(body)
+    if file is not None and line is not None:  # built inside JAX: where its body is defined
+        return f"{os.path.basename(file)}:{line}", f"{file}:{line}"
+    frame = _compat.outermost_frame(eqn)
+    if frame is not None:
+        return f"{os.path.basename(frame.file)}:{frame.line}", f"{frame.file}:{frame.line}"
+    return (name or "anonymous"), None
+
+
+def _make_site(eqn, path: tuple, parent: str | None, depth: int, taken: set[str],
+               tag: LoopTag | None, transposed: bool) -> LoopSite:
     reverse = bool(eqn.params.get("reverse", False))
-    if tag is not None and tag.reverse != reverse:
-        # A loop JAX derived from an at.loop (the transpose under grad runs backwards):
-        # it is not the user's loop, so it is tuned as an ordinary scan.
-        tag = None
-    if tag is not None:
-        base, kind, name = tag.name, "loop", tag.name
-        # JAX may turn loop-invariant carries into consts, so count from the equation.
-        num_carry, length, default = _carry_count(eqn, body), tag.length, tag.default
-        num_xs = _xs_count(eqn, body)  # JVP adds tangent xs, so count from the equation too
+    if eqn.primitive.name == "while":
+        (_, cond), (_, body) = _compat.while_jaxprs(eqn)
+        form = "fori" if _compat.traced_for(body) == "fori_loop" else "while"
+        kind, name, length, num_carry, num_xs = "while", None, None, len(eqn.outvars), 0
+        default, derived = SiteChoice("while", 1), transposed
+        effects = _compat.has_effects(body) or _compat.has_effects(cond)
     else:
-        fori = getattr(info, "traced_for", "") == "fori_loop"
-        where = f"{os.path.basename(frame[0])}:{frame[1]}" if frame else "?"
-        local = f"{'fori' if fori else 'scan'}@{where}"
-        base = f"{parent}/{local}" if parent else local
-        kind, name = "scan", None
+        body = _body_of(eqn)
+        effects = _compat.has_effects(body)
         length = int(eqn.params["length"])
-        num_carry = _carry_count(eqn, body)
-        num_xs = 0
-        unroll = int(eqn.params.get("unroll", 1)) or length
-        default = SiteChoice("for") if length > 1 and unroll >= length else SiteChoice("scan", max(1, unroll))
+        num_carry = _carry_count(eqn, body)  # JAX may turn invariant carries into consts
+        num_xs = _xs_count(eqn, body)  # JVP adds tangent xs, so count from the equation
+        # A loop JAX derived from the user's (the transpose under grad, a remat copy) is
+        # not the user's loop: it is tuned as an ordinary scan.
+        derived = transposed or (tag is not None and tag.reverse != reverse)
+        if tag is not None and not derived:
+            kind, form, name, default = "loop", "loop", tag.name, tag.default
+        else:
+            kind, name = "scan", None
+            form = "loop" if tag is not None else ("fori" if _compat.traced_for(body) == "fori_loop" else "scan")
+            unroll = int(eqn.params.get("unroll", 1)) or length
+            default = SiteChoice("for") if length > 1 and unroll >= length else SiteChoice("scan", max(1, unroll))
+    where, source = _where(eqn, body)
+    if kind == "loop":
+        base = name
+    else:
+        local = f"{'fori' if form == 'fori' else 'while' if kind == 'while' else 'scan'}@{where}"
+        base = f"{parent}/{local}" if parent else local
     site_id, k = base, 1
     while site_id in taken:
         k += 1
@@ -124,30 +156,43 @@ def _make_site(eqn, path: tuple, parent: str | None, depth: int, taken: set[str]
     return LoopSite(
         id=site_id, kind=kind, length=length, depth=depth, parent=parent, source=source,
         name=name, has_ys=len(eqn.outvars) > num_carry, num_carry=num_carry,
-        num_xs=num_xs, reverse=reverse, default=default, path=path,
+        num_xs=num_xs, reverse=reverse, default=default, form=form, derived=derived,
+        effects=effects, path=path,
     )
 
 
+LOOP_PRIMITIVES = ("scan", "while")
+
+
 def discover(jaxpr: Any) -> list[LoopSite]:
-    """Every scan (automatic or ``at.loop``) in ``jaxpr`` and all its sub-jaxprs, outermost first."""
+    """Every scan, while loop and ``at.loop`` in ``jaxpr`` and all its sub-jaxprs, outermost first.
+
+    An ``at.loop`` is recognised by the scope it opens around its scan. JAX sometimes
+    moves that scope onto a call wrapping the scan (``jax.checkpoint`` under ``grad``),
+    so a tag on a container that is not a loop passes down to the loops inside it.
+    A loop under a ``transpose`` transform anywhere above it is derived.
+    """
     sites: list[LoopSite] = []
     taken: set[str] = set()
 
-    def visit(jx, path, parent, depth):
+    def visit(jx, path, parent, depth, pending: LoopTag | None, transposed: bool):
         inner, _ = _compat.unpack(jx)
         for i, eqn in enumerate(inner.eqns):
             here = path + (i,)
+            scopes = _compat.name_scopes(eqn)
+            tag = LoopTag.from_scopes(scopes) or pending
+            under = transposed or any(k == "transform" and n == "transpose" for k, n in scopes)
             site = None
-            if eqn.primitive.name == "scan":
-                site = _make_site(eqn, here, parent, depth, taken)
+            if eqn.primitive.name in LOOP_PRIMITIVES:
+                site = _make_site(eqn, here, parent, depth, taken, tag, under)
                 sites.append(site)
             for addr, sub in _compat.sub_jaxprs(eqn.params):
                 if site is None:
-                    visit(sub, here + addr, parent, depth)
+                    visit(sub, here + addr, parent, depth, tag, under)
                 else:
-                    visit(sub, here + addr, site.id, depth + 1)
+                    visit(sub, here + addr, site.id, depth + 1, None, under)
 
-    visit(jaxpr, (), None, 0)
+    visit(jaxpr, (), None, 0, None, False)
     return sites
 
 
@@ -171,9 +216,10 @@ class Program:
     out_tree: Any
     sites: list[LoopSite]
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
-        return fingerprint(self.jaxpr, self.sites)
+        """See :func:`autotune._fingerprint.fingerprint`: the program, not its printout."""
+        return _fingerprint.fingerprint(self.jaxpr, self.sites)
 
 
 def split_args(args: tuple, kwargs: dict) -> tuple[list, Any, list[int]]:
@@ -202,19 +248,7 @@ def trace_program(fn: Callable, args: tuple, kwargs: dict | None = None) -> Prog
     return Program(jaxpr, jax.tree_util.tree_structure(out_shape), discover(jaxpr))
 
 
-_UNROLL_RE = re.compile(r"unroll=\d+")
-_ADDRESS_RE = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
-def fingerprint(jaxpr: Any, sites: list[LoopSite]) -> str:
-    """A hash of the program with every unroll normalised, and of its site ids.
-
-    Editing the function (or moving a loop to another line) changes it, so a
-    stale cache entry is never applied; re-choosing unroll factors does not.
-    """
-    text = _ADDRESS_RE.sub("", _UNROLL_RE.sub("unroll=*", str(jaxpr)))
-    ids = json.dumps([(s.id, s.kind, s.length) for s in sites])
-    return hashlib.sha256(f"{text}\n{ids}".encode()).hexdigest()[:32]
+fingerprint = _fingerprint.fingerprint
 
 
 def sites(fn: Callable, *args: Any, **kwargs: Any) -> list[LoopSite]:

@@ -1,31 +1,100 @@
-"""The search space of a program: per site a representation and an unroll factor."""
+"""The search space of a program: per site a representation, an unroll factor and,
+for a while loop, a guard; and how many body copies each config emits.
+
+Unroll factors are remainder-aware. ``scan(unroll=k)`` over ``L`` steps emits
+``k + L mod k`` copies of the body (``k`` in the rolled loop, the remainder after it),
+so a power of two that leaves a big remainder costs compile time for nothing
+(``L=31, k=16``: 31 copies, as many as the full unroll). For each power of two
+``t = 2, 4, 8, ... < L`` the space takes one factor ``k`` from the band
+``[t/√2, t·√2]``: the one nearest to ``t`` (in ratio) among those whose remainder
+wastes at most an eighth (``L mod k <= k/8``), else the one with the smallest
+remainder (nearest on a tie). Factors that emit ``L`` copies or more are dropped:
+full unroll (``"for"``) is offered anyway, with no loop left. So a site keeps about
+``log2(L)`` factors spread geometrically, plus 1 and its default unroll. ``L=31``
+gives 1, 2, 5, 10, 15 (1, 3, 6, 11, 16 copies) where powers of two gave 1, 2, 4, 8, 16
+(1, 3, 7, 15, 31 copies).
+"""
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ._config import Config, SiteChoice
+from ._config import GUARDS, Config, SiteChoice
 from ._sites import LoopSite
+
+WHILE_UNROLLS = (1, 2, 4, 8)
+"""Body applications per iteration offered for a while site (its trip count is unknown)."""
+
+
+def copies_of_unroll(length: int, unroll: int) -> int:
+    """Body copies ``lax.scan(length=length, unroll=unroll)`` emits: ``k + L mod k``, at most ``L``."""
+    if length <= 0:
+        return 0
+    k = max(1, unroll)
+    return length if k >= length else k + length % k
+
+
+def _pick(length: int, target: int) -> int | None:
+    lo, hi = max(2, math.ceil(target / math.sqrt(2))), min(length - 1, math.floor(target * math.sqrt(2)))
+    band = [k for k in range(lo, hi + 1) if copies_of_unroll(length, k) < length]
+    if not band:
+        return None
+    near = lambda k: (abs(math.log(k / target)), k)  # noqa: E731
+    efficient = [k for k in band if 8 * (length % k) <= k]
+    if efficient:
+        return min(efficient, key=near)
+    return min(band, key=lambda k: (length % k, *near(k)))
 
 
 def unroll_options(length: int, default: int = 1) -> list[int]:
-    """1, 2, 4, ... below the trip count (full unroll is the "for" choice), plus the default."""
-    options = {1, default} if default < length else {1}
-    k = 2
-    while k < length:
-        options.add(k)
-        k *= 2
+    """Remainder-aware unroll factors below the trip count, with 1 and ``default``.
+
+    Full unroll is the ``"for"`` choice, so it is not listed. See the module docstring
+    for the rule.
+
+    Example::
+
+        >>> unroll_options(31), unroll_options(100), unroll_options(8)
+        ([1, 2, 5, 10, 15], [1, 2, 4, 9, 20, 32, 50], [1, 2, 4])
+    """
+    options = {1}
+    if 1 <= default < length:
+        options.add(default)
+    t = 2
+    while t < length:
+        k = _pick(length, t)
+        if k is not None:
+            options.add(k)
+        t *= 2
     return sorted(options)
+
+
+def body_copies(site: LoopSite, choice: SiteChoice) -> int:
+    """Copies of ``site``'s body that ``choice`` emits, for one execution of the site.
+
+    ``"for"`` emits ``length`` copies, ``scan``/``fori`` with unroll ``k`` emit
+    ``k + length mod k`` (at most ``length``), a while loop with unroll ``k`` emits ``k``
+    (and ``k`` copies of its predicate: ``k - 1`` guards and the loop's own).
+    """
+    if site.kind == "while":
+        return max(1, choice.unroll)
+    if choice.repr == "for":
+        return max(0, site.length)
+    return copies_of_unroll(site.length, choice.unroll)
 
 
 @dataclass(frozen=True)
 class SiteSpace:
+    """The choices one site offers: representations, unroll factors, while guards."""
+
     site: LoopSite
     reprs: tuple[str, ...]
     unrolls: tuple[int, ...]
+    guards: tuple[str, ...] = ()
 
     @property
     def choices(self) -> list[SiteChoice]:
@@ -33,29 +102,52 @@ class SiteSpace:
         for rep in self.reprs:
             if rep == "for":
                 out.append(SiteChoice("for"))
+            elif rep == "while":
+                for u in self.unrolls:
+                    out.extend([SiteChoice("while", 1)] if u == 1 else
+                               [SiteChoice("while", u, g) for g in self.guards])
             else:
                 out.extend(SiteChoice(rep, u) for u in self.unrolls)
         return out
 
     def param_names(self) -> tuple[str, str]:
+        """The Optuna parameter names of this site's representation and unroll."""
         return f"{self.site.id}.repr", f"{self.site.id}.unroll"
+
+    @property
+    def guard_param(self) -> str:
+        """The Optuna parameter name of a while site's guard (set only when unroll > 1)."""
+        return f"{self.site.id}.guard"
+
+
+def _site_space(s: LoopSite) -> SiteSpace:
+    if s.kind == "while":
+        # A select guard would run a side-effecting body on discarded steps.
+        return SiteSpace(s, ("while",), WHILE_UNROLLS, ("cond",) if s.effects else GUARDS)
+    reprs = ("scan", "for") if s.kind == "scan" or s.has_ys else ("scan", "for", "fori")
+    default_unroll = s.default.unroll if s.default.repr != "for" else 1
+    return SiteSpace(s, reprs, tuple(unroll_options(s.length, default_unroll)))
 
 
 class Space:
     """Every tunable site of a program and the choices each offers.
 
     A site of length <= 1 has nothing to tune and is left out. An automatic scan
-    offers ``scan`` (unroll 1, 2, 4, ...) and ``for`` (fully unrolled); an
-    ``at.loop`` also offers ``fori`` when it stacks no outputs.
+    offers ``scan`` (remainder-aware unroll factors, see :func:`unroll_options`) and
+    ``for`` (fully unrolled); an ``at.loop`` also offers ``fori`` when it stacks no
+    outputs; a while site offers ``while`` with unroll 1, 2, 4, 8, each unroll above 1
+    with the guard ``select`` or ``cond`` (only ``cond`` when the body has side effects).
+
+    Example::
+
+        >>> space = Space(at.sites(f, x))
+        >>> len(space), space.default(), space.copies(space.default())
     """
 
     def __init__(self, sites: list[LoopSite]):
-        self.sites = [s for s in sites if s.length > 1]
-        self.entries: list[SiteSpace] = []
-        for s in self.sites:
-            reprs = ("scan", "for") if s.kind == "scan" or s.has_ys else ("scan", "for", "fori")
-            default_unroll = s.default.unroll if s.default.repr != "for" else 1
-            self.entries.append(SiteSpace(s, reprs, tuple(unroll_options(s.length, default_unroll))))
+        self.all_sites = list(sites)
+        self.sites = [s for s in sites if s.length is None or s.length > 1]
+        self.entries: list[SiteSpace] = [_site_space(s) for s in self.sites]
 
     def __len__(self) -> int:
         n = 1
@@ -75,6 +167,22 @@ class Space:
             if config != default:
                 yield config
 
+    def copies(self, config: Config) -> dict[str, int]:
+        """Copies of each site's body in the program ``config`` emits.
+
+        Multiplied along the nesting: a site inside a fully unrolled parent of length 8
+        has 8 times its own copies. Every site of the program is listed (those with
+        nothing to tune at their default), so a model of compile time can sum them.
+        """
+        config = Config.from_dict(config)
+        by_id = {s.id: s for s in self.all_sites}
+        own = {s.id: body_copies(s, config.get(s.id, s.default)) for s in self.all_sites}
+        total: dict[str, int] = {}
+        for s in self.all_sites:  # outermost first: a parent is done before its children
+            parent = by_id.get(s.parent) if s.parent else None
+            total[s.id] = own[s.id] * (total[parent.id] if parent is not None else 1)
+        return total
+
     def to_params(self, config: Config) -> dict[str, Any]:
         """Optuna params that reproduce ``config`` (for enqueueing a trial)."""
         params: dict[str, Any] = {}
@@ -84,6 +192,8 @@ class Space:
             params[repr_name] = choice.repr
             if choice.repr != "for":
                 params[unroll_name] = choice.unroll
+            if choice.guard is not None:
+                params[e.guard_param] = choice.guard
         return params
 
     def from_params(self, params: dict[str, Any]) -> Config:
@@ -92,24 +202,22 @@ class Space:
         for e in self.entries:
             repr_name, unroll_name = e.param_names()
             rep = params.get(repr_name, e.reprs[0] if len(e.reprs) == 1 else e.site.default.repr)
-            choices[e.site.id] = SiteChoice(rep, 1 if rep == "for" else int(params.get(unroll_name, 1)))
+            unroll = 1 if rep == "for" else int(params.get(unroll_name, 1))
+            guard = params.get(e.guard_param) if rep == "while" and unroll > 1 else None
+            choices[e.site.id] = SiteChoice(rep, unroll, guard)
         return Config(choices)
 
     def suggest(self, trial: Any) -> Config:
-        """Sample a config from an ``optuna.Trial``; unroll is conditional on the representation."""
+        """Sample a config from an ``optuna.Trial``; unroll is conditional on the
+        representation, and a while site's guard on its unroll being above 1."""
         choices = {}
         for e in self.entries:
             repr_name, unroll_name = e.param_names()
             rep = trial.suggest_categorical(repr_name, list(e.reprs))
-            unroll = 1
+            unroll, guard = 1, None
             if rep != "for":
-                unroll = trial.suggest_categorical(unroll_name, list(e.unrolls))
-            choices[e.site.id] = SiteChoice(rep, int(unroll))
+                unroll = int(trial.suggest_categorical(unroll_name, list(e.unrolls)))
+            if rep == "while" and unroll > 1:
+                guard = trial.suggest_categorical(e.guard_param, list(e.guards))
+            choices[e.site.id] = SiteChoice(rep, unroll, guard)
         return Config(choices)
-
-    def describe(self) -> list[dict[str, Any]]:
-        return [
-            {"site": e.site.id, "kind": e.site.kind, "length": e.site.length,
-             "reprs": list(e.reprs), "unrolls": list(e.unrolls), "choices": len(e.choices)}
-            for e in self.entries
-        ]

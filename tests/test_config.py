@@ -121,13 +121,13 @@ def test_unknown_keys(entry):
     assert any(k in msg for k in set(entry) - {"repr", "unroll"})
 
 
-@pytest.mark.parametrize("rep", ["while", "Scan", "", None, 1, ["scan"], {"scan": 1}])
+@pytest.mark.parametrize("rep", ["whilst", "Scan", "", None, 1, ["scan"], {"scan": 1}])
 def test_bad_repr(rep):
     with pytest.raises(at.ConfigError) as e:
         at.Config.from_dict({SITE: {"repr": rep}})
     msg = str(e.value)
     assert SITE in msg
-    assert all(r in msg for r in ("scan", "for", "fori"))  # names the valid choices
+    assert all(r in msg for r in ("scan", "for", "fori", "while"))  # names the valid choices
 
 
 @pytest.mark.parametrize("unroll", [0, -1, -8])
@@ -178,10 +178,112 @@ def test_malformed_json():
 
 def test_config_error_is_a_value_error_and_an_autotune_error():
     with pytest.raises(ValueError):
-        at.Config.from_dict({SITE: {"repr": "while"}})
+        at.Config.from_dict({SITE: {"repr": "whilst"}})
     assert issubclass(at.ConfigError, at.AutotuneError)
 
 
 def test_equality_with_an_invalid_dict_is_false_not_an_error():
     assert at.Config({"a": {"unroll": 2}}) != {"a": {"unroll": 0}}
     assert at.Config() != 3
+
+
+# --- the one notation -------------------------------------------------------------------------
+
+from autotune._config import choice_label, config_label, scan_unroll, site_label  # noqa: E402
+
+NOTATION = [
+    (at.SiteChoice("scan", 1), "scan×1"),
+    (at.SiteChoice("scan", 4), "scan×4"),
+    (at.SiteChoice("for"), "for"),
+    (at.SiteChoice("fori", 2), "fori×2"),
+    (at.SiteChoice("while", 1), "while×1"),
+    (at.SiteChoice("while", 4), "while×4"),
+    (at.SiteChoice("while", 4, "select"), "while×4"),
+    (at.SiteChoice("while", 8, "cond"), "while×8/cond"),
+]
+
+
+@pytest.mark.parametrize("choice, text", NOTATION, ids=[t for _, t in NOTATION])
+def test_str_and_parse_round_trip(choice, text):
+    assert str(choice) == text
+    assert at.SiteChoice.parse(text) == choice
+    assert at.SiteChoice.parse(text.replace("×", "x")) == choice  # ASCII x works too
+    assert at.SiteChoice.parse(f"  {text.replace('×', ' x ')} ") == choice
+    assert at.Config.from_dict({"s": choice.to_dict()})["s"] == choice
+
+
+def test_parse_accepts_bare_names_and_an_explicit_select():
+    assert at.SiteChoice.parse("scan") == at.SiteChoice("scan", 1)
+    assert at.SiteChoice.parse("while") == at.SiteChoice("while", 1)
+    assert at.SiteChoice.parse("while×4/select") == at.SiteChoice("while", 4)
+    assert at.SiteChoice.parse("while×1/cond") == at.SiteChoice("while", 1)  # unroll 1 needs no guard
+
+
+@pytest.mark.parametrize("text", ["", "scanx", "scan×0", "scan×-2", "for×4", "unrolled", "scan×4/cond",
+                                  "while×4/maybe", "scan*4", None, 4])
+def test_parse_rejects_other_text_with_a_sentence(text):
+    with pytest.raises(at.ConfigError) as e:
+        at.SiteChoice.parse(text)
+    assert repr(text) in str(e.value) or "must be text" in str(e.value)
+
+
+def test_while_choices_in_configs():
+    c = at.Config.from_dict({"w": {"repr": "while", "unroll": 4}, "v": {"repr": "while", "unroll": 2, "guard": "cond"},
+                             "u": {"repr": "while", "unroll": 1, "guard": "cond"}})
+    assert c.to_dict() == {"u": {"repr": "while", "unroll": 1},  # guard only when set
+                           "v": {"repr": "while", "unroll": 2, "guard": "cond"},
+                           "w": {"repr": "while", "unroll": 4, "guard": "select"}}
+    assert at.Config.from_json(c.to_json()) == c
+    assert str(c) == "u=while×1, v=while×2/cond, w=while×4"
+    assert "guard" not in at.Config({"s": {"unroll": 2}}).to_dict()["s"]
+
+
+@pytest.mark.parametrize("entry", [
+    {"repr": "scan", "unroll": 2, "guard": "cond"},
+    {"repr": "for", "guard": "select"},
+    {"repr": "while", "unroll": 2, "guard": "maybe"},
+    {"repr": "while", "unroll": 2, "guard": 1},
+])
+def test_bad_guards_name_the_site(entry):
+    with pytest.raises(at.ConfigError) as e:
+        at.Config.from_dict({SITE: entry})
+    assert SITE in str(e.value) and "guard" in str(e.value)
+
+
+def test_site_choice_checks_its_guard():
+    with pytest.raises(at.ConfigError):
+        at.SiteChoice("scan", 2, "cond")
+    with pytest.raises(at.ConfigError):
+        at.SiteChoice("while", 2, "sometimes")
+    assert at.SiteChoice("while", 2).guard == "select" and at.SiteChoice("while", 1, "cond").guard is None
+
+
+def test_labels():
+    sites = [{"id": "algo", "name": "algo"}, {"id": "algo/scan@f.py:53", "name": None}]
+    config = {"algo/scan@f.py:53": {"repr": "scan", "unroll": 2}, "algo": {"repr": "for"},
+              "zz/while@g.py:1": {"repr": "while", "unroll": 4, "guard": "cond"}}
+    assert config_label(config, sites) == "algo=for, scan@f.py:53=scan×2, while@g.py:1=while×4/cond"
+    assert at.Config(config).label(sites) == config_label(config, sites)
+    assert at.Config().label() == config_label({}) == "default"
+    assert site_label(sites[1]) == "scan@f.py:53" and site_label(sites[0]) == "algo"
+    assert choice_label({"repr": "fori", "unroll": 3}) == "fori×3" == choice_label(at.SiteChoice("fori", 3))
+    assert choice_label({"repr": "bogus"}) == '{"repr": "bogus"}'  # a foreign record is shown, not fatal
+
+
+def test_labels_take_loop_sites():
+    import jax.numpy as jnp
+
+    def f(x):
+        return at.loop(lambda c, _: (c + 1.0, None), x, length=3, name="step")[0]
+
+    sites = at.sites(f, jnp.ones(2))
+    assert at.Config({"step": {"repr": "for"}}).label(sites) == "step=for"
+    assert site_label(sites[0]) == "step"
+
+
+def test_one_unroll_clamp():
+    assert scan_unroll(at.SiteChoice("for"), 8) == 8
+    assert scan_unroll(at.SiteChoice("scan", 3), 8) == 3
+    assert scan_unroll(at.SiteChoice("scan", 30), 8) == 8
+    assert scan_unroll(at.SiteChoice("fori", 2), 0) == 1
+    assert scan_unroll(at.SiteChoice("for"), 0) == 1

@@ -324,3 +324,75 @@ def test_for_on_the_at_loop_under_grad_unrolls_it():
     g = at.with_config(grad_inside, {"rnn": {"repr": "for"}})
     np.testing.assert_allclose(g(P, XS), grad_inside(P, XS), rtol=1e-5, atol=1e-6)
     assert whiles(g, P, XS) < whiles(grad_inside, P, XS)
+
+
+# --- how an at.loop is recognised: a named scope, not a function name ---------------------------
+
+
+def test_a_plain_scan_whose_body_has_a_tag_like_name_is_not_an_at_loop():
+    def body(c, _):
+        return c + 1.0, None
+
+    body.__name__ = body.__qualname__ = "_autotune_loop__fake__3_0_1_0_scan_1"  # the old name-based tag
+    (site,) = at.sites(lambda x: jax.lax.scan(body, x, None, length=3)[0], jnp.ones(2))
+    assert (site.kind, site.name) == ("scan", None)
+
+
+def test_one_body_function_in_two_loops_keeps_each_name_and_default():
+    def body(c, _):
+        return jnp.sin(c) + 0.1, None
+
+    def f(x):
+        a = at.loop(body, x, length=4, name="first", unroll=2)[0]
+        return at.loop(body, a, length=4, name="second", repr="for")[0]
+
+    for fn in (f, jax.jit(f)):  # JAX caches the traced body; the tags must not be shared
+        sites = {s.id: s for s in at.sites(lambda x: fn(x), jnp.ones(3))}
+        assert set(sites) == {"first", "second"}
+        assert sites["first"].default == at.SiteChoice("scan", 2)
+        assert sites["second"].default == at.SiteChoice("for")
+
+
+def test_a_user_named_scope_around_the_loop_and_a_jitted_callee_reached_twice():
+    @jax.jit
+    def callee(x):
+        return at.loop(lambda c, _: (c * 0.5, None), x, length=3, name="inner")[0]
+
+    def f(x):
+        with jax.named_scope("user_block"):
+            y = at.loop(lambda c, _: (c + 1.0, None), x, length=2, name="outer")[0]
+        return callee(callee(y))
+
+    sites = at.sites(f, jnp.ones(3))
+    assert [(s.id, s.kind) for s in sites] == [("outer", "loop"), ("inner", "loop"), ("inner#2", "loop")]
+    got = at.with_config(f, {"outer": {"repr": "for"}, "inner": {"repr": "fori"}, "inner#2": {"repr": "for"}})
+    np.testing.assert_allclose(got(jnp.ones(3)), f(jnp.ones(3)), rtol=1e-6)
+
+
+def test_a_rewritten_program_keeps_its_loops_recognisable():
+    def f(x):
+        return at.loop(lambda c, _: (jnp.tanh(c), None), x, length=4, name="t")[0]
+
+    g = at.with_config(f, {"t": {"unroll": 2}})
+    assert [(s.id, s.kind) for s in at.sites(g, jnp.ones(3))] == [("t", "loop")]
+
+
+def test_checkpointed_loop_under_grad_takes_every_choice():
+    def loss(p, xs):
+        f = jax.checkpoint(lambda p: at.loop(lambda c, x: (jnp.tanh(c * p + x), None), xs[0], xs, name="rnn")[0])
+        return (f(p) ** 2).sum()
+
+    g = jax.grad(loss)
+    want = jax.jit(g)(P, XS)
+    assert [s.id for s in at.sites(g, P, XS) if s.kind == "loop"] == ["rnn"]
+    for choice in ({"repr": "for"}, {"repr": "fori", "unroll": 2}, {"repr": "scan", "unroll": 4}):
+        np.testing.assert_allclose(jax.jit(at.with_config(g, {"rnn": choice}))(P, XS), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_default_unroll_above_the_trip_count_is_clamped_and_valid():
+    def f(x):
+        return at.loop(lambda c, _: (c * 0.5, None), x, length=3, name="short", unroll=10)[0]
+
+    (site,) = at.sites(f, jnp.ones(2))
+    assert site.default == at.SiteChoice("scan", 3)
+    np.testing.assert_allclose(at.with_config(f, {})(jnp.ones(2)), 0.125 * np.ones(2))

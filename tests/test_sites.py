@@ -8,6 +8,7 @@ file, so the tests keep working when lines move.
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -165,19 +166,29 @@ def in_while(x):
         i, v = c
         return i + 1, lax.scan(sin_body, v, x)[0]  # T:while-body
 
-    return lax.while_loop(lambda c: c[0] < 3, body, (0, x[0]))[1]
+    return lax.while_loop(lambda c: c[0] < 3, body, (0, x[0]))[1]  # T:while
 
 
 def dynamic_loops(x, n):
-    a = lax.fori_loop(0, n, lambda i, c: c * 1.5, x)  # trip count is traced: a while, no site
-    return lax.while_loop(lambda c: c.sum() < 10.0, lambda c: c + 1.0, a)
+    a = lax.fori_loop(0, n, lambda i, c: c * 1.5, x)  # T:dyn-fori
+    return lax.while_loop(lambda c: c.sum() < 10.0, lambda c: c + 1.0, a)  # T:dyn-while
 
 
-def test_scan_in_while_body_and_while_itself_is_no_site():
-    (site,) = at.sites(in_while, X)
-    assert site.id == local("T:while-body")
-    assert (site.length, site.depth, site.parent) == (5, 0, None)
-    assert at.sites(dynamic_loops, X, jnp.int32(4)) == []
+def test_while_loop_is_a_site_and_a_scan_in_its_body_is_nested_under_it():
+    loop, site = at.sites(in_while, X)
+    assert loop.id == local("T:while", "while")
+    assert (loop.kind, loop.form, loop.length, loop.depth, loop.parent) == ("while", "while", None, 0, None)
+    assert loop.default == at.SiteChoice("while", 1) and not loop.has_ys and loop.num_carry == 2
+    check_source(loop, "T:while")
+    assert site.id == f"{loop.id}/{local('T:while-body')}"
+    assert (site.length, site.depth, site.parent) == (5, 1, loop.id)
+
+
+def test_fori_loop_with_a_traced_trip_count_is_a_while_site_of_form_fori():
+    fori, loop = at.sites(dynamic_loops, X, jnp.int32(4))
+    assert fori.id == local("T:dyn-fori", "fori") and (fori.kind, fori.form, fori.length) == ("while", "fori", None)
+    assert loop.id == local("T:dyn-while", "while") and (loop.kind, loop.form) == ("while", "while")
+    check_source(fori, "T:dyn-fori")
 
 
 def in_checkpoint(x):
@@ -457,7 +468,8 @@ def test_ids_and_fingerprint_are_stable_across_processes(tmp_path):
         results.append(json.loads(out.strip().splitlines()[-1]))
     first, second = results
     assert first == second
-    assert len(first["ids"]) == 4 and "w" in first["ids"]
+    assert len(first["ids"]) == 5 and "w" in first["ids"]
+    assert any(i.startswith("while@prog.py:") for i in first["ids"])
     assert any(i.startswith("fori@prog.py:") for i in first["ids"])
     assert len(first["fingerprint"]) >= 16
 
@@ -489,3 +501,105 @@ def test_fingerprint_changes_when_a_loop_moves_or_its_length_changes():
     assert fp["f3"] != fp["f4"]
     assert fp["f3"] != fp["g3"]  # same program text, loop on another line: another site id
     assert _sites.trace_program(f3, (X,)).fingerprint == fp["f3"]
+
+
+# --- readable ids for loops without a user frame -------------------------------------------------
+
+LIBRARY = '''
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+
+@jax.jit
+def smooth(x):  # jitted library code: its traceback stops at this function
+    return lax.scan(lambda c, _: (jnp.sin(c) * 0.5, None), x, None, length=3)[0]  # LIB-SCAN
+
+
+def settle(x):
+    return lax.while_loop(lambda c: c.sum() < 10.0, lambda c: c * 2.0 + 0.5, x)  # LIB-WHILE
+'''
+
+
+def import_library(tmp_path, name):
+    """A helper module in a folder JAX is told to treat as library code, as for an installed package."""
+    import jax.extend.source_info_util as siu
+
+    d = tmp_path / "site-packages-like"
+    d.mkdir()
+    (d / f"{name}.py").write_text(LIBRARY)
+    siu.register_exclusion(str(d))
+    spec = importlib.util.spec_from_file_location(name, d / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    line = {tag: i for i, text in enumerate(LIBRARY.splitlines(), 1) for tag in ("LIB-SCAN", "LIB-WHILE")
+            if text.rstrip().endswith(f"# {tag}")}
+    return mod, d / f"{name}.py", line
+
+
+def test_a_loop_in_jitted_library_code_is_named_by_the_library_line(tmp_path):
+    lib, path, line = import_library(tmp_path, "smoothlib")
+    (site,) = at.sites(lambda x: lib.smooth(x) * 2.0, X)
+    assert site.id == f"scan@smoothlib.py:{line['LIB-SCAN']}"
+    assert site.source == f"{path}:{line['LIB-SCAN']}"
+    assert at.sites(lambda x: lib.smooth(x) * 2.0, X)[0].id == site.id  # stable
+
+
+def test_a_loop_in_plain_library_code_is_named_by_the_users_call(tmp_path):
+    lib, _, _ = import_library(tmp_path, "settlelib")
+    (site,) = at.sites(lambda x: lib.settle(x), X)  # T:lib-call
+    assert site.id == local("T:lib-call", "while")
+
+
+def test_loops_jax_builds_inside_its_own_jitted_functions_get_readable_ids():
+    """jax.scipy.special.bessel_jn and jax.random.poisson build their loops inside their own
+    jit: no frame of the traceback is user code. The id names JAX's file and line instead."""
+    programs = [(lambda x: jax.scipy.special.bessel_jn(x, v=2), X),
+                (lambda k: jax.random.poisson(k, 3.0, (3,)), jax.random.key(0))]
+    for fn, arg in programs:
+        sites = at.sites(fn, arg)
+        assert sites, "this JAX version builds no loop here"
+        for site in sites:
+            assert "?" not in site.id and re.fullmatch(r"(scan|while|fori)@\w+\.py:\d+(#\d+)?", site.id), site.id
+            assert site.source is not None and site.source.endswith(site.id.split("@")[1].split("#")[0])
+        assert [s.id for s in at.sites(fn, arg)] == [s.id for s in sites]
+
+
+# --- form and derived ------------------------------------------------------------------------------
+
+
+def scan_and_fori(x):
+    x = lax.scan(lambda c, _: (jnp.sin(c), None), x, None, length=3)[0]  # T:fs-scan
+    return lax.fori_loop(0, 3, lambda i, c: jnp.cos(c) * i, x)  # T:fs-fori
+
+
+def test_form_says_what_the_user_wrote_and_derived_marks_the_backward_loops():
+    plain = by_id(at.sites(scan_and_fori, X))
+    assert [(s.kind, s.form, s.derived) for s in plain.values()] == [("scan", "scan", False), ("scan", "fori", False)]
+    sites = at.sites(jax.grad(lambda x: scan_and_fori(x).sum()), X)
+    forward = [s for s in sites if not s.derived]
+    backward = [s for s in sites if s.derived]
+    assert sorted(s.form for s in forward) == sorted(s.form for s in backward) == ["fori", "scan"]
+    assert all(s.kind == "scan" and s.reverse for s in backward)
+    assert {s.id for s in forward} == set(plain)
+
+
+def test_at_loop_under_grad_and_checkpoint_keeps_one_user_loop():
+    def f(x, xs):
+        return at.loop(lambda c, x: (jnp.tanh(c * x), None), x, xs, name="rnn")[0]
+
+    xs = jnp.ones((4, 5))
+    for g in (jax.grad(lambda x: f(x, xs).sum()), jax.grad(lambda x: jax.checkpoint(f)(x, xs).sum())):
+        sites = at.sites(g, X)
+        loops = [s for s in sites if s.kind == "loop"]
+        assert [(s.id, s.form, s.derived) for s in loops] == [("rnn", "loop", False)]
+        assert all(s.derived and s.form == "loop" and s.kind == "scan" for s in sites if s.kind != "loop")
+        assert len(sites) >= 2
+
+
+def test_to_dict_is_json_and_has_form_and_derived():
+    for site in at.sites(in_while, X) + at.sites(jax.grad(lambda x: scan_and_fori(x).sum()), X):
+        d = site.to_dict()
+        assert json.loads(json.dumps(d)) == d
+        assert {"form", "derived", "kind", "length", "default"} <= set(d)
+        assert "?" not in d["id"]
