@@ -133,10 +133,18 @@ def label(config: dict[str, Any], site_ids: list[str]) -> str:
 def baseline_configs(space) -> dict[str, Any]:
     from autotune import Config
 
+    def full(e):  # a while loop has no trip count to unroll fully: its baseline is 8 guarded steps
+        return {"repr": "while", "unroll": 8} if e.site.kind == "while" else {"repr": "for"}
+
+    def unroll8(e):
+        if e.site.kind == "while":
+            return {"repr": "while", "unroll": 8}
+        return {"repr": "scan", "unroll": min(8, e.site.length)}
+
     return {
         "default": space.default(),
-        "for": Config({e.site.id: {"repr": "for"} for e in space.entries}),
-        "unroll8": Config({e.site.id: {"repr": "scan", "unroll": min(8, e.site.length)} for e in space.entries}),
+        "for": Config({e.site.id: full(e) for e in space.entries}),
+        "unroll8": Config({e.site.id: unroll8(e) for e in space.entries}),
     }
 
 

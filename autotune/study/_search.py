@@ -136,7 +136,7 @@ class Search:
                                   f"{len(self.predictor.y)} trials) is over {MARGIN:g}x the compile budget of "
                                   f"{budget_s:.3g} s, so it cannot win"))
             return
-        self.progress.update(status=f"measuring {got}")
+        self.progress.update(status=f"measuring {got.label(self.space.sites)}")
         shared: dict[str, Any] = {}
 
         def on_lowered(program_hash: str) -> Measurement | None:
@@ -217,7 +217,7 @@ class Search:
         if self.search == "pareto":
             return f"Pareto front of {len(_select.pareto_front(points))}"
         best = _select.choose(points, self.objective, default=self.default.to_dict())
-        return f"best so far {best.cost:.4g} s: {Config.from_dict(best.config)}"
+        return f"best so far {best.cost:.4g} s: {Config.from_dict(best.config).label(self.space.sites)}"
 
 
 def _counted(views: list[TrialView]) -> int:
