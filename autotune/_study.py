@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import os
@@ -18,12 +17,12 @@ import numpy as np
 from . import _keys, _paths
 from ._config import Config
 from ._errors import StudyError
-from ._measure import Measurement, measure
+from ._measure import Measurement
 from ._objective import Objective
 from ._pareto import pareto_front as pareto_front
+from ._runner import InProcessRunner as InProcessRunner, TrialFailed
 from ._sites import LoopSite, trace_program
 from ._space import Space
-from ._worker import TrialFailed
 
 SAMPLERS = ("auto", "tpe", "grid", "random", "nsga2")
 SEARCHES = ("cost", "pareto")
@@ -128,20 +127,6 @@ def compare_outputs(reference: Any, candidate: Any, rtol: float | None = None, a
     return None
 
 
-class InProcessRunner:
-    """Measures configs in this process (no isolation)."""
-
-    def __init__(self, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, timing: dict):
-        self.fn, self.args, self.kwargs, self.jit_kwargs, self.timing = fn, args, kwargs, jit_kwargs, timing
-
-    def measure(self, config: Config) -> Measurement:
-        return measure(self.fn, self.args, self.kwargs, config, jit_kwargs=self.jit_kwargs,
-                       keep_outputs=True, **self.timing)
-
-    def close(self) -> None:
-        pass
-
-
 def _default_runner(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, timing: dict,
                     isolate: bool | str, trial_timeout: float | None, trial_memory_gb: float | None):
     """The runner tune() measures with when none is given: a worker process unless isolate=False."""
@@ -151,7 +136,7 @@ def _default_runner(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, t
         if trial_timeout is not None or trial_memory_gb is not None:
             raise StudyError("trial_timeout and trial_memory_gb need a worker process; drop isolate=False.")
         return InProcessRunner(fn, args, kwargs, jit_kwargs, timing)
-    from ._worker import WorkerRunner
+    from .worker import WorkerRunner
 
     return WorkerRunner(fn, args, kwargs, jit_kwargs, timing, trial_timeout=trial_timeout,
                         memory_gb=trial_memory_gb, isolate=isolate)
@@ -159,24 +144,16 @@ def _default_runner(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, t
 
 def _measure_trial(runner, config: Config, study, objective: Objective) -> Measurement:
     """``runner.measure(config)``, with a compile budget (best cost / compile weight) once a
-    best cost exists and the runner accepts one: past it, the config cannot win."""
+    best cost exists: past it, the config cannot win."""
     budget = None
-    if len(study.directions) == 1 and objective.compile_weight > 0 and _accepts_budget(runner):
+    if len(study.directions) == 1 and objective.compile_weight > 0:
         try:
             best = study.best_value
         except ValueError:  # no complete trial yet
             best = None
         if best is not None and math.isfinite(best):
             budget = best / objective.compile_weight
-    return runner.measure(config) if budget is None else runner.measure(config, compile_budget_s=budget)
-
-
-def _accepts_budget(runner) -> bool:
-    try:
-        params = inspect.signature(runner.measure).parameters
-    except (TypeError, ValueError):
-        return False
-    return "compile_budget_s" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    return runner.measure(config, compile_budget_s=budget)
 
 
 def probe_program(fn: Callable, args: Sequence[Any], kwargs: dict[str, Any], jit_kwargs: dict[str, Any]):
@@ -317,7 +294,7 @@ def tune(
         trial_timeout: seconds one trial (trace + lower + compile + run) may take before its
             worker is killed (state ``"timeout"``); None for no limit.
         trial_memory_gb: the worker's memory cap (``RLIMIT_DATA``) in GiB, or None.
-        isolate: ``"auto"`` (default) measures in a worker process (``autotune._worker``),
+        isolate: ``"auto"`` (default) measures in a worker process (``autotune.worker``),
             in-process with one warning for a program that cannot be isolated; ``True``
             raises instead; ``False`` measures in this process. Once a best cost exists, a
             worker trial whose compile alone reaches it is stopped and recorded as pruned.

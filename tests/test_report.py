@@ -16,7 +16,7 @@ import autotune as at
 from autotune import cli
 from autotune._pareto import crossover_intervals
 from autotune._report import FIGURES, load_study_report, report, studies_for_file
-from autotune._study import InProcessRunner
+from autotune._runner import InProcessRunner
 from autotune._studyfile import load_examples
 
 FAST = {"target_s": 0.01, "min_reps": 3, "warmup": 1}
@@ -37,10 +37,10 @@ def examples():
 class Troubled(InProcessRunner):
     """A real runner that fails the fully unrolled config and corrupts fori x4's outputs."""
 
-    def measure(self, config):
+    def measure(self, config, **options):
         if any(c.repr == "for" for c in config.values()):
             raise RuntimeError("simulated XLA failure: out of memory while compiling the unrolled loop")
-        m = super().measure(config)
+        m = super().measure(config, **options)
         if any(c.repr == "fori" and c.unroll == 4 for c in config.values()):
             m = dataclasses.replace(m, outputs=m.outputs + 1.0)
         return m
