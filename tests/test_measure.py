@@ -279,3 +279,15 @@ def test_measurement_dicts_carry_the_program_hash():
     assert m.program_hash is None and m.reps == 0  # dicts written before the hash existed still load
     m = m.replace(program_hash="abc")
     assert at.Measurement.from_dict(json.loads(json.dumps(m.to_dict()))) == m
+
+
+def test_argument_zero_can_be_static_or_donated():
+    # static_argnums=0 / donate_argnums=0 name argument 0: the number 0 is not "no argument".
+    def scaled(n, x):
+        return x * n
+
+    x = jnp.arange(3.0)
+    m = at.measure(scaled, (2, x), jit_kwargs={"static_argnums": 0}, keep_outputs=True, **FAST)
+    np.testing.assert_allclose(m.outputs, np.arange(3.0) * 2)
+    m = at.measure(lambda v: v * 2.0, (x,), jit_kwargs={"donate_argnums": 0}, keep_outputs=True, min_reps=3, **FAST)
+    assert m.reps >= 3 and not x.is_deleted()  # a fresh copy is donated on every call

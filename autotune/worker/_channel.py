@@ -209,9 +209,7 @@ def _drain(fd: int) -> None:
 
 def worker_env(extra: dict[str, str]) -> dict[str, str]:
     """The worker's environment: this one, the autotune package importable, ``extra`` on top."""
-    import autotune
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(autotune.__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # above autotune/
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # the parent may hold the GPU too

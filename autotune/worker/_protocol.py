@@ -141,10 +141,16 @@ def load_import_message(loc: Location, args: tuple, kwargs: dict, jit_kwargs: di
     """The ``load_import`` request for ``loc`` and these arguments, and the digest of their
     arrays (the worker must report the same). Raises ``NotPortable`` for arguments that
     cannot cross as JSON."""
-    from ._codec import array_leaves, digest, encode_tree
+    import json
+
+    from ._codec import NotPortable, array_leaves, digest, encode_tree
 
     message = {"op": Op.LOAD_IMPORT, "location": loc.to_dict(), "sys_path": list(sys.path),
                "args": encode_tree([list(args), dict(kwargs)]), "jit_kwargs": dict(jit_kwargs)}
+    try:
+        json.dumps(message["jit_kwargs"])
+    except (TypeError, ValueError):
+        raise NotPortable(f"the jax.jit options {sorted(jit_kwargs)} cannot be sent as JSON") from None
     return message, digest(array_leaves((tuple(args), dict(kwargs))))
 
 
