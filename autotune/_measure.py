@@ -1,7 +1,17 @@
-"""Measure one config honestly: trace, lower, compile and run time, separately."""
+"""Measure one config honestly: trace, lower, compile and run time, separately.
+
+This is the one timing implementation. :func:`measure` (``at.measure``), the in-process
+runner, the worker process in every mode and the benchmark scripts all time through the
+primitives here: :func:`time_stages` (trace, lower, hash, compile), :func:`compile_config`
+(the same with JAX's caches cleared and the persistent cache off), :func:`time_calls`
+(adaptive runtime sampling) and :func:`run_measurement` (a :class:`Measurement` from
+compiled stages).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import inspect
 import math
 import statistics
@@ -15,6 +25,8 @@ import jax
 from . import _compat
 from ._config import Config
 from ._rewrite import with_config
+
+TIMING_OPTIONS = ("warmup", "min_reps", "max_reps", "target_s")  # what runners pass on to time_calls
 
 
 @dataclass(frozen=True)
@@ -30,6 +42,8 @@ class Measurement:
         reps: how many calls the runtime figures are based on.
         memory: bytes XLA reports (``temp``, ``generated_code``, ``argument``, ``output``).
         flops: flops XLA's cost analysis reports, or None.
+        program_hash: sha256 of the lowered program's text (computed before compiling):
+            two configs with the same hash compile to the same program.
     """
 
     trace_s: float
@@ -41,6 +55,7 @@ class Measurement:
     config: Config = field(default_factory=Config)
     memory: dict[str, int] = field(default_factory=dict)
     flops: float | None = None
+    program_hash: str | None = None
     outputs: Any = field(default=None, compare=False, repr=False)
 
     @property
@@ -53,6 +68,7 @@ class Measurement:
             "trace_s": self.trace_s, "lower_s": self.lower_s, "compile_s": self.compile_s,
             "run_s": self.run_s, "run_iqr_s": self.run_iqr_s, "reps": self.reps,
             "config": self.config.to_dict(), "memory": dict(self.memory), "flops": self.flops,
+            "program_hash": self.program_hash,
         }
 
     @classmethod
@@ -61,20 +77,104 @@ class Measurement:
             trace_s=float(d["trace_s"]), lower_s=float(d["lower_s"]), compile_s=float(d["compile_s"]),
             run_s=float(d["run_s"]), run_iqr_s=float(d.get("run_iqr_s", 0.0)), reps=int(d.get("reps", 0)),
             config=Config.from_dict(d.get("config") or {}), memory=dict(d.get("memory") or {}),
-            flops=d.get("flops"),
+            flops=d.get("flops"), program_hash=d.get("program_hash"),
         )
 
+    def replace(self, **changes: Any) -> Measurement:
+        return dataclasses.replace(self, **changes)
 
-def _dynamic_args(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict) -> tuple[tuple, dict]:
+
+@dataclass
+class Stages:
+    """What :func:`time_stages` produced and how long each stage took; ``compiled`` is None when
+    compiling was skipped (``compile=False``, or ``on_lowered`` returned ``reused``)."""
+
+    jitted: Any
+    traced: Any = None
+    lowered: Any = None
+    compiled: Any = None
+    trace_s: float = 0.0
+    lower_s: float = 0.0
+    compile_s: float = 0.0
+    program_hash: str | None = None
+    reused: Any = None
+
+
+def program_hash(lowered: Any) -> str:
+    """sha256 of a lowered program's text (without debug locations): equal for configs that
+    emit the same program, whatever their site choices were."""
+    return hashlib.sha256(lowered.as_text().encode()).hexdigest()
+
+
+def time_stages(jitted: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
+                on_traced: Callable[[Stages], None] | None = None,
+                on_lowered: Callable[[Stages], Any] | None = None, compile: bool = True) -> Stages:
+    """Trace, lower and compile ``jitted`` on ``args``, timing each stage apart.
+
+    Arguments:
+        jitted: a ``jax.jit`` object.
+        args, kwargs: its arguments.
+        on_traced: called after tracing (may raise, e.g. to stop over a budget).
+        on_lowered: called after lowering, with ``program_hash`` set and before compiling;
+            if it returns anything but None, compiling is skipped and the value kept in
+            ``Stages.reused``.
+        compile: False stops after lowering.
+
+    Hook time is not counted in any stage.
+    """
+    kwargs = kwargs or {}
+    stages = Stages(jitted)
+    t0 = time.perf_counter()
+    stages.traced = jitted.trace(*args, **kwargs)
+    stages.trace_s = time.perf_counter() - t0
+    if on_traced is not None:
+        on_traced(stages)
+    t0 = time.perf_counter()
+    stages.lowered = stages.traced.lower()
+    stages.lower_s = time.perf_counter() - t0
+    stages.program_hash = program_hash(stages.lowered)
+    if on_lowered is not None:
+        stages.reused = on_lowered(stages)
+        if stages.reused is not None:
+            return stages
+    if compile:
+        t0 = time.perf_counter()
+        stages.compiled = stages.lowered.compile()
+        stages.compile_s = time.perf_counter() - t0
+    return stages
+
+
+def compile_config(fn: Callable, args: Sequence[Any], kwargs: dict[str, Any] | None = None,
+                   config: Config | dict | None = None, *, jit_kwargs: dict[str, Any] | None = None,
+                   clear_caches: bool = True, on_traced: Callable[[Stages], None] | None = None,
+                   on_lowered: Callable[[Stages], Any] | None = None, compile: bool = True) -> Stages:
+    """:func:`time_stages` of ``jax.jit(with_config(fn, config), **jit_kwargs)``, cold: JAX's
+    in-memory caches cleared first (unless ``clear_caches=False``) and the persistent
+    compilation cache neither read nor written."""
+    jitted = jax.jit(with_config(fn, Config.from_dict(config)), **dict(jit_kwargs or {}))
+    with _compat.no_persistent_cache():
+        if clear_caches:
+            _compat.clear_jax_caches()
+        return time_stages(jitted, tuple(args), dict(kwargs or {}), on_traced=on_traced,
+                           on_lowered=on_lowered, compile=compile)
+
+
+def jit_option_set(jit_kwargs: dict[str, Any], name: str) -> set:
+    """A ``jax.jit`` option that takes one or several argument numbers or names, as a set
+    (``static_argnums=0`` is argument 0, not "none")."""
+    value = jit_kwargs.get(name)
+    if value is None:
+        return set()
+    return {value} if isinstance(value, (int, str)) else set(value)
+
+
+def dynamic_args(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict) -> tuple[tuple, dict]:
     """The arguments a compiled executable takes: the static ones removed.
 
     Like ``jax.jit``, a static argument declared by number may be passed by
     keyword and one declared by name may be passed by position.
     """
-    nums = jit_kwargs.get("static_argnums", ()) or ()
-    nums = {nums} if isinstance(nums, int) else set(nums)
-    names = jit_kwargs.get("static_argnames", ()) or ()
-    names = {names} if isinstance(names, str) else set(names)
+    nums, names = jit_option_set(jit_kwargs, "static_argnums"), jit_option_set(jit_kwargs, "static_argnames")
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -92,6 +192,10 @@ def _dynamic_args(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict) -> 
         tuple(a for i, a in enumerate(args) if i not in nums),
         {k: v for k, v in kwargs.items() if k not in names},
     )
+
+
+def donates(jit_kwargs: dict[str, Any]) -> bool:
+    return bool(jit_option_set(jit_kwargs, "donate_argnums") or jit_option_set(jit_kwargs, "donate_argnames"))
 
 
 def _memory(compiled) -> dict[str, int]:
@@ -159,6 +263,97 @@ def time_calls(
     return median, iqr, reps * batch
 
 
+def _copy(x):
+    return x.copy() if isinstance(x, jax.Array) else x
+
+
+def time_compiled(compiled: Any, args: tuple, kwargs: dict, *, donating: bool = False,
+                  **timing: Any) -> tuple[float, float, int, Any]:
+    """(median s, IQR s, reps, outputs of the last call) of calling ``compiled`` on the
+    dynamic ``args``/``kwargs``; donated inputs are copied fresh for every call."""
+    outputs = None
+
+    def call():
+        nonlocal outputs
+        a, k = jax.tree_util.tree_map(_copy, (args, kwargs)) if donating else (args, kwargs)
+        outputs = jax.block_until_ready(compiled(*a, **k))
+
+    run_s, iqr_s, reps = time_calls(call, fresh_inputs=donating, **timing)
+    return run_s, iqr_s, reps, outputs
+
+
+def run_measurement(stages: Stages, args: tuple, kwargs: dict, *, config: Config | dict | None = None,
+                    donating: bool = False, keep_outputs: bool = False, **timing: Any) -> Measurement:
+    """Time the runtime of compiled ``stages`` and return the whole :class:`Measurement`."""
+    run_s, iqr_s, reps, outputs = time_compiled(stages.compiled, args, kwargs, donating=donating, **timing)
+    return Measurement(
+        trace_s=stages.trace_s, lower_s=stages.lower_s, compile_s=stages.compile_s, run_s=run_s,
+        run_iqr_s=iqr_s, reps=reps, config=Config.from_dict(config), memory=_memory(stages.compiled),
+        flops=_flops(stages.compiled), program_hash=stages.program_hash,
+        outputs=outputs if keep_outputs else None,
+    )
+
+
+def reuse(earlier: Measurement, stages: Stages, config: Config | dict | None) -> Measurement:
+    """The measurement of a config that lowered to the same program as ``earlier``'s:
+    its own trace and lower seconds, the earlier one's compile, runtime, memory, flops
+    and outputs."""
+    return earlier.replace(trace_s=stages.trace_s, lower_s=stages.lower_s, config=Config.from_dict(config),
+                           program_hash=stages.program_hash)
+
+
+@dataclass
+class Executable:
+    """A compiled config kept for re-timing: the executable, its dynamic arguments and the
+    measurement taken when it was compiled (see ``autotune._runner.ExecutableStore``)."""
+
+    compiled: Any
+    args: tuple
+    kwargs: dict
+    donating: bool
+    measurement: Measurement
+
+    def retime(self, **timing: Any) -> Measurement:
+        """Time the runtime again: the new runtime figures, the kept compile figures."""
+        run_s, iqr_s, reps, _ = time_compiled(self.compiled, self.args, self.kwargs, donating=self.donating,
+                                              **timing)
+        return self.measurement.replace(run_s=run_s, run_iqr_s=iqr_s, reps=reps, outputs=None)
+
+
+def measure_executable(
+    fn: Callable, args: Sequence[Any], kwargs: dict[str, Any] | None = None, config: Config | dict | None = None,
+    *, jit_kwargs: dict[str, Any] | None = None, timing: dict[str, Any] | None = None, clear_caches: bool = True,
+    keep_outputs: bool = False, on_stage: Callable[[str, Stages], None] | None = None,
+    on_lowered: Callable[[str], Measurement | None] | None = None,
+) -> tuple[Measurement, Executable | None]:
+    """:func:`measure`, also returning the :class:`Executable` (None when ``on_lowered``
+    handed back an earlier measurement and nothing was compiled).
+
+    ``on_stage(name, stages)`` is called after ``"trace"`` and after ``"lower"`` (before
+    ``on_lowered``), e.g. to stop a config over its compile budget.
+    """
+    kwargs, jit_kwargs, args = dict(kwargs or {}), dict(jit_kwargs or {}), tuple(args)
+    config = Config.from_dict(config)
+
+    def traced(st: Stages) -> None:
+        if on_stage is not None:
+            on_stage("trace", st)
+
+    def lowered(st: Stages) -> Any:
+        if on_stage is not None:
+            on_stage("lower", st)
+        return None if on_lowered is None else on_lowered(st.program_hash)
+
+    stages = compile_config(fn, args, kwargs, config, jit_kwargs=jit_kwargs, clear_caches=clear_caches,
+                            on_traced=traced, on_lowered=lowered)
+    if stages.reused is not None:
+        return reuse(stages.reused, stages, config), None
+    dyn_args, dyn_kwargs = dynamic_args(fn, args, kwargs, jit_kwargs)
+    m = run_measurement(stages, dyn_args, dyn_kwargs, config=config, donating=donates(jit_kwargs),
+                        keep_outputs=keep_outputs, **dict(timing or {}))
+    return m, Executable(stages.compiled, dyn_args, dyn_kwargs, donates(jit_kwargs), m.replace(outputs=None))
+
+
 def measure(
     fn: Callable,
     args: Sequence[Any],
@@ -172,6 +367,7 @@ def measure(
     target_s: float = 0.5,
     clear_caches: bool = True,
     keep_outputs: bool = False,
+    on_lowered: Callable[[str], Measurement | None] | None = None,
 ) -> Measurement:
     """Compile ``fn`` under ``config`` and time every stage.
 
@@ -183,6 +379,10 @@ def measure(
         warmup, min_reps, max_reps, target_s: runtime sampling, see :func:`time_calls`.
         clear_caches: clear JAX's in-memory caches first, so trace/lower/compile are cold.
         keep_outputs: keep the outputs of one call in ``Measurement.outputs``.
+        on_lowered: called with the program hash after lowering, before compiling; when it
+            returns a :class:`Measurement` (an earlier config with the same program),
+            nothing is compiled or run and the result is that measurement with this
+            config's trace and lower seconds.
 
     Returns:
         A :class:`Measurement`.
@@ -195,40 +395,6 @@ def measure(
         >>> m.compile_s > 0 and m.run_s > 0
         True
     """
-    kwargs = dict(kwargs or {})
-    jit_kwargs = dict(jit_kwargs or {})
-    args = tuple(args)
-    config = Config.from_dict(config)
-    with _compat.no_persistent_cache():
-        if clear_caches:
-            _compat.clear_jax_caches()
-        jitted = jax.jit(with_config(fn, config), **jit_kwargs)
-        t0 = time.perf_counter()
-        traced = jitted.trace(*args, **kwargs)
-        t1 = time.perf_counter()
-        lowered = traced.lower()
-        t2 = time.perf_counter()
-        compiled = lowered.compile()
-        t3 = time.perf_counter()
-    dyn_args, dyn_kwargs = _dynamic_args(fn, args, kwargs, jit_kwargs)
-    donating = bool(jit_kwargs.get("donate_argnums") or jit_kwargs.get("donate_argnames"))
-    outputs = None
-
-    def call():
-        nonlocal outputs
-        a, k = (jax.tree_util.tree_map(_copy, (dyn_args, dyn_kwargs)) if donating else (dyn_args, dyn_kwargs))
-        outputs = jax.block_until_ready(compiled(*a, **k))
-
-    run_s, iqr_s, reps = time_calls(
-        call, warmup=warmup, min_reps=min_reps, max_reps=max_reps, target_s=target_s,
-        fresh_inputs=donating,
-    )
-    return Measurement(
-        trace_s=t1 - t0, lower_s=t2 - t1, compile_s=t3 - t2, run_s=run_s, run_iqr_s=iqr_s,
-        reps=reps, config=config, memory=_memory(compiled), flops=_flops(compiled),
-        outputs=outputs if keep_outputs else None,
-    )
-
-
-def _copy(x):
-    return x.copy() if isinstance(x, jax.Array) else x
+    timing = {"warmup": warmup, "min_reps": min_reps, "max_reps": max_reps, "target_s": target_s}
+    return measure_executable(fn, args, kwargs, config, jit_kwargs=jit_kwargs, timing=timing,
+                              clear_caches=clear_caches, keep_outputs=keep_outputs, on_lowered=on_lowered)[0]

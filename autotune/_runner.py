@@ -1,5 +1,5 @@
-"""How a study gets a config measured: the `Runner` contract, trial outcomes, and the
-in-process runner.
+"""How a study gets a config measured: the `Runner` contract, trial outcomes, the store
+of compiled executables kept for re-timing, and the in-process runner.
 
 ``tune(runner=...)`` accepts any object with this interface; the default is a worker
 process (:class:`autotune.worker.WorkerRunner`), which adds time limits, memory caps and
@@ -10,12 +10,15 @@ crash containment. A runner never raises for a config that merely fails: it rais
 from __future__ import annotations
 
 import enum
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
+from . import _interrupt
 from ._config import Config
 from ._errors import AutotuneError
-from ._measure import Measurement, measure
+from ._measure import TIMING_OPTIONS, Executable, Measurement, Stages, measure_executable
 
 
 class Outcome(str, enum.Enum):
@@ -92,14 +95,20 @@ class Runner(Protocol):
         outputs (NumPy or JAX leaves) for the correctness guard and
         ``Measurement.program_hash`` the hash of the lowered program text.
         ``compile_budget_s``: stop as ``TrialFailed("pruned")`` once trace + lower + compile
-        seconds reach it. ``on_lowered(program_hash)`` is called after lowering and before
-        compiling; if it returns a :class:`Measurement` (an earlier config that lowered to
-        the same program) the runner skips compiling and running and returns a measurement
-        with its own trace and lower seconds and the earlier one's other figures.
+        seconds reach it (a runner that cannot stop a compile checks between stages).
+        ``on_lowered(program_hash)`` is called after lowering and before compiling; if it
+        returns a :class:`Measurement` (an earlier config that lowered to the same program)
+        the runner skips compiling and running and returns a measurement with its own
+        trace and lower seconds and the earlier one's other figures. Raises
+        :class:`TrialFailed` for a config that fails, and
+        :class:`autotune._interrupt.Interrupted` when a signal stopped the wait.
     ``retime(config) -> Measurement | None``
         Time the runtime again on the executable already compiled for ``config`` (kept
-        since its ``measure``), returning a measurement with the new runtime figures and
-        the kept compile figures; None when it is no longer kept.
+        since its ``measure``: the last :data:`RECENT` configs and those named by
+        ``retain``), returning a measurement with the new runtime figures and the kept
+        compile figures (``outputs`` None); None when it is no longer kept (evicted, or the
+        worker holding it was replaced). May raise :class:`TrialFailed` (a run that hangs
+        or crashes).
     ``retain(configs)``
         Keep the compiled executables of these configs for ``retime``; drop the others.
     ``close()``
@@ -120,28 +129,148 @@ class Runner(Protocol):
     def close(self) -> None: ...
 
 
+RECENT = 8
+"""How many of the most recently measured configs a runner keeps compiled for ``retime``."""
+
+
+def stage_guard(budget: float | None, trial_timeout: float | None = None, started: float | None = None,
+                where: str = "") -> Callable[[str, Stages], None]:
+    """An ``on_stage`` hook for :func:`autotune._measure.measure_executable`: after tracing
+    and after lowering, stop a config whose trace + lower already reached the compile
+    ``budget`` (``"pruned"``) or whose trial passed ``trial_timeout`` seconds since
+    ``started`` (``time.monotonic()``; ``"timeout"``), and act on a caught interrupt.
+    These stages cannot be stopped midway, so they are checked when each finishes."""
+
+    def check(stage: str, st: Stages) -> None:
+        _interrupt.check()
+        spent = st.trace_s + (st.lower_s if stage == "lower" else 0.0)
+        doing = {"trace": "tracing", "lower": "lowering"}.get(stage, stage)
+        if budget is not None and spent >= budget:
+            raise TrialFailed("pruned", (
+                f"pruned after {doing}: trace+lower already took {spent:.3g} s, over the compile budget of "
+                f"{budget:.3g} s (best cost / compile weight), so this config cannot win"), compile_s_at_least=spent)
+        if trial_timeout is not None and started is not None and time.monotonic() - started >= trial_timeout:
+            raise TrialFailed("timeout", (
+                f"{doing}{where} took {time.monotonic() - started:.3g} s, over the trial timeout of "
+                f"{trial_timeout:g} s (it cannot be stopped midway, so it is checked when it finishes)"),
+                compile_s_at_least=spent)
+
+    return check
+
+
+class ExecutableStore:
+    """The compiled executables of the last ``recent`` configs measured, plus the ones
+    named by :meth:`retain`, so their runtime can be timed again without compiling.
+
+    Keys are configs' JSON (``Config.to_json()``). Configs that lowered to the same
+    program share one executable (by program hash).
+    """
+
+    def __init__(self, recent: int = RECENT):
+        self.recent = recent
+        self._programs: dict[str, Executable] = {}
+        self._configs: OrderedDict[str, tuple[str, Measurement]] = OrderedDict()
+        self._pinned: set[str] = set()
+
+    def __len__(self) -> int:
+        return len(self._configs)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._configs
+
+    def put(self, key: str, executable: Executable) -> None:
+        """Keep ``executable`` for config ``key``."""
+        m = executable.measurement
+        program = m.program_hash or key
+        self._programs[program] = executable
+        self._remember(key, program, m)
+
+    def program(self, program_hash: str | None) -> Executable | None:
+        """The kept executable of a program, by hash, or None."""
+        return self._programs.get(program_hash) if program_hash is not None else None
+
+    def alias(self, key: str, measurement: Measurement) -> None:
+        """Config ``key`` reused the program of an earlier config (the same program hash)."""
+        if measurement.program_hash in self._programs:
+            self._remember(key, measurement.program_hash, measurement.replace(outputs=None))
+
+    def _remember(self, key: str, program: str, m: Measurement) -> None:
+        self._configs[key] = (program, m)
+        self._configs.move_to_end(key)
+        loose = [k for k in self._configs if k not in self._pinned]
+        for k in loose[: max(0, len(loose) - self.recent)]:
+            del self._configs[k]
+        self._sweep()
+
+    def retain(self, keys: Iterable[str]) -> None:
+        """Keep only the configs ``keys`` (those still held); drop every other."""
+        self._pinned = set(keys)
+        for k in [k for k in self._configs if k not in self._pinned]:
+            del self._configs[k]
+        self._sweep()
+
+    def _sweep(self) -> None:
+        used = {program for program, _ in self._configs.values()}
+        for program in [p for p in self._programs if p not in used]:
+            del self._programs[program]
+
+    def retime(self, key: str, **timing: Any) -> Measurement | None:
+        """Time config ``key``'s kept executable again (see :meth:`Executable.retime`), as
+        measured for ``key``; None if it is not kept."""
+        held = self._configs.get(key)
+        if held is None:
+            return None
+        program, m = held
+        return self._programs[program].retime(**timing).replace(
+            trace_s=m.trace_s, lower_s=m.lower_s, config=m.config)
+
+    def clear(self) -> None:
+        self._programs.clear()
+        self._configs.clear()
+
+
 class InProcessRunner:
-    """Measures configs in this process (no isolation: a hang or crash is the study's)."""
+    """Measures configs in this process (no isolation: a hang or crash is the study's).
+
+    The compile budget is checked after tracing and after lowering (a compile in this
+    process cannot be stopped midway); ``retime`` re-runs kept executables.
+    """
 
     isolated = False
 
-    def __init__(self, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, timing: dict):
+    def __init__(self, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, timing: dict | None,
+                 *, recent: int = RECENT):
         self.fn, self.args, self.kwargs, self.jit_kwargs = fn, tuple(args), dict(kwargs), dict(jit_kwargs)
-        self.timing = dict(timing or {})
+        self.timing = {k: v for k, v in dict(timing or {}).items() if k in TIMING_OPTIONS}
+        self.store = ExecutableStore(recent)
 
-    def measure(self, config: Config, *, compile_budget_s: float | None = None,
+    def measure(self, config: Config | dict | None, *, compile_budget_s: float | None = None,
                 on_lowered: Callable[[str], Measurement | None] | None = None) -> Measurement:
-        return measure(self.fn, self.args, self.kwargs, config, jit_kwargs=self.jit_kwargs,
-                       keep_outputs=True, **self.timing)
+        config = Config.from_dict(config)
+        _interrupt.check()
+        try:
+            m, exe = measure_executable(self.fn, self.args, self.kwargs, config, jit_kwargs=self.jit_kwargs,
+                                        timing=self.timing, keep_outputs=True,
+                                        on_stage=stage_guard(compile_budget_s), on_lowered=on_lowered)
+        except (TrialFailed, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # the config does not trace, compile or run: a result
+            raise TrialFailed("error", f"{type(exc).__name__}: {exc}"[:2000]) from exc
+        if exe is not None:
+            self.store.put(config.to_json(), exe)
+        else:
+            self.store.alias(config.to_json(), m)
+        return m
 
-    def retime(self, config: Config) -> Measurement | None:
-        return None
+    def retime(self, config: Config | dict | None) -> Measurement | None:
+        _interrupt.check()
+        return self.store.retime(Config.from_dict(config).to_json(), **self.timing)
 
-    def retain(self, configs: Iterable[Config]) -> None:
-        pass
+    def retain(self, configs: Iterable[Config | dict]) -> None:
+        self.store.retain(Config.from_dict(c).to_json() for c in configs)
 
     def close(self) -> None:
-        pass
+        self.store.clear()
 
     def __enter__(self) -> InProcessRunner:
         return self

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from typing import Any
 
@@ -155,8 +156,12 @@ def cmd_tune(a: argparse.Namespace) -> int:
                                 runtime_weight=a.runtime_weight, cache=a.cache)
         err.print(f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g})")
         helpers = _Helpers(a, index)
+        from .worker import Location
+
         result = fn.tune(*ex.args, n_trials=a.trials, timeout=a.timeout, sampler=a.sampler,
                          storage=a.storage, progress=not a.json, on_ready=helpers.start, before_finish=helpers.wait,
+                         location=Location.study_file(a.file, index),
+                         retune=f"autotune tune {os.path.abspath(a.file)} --expected-calls {{calls}}",
                          **_trial_options(a), **ex.kwargs)
         results.append((fn, result))
         if not a.json:

@@ -34,7 +34,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import autotune as at  # noqa: E402
-from autotune._worker import WorkerRunner  # noqa: E402
+from autotune.worker import WorkerRunner  # noqa: E402
 
 FAST = {"target_s": 0.05, "min_reps": 3, "warmup": 1}
 
@@ -52,10 +52,10 @@ def make_workload(length: int, body_ops: int):
 
 
 class NoBudget(WorkerRunner):
-    """A worker runner whose measure() takes no compile budget, so tune() never prunes."""
+    """A worker runner that ignores the compile budget tune() passes, so no trial is pruned."""
 
-    def measure(self, config):  # noqa: D102 - the signature is the point
-        return super().measure(config)
+    def measure(self, config, *, compile_budget_s=None, on_lowered=None):  # noqa: D102
+        return super().measure(config, on_lowered=on_lowered)
 
 
 def run(mode: str, fn, x, args) -> dict:

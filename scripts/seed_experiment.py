@@ -47,24 +47,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def timed_run(fn, config: dict, args: tuple, n_calls: int) -> dict[str, float]:
-    """Cold compile, then ``n_calls`` dependent calls; seconds of each part."""
+    """Cold compile (trace + lower + compile, timed by autotune's own primitive), then
+    ``n_calls`` dependent calls; seconds of each part."""
     import jax
 
-    from autotune import _compat, with_config
+    from autotune._measure import compile_config
 
-    with _compat.no_persistent_cache():
-        _compat.clear_jax_caches()
-        jitted = jax.jit(with_config(fn, config))
-        t0 = time.perf_counter()
-        compiled = jitted.trace(*args).lower().compile()
-        t1 = time.perf_counter()
+    stages = compile_config(fn, args, config=config)
+    compile_s = stages.trace_s + stages.lower_s + stages.compile_s
     params, state = args
-    t2 = time.perf_counter()
+    t0 = time.perf_counter()
     for _ in range(n_calls):
-        params, state = compiled(params, state)
+        params, state = stages.compiled(params, state)
     jax.block_until_ready((params, state))
-    t3 = time.perf_counter()
-    return {"compile_s": t1 - t0, "run_s": t3 - t2, "total_s": (t1 - t0) + (t3 - t2)}
+    run_s = time.perf_counter() - t0
+    return {"compile_s": compile_s, "run_s": run_s, "total_s": compile_s + run_s}
 
 
 def median_row(rows: list[dict[str, float]]) -> dict[str, float]:

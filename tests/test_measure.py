@@ -223,3 +223,71 @@ def test_measure_as_the_first_compile_leaves_the_users_cache_working(persistent_
     n = len(hits)
     plain_compile(unrolled_64, x)
     assert len(hits) > n, "measure left the persistent cache disabled for the rest of the process"
+
+
+# --- the timing primitives, the program hash, sharing a program ------------------------------
+
+
+def test_time_stages_times_each_stage_and_calls_the_hooks_in_order():
+    from autotune._measure import time_stages
+
+    seen = []
+    st = time_stages(jax.jit(tiny), (jnp.ones(3),), on_traced=lambda s: seen.append(("traced", s.lowered)),
+                     on_lowered=lambda s: seen.append(("lowered", s.program_hash, s.compiled)))
+    assert seen[0] == ("traced", None) and seen[1][0] == "lowered" and seen[1][2] is None  # before compiling
+    assert seen[1][1] == st.program_hash and len(st.program_hash) == 64
+    assert min(st.trace_s, st.lower_s, st.compile_s) > 0 and st.compiled is not None
+    lowered_only = time_stages(jax.jit(tiny), (jnp.ones(3),), compile=False)
+    assert lowered_only.compiled is None and lowered_only.compile_s == 0.0
+    skipped = time_stages(jax.jit(tiny), (jnp.ones(3),), on_lowered=lambda s: "earlier")
+    assert skipped.reused == "earlier" and skipped.compiled is None
+
+
+def test_configs_that_emit_the_same_program_share_a_hash():
+    x = jnp.ones(3)
+    (site,) = at.sites(tiny, x)
+    full = at.measure(tiny, (x,), config={site.id: {"repr": "for"}}, **FAST)          # "for" = unroll by the length
+    unroll8 = at.measure(tiny, (x,), config={site.id: {"unroll": 8}}, **FAST)
+    rolled = at.measure(tiny, (x,), config={site.id: {"unroll": 2}}, **FAST)
+    assert full.program_hash == unroll8.program_hash != rolled.program_hash
+    assert full.program_hash == at.measure(tiny, (x,), config={site.id: {"repr": "for"}}, **FAST).program_hash
+
+
+def test_on_lowered_can_hand_back_an_earlier_measurement_and_nothing_is_compiled():
+    x = jnp.ones(8)
+    earlier = at.Measurement(trace_s=9.0, lower_s=9.0, compile_s=123.0, run_s=4.0, run_iqr_s=0.5, reps=7,
+                             memory={"temp": 1}, flops=2.0, program_hash="h", outputs=np.zeros(8))
+    hashes = []
+
+    def on_lowered(h):
+        hashes.append(h)
+        return earlier
+
+    t0 = time.perf_counter()
+    m = at.measure(unrolled_64, (x,), on_lowered=on_lowered, **FAST)
+    took = time.perf_counter() - t0
+    assert len(hashes) == 1 and m.program_hash == hashes[0] != "h"
+    assert (m.compile_s, m.run_s, m.run_iqr_s, m.reps, m.memory, m.flops) == (123.0, 4.0, 0.5, 7, {"temp": 1}, 2.0)
+    assert 0 < m.trace_s < 9.0 and 0 < m.lower_s < 9.0  # this config's own trace and lower
+    assert m.outputs is earlier.outputs and took < 5.0
+    fresh = at.measure(unrolled_64, (x,), on_lowered=lambda h: None, **FAST)  # None: measured as usual
+    assert fresh.program_hash == m.program_hash and fresh.compile_s < 123.0
+
+
+def test_measurement_dicts_carry_the_program_hash():
+    m = at.Measurement.from_dict({"trace_s": 1, "lower_s": 2, "compile_s": 3, "run_s": 4})
+    assert m.program_hash is None and m.reps == 0  # dicts written before the hash existed still load
+    m = m.replace(program_hash="abc")
+    assert at.Measurement.from_dict(json.loads(json.dumps(m.to_dict()))) == m
+
+
+def test_argument_zero_can_be_static_or_donated():
+    # static_argnums=0 / donate_argnums=0 name argument 0: the number 0 is not "no argument".
+    def scaled(n, x):
+        return x * n
+
+    x = jnp.arange(3.0)
+    m = at.measure(scaled, (2, x), jit_kwargs={"static_argnums": 0}, keep_outputs=True, **FAST)
+    np.testing.assert_allclose(m.outputs, np.arange(3.0) * 2)
+    m = at.measure(lambda v: v * 2.0, (x,), jit_kwargs={"donate_argnums": 0}, keep_outputs=True, min_reps=3, **FAST)
+    assert m.reps >= 3 and not x.is_deleted()  # a fresh copy is donated on every call

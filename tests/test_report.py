@@ -37,10 +37,10 @@ def examples():
 class Troubled(InProcessRunner):
     """A real runner that fails the fully unrolled config and corrupts fori x4's outputs."""
 
-    def measure(self, config, *, compile_budget_s=None, on_lowered=None):
+    def measure(self, config, **options):
         if any(c.repr == "for" for c in config.values()):
             raise RuntimeError("simulated XLA failure: out of memory while compiling the unrolled loop")
-        m = super().measure(config)
+        m = super().measure(config, **options)
         if any(c.repr == "fori" and c.unroll == 4 for c in config.values()):
             m = dataclasses.replace(m, outputs=m.outputs + 1.0)
         return m

@@ -52,28 +52,14 @@ def default_runner(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, ti
         if trial_timeout is not None or trial_memory_gb is not None:
             raise StudyError("trial_timeout and trial_memory_gb need a worker process; drop isolate=False.")
         return InProcessRunner(fn, args, kwargs, jit_kwargs, timing)
-    try:
-        from ..worker import WorkerRunner
-    except ImportError:  # TEMPORARY until the worker package lands
-        from .._worker import WorkerRunner
+    from ..worker import WorkerRunner
 
-        class _Legacy(WorkerRunner):
-            isolated = True
+    if location is None:  # a module-level function: a worker can import it if jax.export cannot carry it
+        from ..worker import Location
 
-            def measure(self, config, *, compile_budget_s=None, on_lowered=None):
-                return super().measure(config, compile_budget_s=compile_budget_s)
-
-            def retime(self, config):
-                return None
-
-            def retain(self, configs):
-                pass
-
-        WorkerRunner = _Legacy
-    options = {"trial_timeout": trial_timeout, "memory_gb": trial_memory_gb, "isolate": isolate}
-    if location is not None:
-        options["location"] = location
-    return WorkerRunner(fn, args, kwargs, jit_kwargs, timing, **options)
+        location = Location.of(fn)
+    return WorkerRunner(fn, args, kwargs, jit_kwargs, timing, trial_timeout=trial_timeout,
+                        memory_gb=trial_memory_gb, isolate=isolate, location=location)
 
 
 def open_study(name: str, url: str, search: str, device: dict, attrs: dict[str, Any]) -> Study:

@@ -1,0 +1,7 @@
+"""``python -m autotune.worker``: start a worker process (the parent side starts it)."""
+
+import sys
+
+from ._child import main
+
+sys.exit(main())

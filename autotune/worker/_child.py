@@ -1,0 +1,239 @@
+"""The worker process (``python -m autotune.worker``): one request at a time from stdin,
+events on a private copy of stdout, every stage timed through ``autotune._measure``.
+
+The worker ignores SIGINT (the parent decides what an interrupt means) and exits by itself
+when its parent is gone (``--parent PID``), also when the parent was SIGKILLed or
+SIGTERMed and could not kill it. It keeps the executables of recent trials so the parent
+can re-time their runtime (``retime``) without compiling again.
+
+This module is an entry point, the top of the import graph (like the CLI): it imports
+study files and ``@at.autotuned`` functions; the parent side of the package never imports it.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from .._config import Config
+from .._errors import StudyError
+from .._measure import Executable, Stages, compile_config, donates, dynamic_args, reuse, run_measurement, time_stages
+from .._runner import ExecutableStore
+from ._codec import array_leaves, decode_array, decode_tree, digest, encode_array
+from ._protocol import OOM_WORDS, PROTOCOL, Event, Location, Mode, Op, import_location
+
+
+class Child:
+    """The worker's server loop and its state: the function and inputs, kept executables."""
+
+    def __init__(self, out, requests):
+        self.out = out
+        self.requests = requests
+        self.fn = None
+        self.args: tuple = ()
+        self.kwargs: dict = {}
+        self.jit_kwargs: dict = {}
+        self.leaves: list = []
+        self.store = ExecutableStore()
+        self.phase = "idle"
+
+    def emit(self, **msg: Any) -> None:
+        import json
+
+        self.out.write(json.dumps(msg) + "\n")
+        self.out.flush()
+
+    def next_request(self) -> dict[str, Any] | None:
+        import json
+
+        for line in self.requests:
+            if line.strip():
+                return json.loads(line)
+        return None
+
+    def serve(self) -> None:
+        import jax
+
+        self.emit(event=Event.READY, protocol=PROTOCOL, pid=os.getpid(), platform=jax.devices()[0].platform,
+                  jax=jax.__version__, xla_flags=os.environ.get("XLA_FLAGS", ""))
+        handlers = {Op.LOAD_STUDY: self.load_study, Op.LOAD_IMPORT: self.load_import, Op.LOAD_ARGS: self.load_args,
+                    Op.TRIAL: self.trial, Op.RETIME: self.retime, Op.RETAIN: self.retain}
+        while True:
+            req = self.next_request()
+            if req is None or req.get("op") == Op.EXIT:
+                return
+            op = req.get("op")
+            self.phase = op
+            try:
+                handler = handlers.get(op)
+                if handler is None:
+                    self.emit(event=Event.ERROR, id=req.get("id"), type="ProtocolError", message=f"unknown op {op!r}")
+                else:
+                    handler(req)
+            except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    raise
+                text = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                oom = isinstance(exc, MemoryError) or any(w in str(exc).lower() for w in OOM_WORDS[:4])
+                self.emit(event=Event.ERROR, id=req.get("id"), type=type(exc).__name__, message=text[:1500],
+                          phase=self.phase, oom=oom)
+            self.phase = "idle"
+
+    # -- getting the function and its inputs ------------------------------------------------
+    def load_study(self, req: dict[str, Any]) -> None:
+        from .._studyfile import load_examples
+
+        examples = load_examples(req["path"])
+        index = int(req.get("index", 0))
+        if not 0 <= index < len(examples):
+            raise StudyError(f"Study file {req['path']!r} has {len(examples)} examples; there is no index {index}.")
+        ex = examples[index]
+        self.fn, self.args, self.kwargs = ex.fn.fun, tuple(ex.args), dict(ex.kwargs)
+        self.jit_kwargs = dict(ex.fn.jit_kwargs)
+        self.emit(event=Event.LOADED, function=ex.fn.key, digest=digest(array_leaves((self.args, self.kwargs))))
+
+    def load_import(self, req: dict[str, Any]) -> None:
+        for path in reversed(req.get("sys_path") or []):
+            if path not in sys.path:
+                sys.path.insert(0, path)
+        self.fn = import_location(Location.from_dict(req["location"]))
+        args, kwargs = decode_tree(req["args"])
+        self.args, self.kwargs = tuple(args), dict(kwargs)
+        self.jit_kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in (req.get("jit_kwargs") or {}).items()}
+        self.emit(event=Event.LOADED, digest=digest(array_leaves((self.args, self.kwargs))))
+
+    def load_args(self, req: dict[str, Any]) -> None:
+        import jax.numpy as jnp
+
+        arrays = [decode_array(d) for d in req["leaves"]]
+        self.leaves = [jnp.asarray(a) for a in arrays]
+        self.emit(event=Event.LOADED, digest=digest(arrays))
+
+    # -- trials -------------------------------------------------------------------------------
+    def trial(self, req: dict[str, Any]) -> None:
+        rid = req["id"]
+        config = Config.from_dict(req.get("config"))
+        key = config.to_json()
+        self.emit(event=Event.STARTED, id=rid)
+        if req.get("mode") in Mode.TRACED_IN_WORKER:
+            stages = self._trace_here(req, config)
+            if stages.reused is not None:
+                kept = self.store.program(stages.program_hash)
+                if kept is not None:
+                    self.store.alias(key, reuse(kept.measurement, stages, config))
+                self.emit(event=Event.RESULT, id=rid, skipped=True, measurement={
+                    "trace_s": stages.trace_s, "lower_s": stages.lower_s, "program_hash": stages.program_hash})
+                return
+            dyn_args, dyn_kwargs = dynamic_args(self.fn, self.args, self.kwargs, self.jit_kwargs)
+            donating = donates(self.jit_kwargs)
+        else:
+            stages = self._compile_exported(req)
+            dyn_args, dyn_kwargs, donating = tuple(self.leaves), {}, bool(req.get("donate"))
+        self.emit(event=Event.COMPILE_END, id=rid, compile_s=stages.compile_s)
+        self.phase = "run"
+        m = run_measurement(stages, dyn_args, dyn_kwargs, config=config, donating=donating, keep_outputs=True,
+                            **dict(req.get("timing") or {}))
+        self.store.put(key, Executable(stages.compiled, dyn_args, dyn_kwargs, donating, m.replace(outputs=None)))
+        import jax
+
+        encoded = [encode_array(x) for x in jax.tree_util.tree_leaves(m.outputs)] if req.get("keep_outputs") else []
+        self.emit(event=Event.RESULT, id=rid, measurement=m.to_dict(), outputs=encoded)
+
+    def _trace_here(self, req: dict[str, Any], config: Config) -> Stages:
+        """Study-file and import modes: trace, lower (say so, maybe skip) and compile here."""
+        rid = req["id"]
+
+        def traced(st: Stages) -> None:
+            self.phase = "lower"
+
+        def lowered(st: Stages) -> Any:
+            self.emit(event=Event.LOWERED, id=rid, program_hash=st.program_hash, trace_s=st.trace_s,
+                      lower_s=st.lower_s)
+            if req.get("ask_lowered"):
+                reply = self.next_request()
+                if reply is None:
+                    raise SystemExit(0)  # the parent closed our stdin: it is gone
+                if reply.get("op") != Op.LOWERED_REPLY or reply.get("id") != rid:
+                    raise RuntimeError(f"expected the parent's lowered_reply, got {str(reply)[:200]}")
+                if reply.get("skip"):
+                    return True
+            self.emit(event=Event.COMPILE_START, id=rid, trace_s=st.trace_s, lower_s=st.lower_s)
+            self.phase = "compile"
+            return None
+
+        self.phase = "trace"
+        return compile_config(self.fn, self.args, self.kwargs, config, jit_kwargs=self.jit_kwargs,
+                              on_traced=traced, on_lowered=lowered)
+
+    def _compile_exported(self, req: dict[str, Any]) -> Stages:
+        """Export mode: the parent traced and lowered; deserialise and compile here."""
+        import jax
+
+        from .. import _compat
+
+        with _compat.no_persistent_cache():
+            _compat.clear_jax_caches()
+            self.phase = "load"
+            exported = jax.export.deserialize(bytearray(base64.b64decode(req["program"])))
+            in_tree = exported.in_tree
+
+            def flat_call(*leaves):
+                a, k = jax.tree_util.tree_unflatten(in_tree, leaves)
+                return exported.call(*a, **k)
+
+            options: dict[str, Any] = {"donate_argnums": tuple(req.get("donate") or ())}
+            if req.get("compiler_options"):
+                options["compiler_options"] = req["compiler_options"]
+
+            def lowered(st: Stages) -> None:
+                self.emit(event=Event.COMPILE_START, id=req["id"], trace_s=req["trace_s"], lower_s=req["lower_s"])
+                self.phase = "compile"
+
+            stages = time_stages(jax.jit(flat_call, **options), tuple(self.leaves), on_lowered=lowered)
+        stages.trace_s, stages.lower_s = float(req["trace_s"]), float(req["lower_s"])
+        stages.program_hash = req.get("program_hash")
+        return stages
+
+    def retime(self, req: dict[str, Any]) -> None:
+        self.phase = "run"
+        m = self.store.retime(req["key"], **dict(req.get("timing") or {}))
+        if m is None:
+            self.emit(event=Event.GONE, id=req["id"])
+        else:
+            self.emit(event=Event.RESULT, id=req["id"], measurement=m.to_dict())
+
+    def retain(self, req: dict[str, Any]) -> None:
+        self.store.retain(req.get("keys") or [])
+        self.emit(event=Event.RETAINED, id=req["id"], kept=len(self.store))
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit when the parent is gone (it was killed and could not kill us)."""
+    while True:
+        if os.getppid() != parent:
+            os._exit(3)
+        time.sleep(0.5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    opts = dict(zip(argv[::2], argv[1::2]))
+    if "--memory-bytes" in opts:
+        import resource
+
+        limit = int(opts["--memory-bytes"])
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C goes to it
+    if "--parent" in opts:
+        threading.Thread(target=_watch_parent, args=(int(opts["--parent"]),), daemon=True).start()
+    # The protocol gets a private copy of stdout; anything else printed goes to stderr.
+    out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    Child(out, sys.stdin.buffer).serve()
+    return 0

@@ -1,0 +1,144 @@
+"""Export mode, the parent's side: trace and lower here (timed: the trial's ``trace_s`` and
+``lower_s``), serialise the program with ``jax.export``, and build the worker's request.
+
+Only the lowered program crosses, so closures work. Programs ``jax.export`` cannot
+serialise (host callbacks, custom calls without a stability guarantee, several devices)
+raise :class:`CannotExport`; the runner then imports the function in the worker instead
+(when it has a :class:`~autotune.worker.Location`) or measures in-process.
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._config import Config
+from .._measure import Stages, compile_config, dynamic_args, jit_option_set
+from .._runner import TrialFailed
+from ._codec import encode_array
+from ._protocol import Mode, Op
+
+
+class CannotExport(Exception):
+    """``jax.export`` cannot carry this program to a worker; the message says why."""
+
+
+@dataclass
+class Exported:
+    """A config traced, lowered and exported in the parent."""
+
+    stages: Stages
+    exported: Any = None
+    request: dict[str, Any] | None = None
+
+
+def trace_and_lower(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, config: Config,
+                    on_stage: Callable[[str, Stages], None]) -> Stages:
+    """Trace and lower ``config`` cold in this process, checking ``on_stage`` after each stage."""
+    try:
+        return compile_config(fn, args, kwargs, config, jit_kwargs=jit_kwargs, compile=False,
+                              on_traced=lambda st: on_stage("trace", st),
+                              on_lowered=lambda st: on_stage("lower", st))
+    except (TrialFailed, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # the config does not trace or lower: a result, the worker stays
+        raise TrialFailed("error", f"{type(exc).__name__}: {exc}"[:2000]) from exc
+
+
+def export(stages: Stages, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, timing: dict) -> Exported:
+    """Serialise the lowered program and build the trial request (without its ``id``).
+
+    Raises:
+        CannotExport: with the reason, for a program that cannot cross as ``jax.export`` bytes.
+    """
+    import jax
+
+    from .. import _compat
+
+    with _compat.no_persistent_cache():
+        try:
+            exported = jax.export.export(stages.jitted)(*args, **kwargs)
+            program = exported.serialize()
+        except Exception as exc:
+            why = f"jax.export cannot serialize it ({type(exc).__name__}: {str(exc).splitlines()[0][:300]})"
+            if isinstance(exc, ImportError):
+                why += "; `pip install flatbuffers` enables worker isolation"
+            raise CannotExport(why) from exc
+    if getattr(exported, "nr_devices", 1) != 1:
+        raise CannotExport(f"the program uses {exported.nr_devices} devices; the worker runs single-device programs")
+    dyn_args, dyn_kwargs = dynamic_args(fn, args, kwargs, jit_kwargs)
+    leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
+    if tree != exported.in_tree or len(leaves) != len(exported.in_avals):
+        raise CannotExport("its arguments do not flatten like the exported program's inputs")
+    request = {
+        "op": Op.TRIAL, "mode": Mode.EXPORT,
+        "program": base64.b64encode(bytes(program)).decode("ascii"),
+        "program_hash": stages.program_hash,
+        "donate": donated_leaves(fn, args, kwargs, jit_kwargs),
+        "compiler_options": jit_kwargs.get("compiler_options"),
+        "trace_s": stages.trace_s, "lower_s": stages.lower_s,
+        "timing": timing, "keep_outputs": True,
+    }
+    return Exported(stages, exported, request)
+
+
+def args_message(exported: Any, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict) -> tuple[bytes, list]:
+    """The ``load_args`` request line (the exported program's flat inputs) and those arrays."""
+    import jax
+
+    dyn_args, dyn_kwargs = dynamic_args(fn, args, kwargs, jit_kwargs)
+    leaves = jax.tree_util.tree_leaves((dyn_args, dyn_kwargs))
+    arrays = [np.asarray(x, dtype=aval.dtype) for x, aval in zip(leaves, exported.in_avals)]
+    line = json.dumps({"op": Op.LOAD_ARGS, "leaves": [encode_array(a) for a in arrays]}) + "\n"
+    return line.encode(), arrays
+
+
+def outputs_of(exported: Any, encoded: list) -> Any:
+    """The outputs the worker sent back, in the exported program's output tree."""
+    import jax
+
+    from ._codec import decode_array
+
+    outputs = [decode_array(d) for d in encoded or []]
+    if outputs or exported.out_tree.num_leaves == 0:
+        return jax.tree_util.tree_unflatten(exported.out_tree, outputs)
+    return outputs
+
+
+def donated_leaves(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict) -> list[int]:
+    """Flat indices of the dynamic leaves ``jax.jit`` would donate (donate_argnums/argnames
+    resolved through the signature as jit does; static arguments are not leaves)."""
+    import jax
+
+    nums, names = jit_option_set(jit_kwargs, "donate_argnums"), jit_option_set(jit_kwargs, "donate_argnames")
+    if not nums and not names:
+        return []
+    n = len(args)
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    nums = {i % n if n and i < 0 else i for i in nums}
+    names |= {positional[i] for i in nums if i < len(positional)}
+    nums |= {i for i, name in enumerate(positional) if name in names}
+    # Which positions and names survive as dynamic arguments, in order.
+    kept, kept_kw = dynamic_args(fn, tuple(range(n)), {k: k for k in kwargs}, jit_kwargs)
+    out, k = [], 0
+    for i in kept:
+        count = len(jax.tree_util.tree_leaves(args[i]))
+        if i in nums:
+            out.extend(range(k, k + count))
+        k += count
+    for name in kept_kw:
+        count = len(jax.tree_util.tree_leaves(kwargs[name]))
+        if name in names:
+            out.extend(range(k, k + count))
+        k += count
+    return out

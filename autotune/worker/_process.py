@@ -1,0 +1,399 @@
+"""The parent side: :class:`WorkerRunner` measures configs in a worker process, with a time
+limit, a memory cap and crash containment.
+
+Three ways to get the function into the worker (``Mode``): export mode (what
+:func:`autotune.tune` builds: this process traces and lowers, ``jax.export`` carries the
+program; closures work), import mode (a program ``jax.export`` cannot serialise, e.g. with
+host callbacks, and a :class:`Location`: the worker imports the function, gets the arguments
+as JSON and traces it itself) and study-file mode (:meth:`WorkerRunner.for_study_file`).
+Only without a location does such a program fall back to in-process measurement, with one
+warning. The memory cap is ``RLIMIT_DATA`` in the worker (heap and anonymous mappings, where
+XLA allocates; ``RLIMIT_AS`` is unusable: XLA reserves large virtual ranges at start-up).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .. import _interrupt
+from .._config import Config
+from .._errors import StudyError
+from .._measure import TIMING_OPTIONS, Measurement, Stages, reuse
+from .._runner import RECENT, InProcessRunner, TrialFailed, stage_guard
+from ._channel import Dead, WorkerProcess, ready_problem, worker_env
+from ._codec import NotPortable, decode_array
+from ._export import CannotExport, args_message, export, outputs_of, trace_and_lower
+from ._policy import CompilePolicy, compile_policy, jax_env, platform
+from ._protocol import CARRIED_JIT_OPTIONS, Event, Location, Mode, Op, load_import_message
+from ._trial import TrialRun, follow, request_reply, retime_in
+
+
+class _FellBack(Exception):
+    """The runner switched to in-process measurement."""
+
+
+class WorkerRunner:
+    """Measures configs in a worker process: the :class:`~autotune._runner.Runner` contract
+    with time limits, a memory cap and crash containment.
+
+    Arguments:
+        fn, args, kwargs, jit_kwargs: the function, its example inputs and the
+            ``jax.jit`` options, as for :func:`autotune.measure`.
+        timing: runtime sampling options (``warmup``, ``min_reps``, ``max_reps``, ``target_s``).
+        trial_timeout: seconds one trial (trace + lower + compile + run) may take; None
+            for no limit. Over it, the worker is killed: ``TrialFailed("timeout")``.
+        memory_gb: ``RLIMIT_DATA`` of the worker in GiB, or None.
+        isolate: ``"auto"`` measures in-process, with one warning, a program the worker
+            cannot take; ``True`` raises :class:`StudyError` instead.
+        startup_timeout: seconds to wait for a new worker to import JAX.
+        prune_grace_s: a trial over its compile budget is killed once it is over budget *and*
+            its compile has run at least this long. None (default) uses the time the last
+            worker took to start: killing a compile that would finish sooner than a new
+            worker starts would cost more wall time than it saves (0: kill at the budget).
+        python: the worker's interpreter (default: this one).
+        location: where the worker can import ``fn`` from (:class:`Location`), used when
+            ``jax.export`` cannot serialise the program (import mode).
+        policy: the :class:`~autotune.worker.CompilePolicy` (default: from the platform; on
+            GPU a fresh worker for every trial that compiles).
+        recent: how many recent configs' executables the worker keeps for ``retime``.
+
+    Example::
+
+        >>> import jax.numpy as jnp, autotune as at
+        >>> f = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=8, name="l")[0]
+        >>> with WorkerRunner(f, (jnp.ones(3),), timing={"target_s": 0.01}, trial_timeout=60) as r:
+        ...     m = r.measure({"l": {"repr": "for"}})
+        >>> m.compile_s > 0
+        True
+    """
+
+    def __init__(self, fn: Callable | None, args: tuple = (), kwargs: dict | None = None,
+                 jit_kwargs: dict | None = None, timing: dict | None = None, *,
+                 trial_timeout: float | None = None, memory_gb: float | None = None,
+                 isolate: bool | str = "auto", startup_timeout: float = 300.0,
+                 prune_grace_s: float | None = None, python: str | None = None,
+                 location: Location | None = None, policy: CompilePolicy | None = None, recent: int = RECENT):
+        if trial_timeout is not None and not trial_timeout > 0:
+            raise StudyError(f"trial_timeout={trial_timeout!r} must be a number of seconds > 0, or None.")
+        if memory_gb is not None and not memory_gb > 0:
+            raise StudyError(f"trial_memory_gb={memory_gb!r} must be a number of GiB > 0, or None.")
+        if isolate not in ("auto", True):
+            raise StudyError(f"WorkerRunner(isolate={isolate!r}): use 'auto' or True.")
+        if location is not None and not isinstance(location, Location):
+            raise StudyError(f"WorkerRunner(location={location!r}): pass an autotune.worker.Location or None.")
+        self.fn, self.args, self.kwargs = fn, tuple(args), dict(kwargs or {})
+        self.jit_kwargs = dict(jit_kwargs or {})
+        self.timing = {k: v for k, v in dict(timing or {}).items() if k in TIMING_OPTIONS}
+        self.trial_timeout, self.memory_gb = trial_timeout, memory_gb
+        self.strict = isolate is True
+        self.startup_timeout = startup_timeout
+        self.prune_grace_s = prune_grace_s
+        self.startup_s: float | None = None  # how long the last worker took to become ready
+        self.python = python or sys.executable
+        self.location = location
+        self.policy = policy
+        self.recent = recent
+        self.mode = Mode.EXPORT if fn is not None else Mode.STUDY
+        self.study_file = location.file if location is not None and location.is_study_file else None
+        self.index = location.index if self.study_file else 0
+        self.fallback_reason: str | None = None  # why trials run in-process (not isolated)
+        self.import_reason: str | None = None    # why the worker imports the function (export failed)
+        self.worker_info: dict[str, Any] = {}   # the current worker's "ready" event
+        self._worker: WorkerProcess | None = None
+        self._in_process_runner: InProcessRunner | None = None
+        self._starts = 0
+        self._ever_ready = False
+        self._trial_id = 0
+        self._args_line: bytes | None = None
+        self._import_request: dict[str, Any] | None = None
+        self._input_digest: str | None = None
+        self._closed = False
+        if fn is not None:
+            extra = sorted(set(self.jit_kwargs) - CARRIED_JIT_OPTIONS)
+            if extra:
+                self._fall_back(f"the jax.jit option(s) {extra} cannot be carried to a worker process")
+
+    @classmethod
+    def for_study_file(cls, path: str | os.PathLike, index: int = 0, **options: Any) -> WorkerRunner:
+        """A runner whose worker imports the study file itself and measures ``examples()[index]``.
+
+        The whole trial (trace, lower, compile, run) runs in the worker; no array crosses
+        except the outputs. ``options`` are those of :class:`WorkerRunner`.
+        """
+        if not os.path.isfile(path):
+            raise StudyError(f"Study file {os.fspath(path)!r} does not exist.")
+        return cls(None, location=Location.study_file(path, index), **options)
+
+    # -- public ------------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        """The current worker's process id, or None when none is running."""
+        return self._worker.pid if self._worker is not None and self._worker.alive() else None
+
+    @property
+    def restarts(self) -> int:
+        """How many workers were started after the first (one per crash, kill or replacement)."""
+        return max(0, self._starts - 1)
+
+    @property
+    def isolated(self) -> bool:
+        """False once this runner measures in-process (see ``fallback_reason``)."""
+        return self.fallback_reason is None
+
+    def measure(self, config: Config | dict | None, *, compile_budget_s: float | None = None,
+                on_lowered: Callable[[str], Measurement | None] | None = None) -> Measurement:
+        """Measure ``config`` in the worker (the Runner contract in ``autotune._runner``): raises
+        :class:`TrialFailed`, or ``Interrupted`` for a signal while waiting (the worker killed first)."""
+        if self._closed:
+            raise StudyError("This WorkerRunner is closed.")
+        config = Config.from_dict(config)
+        if self.fallback_reason is None:
+            with self._latch():
+                try:
+                    _interrupt.check()
+                    if self.mode == Mode.EXPORT:
+                        return self._measure_export(config, compile_budget_s, on_lowered)
+                    return self._measure_traced(config, compile_budget_s, on_lowered)
+                except _FellBack:
+                    pass
+                except (TrialFailed, StudyError):
+                    raise
+                except BaseException:
+                    # Interrupted or broken mid-protocol: the worker's state is unknown.
+                    self._discard()
+                    raise
+        return self._in_process().measure(config, compile_budget_s=compile_budget_s, on_lowered=on_lowered)
+
+    def retime(self, config: Config | dict | None) -> Measurement | None:
+        """Time the runtime again on ``config``'s executable kept in the warm worker; None
+        when it is gone (evicted, or the worker was replaced)."""
+        if self._closed:
+            raise StudyError("This WorkerRunner is closed.")
+        config = Config.from_dict(config)
+        if self.fallback_reason is not None:
+            return self._in_process().retime(config)
+        worker = self._worker
+        if worker is None or not worker.alive() or not worker.loaded:
+            return None
+        self._trial_id += 1
+        with self._latch():
+            try:
+                _interrupt.check()
+                m = retime_in(worker, self._trial_id, config.to_json(), self.timing, self.trial_timeout)
+            except TrialFailed:
+                if not worker.alive():
+                    self._discard()
+                raise
+            except BaseException:
+                self._discard()
+                raise
+        return None if m is None else Measurement.from_dict(m).replace(config=config)
+
+    def retain(self, configs: Iterable[Config | dict]) -> None:
+        """Keep only these configs' executables in the worker for :meth:`retime`."""
+        keys = [Config.from_dict(c).to_json() for c in configs]
+        if self.fallback_reason is not None:
+            self._in_process().retain([Config.from_json(k) for k in keys])
+            return
+        if self._worker is not None and self._worker.alive() and not self._closed:
+            self._trial_id += 1
+            try:
+                request_reply(self._worker, {"op": Op.RETAIN, "id": self._trial_id, "keys": keys},
+                              time.monotonic() + self.startup_timeout, "dropping kept executables", rid=self._trial_id)
+            except TrialFailed:
+                self._discard()  # nothing is kept now, which retime() will say
+
+    def close(self) -> None:
+        """Stop the worker (politely, then by SIGKILL) and reap it. Idempotent."""
+        self._closed = True
+        if self._worker is not None:
+            self._worker.exit()
+        self._discard()
+        if self._in_process_runner is not None:
+            self._in_process_runner.close()
+
+    def __enter__(self) -> WorkerRunner:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- in-process fallback --------------------------------------------------------------
+    def _fall_back(self, reason: str) -> None:
+        if self.strict:
+            self._discard()
+            raise StudyError(f"Cannot measure this function in a worker process: {reason}. "
+                             "Pass isolate='auto' to measure it in-process, or isolate=False.")
+        self.fallback_reason = reason
+        limits = [n for n, v in (("trial_timeout", self.trial_timeout), ("trial_memory_gb", self.memory_gb)) if v]
+        lost = f"; {' and '.join(limits)} and compile-budget pruning do not apply" if limits else \
+            "; compile-budget pruning does not apply"
+        warnings.warn(f"autotune: measuring in-process, without isolation: {reason}{lost}.",
+                      RuntimeWarning, stacklevel=5)
+        self._discard()
+
+    def _in_process(self) -> InProcessRunner:
+        if self.fn is None:  # study-file mode never falls back
+            raise StudyError(f"The worker for {self.study_file} is unavailable: {self.fallback_reason}")
+        if self._in_process_runner is None:
+            self._in_process_runner = InProcessRunner(self.fn, self.args, self.kwargs, self.jit_kwargs, self.timing,
+                                                      recent=self.recent)
+        return self._in_process_runner
+
+    @staticmethod
+    def _latch():
+        """The active interrupt latch, or one of our own while we wait on the worker (so a
+        signal stops the wait at once and never lands inside a garbage-collector callback)."""
+        return contextlib.nullcontext() if _interrupt.current() is not None else _interrupt.InterruptLatch()
+
+    # -- export mode ----------------------------------------------------------------------
+    def _measure_export(self, config: Config, budget: float | None, on_lowered) -> Measurement:
+        self._spawn()  # the worker imports JAX while this process traces
+        started = time.monotonic()
+        stages = trace_and_lower(self.fn, self.args, self.kwargs, self.jit_kwargs, config,
+                                 stage_guard(budget, self.trial_timeout, started, " in the parent"))
+        if on_lowered is not None:
+            earlier = on_lowered(stages.program_hash)
+            if earlier is not None:
+                return reuse(earlier, stages, config)
+        try:
+            ex = export(stages, self.fn, self.args, self.kwargs, self.jit_kwargs, self.timing)
+        except CannotExport as exc:
+            self._switch_to_import(str(exc))
+            return self._measure_traced(config, budget, on_lowered)
+        if self._args_line is None:
+            self._args_line, _ = args_message(ex.exported, self.fn, self.args, self.kwargs, self.jit_kwargs)
+        request = dict(ex.request, config=config.to_dict())
+        done, _ = self._run(request, budget, started, parent_s=stages.trace_s + stages.lower_s)
+        return Measurement.from_dict(done["measurement"]).replace(
+            config=config, outputs=outputs_of(ex.exported, done.get("outputs")))
+
+    def _switch_to_import(self, reason: str) -> None:
+        """Export failed: let the worker import the function (or fall back without a location)."""
+        loc = self.location
+        if loc is None:
+            self._fall_back(reason)
+            raise _FellBack()
+        if loc.is_study_file:
+            self.mode, self.study_file, self.index = Mode.STUDY, loc.file, loc.index
+        else:
+            try:
+                self._import_request, self._input_digest = load_import_message(loc, self.args, self.kwargs,
+                                                                               self.jit_kwargs)
+            except NotPortable as exc:
+                self._fall_back(f"{reason}, and {exc}")
+                raise _FellBack() from None
+            self.mode = Mode.IMPORT
+        self.import_reason = reason
+        if self._worker is not None:
+            self._worker.loaded = False
+
+    # -- study-file and import modes --------------------------------------------------------
+    def _measure_traced(self, config: Config, budget: float | None, on_lowered) -> Measurement:
+        self._spawn()
+        started = time.monotonic()
+        request = {"op": Op.TRIAL, "mode": self.mode, "config": config.to_dict(), "timing": self.timing,
+                   "keep_outputs": True, "ask_lowered": on_lowered is not None}
+        done, reused = self._run(request, budget, started, parent_s=0.0, on_lowered=on_lowered)
+        if done.get("skipped"):
+            m = done["measurement"]
+            return reuse(reused, Stages(None, trace_s=float(m["trace_s"]), lower_s=float(m["lower_s"]),
+                                        program_hash=m.get("program_hash")), config)
+        outputs = [decode_array(d) for d in done.get("outputs") or []]
+        return Measurement.from_dict(done["measurement"]).replace(config=config, outputs=outputs)
+
+    # -- the worker process ---------------------------------------------------------------
+    def _run(self, request: dict[str, Any], budget: float | None, started: float, parent_s: float,
+             on_lowered=None) -> tuple[dict[str, Any], Measurement | None]:
+        """Send one trial and follow it to its result (see ``_trial.follow``)."""
+        setup = time.monotonic()
+        self._await_ready()
+        self._load()
+        started += time.monotonic() - setup  # starting a worker is not the trial's time
+        self._trial_id += 1
+        request["id"] = self._trial_id
+        grace = self.prune_grace_s if self.prune_grace_s is not None else (self.startup_s or 0.0)
+        run = TrialRun(self._worker, request, started, budget, self.trial_timeout, grace, parent_s,
+                       self.memory_gb, on_lowered)
+        try:
+            done = follow(run)
+        except TrialFailed:
+            if self._worker is not None and not self._worker.alive():
+                self._discard()
+            raise
+        if not done.get("skipped"):
+            self._worker.compiled += 1
+        return done, run.reused
+
+    def _spawn(self) -> None:
+        """Start a worker if none is alive (without waiting for it to be ready); under a
+        fresh-worker-per-trial policy (GPU), replace one that has already compiled."""
+        if self.policy is None:
+            self.policy = compile_policy(platform())
+        worker = self._worker
+        if worker is not None and worker.alive():
+            if not (self.policy.fresh_worker_per_trial and worker.compiled):
+                return
+        self._discard()
+        self._starts += 1
+        memory = None if self.memory_gb is None else int(self.memory_gb * 2**30)
+        self._worker = WorkerProcess(self.python, worker_env({**jax_env(), **self.policy.env}), memory)
+
+    def _discard(self) -> None:
+        """Kill and reap the current worker (the next trial starts a new one)."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.kill()
+
+    def _await_ready(self) -> None:
+        worker = self._worker
+        if worker.ready is not None:
+            return
+        try:
+            event = worker.read(time.monotonic() + self.startup_timeout)
+        except Dead as exc:
+            state, why = worker.death("while starting")
+            first = not self._ever_ready
+            self._discard()
+            if first and self.fn is not None:
+                self._fall_back(f"the worker process could not start ({why})")
+                raise _FellBack() from exc
+            raise TrialFailed("oom" if state == "oom" else "crashed",
+                              f"the worker process could not start: {why}") from None
+        problem = ready_problem(event, self.startup_timeout)
+        if problem is not None:
+            self._discard()
+            if problem[0] != "error" or self.fn is None:
+                raise TrialFailed(*problem)
+            self._fall_back(problem[1])
+            raise _FellBack()
+        worker.ready = self.worker_info = event
+        self._ever_ready = True
+        self.startup_s = time.monotonic() - worker.spawned_at
+
+    def _load(self) -> None:
+        worker = self._worker
+        if worker.loaded:
+            return
+        message = {Mode.EXPORT: self._args_line, Mode.IMPORT: self._import_request,
+                   Mode.STUDY: {"op": Op.LOAD_STUDY, "path": self.study_file, "index": self.index}}[self.mode]
+        event = request_reply(worker, message, time.monotonic() + self.startup_timeout, "loading the inputs",
+                              self.startup_timeout)
+        if event.get("event") == Event.ERROR:
+            self._discard()
+            raise TrialFailed("error", f"{event.get('type')}: {event.get('message')}")
+        if self._input_digest is None:
+            self._input_digest = event.get("digest")
+        elif event.get("digest") != self._input_digest:
+            self._discard()
+            raise TrialFailed("error", (
+                "the worker decoded other inputs than this process sent" if self.mode == Mode.IMPORT else
+                "the restarted worker got other inputs than the first one (examples() is not deterministic; "
+                "seed its random inputs), so its outputs cannot be compared"))
+        worker.loaded = True

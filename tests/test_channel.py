@@ -1,0 +1,182 @@
+"""Interrupts and dying parents: SIGINT, SIGTERM and SIGKILL sent for real to a tuning process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import jax.numpy as jnp
+import pytest
+
+import autotune as at
+from autotune._interrupt import Interrupted, InterruptLatch
+from autotune.worker import WorkerRunner
+
+from _procs import env_with_repo, exited, gone, workers_of
+
+SLOW_STUDY = textwrap.dedent('''
+    import jax.numpy as jnp
+    import autotune as at
+
+    def body(c, _):
+        for k in range(10):
+            c = jnp.sin(c) * 1.01 + jnp.cos(c * 0.5)
+        return c, None
+
+    @at.autotuned
+    def explode(x):  # fully unrolled: over 10 s of trace + compile in the worker on 2 cores
+        return at.loop(body, x, length=800, name="l")[0]
+
+    def examples():
+        return [(explode, (jnp.linspace(0.0, 1.0, 64),))]
+''')
+
+# The tuning process: measures the rolled loop, says its worker's pid, then either measures the
+# full unroll (seconds of compile in the worker) or waits with a warm worker.
+PARENT = textwrap.dedent('''
+    import sys, time
+    from autotune._interrupt import InterruptLatch, Interrupted
+    from autotune.worker import WorkerRunner
+
+    path, how = sys.argv[1], sys.argv[2]
+    runner = WorkerRunner.for_study_file(path, timing={"target_s": 0.01, "warmup": 1, "min_reps": 1})
+    runner.measure({})
+    print(runner.pid, flush=True)
+    if how == "idle":
+        time.sleep(120)
+    try:
+        if how == "latch":
+            with InterruptLatch():   # as tune() does
+                runner.measure({"l": {"repr": "for"}})
+        else:
+            runner.measure({"l": {"repr": "for"}})   # the runner's own latch
+        print("finished", flush=True)
+    except Interrupted as exc:
+        print("interrupted", exc.name, runner.pid, flush=True)
+        sys.exit(exc.exit_code)
+''')
+
+
+@pytest.fixture
+def slow_study(tmp_path):
+    path = tmp_path / "at_slow_study.py"
+    path.write_text(SLOW_STUDY)
+    (tmp_path / "parent.py").write_text(PARENT)
+    return path
+
+
+def _start(slow_study: Path, how: str) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen([sys.executable, str(slow_study.parent / "parent.py"), str(slow_study), how],
+                            env=env_with_repo(JAX_PLATFORMS="cpu"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    line = proc.stdout.readline()
+    assert line.strip().isdigit(), (line, proc.communicate(timeout=60))
+    return proc, int(line)
+
+
+@pytest.mark.parametrize("how", ["latch", "own-latch"])
+def test_sigterm_during_a_slow_compile_kills_the_worker_at_once_and_the_parent_exits_143(slow_study, how):
+    proc, worker = _start(slow_study, how)
+    try:
+        time.sleep(1.5)  # the worker is tracing or compiling the 800-step unroll
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "finished" not in out, "the compile ended before the signal; the workload is too small now"
+    assert proc.returncode == 128 + signal.SIGTERM, (out, err)
+    assert out.split()[-3:] == ["interrupted", "SIGTERM", "None"] and "Traceback" not in err, (out, err)
+    assert took < 5.0, f"the parent took {took:.1f} s to stop: it waited for the trial"
+    assert gone(worker, wait=5)
+
+
+def test_a_worker_exits_by_itself_when_its_parent_dies_of_sigterm_or_sigkill(slow_study):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        proc, worker = _start(slow_study, "idle")  # no latch while idle: the default action kills it
+        proc.send_signal(sig)
+        proc.wait(timeout=30)
+        assert proc.returncode == -sig
+        assert exited(worker, wait=10), f"worker {worker} outlived its parent ({signal.Signals(sig).name})"
+
+
+def test_an_interrupt_caught_before_measuring_stops_the_trial_before_it_starts():
+    f = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="l")[0]  # noqa: E731
+    with WorkerRunner(f, (jnp.ones(3),), timing={"target_s": 0.01}) as runner, InterruptLatch():
+        runner.measure({})
+        pid = runner.pid
+        os.kill(os.getpid(), signal.SIGHUP)  # caught by the latch between steps
+        with pytest.raises(Interrupted) as info:
+            runner.measure({"l": {"repr": "for"}})
+        assert info.value.signum == signal.SIGHUP and gone(pid) and runner.pid is None
+
+
+# --------------------------------------------------------------------------- Ctrl-C through the CLI
+
+CLI_STUDY = textwrap.dedent('''
+    import jax.numpy as jnp
+    import autotune as at
+
+    @at.autotuned(expected_calls=100)
+    def relax(x):
+        return at.loop(lambda c, _: (jnp.tanh(c) * 0.9 + 0.1, None), x, length=64, name="relax")[0]
+
+    def examples():
+        return [(relax, (jnp.linspace(0.0, 1.0, 256),))]
+''')
+
+
+def _complete_trials(db: Path) -> list[int]:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
+            return [n for (n,) in con.execute("SELECT number FROM trials WHERE state = 'COMPLETE' ORDER BY number")]
+    except sqlite3.Error:
+        return []
+
+
+def _interrupt_after(cmd: list[str], env: dict, db: Path, more_than: int) -> tuple[subprocess.CompletedProcess, list[int]]:
+    """Run the CLI until it completed more than ``more_than`` trials, then SIGINT it."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=db.parent)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_complete_trials(db)) <= more_than or not workers_of(proc.pid):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the CLI made no progress"
+            time.sleep(0.1)
+        workers = workers_of(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err), workers
+
+
+def test_ctrl_c_stops_cleanly_keeps_trials_reaps_the_worker_and_resumes(tmp_path):
+    (tmp_path / "relax_study.py").write_text(CLI_STUDY)
+    db = tmp_path / "studies.db"
+    cmd = [sys.executable, "-m", "autotune", "tune", "relax_study.py", "--cache", str(tmp_path / "cache.db"),
+           "--storage", str(db)]
+    env = env_with_repo(JAX_PLATFORMS="cpu")
+
+    first, workers = _interrupt_after(cmd, env, db, more_than=1)
+    assert first.returncode == 130, first.stderr
+    assert "interrupted: completed trials are kept" in first.stderr and "Traceback" not in first.stderr, first.stderr
+    assert workers and all(gone(pid) for pid in workers)  # reaped, not orphaned
+    kept = _complete_trials(db)
+    assert len(kept) >= 2
+
+    second, workers = _interrupt_after(cmd, env, db, more_than=len(kept))
+    assert second.returncode == 130, second.stderr
+    assert all(gone(pid) for pid in workers)
+    now = _complete_trials(db)
+    assert now[: len(kept)] == kept and len(now) > len(kept) and min(set(now) - set(kept)) > max(kept)

@@ -1,0 +1,188 @@
+"""The Runner contract, trial outcomes, kept executables, and the in-process runner."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import autotune as at
+from autotune._interrupt import Interrupted, InterruptLatch
+from autotune._measure import measure_executable
+from autotune._runner import (FAILURES, RECENT, ExecutableStore, InProcessRunner, Outcome, Runner, TrialFailed,
+                              stage_guard)
+from autotune.worker import WorkerRunner
+
+FAST = {"target_s": 0.01, "min_reps": 3, "warmup": 1}
+FOR = {"l": {"repr": "for"}}
+
+
+def loop8(x):
+    return at.loop(lambda c, _: (jnp.sin(c) * 0.5 + 1.0, None), x, length=8, name="l")[0]
+
+
+def slow_to_trace(x):
+    def body(c, _):
+        for _ in range(10):
+            c = jnp.sin(c) * 1.01 + jnp.cos(c * 0.5)
+        return c, None
+    return at.loop(body, x, length=200, name="l")[0]
+
+
+def test_trial_failed_takes_only_failure_outcomes_and_carries_the_compile_lower_bound():
+    e = TrialFailed(Outcome.PRUNED, "over budget", compile_s_at_least=1.5)
+    assert e.state == "pruned" and e.outcome is Outcome.PRUNED and e.compile_s_at_least == 1.5
+    assert str(e) == "pruned: over budget" and TrialFailed("timeout", "x").compile_s_at_least is None
+    with pytest.raises(ValueError, match="not one of"):
+        TrialFailed("complete", "fine")
+    assert {o.value for o in FAILURES} == {"timeout", "crashed", "oom", "pruned", "error"}
+    assert Outcome.SHARED.counts and Outcome.PRUNED.stopped and Outcome.INTERRUPTED.releases
+
+
+def test_both_runners_follow_the_contract():
+    assert isinstance(InProcessRunner(loop8, (), {}, {}, {}), Runner)
+    assert isinstance(WorkerRunner(loop8, (jnp.ones(2),)), Runner)
+
+
+def test_in_process_runner_retimes_kept_executables_and_drops_what_is_not_retained():
+    x = jnp.ones(16)
+    with InProcessRunner(loop8, (x,), {}, {}, FAST, recent=2) as runner:
+        first = runner.measure({})
+        again = runner.retime({})
+        assert again is not None and again.outputs is None and again.config == first.config
+        # the compile figures are the measured ones; the runtime figures are new samples
+        assert (again.trace_s, again.lower_s, again.compile_s, again.program_hash) == \
+               (first.trace_s, first.lower_s, first.compile_s, first.program_hash)
+        assert again.reps >= 3 and again.run_s > 0
+        runner.measure(FOR)
+        runner.measure({"l": {"repr": "scan", "unroll": 2}})
+        assert runner.retime({}) is None  # evicted: only the last `recent` configs are kept
+        runner.retain([FOR])
+        assert runner.retime({"l": {"repr": "scan", "unroll": 2}}) is None and runner.retime(FOR) is not None
+        assert runner.retime(at.Config(FOR)).run_s > 0
+
+
+def test_the_store_keeps_recent_and_retained_configs_and_shares_one_program():
+    m = lambda h, c: at.Measurement(1, 1, 1, 1, 0, 1, config=at.Config(c), program_hash=h)  # noqa: E731
+    exe = lambda h, c: type("E", (), {"measurement": m(h, c)})()  # noqa: E731
+    store = ExecutableStore(recent=2)
+    store.put("a", exe("h1", {}))
+    store.alias("b", m("h1", FOR))          # b lowered to a's program
+    store.alias("z", m("nope", FOR))        # nothing kept under that hash: not remembered
+    assert "a" in store and "b" in store and "z" not in store and len(store) == 2
+    store.put("c", exe("h2", {}))            # a falls out; b still holds h1
+    assert "a" not in store and store.program("h1") is not None
+    store.retain(["c"])
+    assert list(store._configs) == ["c"] and store.program("h1") is None
+    for key in "defg":
+        store.put(key, exe(key, {}))
+    assert "c" in store and len(store) == 3  # retained ones stay beyond the recent bound
+    assert RECENT == 8
+
+
+def test_in_process_runner_shares_a_program_through_on_lowered():
+    x = jnp.ones(4)
+    fn = lambda v: jax.lax.scan(lambda c, _: (c * 2.0, None), v, None, length=8)[0]  # noqa: E731
+    site = at.sites(fn, x)[0].id
+    with InProcessRunner(fn, (x,), {}, {}, FAST) as runner:
+        seen: dict[str, at.Measurement] = {}
+
+        def on_lowered(h):
+            return seen.get(h)
+
+        full = runner.measure({site: {"repr": "for"}}, on_lowered=on_lowered)
+        seen[full.program_hash] = full
+        same = runner.measure({site: {"unroll": 8}}, on_lowered=on_lowered)
+        assert same.program_hash == full.program_hash and same.compile_s == full.compile_s
+        assert same.config == at.Config({site: {"unroll": 8}})
+        assert runner.retime({site: {"unroll": 8}}).compile_s == full.compile_s  # it re-times the shared executable
+
+
+def test_in_process_pruning_happens_between_stages_with_the_seconds_spent():
+    x = jnp.ones(8)
+    with InProcessRunner(slow_to_trace, (x,), {}, {}, FAST) as runner:
+        with pytest.raises(TrialFailed) as info:
+            runner.measure(FOR, compile_budget_s=1e-4)
+        assert info.value.state == "pruned" and "after tracing" in info.value.reason
+        assert info.value.compile_s_at_least > 1e-4
+        with pytest.raises(TrialFailed) as info:  # a config that does not trace is an error, not a crash
+            runner.measure({"nope": {"repr": "scan"}})
+        assert info.value.state == "error" and "'nope'" in info.value.reason
+        assert runner.measure({}, compile_budget_s=60.0).run_s > 0
+
+
+def test_stage_guard_checks_the_timeout_and_a_caught_interrupt():
+    from autotune._measure import Stages
+
+    st = Stages(None, trace_s=0.2)
+    guard = stage_guard(None, trial_timeout=0.5, started=time.monotonic() - 1.0, where=" in the parent")
+    with pytest.raises(TrialFailed, match="tracing in the parent took .* over the trial timeout of 0.5 s") as info:
+        guard("trace", st)
+    assert info.value.state == "timeout" and info.value.compile_s_at_least == pytest.approx(0.2)
+    stage_guard(1.0)("lower", Stages(None, trace_s=0.2, lower_s=0.3))  # under budget: nothing
+    import os
+    import signal
+
+    with InterruptLatch():
+        os.kill(os.getpid(), signal.SIGTERM)
+        with pytest.raises(Interrupted) as info:
+            stage_guard(None)("trace", st)
+        assert info.value.signum == signal.SIGTERM
+
+
+def test_measure_executable_keeps_donated_inputs_fresh_for_retiming():
+    x = jnp.arange(4.0)
+    m, exe = measure_executable(lambda v: v * 2.0, (x,), jit_kwargs={"donate_argnums": 0}, timing=FAST,
+                                keep_outputs=True)
+    assert exe.donating and not x.is_deleted()
+    again = exe.retime(**FAST)
+    assert again.reps >= 3 and not x.is_deleted() and again.compile_s == m.compile_s
+    np.testing.assert_allclose(m.outputs, np.arange(4.0) * 2)
+
+
+# --------------------------------------------------------------------------- the correctness guard, in-process
+
+
+def folded(x):
+    # The loop runs on constants. Fully unrolled, XLA evaluates it at compile time (constant
+    # folding, on the host), whose exp rounds differently from the compiled kernel's: the same
+    # math, a few hundred elements different in the last bit.
+    c, _ = at.loop(lambda c, _: (jnp.exp(-c * c) * 1.5, None), jnp.linspace(-2.0, 2.0, 4096), length=4, name="l")
+    return c + x
+
+
+SEEDS = itertools.count()
+
+
+def reseeded(x):
+    # A bug the guard must catch: a Python-side counter read at trace time (a fresh PRNG seed
+    # per trace), so every config's re-trace computes something else than the default's.
+    noise = jax.random.normal(jax.random.PRNGKey(next(SEEDS)), x.shape)
+    return at.loop(lambda c, _: (c * 0.5 + noise, None), x, length=4, name="l")[0]
+
+
+def test_the_guard_accepts_reordered_float_arithmetic(tmp_path):
+    x = jnp.linspace(0.5, 1.5, 4096)
+    scan = at.measure(folded, (x,), keep_outputs=True, target_s=0.01).outputs
+    unrolled = at.measure(folded, (x,), config=FOR, keep_outputs=True, target_s=0.01).outputs
+    assert not np.array_equal(scan, unrolled), "XLA no longer folds the unrolled loop differently; pick another workload"
+    r = at.tune(folded, x, sampler="grid", storage=str(tmp_path / "s.db"), timing=FAST, confirm_rounds=1,
+                confirm_top=1, isolate=False)
+    by_config = {t.config: t for t in r.trials}
+    assert by_config[at.Config(FOR)].state == "complete", by_config[at.Config(FOR)].reason
+    assert all(t.state == "complete" for t in r.trials), [(str(t.config), t.state, t.reason) for t in r.trials]
+
+
+def test_the_guard_rejects_a_config_whose_program_computes_something_else(tmp_path):
+    x = jnp.ones(8)
+    r = at.tune(reseeded, x, sampler="grid", storage=str(tmp_path / "s.db"), timing=FAST, confirm_rounds=1,
+                confirm_top=1, isolate=False)
+    assert r.trials[0].state == "complete" and r.trials[0].config == r.best_config
+    rejected = r.trials[1:]
+    assert rejected and all(t.state == "rejected" for t in rejected), [(t.state, t.reason) for t in r.trials]
+    for t in rejected:
+        assert t.reason.startswith("correctness guard: output leaf 0 differs from the default config's by up to"), t.reason
