@@ -183,7 +183,10 @@ class Autotuned:
             Plan(program.sites, config)
             return Lookup(config, "cache", entry, fingerprint, signature, device_key)
         except Exception as exc:
-            where = getattr(self._cache, "url", None) or str(self._cache_arg or os.environ.get("AUTOTUNE_CACHE") or "default cache")
+            from .cache import redact  # passwords in URLs are never shown
+
+            where = redact(self._cache if self._cache is not None
+                           else self._cache_arg or os.environ.get("AUTOTUNE_CACHE") or "default cache")
             warn_once(("cache-error", where, type(exc).__name__),
                       f"autotune: the tuning cache {where} could not be used ({type(exc).__name__}: {exc}); "
                       f"{self.key} runs its default config. Fix or remove the cache, or pass cache= another location.")

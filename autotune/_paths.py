@@ -1,20 +1,34 @@
-"""Where the cache and the study storage live by default."""
+"""Where the cache and the study storage live by default, and how private files are made.
+
+The cache holds what a user's programs ran on, so everything autotune creates for it is
+private to the user, whatever the umask: directories 0700, files 0600. Directories that
+already exist keep their mode (autotune never chmods what it did not create).
+"""
 
 from __future__ import annotations
 
 import os
+import tempfile
 
 ENV_CACHE = "AUTOTUNE_CACHE"
 ENV_STORAGE = "AUTOTUNE_STORAGE"
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def user_cache_dir() -> str:
+    """``$XDG_CACHE_HOME/autotune``, or ``~/.cache/autotune`` when ``XDG_CACHE_HOME`` is unset."""
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "autotune")
 
 
 def default_cache_location() -> str:
-    """``$AUTOTUNE_CACHE`` if set, else ``$XDG_CACHE_HOME/autotune/cache.db`` (``~/.cache/...``)."""
+    """Return ``$AUTOTUNE_CACHE`` if set, else ``$XDG_CACHE_HOME/autotune/cache.db``
+    (``~/.cache/autotune/cache.db`` when ``XDG_CACHE_HOME`` is unset)."""
     env = os.environ.get(ENV_CACHE, "").strip()
     if env:
         return env
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "autotune", "cache.db")
+    return os.path.join(user_cache_dir(), "cache.db")
 
 
 def default_storage_url(cache: str | os.PathLike | None = None) -> str:
@@ -38,3 +52,69 @@ def storage_url(value: str | os.PathLike) -> str:
     if "://" in value:
         return value
     return "sqlite:///" + os.path.abspath(value)
+
+
+def make_private_dirs(path: str | os.PathLike) -> None:
+    """Create directory ``path`` and any missing parents with mode 0700 (the umask does not apply).
+
+    Existing directories are left as they are.
+
+    Raises:
+        OSError: a directory could not be created (e.g. a parent is a file or read-only).
+    """
+    path = os.path.abspath(os.fspath(path))
+    missing = []
+    while not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, DIR_MODE)
+        except FileExistsError:
+            if not os.path.isdir(d):
+                raise
+            continue  # another process made it first: it is theirs to set up
+        os.chmod(d, DIR_MODE)  # mkdir's mode is masked by the umask
+
+
+def create_private_file(path: str | os.PathLike) -> bool:
+    """Create an empty file with mode 0600 if it does not exist (its directory must exist).
+
+    Returns:
+        True when this call created it; False when it already existed (its mode is kept).
+    """
+    try:
+        fd = os.open(os.fspath(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        return False
+    try:
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
+    return True
+
+
+def write_private(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (a temp file in the same directory, then a rename),
+    with mode 0600; missing directories are created 0700.
+
+    Raises:
+        OSError: the file could not be written.
+    """
+    path = os.path.abspath(os.fspath(path))
+    make_private_dirs(os.path.dirname(path))
+    fd, tmp = tempfile.mkstemp(prefix=".autotune-", suffix=".tmp", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), FILE_MODE)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
