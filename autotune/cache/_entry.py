@@ -86,6 +86,11 @@ class CacheEntry:
     complete_range: dict | None = None
     retune: str | None = None
 
+    def __post_init__(self):
+        r = self.complete_range
+        if isinstance(r, Mapping) and r.get("to_calls") == math.inf:  # `_select.complete_range` output as it is
+            object.__setattr__(self, "complete_range", {**r, "to_calls": None})
+
     @property
     def device_key(self) -> str:
         """Deterministic, readable key of `device`, e.g. ``"cpu|cpu|1|jax=0.10.2|jaxlib=0.10.2"``."""

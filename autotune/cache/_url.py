@@ -103,10 +103,7 @@ def redact(url: Any) -> str:
     path = sqlite_file(url)
     if path is not None:
         return f"sqlite:///{path}"
-    secret = {k: "***" for k in url.query if k.lower() in _SECRET_QUERY_KEYS}
-    if secret:
-        url = url.update_query_dict(secret)
-    return url.render_as_string(hide_password=True)
+    return _QUERY_RE.sub(lambda m: f"{m['head']}***", url.render_as_string(hide_password=True))
 
 
 def redact_text(text: str, url: Any = None) -> str:
