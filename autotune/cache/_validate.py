@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -23,6 +24,7 @@ MAX_JSON_CHARS = 1 << 20
 MAX_INT_DIGITS = 100
 """Longest integer literal `loads` accepts: no cache field needs more."""
 
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1
 DEVICE_FIELDS = ("platform", "device_kind", "device_count", "jax", "jaxlib")
 OBJECTIVE_FIELDS = ("expected_calls", "compile_weight", "runtime_weight")
 
@@ -78,9 +80,9 @@ def text(name: str, value: Any, *, allow_empty: bool = False, limit: int = MAX_T
         raise FieldError(name, "must not be empty")
     if len(value) > limit:
         raise FieldError(name, f"is {len(value)} characters long; the limit is {limit}")
-    bad = next((c for c in value if ord(c) < 32 or 127 <= ord(c) < 160), None)
+    bad = _CONTROL_RE.search(value)
     if bad is not None:
-        raise FieldError(name, f"contains the control character {bad!r}; use printable text")
+        raise FieldError(name, f"contains the control character {bad.group()!r}; use printable text")
     return value
 
 
