@@ -306,3 +306,23 @@ def test_records_on_postgresql(pg_url, tmp_path, monkeypatch):  # noqa: F811
     assert cache.import_json(tmp_path / "x.json").pending == 1 and cache.pending() == [rec]
     assert os.listdir(cache.values_dir) == rec.value_files
     cache.close()
+
+
+def test_record_on_postgresql_does_not_queue_behind_a_writer(pg_url):  # noqa: F811
+    """Another autotune writer holds the write lock (an import, say): record gives up within the budget."""
+    import sqlalchemy as sa
+
+    from autotune.cache._session import _PG_LOCK_KEY
+
+    Cache(pg_url).record(make_record())
+    engine = sa.create_engine(pg_url)
+    with engine.connect() as con:
+        con.exec_driver_sql(f"SELECT pg_advisory_lock({_PG_LOCK_KEY})")  # held until this connection closes
+        r = subprocess.run([sys.executable, "-c", RECORD_WHILE_LOCKED, pg_url], env=ENV, capture_output=True,
+                           text=True, timeout=120)
+        con.exec_driver_sql(f"SELECT pg_advisory_unlock({_PG_LOCK_KEY})")
+    engine.dispose()
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["first"] is False and got["second"] is False and got["second_s"] < 2.0, got
+    assert Cache(pg_url).record(make_record("locked:f")) is True  # free again

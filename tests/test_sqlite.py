@@ -5,27 +5,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import stat
 import time
 
-import pytest
 from test_cache import make_entry
+from test_paths import mode, umask_000  # noqa: F401  (a fixture)
 
 from autotune.cache import Cache
 from autotune.cache._sqlite import LOCK_WAIT_BUDGET_S, LockWaitBudget, is_busy
-
-
-def mode(path) -> int:
-    return stat.S_IMODE(os.stat(path).st_mode)
-
-
-@pytest.fixture
-def umask_000():
-    old = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 def test_a_new_cache_is_private_under_umask_000(tmp_path, umask_000):

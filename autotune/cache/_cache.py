@@ -169,13 +169,7 @@ class Cache:
         Raises:
             CacheError: the entry is invalid, or the cache cannot be written.
         """
-        if not isinstance(entry, CacheEntry):
-            raise TypeError(f"Cache.put takes a CacheEntry, got {type(entry).__name__}.")
-        try:
-            row = _rows.entry_row(parse_entry(dataclasses.asdict(entry)))
-        except FieldError as e:
-            raise CacheError(f"Cannot store the cache entry for function {entry.function_key!r} in "
-                             f"{self._db.describe()}: {e}. Fix the entry; nothing was written.") from None
+        row = self._valid_row("put", entry, CacheEntry, parse_entry, _rows.entry_row, "store the cache entry for")
         self._write("write an entry to", lambda conn: _rows.upsert_entries(conn, [row]))
 
     def delete(self, function_key: str | None = None) -> int:
@@ -201,13 +195,8 @@ class Cache:
         Raises:
             CacheError: the record is invalid, or the cache cannot be written (not a lock).
         """
-        if not isinstance(rec, PendingRecord):
-            raise TypeError(f"Cache.record takes a PendingRecord, got {type(rec).__name__}.")
-        try:
-            row = _rows.pending_row(parse_pending(dataclasses.asdict(rec)))
-        except FieldError as e:
-            raise CacheError(f"Cannot record a pending call of function {rec.function_key!r} in "
-                             f"{self._db.describe()}: {e}. Fix the record; nothing was written.") from None
+        row = self._valid_row("record", rec, PendingRecord, parse_pending, _rows.pending_row,
+                              "record a pending call of")
         try:
             return bool(self._write("record a pending call in", lambda conn: _rows.insert_pending(conn, [row]),
                                     hot=True))
@@ -333,6 +322,17 @@ class Cache:
         return TransferCount(n, *counts)
 
     # ----------------------------------------------------------------- plumbing
+
+    def _valid_row(self, method: str, obj: Any, cls: type, parse: Callable, to_row: Callable, what: str) -> dict:
+        """The row of ``obj`` after the full validation (a `CacheError` naming the field if it fails)."""
+        if not isinstance(obj, cls):
+            raise TypeError(f"Cache.{method} takes a {cls.__name__}, got {type(obj).__name__}.")
+        try:
+            return to_row(parse(dataclasses.asdict(obj)))
+        except FieldError as e:
+            noun = "entry" if cls is CacheEntry else "record"
+            raise CacheError(f"Cannot {what} function {obj.function_key!r} in {self._db.describe()}: {e}. "
+                             f"Fix the {noun}; nothing was written.") from None
 
     def _entry_query(self, version: int):
         return select(*[_rows.ENTRIES.c[c] for c in _schema.entry_columns(version)])

@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import _select
 from .._config import Config
-from .._errors import CacheImportError, ConfigError
+from .._errors import ConfigError
 from .._keys import device_key as _device_key
 from . import _validate as v
 from ._validate import MAX_TEXT, FieldError, utc_now
@@ -107,12 +107,7 @@ class CacheEntry:
         Raises:
             CacheImportError: naming the entry's function key and the invalid field.
         """
-        try:
-            return parse_entry(d)
-        except FieldError as e:
-            name = d.get("function_key") if isinstance(d, Mapping) else None
-            who = f" for function {name[:100]!r}" if isinstance(name, str) else ""
-            raise CacheImportError(f"The cache entry{who} is invalid: {e}. Fix or remove this entry.") from None
+        return v.checked(parse_entry, d, "cache entry")
 
     # ---------------------------------------------------------------- call counts
 

@@ -35,18 +35,24 @@ class SchemaVersionModel(BaseModel):
     version: Mapped[int] = mapped_column(Integer, nullable=False)
 
 
-class EntryModel(BaseModel):
+class _Keyed:
+    """The columns an entry and a pending record share: an id, the key, the device JSON
+    (first in the table, as version 1 laid them out)."""
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True, sort_order=-1)
+    function_key: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False, index=True, sort_order=-1)
+    fingerprint: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False, sort_order=-1)
+    signature: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False, sort_order=-1)
+    device_key: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False, index=True, sort_order=-1)
+    device: Mapped[str] = mapped_column(Text, nullable=False, sort_order=-1)
+
+
+class EntryModel(_Keyed, BaseModel):
     """One cache entry; unique per (function key, fingerprint, signature, device key)."""
 
     __tablename__ = "autotune_entries"
     __table_args__ = (UniqueConstraint(*KEY_COLUMNS, name="uq_autotune_entries_key"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    function_key: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False, index=True)
-    fingerprint: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False)
-    signature: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False)
-    device_key: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False, index=True)
-    device: Mapped[str] = mapped_column(Text, nullable=False)
     config: Mapped[str] = mapped_column(Text, nullable=False)
     sites: Mapped[str] = mapped_column(Text, nullable=False)
     measurements: Mapped[str] = mapped_column(Text, nullable=False)
@@ -62,18 +68,12 @@ class EntryModel(BaseModel):
     retune: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
-class PendingModel(BaseModel):
+class PendingModel(_Keyed, BaseModel):
     """One recorded call signature; unique per (function key, fingerprint, signature, device key)."""
 
     __tablename__ = "autotune_pending"
     __table_args__ = (UniqueConstraint(*KEY_COLUMNS, name="uq_autotune_pending_key"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    function_key: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False, index=True)
-    fingerprint: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False)
-    signature: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False)
-    device_key: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False)
-    device: Mapped[str] = mapped_column(Text, nullable=False)
     location: Mapped[str] = mapped_column(Text, nullable=False)
     abstract: Mapped[str] = mapped_column(Text, nullable=False)
     objective: Mapped[str] = mapped_column(Text, nullable=False)

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import CacheImportError
 from .._keys import device_key as _device_key
 from . import _validate as v
 from ._validate import MAX_TEXT, FieldError, utc_now
@@ -91,12 +90,7 @@ class PendingRecord:
         Raises:
             CacheImportError: naming the record's function key and the invalid field.
         """
-        try:
-            return parse_pending(d)
-        except FieldError as e:
-            name = d.get("function_key") if isinstance(d, Mapping) else None
-            who = f" for function {name[:100]!r}" if isinstance(name, str) else ""
-            raise CacheImportError(f"The pending record{who} is invalid: {e}. Fix or remove this record.") from None
+        return v.checked(parse_pending, d, "pending record")
 
 
 def parse_pending(d: Any) -> PendingRecord:

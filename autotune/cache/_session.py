@@ -30,8 +30,19 @@ _T = TypeVar("_T")
 WRITE_ATTEMPTS = 5
 WRITE_RETRY_S = 10.0
 # One lock for every autotune writer of a PostgreSQL database ('autotune' in ASCII): writers
-# queue as on SQLite (BEGIN IMMEDIATE), so table creation and upgrades cannot race.
-_PG_WRITE_LOCK = "SELECT pg_advisory_xact_lock(7022344802737483365)"
+# queue as on SQLite (BEGIN IMMEDIATE), so table creation and upgrades cannot race. Queued
+# writers wait at most 30 s, like SQLite's; hot writes only try, and retry within the budget.
+_PG_LOCK_KEY = 7022344802737483365
+_PG_WRITE_LOCK = (f"SET LOCAL lock_timeout = '{_sqlite.WRITE_BUSY_TIMEOUT_MS}ms'",
+                  f"SELECT pg_advisory_xact_lock({_PG_LOCK_KEY})")
+_PG_TRY_LOCK = f"SELECT pg_try_advisory_xact_lock({_PG_LOCK_KEY})"
+
+
+class LockBusy(Exception):
+    """Another autotune writer holds the PostgreSQL write lock (the hot path does not wait)."""
+
+    def __init__(self) -> None:
+        super().__init__("database is locked (another autotune writer holds the write lock)")
 
 
 class Database:
@@ -86,15 +97,19 @@ class Database:
             with self._engine(mode != READ).connect() as conn:
                 conn.execution_options(autotune_mode=mode)
                 with conn.begin():
-                    if mode != READ and self.backend == "postgresql":
-                        conn.exec_driver_sql(_PG_WRITE_LOCK)
+                    if mode == WRITE and self.backend == "postgresql":
+                        for statement in _PG_WRITE_LOCK:
+                            conn.exec_driver_sql(statement)
+                    elif mode == HOT and self.backend == "postgresql":
+                        if not conn.exec_driver_sql(_PG_TRY_LOCK).scalar():
+                            raise LockBusy()
                     yield conn
-        except (SQLAlchemyError, sqlite3.Error, OSError, ImportError) as e:
+        except (SQLAlchemyError, sqlite3.Error, OSError, ImportError, LockBusy) as e:
             raise self.error(what, e) from e
 
     def read(self, what: str, body: Callable[[Connection], _T]) -> _T:
-        """Run ``body`` in a read transaction; on a locked SQLite file retry within `_sqlite.LOCK_WAIT`."""
-        return self._retry_in_budget(READ, what, body)
+        """Run ``body`` in a read transaction; when locked (SQLite) retry within `_sqlite.LOCK_WAIT`."""
+        return self._run(READ, what, body)
 
     def write(self, what: str, body: Callable[[Connection], _T], *, hot: bool = False) -> _T:
         """Run ``body`` in a write transaction, retrying when locked.
@@ -103,32 +118,27 @@ class Database:
             hot: a write on the user's call path (`Cache.record`): it waits on locks only
                 within `_sqlite.LOCK_WAIT` instead of queueing for up to 30 s.
         """
-        if hot:
-            return self._retry_in_budget(HOT, what, body)
-        give_up = time.monotonic() + WRITE_RETRY_S  # busy_timeout already waits inside each attempt
-        attempt = 0
-        while True:
-            try:
-                with self.transaction(WRITE, what) as conn:
-                    return body(conn)
-            except CacheError as e:
-                attempt += 1
-                if attempt >= WRITE_ATTEMPTS or time.monotonic() > give_up or not _sqlite.is_busy(e.__cause__):
-                    raise
-            time.sleep(0.05 * 2 ** attempt * (1 + random.random()))
+        return self._run(HOT if hot else WRITE, what, body)
 
-    def _retry_in_budget(self, mode: str, what: str, body: Callable[[Connection], _T]) -> _T:
+    def _run(self, mode: str, what: str, body: Callable[[Connection], _T]) -> _T:
+        give_up = time.monotonic() + WRITE_RETRY_S
         attempt = 0
         while True:
             try:
                 with self.transaction(mode, what) as conn:
                     return body(conn)
             except CacheError as e:
-                if self.backend != "sqlite" or not _sqlite.is_busy(e.__cause__):
+                if not _sqlite.is_busy(e.__cause__):
                     raise
-                if not _sqlite.LOCK_WAIT.wait(attempt):
-                    raise self.error(what, e.__cause__, budget_spent=True) from e.__cause__
                 attempt += 1
+                if mode != WRITE:  # reads and hot writes: only within the process's budget
+                    if not _sqlite.LOCK_WAIT.wait(attempt - 1):
+                        raise self.error(what, e.__cause__, budget_spent=True) from e.__cause__
+                    continue
+                # a queued writer already waited busy_timeout inside the attempt: a few more tries
+                if attempt >= WRITE_ATTEMPTS or time.monotonic() > give_up:
+                    raise
+            time.sleep(0.05 * 2 ** attempt * (1 + random.random()))
 
     def error(self, what: str, exc: BaseException | None, *, budget_spent: bool = False) -> CacheError:
         """The `CacheError` for driver error ``exc`` while doing ``what``."""
@@ -138,7 +148,7 @@ class Database:
         if "not a database" in low or "malformed" in low or "encrypted" in low:
             fix = ("The file is not a SQLite database of autotune (corrupt, or another program's); "
                    f"move or delete it, or use another cache (cache=... or ${ENV_CACHE}).")
-        elif "locked" in low or "busy" in low:
+        elif "locked" in low or "busy" in low or "lock timeout" in low:
             fix = "Another process holds the cache locked; try again later, or use another cache."
             if budget_spent:
                 fix += (f" (This process has spent its {_sqlite.LOCK_WAIT_BUDGET_S:g} s budget of waiting on "

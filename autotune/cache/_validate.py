@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from .._errors import CacheImportError
+
 MAX_TEXT = 4096
 """Longest accepted key, site id, study name or other text field, in characters."""
 MAX_JSON_DEPTH = 32
@@ -41,6 +43,17 @@ class FieldError(ValueError):
         super().__init__(f"field {field!r} {problem}")
         self.field = field
         self.problem = problem
+
+
+def checked(parse: Any, d: Any, noun: str) -> Any:
+    """``parse(d)``, its `FieldError` raised as a `CacheImportError` naming the function key
+    (what ``from_dict`` of an entry or a record raises)."""
+    try:
+        return parse(d)
+    except FieldError as e:
+        name = d.get("function_key") if isinstance(d, Mapping) else None
+        who = f" for function {name[:100]!r}" if isinstance(name, str) else ""
+        raise CacheImportError(f"The {noun}{who} is invalid: {e}. Fix or remove this {noun.split()[-1]}.") from None
 
 
 def utc_now() -> str:
