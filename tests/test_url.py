@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
+import jax.numpy as jnp
 import pytest
+from pg_server import pg_server, pg_url  # noqa: F401  (fixtures)
 from sqlalchemy.engine import make_url
+from test_faults import ENV, call_and_count, make, put_entry
+
+import autotune as at
 
 from autotune._errors import CacheError
 from autotune.cache import Cache, redact
@@ -91,3 +98,31 @@ def test_values_dir_beside_a_file_or_in_the_user_cache_dir(tmp_path, monkeypatch
     assert shown.startswith(str(tmp_path / "xdg" / "autotune" / "values-")) and SECRET not in shown
     assert Cache(PG).values_dir == Cache(PG.replace(SECRET, "other")).values_dir
     assert not os.path.exists(shown)  # named, not created
+
+
+# ------------------------------------------- passwords through the decorator and the CLI
+
+def test_a_password_in_the_cache_url_is_never_shown(tmp_path):
+    url = f"postgresql+psycopg://me:{SECRET}@127.0.0.1:1/autotune"  # nothing listens on port 1
+    source, ours = call_and_count(make(url))
+    assert source == "default (cache error)" and len(ours) == 1
+    assert SECRET not in str(ours[0].message) and "me:***@127.0.0.1:1" in str(ours[0].message), str(ours[0].message)
+    for args in (["best", "--cache", url], ["list", "--cache", url], ["export", str(tmp_path / "x.json"), "--cache", url]):
+        r = subprocess.run([sys.executable, "-m", "autotune", *args], env=ENV, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 2 and SECRET not in r.stdout + r.stderr and "me:***@" in r.stderr, r.stderr
+
+
+def test_import_and_export_messages_redact_a_real_servers_password(tmp_path, pg_url):  # noqa: F811
+    url = pg_url.replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@")  # trust auth ignores it
+    assert url != pg_url
+    put_entry(tmp_path / "c.db", make(tmp_path / "c.db"), jnp.zeros(3))
+    at.Cache(tmp_path / "c.db").export_json(tmp_path / "x.json")
+    r = subprocess.run([sys.executable, "-m", "autotune", "import", str(tmp_path / "x.json"), "--cache", url],
+                       env=ENV, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "imported 1 entries and 0 pending records into postgresql://postgres:***@" in r.stdout
+    assert SECRET not in r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-m", "autotune", "export", str(tmp_path / "y.json"), "--cache", url],
+                       env=ENV, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "postgresql://postgres:***@" in r.stdout and SECRET not in r.stdout + r.stderr
+    assert SECRET not in repr(at.Cache(url)) and at.Cache(url).url == url

@@ -37,8 +37,6 @@ _OPTIONAL = ("default_cost", "pareto", "study_name", "created_at", "default_conf
 _POINT_KEYS = ("config", "compile_s", "run_s", "rounds", "confirmed")
 _RANGE_KEYS = ("from_calls", "to_calls", "why")
 
-EntryError = FieldError  # the name older code knows
-
 
 @dataclass(frozen=True)
 class CacheEntry:
