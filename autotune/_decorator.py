@@ -6,7 +6,6 @@ a decorated program that only reads the cache stay light.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import threading
@@ -82,10 +81,7 @@ def entry_from_result(result: TuneResult, function_key: str, retune: str | None 
         pareto=[{k: p[k] for k in keep if k in p} for p in result.confirmed],
         default_config=result.default_config.to_dict(), complete_range=_select.range_json(result.complete_range),
         retune=retune)
-    known = {f.name for f in dataclasses.fields(CacheEntry)}
-    if "default_config" not in known:  # a cache without ranges: plain Pareto points
-        fields["pareto"] = [{k: p[k] for k in ("config", "compile_s", "run_s")} for p in result.pareto]
-    return CacheEntry(**{k: v for k, v in fields.items() if k in known})
+    return CacheEntry(**fields)
 
 
 def controller(fn: Any) -> Autotuned | None:
@@ -103,8 +99,9 @@ def open_cache(cache: Any):
 
 
 def _cache_location(cache_arg: Any, cache: Any) -> str:
-    where = getattr(cache, "url", None) or (getattr(cache_arg, "url", cache_arg) if cache_arg is not None else None)
-    return _paths.redact(str(where or os.environ.get(_paths.ENV_CACHE) or "the default cache"))
+    """The cache as a warning names it (password redacted)."""
+    where = cache if cache is not None else (cache_arg or os.environ.get(_paths.ENV_CACHE))
+    return _paths.redact(where) if where else "the default cache"
 
 
 class Autotuned:
@@ -210,12 +207,11 @@ class Autotuned:
                       f"autotune: the tuning cache {where} could not be used ({type(exc).__name__}: {exc}); "
                       f"{self.key} runs its default config. Fix or remove the cache, or pass cache= another location.")
             return Lookup(Config(), "default (cache error)", None, fingerprint, signature, device_key, str(exc))
-        covers = getattr(entry, "covers", None)
-        if callable(covers) and not covers(self.expected_calls):
-            command = entry.retune_command(self.expected_calls) if hasattr(entry, "retune_command") else None
+        if not entry.covers(self.expected_calls):
+            command = entry.retune_command(self.expected_calls)
             warn_once(("range", self.key, signature, self.expected_calls),
                       f"autotune: {self.key} was measured completely only for "
-                      f"{_select.range_text(getattr(entry, 'complete_range', None))} calls, and expected_calls="
+                      f"{_select.range_text(entry.covered_range)} calls, and expected_calls="
                       f"{self.expected_calls:g} lies outside, so configs that were not measured for that many calls "
                       f"could be cheaper; it runs the best measured one ({Config.from_dict(entry.config)}). "
                       f"Re-tune for {self.expected_calls:g} calls: "

@@ -1,20 +1,36 @@
-"""Where the cache and the study storage live by default."""
+"""Where the cache and the study storage live by default, and how private files are made.
+
+The cache holds what a user's programs ran on, so everything autotune creates for it is
+private to the user, whatever the umask: directories 0700, files 0600. Directories that
+already exist keep their mode (autotune never chmods what it did not create).
+"""
 
 from __future__ import annotations
 
 import os
+import re
+import tempfile
+from typing import Any
 
 ENV_CACHE = "AUTOTUNE_CACHE"
 ENV_STORAGE = "AUTOTUNE_STORAGE"
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def user_cache_dir() -> str:
+    """``$XDG_CACHE_HOME/autotune``, or ``~/.cache/autotune`` when ``XDG_CACHE_HOME`` is unset."""
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "autotune")
 
 
 def default_cache_location() -> str:
-    """``$AUTOTUNE_CACHE`` if set, else ``$XDG_CACHE_HOME/autotune/cache.db`` (``~/.cache/...``)."""
+    """Return ``$AUTOTUNE_CACHE`` if set, else ``$XDG_CACHE_HOME/autotune/cache.db``
+    (``~/.cache/autotune/cache.db`` when ``XDG_CACHE_HOME`` is unset)."""
     env = os.environ.get(ENV_CACHE, "").strip()
     if env:
         return env
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "autotune", "cache.db")
+    return os.path.join(user_cache_dir(), "cache.db")
 
 
 def default_storage_url(cache: str | os.PathLike | None = None) -> str:
@@ -40,17 +56,153 @@ def storage_url(value: str | os.PathLike) -> str:
     return "sqlite:///" + os.path.abspath(value)
 
 
-def redact(url: str | os.PathLike) -> str:
-    """``url`` with any password replaced by ``***`` (``postgresql://user:***@host/db``):
-    the only form in which autotune shows a database URL."""
-    text = os.fspath(url)
-    if "://" not in text:
-        return text
-    scheme, rest = text.split("://", 1)
-    netloc, sep, tail = rest.partition("/")
-    if "@" in netloc:
-        creds, host = netloc.rsplit("@", 1)
-        if ":" in creds:
-            creds = creds.split(":", 1)[0] + ":***"
-        netloc = f"{creds}@{host}"
-    return f"{scheme}://{netloc}{sep}{tail}"
+_SECRET_QUERY_KEYS = ("password", "passwd", "pwd", "sslpassword")
+# scheme://user:password@  anywhere in a text, for URLs SQLAlchemy cannot parse
+_USERINFO_RE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s'\"]*):(?P<secret>[^@\s'\"]*)@")
+_QUERY_RE = re.compile(r"(?P<head>[?&;\s](?:%s)=)(?P<secret>[^&\s'\"]*)" % "|".join(_SECRET_QUERY_KEYS),
+                       re.IGNORECASE)
+
+
+def redact(url: Any) -> str:
+    """A database location as people may see it: the password (in the user info or the query) is ``***``.
+
+    This is the only way autotune shows a cache or study-storage URL: in messages, ``repr``,
+    tables, JSON output and reports. ``Cache.url`` keeps the real URL (other processes connect
+    with it).
+
+    Arguments:
+        url: a SQLAlchemy `URL`, URL text, a file path, or an object with a ``display_url``
+            (an ``at.Cache``). Text that does not parse as a URL is redacted by pattern.
+
+    Returns:
+        The text; a SQLite file shows as ``sqlite:///`` + its path, unescaped.
+
+    Example::
+
+        >>> redact("postgresql+psycopg://u:p%40ss@h:5432/db?sslmode=require")
+        'postgresql+psycopg://u:***@h:5432/db?sslmode=require'
+    """
+    from sqlalchemy.engine import URL, make_url
+    from sqlalchemy.exc import ArgumentError
+
+    shown = getattr(url, "display_url", None)
+    if isinstance(shown, str):
+        return shown
+    if isinstance(url, os.PathLike):
+        url = os.fspath(url)
+    if isinstance(url, str):
+        if "://" not in url:
+            return redact_text(url)
+        try:
+            url = make_url(url)
+        except (ArgumentError, ValueError):
+            return redact_text(url)
+    if not isinstance(url, URL):
+        return redact_text(str(url))
+    path = sqlite_file(url)
+    if path is not None:
+        return f"sqlite:///{path}"
+    return _QUERY_RE.sub(lambda m: f"{m['head']}***", url.render_as_string(hide_password=True))
+
+
+def redact_text(text: str, url: Any = None) -> str:
+    """``text`` with every ``scheme://user:password@`` and ``password=...`` redacted, and, when
+    ``url`` is given, with that URL's password removed wherever it appears."""
+    text = _USERINFO_RE.sub(lambda m: f"{m['head']}:***@", text)
+    text = _QUERY_RE.sub(lambda m: f"{m['head']}***", text)
+    password = _password_of(url)
+    if password and len(password) >= 4:  # a shorter one would garble the text; the patterns above cover URLs
+        text = text.replace(password, "***")
+    return text
+
+
+def sqlite_file(url: Any) -> str | None:
+    """Absolute path of a SQLite file URL, or None (not SQLite, in-memory or a ``file:`` URI)."""
+    if url.get_backend_name() != "sqlite":
+        return None
+    db = url.database or ""
+    if db in ("", ":memory:") or db.startswith("file:"):
+        return None
+    return os.path.abspath(os.path.expanduser(db))
+
+
+def _password_of(url: Any) -> str | None:
+    from sqlalchemy.engine import URL, make_url
+    from sqlalchemy.exc import ArgumentError
+
+    if url is None:
+        return None
+    if not isinstance(url, URL):
+        try:
+            url = make_url(os.fspath(url))
+        except (ArgumentError, ValueError, TypeError):
+            m = _USERINFO_RE.search(str(url))
+            return m["secret"] if m else None
+    pw = url.password
+    return None if pw is None else str(pw)
+
+
+def make_private_dirs(path: str | os.PathLike) -> None:
+    """Create directory ``path`` and any missing parents with mode 0700 (the umask does not apply).
+
+    Existing directories are left as they are.
+
+    Raises:
+        OSError: a directory could not be created (e.g. a parent is a file or read-only).
+    """
+    path = os.path.abspath(os.fspath(path))
+    missing = []
+    while not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, DIR_MODE)
+        except FileExistsError:
+            if not os.path.isdir(d):
+                raise
+            continue  # another process made it first: it is theirs to set up
+        os.chmod(d, DIR_MODE)  # mkdir's mode is masked by the umask
+
+
+def create_private_file(path: str | os.PathLike) -> bool:
+    """Create an empty file with mode 0600 if it does not exist (its directory must exist).
+
+    Returns:
+        True when this call created it; False when it already existed (its mode is kept).
+    """
+    try:
+        fd = os.open(os.fspath(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        return False
+    try:
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
+    return True
+
+
+def write_private(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (a temp file in the same directory, then a rename),
+    with mode 0600; missing directories are created 0700.
+
+    Raises:
+        OSError: the file could not be written.
+    """
+    path = os.path.abspath(os.fspath(path))
+    make_private_dirs(os.path.dirname(path))
+    fd, tmp = tempfile.mkstemp(prefix=".autotune-", suffix=".tmp", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), FILE_MODE)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)

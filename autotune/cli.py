@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("import", help="merge a JSON export into the cache (all or nothing)")
     p.add_argument("path")
+    p.add_argument("--max-size", type=_nonneg_float, default=None, metavar="MIB", help="refuse files over MIB mebibytes (default 256)")
     _cache_arg(p)
     return parser
 
@@ -346,18 +347,17 @@ def cmd_list(a: argparse.Namespace) -> int:
 
 def cmd_export(a: argparse.Namespace) -> int:
     from .cache import Cache
-
-    n = Cache(a.cache).export_json(a.path)
-    out.print(f"exported {n} entries to {a.path}")
+    n = (cache := Cache(a.cache)).export_json(a.path)
+    out.print(f"exported {n.entries} entries and {n.pending} pending records from {cache.display_url} to {a.path}", soft_wrap=True)
     return 0
 
 
 def cmd_import(a: argparse.Namespace) -> int:
-    from .cache import Cache
+    from .cache import MAX_IMPORT_BYTES, Cache
 
-    cache = Cache(a.cache)
-    n = cache.import_json(a.path)
-    out.print(f"imported {n} entries into {cache.url}")
+    n = (cache := Cache(a.cache)).import_json(a.path, max_bytes=MAX_IMPORT_BYTES if a.max_size is None else max(1, int(a.max_size * 2**20)))
+    out.print(f"imported {n.entries} entries and {n.pending} pending records into {cache.display_url}"
+              + (f" ({n.pending_kept} pending records were there already)" if n.pending_kept else ""), soft_wrap=True)
     return 0
 
 

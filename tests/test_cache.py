@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import sqlite3
 import subprocess
 import sys
@@ -322,125 +321,6 @@ def test_writing_a_read_only_database_fails_cleanly(tmp_path):
     with pytest.raises(CacheError, match=r"Could not write an entry to the autotune cache.*readonly.*writable"):
         ro.put(make_entry("other:f"))
     assert count_rows(path) == 1
-
-
-# ------------------------------------------------------------ export/import
-
-
-def test_export_then_import_gives_identical_lookups(tmp_path):
-    source = Cache(tmp_path / "a.db")
-    entries = [make_entry(), make_entry(device=GPU, pareto=PARETO, config=FOR),
-               make_entry("other:g", study_name=None, default_cost=None, signature="")]
-    for e in entries:
-        source.put(e)
-    assert source.export_json(tmp_path / "export.json") == 3
-    doc = json.loads((tmp_path / "export.json").read_text())
-    assert (doc["format"], doc["schema_version"], len(doc["entries"])) == ("jax-autotune-cache", 1, 3)
-    target = Cache(tmp_path / "other" / "b.db")
-    assert target.import_json(tmp_path / "export.json") == 3
-    for e in entries:
-        assert target.lookup(*key_of(e)) == source.lookup(*key_of(e)) == e
-        for calls in (1, 100_000):
-            assert target.lookup(*key_of(e), expected_calls=calls) == source.lookup(*key_of(e), expected_calls=calls)
-    assert target.entries() == source.entries()
-    assert not list(tmp_path.glob(".autotune-export-*"))
-
-
-def _export_with(tmp_path: Path, mutate) -> Path:
-    good = make_entry("good:f").to_dict()
-    bad = make_entry("bad:f").to_dict()
-    doc = {"format": "jax-autotune-cache", "schema_version": 1, "entries": [good, bad]}
-    mutate(doc, bad)
-    path = tmp_path / "bad.json"
-    path.write_text(json.dumps(doc))
-    return path
-
-
-def _set(field, value):
-    def mutate(doc, bad):
-        bad[field] = value
-    return mutate
-
-
-def _set_config(config):
-    return _set("config", config)
-
-
-BAD_ENTRIES = {
-    "wrong type": (_set("cost", "1.0"), "'cost' must be a number"),
-    "missing field": (lambda doc, bad: bad.pop("sites"), "'sites' is missing"),
-    "unknown field": (_set("colour", "red"), "'colour' is not a cache entry field"),
-    "device type": (_set("device", ["cpu"]), "'device' must be a JSON object"),
-    "unknown site": (_set_config({"ghost": {"repr": "scan", "unroll": 1}}), "'config.ghost' names a site"),
-    "bad repr": (_set_config({"outer": {"repr": "while", "unroll": 1}}), "repr='while'"),
-    "unroll 0": (_set_config({"outer": {"repr": "scan", "unroll": 0}}), "unroll must be >= 1"),
-    "unroll too big": (_set_config({"inner": {"repr": "fori", "unroll": 9}}),
-                       "'config.inner.unroll' is 9, more than the site's length 8"),
-    "fori with ys": (_set_config({"outer": {"repr": "fori", "unroll": 2}}), "'config.outer.repr' \"fori\""),
-    "pareto config": (_set("pareto", [{"config": {"ghost": {}}, "compile_s": 1.0, "run_s": 1.0}]),
-                      r"'pareto\[0\].config.ghost'"),
-    "long key": (_set("function_key", "k" * 4097), "4097 characters long; the limit is 4096"),
-    "control char": (_set("signature", "(f32[8],)\n"), "'signature' contains the control character"),
-    "control site id": (lambda doc, bad: bad["sites"].update({"x\x00": {"kind": "scan", "length": 2,
-                                                                        "has_ys": False}}),
-                        "control character"),
-    "long study": (_set("study_name", "s" * 5000), "'study_name' is 5000 characters long"),
-    "nan cost": (_set("cost", float("nan")), "'cost' must be a finite number"),
-    "inf measurement": (lambda doc, bad: bad["measurements"].update(run_s=float("inf")),
-                        "'measurements.run_s' must be a finite number"),
-    "bad created_at": (_set("created_at", "yesterday"), "'created_at' must be ISO-8601"),
-}
-
-
-@pytest.mark.parametrize("case", sorted(BAD_ENTRIES))
-def test_import_rejects_a_bad_entry_and_changes_nothing(tmp_path, case):
-    mutate, field_words = BAD_ENTRIES[case]
-    target = Cache(tmp_path / "t.db")
-    target.put(make_entry("existing:f"))
-    before = target.entries()
-    path = _export_with(tmp_path, mutate)
-    with pytest.raises(CacheImportError) as info:
-        target.import_json(path)
-    message = str(info.value)
-    name = "'kkkk" if case == "long key" else "'bad:f'"
-    assert f"Entry 1 (function_key {name}" in message and "Nothing was imported" in message, message
-    assert re.search(field_words, message), message
-    assert target.entries() == before
-
-
-BAD_FILES = {
-    "malformed json": (lambda p: p.write_text('{"format": "jax-autotune-cache", '), "is not valid JSON"),
-    "missing file": (lambda p: None, "does not exist"),
-    "wrong format": (lambda p: p.write_text(json.dumps({"format": "other", "entries": []})),
-                     "is not a jax-autotune cache export"),
-    "top level list": (lambda p: p.write_text("[]"), "is not a jax-autotune cache export"),
-    "wrong schema": (lambda p: p.write_text(json.dumps({"format": "jax-autotune-cache", "schema_version": 2,
-                                                        "entries": []})), "schema_version 2"),
-    "entries not a list": (lambda p: p.write_text(json.dumps({"format": "jax-autotune-cache",
-                                                              "schema_version": 1, "entries": {}})),
-                           'no "entries" list'),
-}
-
-
-@pytest.mark.parametrize("case", sorted(BAD_FILES))
-def test_import_rejects_a_bad_file_and_changes_nothing(tmp_path, case):
-    write, words = BAD_FILES[case]
-    target = Cache(tmp_path / "t.db")
-    target.put(make_entry("existing:f"))
-    before = target.entries()
-    path = tmp_path / "in.json"
-    write(path)
-    with pytest.raises(CacheImportError, match=words) as info:
-        target.import_json(path)
-    assert str(path) in str(info.value) and "Nothing was imported" in str(info.value)
-    assert target.entries() == before
-
-
-def test_import_into_a_missing_cache_on_error_creates_nothing(tmp_path):
-    path = _export_with(tmp_path, _set("cost", None))
-    with pytest.raises(CacheImportError):
-        Cache(tmp_path / "new" / "t.db").import_json(path)
-    assert not (tmp_path / "new").exists()
 
 
 def test_with_choice_keeps_the_key_and_drops_a_stale_default_cost(tmp_path):

@@ -139,7 +139,8 @@ def test_report_data_matches_the_study(study, written):
     result = study["result"]
     rep = load_study_report(result.study_name, study["storage"])
     counts = rep.outcome_counts()
-    assert counts["error"] == 1 and counts["rejected"] == 1 and counts["timeout"] == 1 and counts["complete"] == 5
+    assert counts["error"] == 1 and counts["rejected"] == 1 and counts["timeout"] == 1
+    assert counts.get("complete", 0) + counts.get("shared", 0) == 5  # shared: lowered to an earlier program
     # Same Pareto set and winner as tune() computed and stored.
     key = lambda p: (json.dumps(p["config"], sort_keys=True), p["compile_s"], p["run_s"])  # noqa: E731
     assert sorted(map(key, rep.pareto)) == sorted(map(key, result.pareto))

@@ -1,131 +1,60 @@
 """`Cache`: the tuning cache on any SQLAlchemy database (SQLite file by default).
 
-Reads never create anything: looking up a cache file that does not exist returns
-nothing and leaves the disk untouched. Writes create the directory, the file and
-the tables on first use. Every driver error leaves this module as a `CacheError`
-whose message names the cache and says what to do.
+Reads never create or change anything: looking up a cache file that does not exist
+returns nothing and leaves the disk untouched, and a file of the previous schema version
+is read as it is. Writes create the directory (0700), the file (0600) and the tables on
+first use, and upgrade an older file in place under the write lock (`_schema`). Every
+driver error leaves this module as a `CacheError` whose message names the cache, with
+its password redacted, and says what to do.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import random
-import sqlite3
-import time
-import urllib.parse
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import create_engine, delete, event, inspect, select
-from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
-from sqlalchemy.orm import Session
+from sqlalchemy import delete, select
+from sqlalchemy.engine import Connection
 
-from .._errors import CacheError, CacheSchemaError
-from . import _transfer
-from ._entry import CacheEntry, EntryError, parse_entry
-from ._models import SCHEMA_VERSION, BaseModel, EntryModel, SchemaVersionModel
+from .._errors import CacheError
+from .._paths import user_cache_dir, write_private
+from . import _rows, _schema, _sqlite, _transfer
+from ._entry import CacheEntry, parse_entry
+from ._models import SCHEMA_VERSION
+from ._pending import PendingRecord, parse_pending
+from ._session import Database
+from ._transfer import MAX_IMPORT_BYTES, Bundle
+from ._url import resolve_url, url_hash
+from ._validate import FieldError
 
-ENV_VAR = "AUTOTUNE_CACHE"
-_WRITE_ATTEMPTS = 5
-_RETRY_SECONDS = 10.0
-_JSON_COLUMNS = ("device", "config", "sites", "measurements", "objective", "pareto")
 _T = TypeVar("_T")
 
 
-def default_cache_location() -> str:
-    """Return ``$AUTOTUNE_CACHE`` if set, else ``$XDG_CACHE_HOME/autotune/cache.db``
-    (``~/.cache/autotune/cache.db`` when ``XDG_CACHE_HOME`` is unset)."""
-    env = os.environ.get(ENV_VAR, "").strip()
-    if env:
-        return env
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "autotune", "cache.db")
+class TransferCount(int):
+    """How many entries an export or import moved (an ``int``), with the pending records too.
 
-
-def resolve_url(url: str | os.PathLike | None) -> URL:
-    """Turn a SQLAlchemy URL, a file path or None into a SQLAlchemy `URL`.
-
-    Arguments:
-        url: a URL containing ``"://"``, a filesystem path (``str`` or `pathlib.Path`)
-            of a SQLite file, or None for `default_cache_location`.
-
-    Returns:
-        The URL; SQLite file paths are made absolute.
-
-    Raises:
-        CacheError: when `url` is neither a usable URL nor a path.
+    Attributes:
+        entries: entries written or imported (the int's value).
+        pending: pending records written or imported (an import keeps existing records:
+            the first recording wins).
+        pending_kept: pending records of an import skipped because the cache had them.
     """
-    text = default_cache_location() if url is None else url
-    if not isinstance(text, (str, os.PathLike)):
-        raise CacheError(f"A cache must be a SQLAlchemy URL, a file path or None, got "
-                         f"{type(text).__name__} {text!r}; pass e.g. sqlite:///path/cache.db or /path/cache.db.")
-    text = os.fspath(text)
-    hint = "pass e.g. sqlite:///path/cache.db or /path/cache.db"
-    if not isinstance(text, str) or not text.strip():
-        raise CacheError(f"The cache location {text!r} is empty or not text; {hint}.")
-    if "://" not in text:
-        return URL.create("sqlite", database=os.path.abspath(os.path.expanduser(text)))
-    try:
-        parsed = make_url(text)
-        parsed.get_dialect()
-    except (ArgumentError, ValueError) as e:
-        raise CacheError(f"The cache location {text!r} is not a SQLAlchemy URL or a file path ({e}); "
-                         f"{hint}.") from None
-    path = _sqlite_file(parsed)
-    return parsed if path is None else parsed.set(database=path)
 
+    entries: int
+    pending: int
+    pending_kept: int
 
-def _sqlite_file(url: URL) -> str | None:
-    """Absolute path of a SQLite file URL, or None (not SQLite, in-memory or a ``file:`` URI)."""
-    if url.get_backend_name() != "sqlite":
-        return None
-    db = url.database or ""
-    if db in ("", ":memory:") or db.startswith("file:"):
-        return None
-    return os.path.abspath(os.path.expanduser(db))
-
-
-READ_BUSY_TIMEOUT_MS = 3000
-
-
-def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
-    # We issue BEGIN ourselves (see _sqlite_on_begin): the documented SQLAlchemy recipe.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    try:
-        # Switching to WAL needs a lock: try it without waiting (a locked file keeps its mode).
-        cursor.execute("PRAGMA busy_timeout=0")
-        try:
-            cursor.execute("PRAGMA journal_mode=WAL")
-        except sqlite3.Error:
-            pass  # read-only or corrupt file: the next statement reports it with context
-    finally:
-        cursor.close()
-
-
-def _sqlite_on_begin(conn: Any) -> None:
-    # Writers take the write lock up front, so two writers queue on busy_timeout
-    # instead of failing when a read transaction tries to upgrade.
-    write = conn.get_execution_options().get("autotune_write", False)
-    # A reader (the decorator at jit time) must not stall the user's program behind a
-    # long-held lock: it waits briefly, then the caller falls back to the default config.
-    conn.exec_driver_sql(f"PRAGMA busy_timeout={30000 if write else READ_BUSY_TIMEOUT_MS}")
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-
-def _is_busy(exc: BaseException | None) -> bool:
-    if isinstance(exc, IntegrityError):  # two writers inserted the same key: retry as an update
-        return True
-    text = f"{exc} {getattr(exc, 'orig', '')}".lower()
-    return "database is locked" in text or "database is busy" in text
+    def __new__(cls, entries: int, pending: int = 0, pending_kept: int = 0) -> TransferCount:
+        self = super().__new__(cls, entries)
+        self.entries, self.pending, self.pending_kept = entries, pending, pending_kept
+        return self
 
 
 class Cache:
-    """The tuning cache: best configs keyed by (function, fingerprint, signature, device).
+    """The tuning cache: best configs keyed by (function, fingerprint, signature, device),
+    and the pending records of calls recorded for tuning later.
 
     Arguments:
         url: a SQLAlchemy URL (``"sqlite:///path/cache.db"``, ``"postgresql://..."``),
@@ -133,22 +62,38 @@ class Cache:
             else ``$XDG_CACHE_HOME/autotune/cache.db`` (``~/.cache/autotune/cache.db``).
 
     The database connection opens lazily on first use. Use `close` (or ``with Cache(...)
-    as cache:``) to release it.
+    as cache:``) to release it. Example::
+
+        with at.Cache("/tmp/cache.db") as cache:
+            for entry in cache.entries():
+                print(entry.function_key, entry.config)
     """
 
     def __init__(self, url: str | os.PathLike | None = None):
-        self._url = resolve_url(url)
-        self._path = _sqlite_file(self._url)
-        self._engines: dict[bool, Engine] = {}  # read_only -> engine
-        self._schema_ok = False
+        self._db = Database(resolve_url(url))
+        self._current = False  # seen at SCHEMA_VERSION: no version check needed again
 
     @property
     def url(self) -> str:
-        """The SQLAlchemy URL of the cache, as text (SQLite paths absolute)."""
-        return self._url.render_as_string(hide_password=False)
+        """The real SQLAlchemy URL of the cache, as text (SQLite paths absolute; passwords kept)."""
+        return self._db.url.render_as_string(hide_password=False)
+
+    @property
+    def display_url(self) -> str:
+        """The URL for people: the password redacted (``postgresql://user:***@host/db``)."""
+        return self._db.display
+
+    @property
+    def values_dir(self) -> str:
+        """Where recorded argument values (``.npy``) live: ``<cache file>.values`` beside a
+        SQLite file, else ``$XDG_CACHE_HOME/autotune/values-<hash of the URL without its password>``.
+        Not created until a value file is written."""
+        if self._db.path is not None:
+            return self._db.path + ".values"
+        return os.path.join(user_cache_dir(), f"values-{url_hash(self._db.url)}")
 
     def __repr__(self) -> str:
-        return f"Cache({self._url.render_as_string(hide_password=True)!r})"
+        return f"Cache({self.display_url!r})"
 
     def __enter__(self) -> Cache:
         return self
@@ -164,11 +109,9 @@ class Cache:
 
     def close(self) -> None:
         """Release the database connections; the cache reopens them if used again."""
-        for engine in self._engines.values():
-            engine.dispose()
-        self._engines.clear()
+        self._db.close()
 
-    # ------------------------------------------------------------------ queries
+    # ------------------------------------------------------------------ entries
 
     def lookup(self, function_key: str, fingerprint: str, signature: str, device_key: str, *,
                expected_calls: float | None = None, compile_weight: float | None = None,
@@ -178,51 +121,47 @@ class Cache:
         Arguments:
             function_key, fingerprint, signature, device_key: the cache key
                 (`device_key` as given by `CacheEntry.device_key`).
-            expected_calls, compile_weight, runtime_weight: when any is given and the
-                entry has a Pareto front, re-choose the config for these numbers (the
-                others keep the entry's stored objective values).
+            expected_calls, compile_weight, runtime_weight: when any is given, re-pick the
+                config for these numbers (`CacheEntry.for_objective`; the others keep the
+                entry's stored values). ``entry.covers(expected_calls)`` tells whether the
+                measurements are complete for that call count.
 
         Returns:
-            The entry (or its re-chosen copy, with `objective` and `cost` updated and
-            `default_cost` None when the objective changed), or None when there is none.
+            The entry (or its re-picked copy), or None when there is none.
 
         Raises:
-            CacheError: the cache exists but cannot be read.
+            CacheError: the cache exists but cannot be read, or the row is inconsistent
+                (its device JSON disagrees with its key, or its config with its sites).
         """
-        if not self._readable():
-            return None
-        key = (EntryModel.function_key == function_key, EntryModel.fingerprint == fingerprint,
-               EntryModel.signature == signature, EntryModel.device_key == device_key)
-        with self._session(write=False, what="read") as session:
-            if not self._check_schema(session, write=False):
-                return None
-            row = session.scalars(select(EntryModel).where(*key)).one_or_none()
-            entry = None if row is None else self._entry_from_row(row)
+        key = (function_key, fingerprint, signature, device_key)
+
+        def body(conn: Connection, version: int) -> CacheEntry | None:
+            row = conn.execute(self._entry_query(version).where(
+                *[_rows.ENTRIES.c[c] == k for c, k in zip(_rows.KEY_COLUMNS, key)])).first()
+            return None if row is None else _rows.entry_from_row(row._mapping, self._db.describe(True))
+
+        entry = self._read(body, None)
         if entry is None or (expected_calls, compile_weight, runtime_weight) == (None, None, None):
             return entry
         return entry.for_objective(expected_calls, compile_weight, runtime_weight)
 
     def entries(self, function_key: str | None = None, device_key: str | None = None) -> list[CacheEntry]:
-        """List entries, ordered by function key then creation time.
+        """List entries, ordered by function key then creation time (empty when the cache does not exist).
 
-        Arguments:
-            function_key: only entries of this function, if given.
-            device_key: only entries for this device key, if given.
-
-        Returns:
-            The matching entries (empty when the cache does not exist yet).
+        Raises:
+            CacheError: as `lookup`, for the first unreadable or inconsistent row.
         """
-        if not self._readable():
-            return []
-        query = select(EntryModel).order_by(EntryModel.function_key, EntryModel.created_at, EntryModel.id)
-        if function_key is not None:
-            query = query.where(EntryModel.function_key == function_key)
-        if device_key is not None:
-            query = query.where(EntryModel.device_key == device_key)
-        with self._session(write=False, what="read") as session:
-            if not self._check_schema(session, write=False):
-                return []
-            return [self._entry_from_row(row) for row in session.scalars(query)]
+        def body(conn: Connection, version: int) -> list[CacheEntry]:
+            t = _rows.ENTRIES
+            query = self._entry_query(version).order_by(t.c.function_key, t.c.created_at, t.c.id)
+            if function_key is not None:
+                query = query.where(t.c.function_key == function_key)
+            if device_key is not None:
+                query = query.where(t.c.device_key == device_key)
+            where = self._db.describe(True)
+            return [_rows.entry_from_row(row._mapping, where) for row in conn.execute(query)]
+
+        return self._read(body, [])
 
     def put(self, entry: CacheEntry) -> None:
         """Store `entry`, replacing any entry with the same key, in one transaction.
@@ -230,201 +169,201 @@ class Cache:
         Raises:
             CacheError: the entry is invalid, or the cache cannot be written.
         """
-        valid = self._validated(entry)
-        self._write("write an entry to", lambda session: self._upsert(session, valid))
+        row = self._valid_row("put", entry, CacheEntry, parse_entry, _rows.entry_row, "store the cache entry for")
+        self._write("write an entry to", lambda conn: _rows.upsert_entries(conn, [row]))
 
     def delete(self, function_key: str | None = None) -> int:
-        """Delete the entries of `function_key` (all entries when None).
-
-        Returns:
-            How many entries were deleted.
-        """
-        if not self._readable():
+        """Delete the entries of `function_key` (all entries when None); return how many."""
+        if not self._db.exists():
             return 0
-        query = delete(EntryModel)
+        query = delete(_rows.ENTRIES)
         if function_key is not None:
-            query = query.where(EntryModel.function_key == function_key)
-        return self._write("delete entries from", lambda session: session.execute(query).rowcount)
+            query = query.where(_rows.ENTRIES.c.function_key == function_key)
+        return self._write("delete entries from", lambda conn: conn.execute(query).rowcount)
 
-    def export_json(self, path: str | os.PathLike) -> int:
-        """Write every entry to a JSON file (atomically: temp file, then rename).
+    # ------------------------------------------------------------ pending records
 
-        Returns:
-            The number of entries written.
-        """
-        return _transfer.write_export(path, self.entries())
+    def record(self, rec: PendingRecord) -> bool:
+        """Store a pending record unless one with its key exists (the first call per signature wins).
 
-    def import_json(self, path: str | os.PathLike) -> int:
-        """Validate every entry of an exported file, then upsert them all in one transaction.
+        Made for the user's call path: it waits on a locked SQLite file only within the
+        process's lock-wait budget (`_sqlite.LOCK_WAIT`) and then gives up.
 
         Returns:
-            The number of entries imported.
+            True when the record was stored; False when one existed or the cache was locked.
 
         Raises:
-            CacheImportError: the file or one of its entries is invalid; nothing was written.
+            CacheError: the record is invalid, or the cache cannot be written (not a lock).
         """
-        entries = _transfer.read_export(path)
+        row = self._valid_row("record", rec, PendingRecord, parse_pending, _rows.pending_row,
+                              "record a pending call of")
+        try:
+            return bool(self._write("record a pending call in", lambda conn: _rows.insert_pending(conn, [row]),
+                                    hot=True))
+        except CacheError as e:
+            if _sqlite.is_busy(e.__cause__):
+                return False
+            raise
 
-        def upsert_all(session: Session) -> int:
-            for entry in entries:
-                self._upsert(session, entry)
-            return len(entries)
+    def pending(self, function_key: str | None = None) -> list[PendingRecord]:
+        """The pending records (of `function_key` when given), by function key then creation time."""
+        def body(conn: Connection, version: int) -> list[PendingRecord]:
+            if not _schema.has_pending(version):
+                return []
+            t = _rows.PENDING
+            query = select(t).order_by(t.c.function_key, t.c.created_at, t.c.id)
+            if function_key is not None:
+                query = query.where(t.c.function_key == function_key)
+            where = self._db.describe(True)
+            return [_rows.pending_from_row(row._mapping, where) for row in conn.execute(query)]
 
-        return self._write(f"import {os.fspath(path)!r} into", upsert_all)
+        return self._read(body, [])
+
+    def delete_pending(self, function_key: str | None = None, fingerprint: str | None = None,
+                       signature: str | None = None, device_key: str | None = None) -> int:
+        """Delete the pending records matching every given key part (all when none is given),
+        and the value files no remaining record names; return how many records were deleted."""
+        if not self._db.exists():
+            return 0
+        t = _rows.PENDING
+        conditions = [t.c[c] == k for c, k in zip(_rows.KEY_COLUMNS, (function_key, fingerprint, signature,
+                                                                      device_key)) if k is not None]
+        orphans: list[str] = []
+
+        def body(conn: Connection) -> int:
+            doomed = {f for (text,) in conn.execute(select(t.c["values"]).where(*conditions))
+                      for f in _rows.value_files_of(text)}
+            n = conn.execute(delete(t).where(*conditions)).rowcount
+            kept = {f for (text,) in conn.execute(select(t.c["values"])) for f in _rows.value_files_of(text)}
+            orphans[:] = sorted(doomed - kept)
+            return n
+
+        n = self._write("delete pending records from", body)
+        for name in orphans:  # after the commit: a crash here leaves a file, never a dangling record
+            try:
+                os.unlink(os.path.join(self.values_dir, name))
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                raise CacheError(f"Deleted {n} pending record(s) from {self._db.describe()}, but could not "
+                                 f"delete their value file {name}: {e}. Delete it by hand.") from None
+        return n
+
+    # ------------------------------------------------------------ export/import
+
+    def export_json(self, path: str | os.PathLike) -> TransferCount:
+        """Write every entry and pending record (with its value files, as base64 ``.npy``) to a
+        JSON file, atomically and with mode 0600. A record whose value files are gone is
+        exported with shapes only, and its ``values`` note says so.
+
+        Returns:
+            The number of entries written (`TransferCount`: ``.pending`` too).
+        """
+        entries, pending, values = self.entries(), [], {}
+        for rec in self.pending():
+            try:
+                blobs = {n: _read_file(os.path.join(self.values_dir, n)) for n in rec.value_files}
+            except OSError as e:
+                note = f"the value files were missing when this cache was exported ({e.strerror}): shapes only"
+                rec = dataclasses.replace(rec, values={"files": [], "bytes": 0, "note": note})
+                blobs = {}
+            values.update(blobs)
+            pending.append(rec)
+        _transfer.write_export(path, Bundle(entries, pending, values))
+        return TransferCount(len(entries), len(pending))
+
+    def import_json(self, path: str | os.PathLike, *, max_bytes: int = MAX_IMPORT_BYTES) -> TransferCount:
+        """Import an exported file, all or nothing: entries are upserted, pending records are
+        added unless the cache has them (with their value files, into `values_dir`).
+
+        Everything is read (at most ``max_bytes``) and validated before the write lock is
+        taken; the write itself is one bulk transaction.
+
+        Arguments:
+            path: a regular file written by `export_json`.
+            max_bytes: refuse larger files (default `MAX_IMPORT_BYTES`, 256 MiB).
+
+        Returns:
+            The number of entries imported (`TransferCount`: ``.pending``, ``.pending_kept`` too).
+
+        Raises:
+            CacheImportError: the file or one of its items is invalid; nothing was written.
+            CacheError: the cache could not be written; nothing was written.
+        """
+        bundle = _transfer.read_export(path, max_bytes)
+        entry_rows = [_rows.entry_row(e) for e in bundle.entries]
+        pending_rows = [_rows.pending_row(r) for r in bundle.pending]
+        files = {r.key: r.value_files for r in bundle.pending}
+        created: set[str] = set()
+        counts = [0, 0]
+
+        def body(conn: Connection) -> int:
+            if entry_rows:
+                _rows.upsert_entries(conn, entry_rows)
+            fresh = _rows.insert_pending(conn, pending_rows)
+            for row in fresh:  # under the lock: only the records that are really added bring files
+                for name in files[_rows.key_of(row)]:
+                    target = os.path.join(self.values_dir, name)
+                    if not os.path.exists(target):
+                        created.add(target)
+                    write_private(target, bundle.values[name])
+            counts[:] = [len(fresh), len(pending_rows) - len(fresh)]
+            return len(entry_rows)
+
+        try:
+            n = self._write(f"import {os.fspath(path)!r} into", body)
+        except BaseException:
+            for target in created:  # all or nothing: the rolled-back records' files go too
+                try:
+                    os.unlink(target)
+                except OSError:
+                    pass
+            raise
+        return TransferCount(n, *counts)
 
     # ----------------------------------------------------------------- plumbing
 
-    def _describe(self, capital: bool = False) -> str:
-        # SQLite file paths unescaped, so the message shows the path the user knows.
-        where = f"sqlite:///{self._path}" if self._path else self._url.render_as_string(hide_password=True)
-        return f"{'The' if capital else 'the'} autotune cache at {where}"
-
-    def _readable(self) -> bool:
-        """False for a SQLite file that does not exist yet (reads must not create it)."""
-        return self._path is None or os.path.exists(self._path)
-
-    def _get_engine(self, write: bool) -> Engine:
-        # SQLite cannot read a WAL database in a directory it cannot write unless the -wal and
-        # -shm files are already there; without them, reads use an immutable read-only connection.
-        read_only = (not write and self._path is not None
-                     and not os.access(os.path.dirname(self._path), os.W_OK)
-                     and not (os.path.exists(self._path + "-wal") and os.path.exists(self._path + "-shm")))
-        if read_only not in self._engines:
-            url = self._url
-            if read_only:
-                url = URL.create("sqlite", database="file:" + urllib.parse.quote(self._path),
-                                 query={"mode": "ro", "immutable": "1", "uri": "true"})
-            sqlite = url.get_backend_name() == "sqlite"
-            engine = create_engine(url, connect_args={"timeout": 30} if sqlite else {})
-            if sqlite:
-                event.listen(engine, "connect", _sqlite_on_connect)
-                event.listen(engine, "begin", _sqlite_on_begin)
-            self._engines[read_only] = engine
-        return self._engines[read_only]
-
-    @contextmanager
-    def _session(self, *, write: bool, what: str) -> Iterator[Session]:
-        """One transaction: commit when the block succeeds, roll back when it raises.
-
-        Driver errors (SQLAlchemy, sqlite3, file system) become `CacheError`.
-        """
+    def _valid_row(self, method: str, obj: Any, cls: type, parse: Callable, to_row: Callable, what: str) -> dict:
+        """The row of ``obj`` after the full validation (a `CacheError` naming the field if it fails)."""
+        if not isinstance(obj, cls):
+            raise TypeError(f"Cache.{method} takes a {cls.__name__}, got {type(obj).__name__}.")
         try:
-            if write and self._path is not None:
-                os.makedirs(os.path.dirname(self._path), exist_ok=True)
-            with self._get_engine(write).connect() as conn:
-                conn.execution_options(autotune_write=write)
-                with Session(bind=conn, expire_on_commit=False) as session:
-                    yield session
-                    session.commit()
-        except (SQLAlchemyError, sqlite3.Error, OSError, ImportError) as e:
-            raise self._error(what, e) from e
+            return to_row(parse(dataclasses.asdict(obj)))
+        except FieldError as e:
+            noun = "entry" if cls is CacheEntry else "record"
+            raise CacheError(f"Cannot {what} function {obj.function_key!r} in {self._db.describe()}: {e}. "
+                             f"Fix the {noun}; nothing was written.") from None
 
-    def _write(self, what: str, body: Callable[[Session], _T]) -> _T:
-        """Run `body` in a write transaction, creating the tables if needed; retry when locked."""
-        give_up = time.monotonic() + _RETRY_SECONDS  # busy_timeout already waits inside each attempt
-        for attempt in range(_WRITE_ATTEMPTS):
-            try:
-                with self._session(write=True, what=what) as session:
-                    self._check_schema(session, write=True)
-                    return body(session)
-            except BaseException as e:
-                self._schema_ok = False  # the tables may have been created in the rolled-back transaction
-                if (not isinstance(e, CacheError) or attempt + 1 == _WRITE_ATTEMPTS
-                        or time.monotonic() > give_up or not _is_busy(e.__cause__)):
-                    raise
-            time.sleep(0.05 * 2 ** attempt * (1 + random.random()))
-        raise AssertionError("unreachable")
+    def _entry_query(self, version: int):
+        return select(*[_rows.ENTRIES.c[c] for c in _schema.entry_columns(version)])
 
-    def _error(self, what: str, exc: BaseException) -> CacheError:
-        text = str(getattr(exc, "orig", None) or exc).strip().rstrip(".")
-        low = text.lower()
-        where = f"Could not {what} {self._describe()}: {text}."
-        if "not a database" in low or "malformed" in low or "encrypted" in low:
-            fix = ("The file is not a SQLite database of autotune (corrupt, or another program's); "
-                   f"move or delete it, or use another cache (cache=... or ${ENV_VAR}).")
-        elif "locked" in low or "busy" in low:
-            fix = "Another process holds the cache locked; try again later, or use another cache."
-        elif isinstance(exc, ImportError):
-            fix = (f"Install the database driver the URL names (`{exc.name or 'the driver'}`), name an "
-                   f"installed one in the URL (e.g. postgresql+psycopg2://...), or use another cache.")
-        elif isinstance(exc, OSError) or any(
-                s in low for s in ("readonly", "read-only", "unable to open", "permission")):
-            fix = ("Make sure the file and its directory exist and are writable, or use another "
-                   f"cache (cache=... or ${ENV_VAR}).")
-        else:
-            fix = f"Check that the URL is right and the database is reachable, or use another cache (${ENV_VAR})."
-        return CacheError(f"{where} {fix}")
+    def _read(self, body: Callable[[Connection, int], _T], empty: _T) -> _T:
+        """Run ``body(conn, schema_version)`` in a read transaction; ``empty`` when there are no tables."""
+        if not self._db.exists():
+            return empty
 
-    def _check_schema(self, session: Session, *, write: bool) -> bool:
-        """Return whether the tables exist; create them when `write`; reject other versions."""
-        if self._schema_ok:
-            return True
-        conn = session.connection()
-        inspector = inspect(conn)
-        if not inspector.has_table(SchemaVersionModel.__tablename__):
-            if inspector.has_table(EntryModel.__tablename__):
-                raise CacheSchemaError(
-                    f"{self._describe(True)} has an entries table but no "
-                    "schema version table, so it was not written by jax-autotune; use another cache.")
-            if not write:
-                return False
-            BaseModel.metadata.create_all(conn)
-            session.add(SchemaVersionModel(id=1, version=SCHEMA_VERSION))
-            session.flush()
-            self._schema_ok = True
-            return True
-        version = session.scalar(select(SchemaVersionModel.version).where(SchemaVersionModel.id == 1))
-        where = self._describe(True)
-        if version is None:
-            raise CacheSchemaError(f"{where} has no schema version row; it is damaged. "
-                                   "Delete it or use another cache.")
-        if version > SCHEMA_VERSION:
-            raise CacheSchemaError(
-                f"{where} uses schema version {version}, but this jax-autotune understands only "
-                f"schema version {SCHEMA_VERSION}. Upgrade jax-autotune, or use another cache "
-                f"(cache=... or ${ENV_VAR}).")
-        if version < SCHEMA_VERSION:
-            raise CacheSchemaError(
-                f"{where} uses the old schema version {version}, and this jax-autotune (schema "
-                f"version {SCHEMA_VERSION}) cannot migrate it. Delete it, or use another cache "
-                f"(cache=... or ${ENV_VAR}).")
-        self._schema_ok = True
-        return True
+        def run(conn: Connection) -> _T:
+            if self._current:
+                return body(conn, SCHEMA_VERSION)
+            version = _schema.read_version(conn, self._db.describe(True))
+            if version is None:
+                return empty
+            self._current = version == SCHEMA_VERSION
+            return body(conn, version)
 
-    def _validated(self, entry: CacheEntry) -> CacheEntry:
-        if not isinstance(entry, CacheEntry):
-            raise TypeError(f"Cache.put takes a CacheEntry, got {type(entry).__name__}.")
-        try:
-            return parse_entry(dataclasses.asdict(entry))
-        except EntryError as e:
-            raise CacheError(f"Cannot store the cache entry for function {entry.function_key!r} in "
-                             f"{self._describe()}: {e}. Fix the entry; nothing was written.") from None
+        return self._db.read("read", run)
 
-    def _upsert(self, session: Session, entry: CacheEntry) -> None:
-        values = {name: getattr(entry, name) for name in (
-            "function_key", "fingerprint", "signature", "cost", "default_cost", "study_name", "created_at")}
-        values.update({name: json.dumps(getattr(entry, name), sort_keys=True, allow_nan=False)
-                       for name in _JSON_COLUMNS})
-        values["device_key"] = entry.device_key
-        row = session.scalars(select(EntryModel).where(
-            EntryModel.function_key == entry.function_key, EntryModel.fingerprint == entry.fingerprint,
-            EntryModel.signature == entry.signature, EntryModel.device_key == entry.device_key,
-        )).one_or_none()
-        if row is None:
-            session.add(EntryModel(**values))
-        else:
-            for name, value in values.items():
-                setattr(row, name, value)
-        session.flush()
+    def _write(self, what: str, body: Callable[[Connection], _T], *, hot: bool = False) -> _T:
+        """Run ``body`` in a write transaction after creating or upgrading the tables."""
+        def run(conn: Connection) -> _T:
+            _schema.ensure_current(conn, self._db.describe(True))
+            return body(conn)
 
-    def _entry_from_row(self, row: EntryModel) -> CacheEntry:
-        try:
-            d = {name: getattr(row, name) for name in (
-                "function_key", "fingerprint", "signature", "cost", "default_cost", "study_name", "created_at")}
-            d.update({name: json.loads(getattr(row, name)) for name in _JSON_COLUMNS})
-            return parse_entry(d)
-        except (EntryError, ValueError, TypeError) as e:
-            raise CacheError(
-                f"{self._describe(True)} holds an unreadable entry (row "
-                f"{row.id}, function {row.function_key!r}): {e}. Delete that entry "
-                f"(Cache.delete({row.function_key!r})) or the cache.") from None
+        result = self._db.write(what, run, hot=hot)
+        self._current = True
+        return result
+
+
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()

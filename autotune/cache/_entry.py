@@ -1,9 +1,10 @@
-"""`CacheEntry`: one tuned result, its validation, and `best_for` over a Pareto front.
+"""`CacheEntry`: one tuned result, its validation, and its re-pick for another objective.
 
-An entry is plain JSON data (never pickle). `CacheEntry.from_dict` is the single
-gate every entry passes through, whether it comes from `Cache.put`, from a
-database row or from an exported file, so anything stored can be exported and
-imported again.
+An entry is plain JSON data (never pickle). `parse_entry` is the single gate every entry
+passes through, whether it comes from `Cache.put`, from a database row or from an
+exported file, so anything stored can be exported and imported again. Which config an
+entry names for another call count is decided by `autotune._select` (the one winner
+rule), never here.
 """
 
 from __future__ import annotations
@@ -13,46 +14,28 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
+from .. import _select
 from .._config import Config
-from .._errors import CacheImportError, ConfigError
+from .._errors import ConfigError
+from .._keys import device_key as _device_key
+from . import _validate as v
+from ._validate import MAX_TEXT, FieldError, utc_now
 
-MAX_TEXT = 4096
-"""Longest accepted key, site id or study name, in characters."""
-
-DEVICE_FIELDS = ("platform", "device_kind", "device_count", "jax", "jaxlib")
-OBJECTIVE_FIELDS = ("expected_calls", "compile_weight", "runtime_weight")
-SITE_KINDS = ("scan", "loop")
+SITE_KINDS = ("scan", "loop", "while")
+MAX_POINTS = 10_000
+"""Most points accepted in an entry's ``pareto`` list."""
+MAX_ROUNDS = 1_000
+"""Most per-round samples accepted on one point."""
+UNRANGED_WHY = ("the entry records no complete range (it was tuned before ranges were recorded), so its "
+                "measurements decide only the call count it was tuned for")
 
 _REQUIRED = ("function_key", "fingerprint", "signature", "device", "config", "sites",
              "measurements", "objective", "cost")
-_OPTIONAL = ("default_cost", "pareto", "study_name", "created_at")
-
-
-def utc_now() -> str:
-    """Return the current time as ISO-8601 text in UTC, e.g. ``2025-01-31T12:00:00.000000+00:00``."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
-
-
-def config_text(config: Mapping[str, Any]) -> str:
-    """Return the canonical JSON text of a config dict (sorted keys, no spaces)."""
-    return json.dumps(config, sort_keys=True, separators=(",", ":"))
-
-
-class EntryError(ValueError):
-    """One field of an entry is invalid (internal; callers turn it into a `CacheError`).
-
-    Arguments:
-        field: dotted path of the bad field, e.g. ``"config.outer.unroll"``.
-        problem: what is wrong, as a sentence fragment.
-    """
-
-    def __init__(self, field: str, problem: str):
-        super().__init__(f"field {field!r} {problem}")
-        self.field = field
-        self.problem = problem
+_OPTIONAL = ("default_cost", "pareto", "study_name", "created_at", "default_config", "complete_range", "retune")
+_POINT_KEYS = ("config", "compile_s", "run_s", "rounds", "confirmed")
+_RANGE_KEYS = ("from_calls", "to_calls", "why")
 
 
 @dataclass(frozen=True)
@@ -64,17 +47,24 @@ class CacheEntry:
         fingerprint: hex hash of the traced program with unrolls normalised.
         signature: canonical text of the abstract input signature.
         device: ``platform``, ``device_kind``, ``device_count``, ``jax``, ``jaxlib``.
-        config: ``site_id -> {"repr": ..., "unroll": ...}``, the chosen config.
-        sites: ``site_id -> {"kind": "scan"|"loop", "length": int, "has_ys": bool}``
-            for every loop site of the program.
+        config: ``site_id -> choice`` (``{"repr": ..., "unroll": ...}``), the chosen config.
+        sites: ``site_id -> {"kind": "scan"|"loop"|"while", "length": int (None for a
+            while site), "has_ys": bool}`` for every loop site of the program.
         measurements: timings of the chosen config (``trace_s``, ``run_s``, ...).
         objective: ``expected_calls``, ``compile_weight``, ``runtime_weight`` used.
         cost: objective cost of ``config``.
         default_cost: objective cost of the default config, if measured.
-        pareto: ``[{"config": ..., "compile_s": ..., "run_s": ...}]``, the configs not
-            dominated in (trace+lower+compile seconds, run seconds); may be empty.
+        pareto: the confirmed points ``[{"config", "compile_s", "run_s"[, "rounds":
+            [[compile_s, run_s], ...]][, "confirmed": bool]}]``, the default's among them
+            when ``default_config`` is set; rounds pair by index with the default's.
         study_name: name of the Optuna study that produced the entry, if any.
         created_at: ISO-8601 UTC time the entry was made.
+        default_config: the explicit default config (every tunable site at its default
+            choice), or None when unknown (entries of schema version 1).
+        complete_range: ``{"from_calls", "to_calls" (None: unbounded), "why"}``, the call
+            counts over which ``pareto`` is complete (`autotune._select.complete_range`);
+            None when not recorded: then only ``objective["expected_calls"]`` counts as covered.
+        retune: the command that re-tunes this entry, with a ``{calls}`` placeholder.
     """
 
     function_key: str
@@ -90,11 +80,19 @@ class CacheEntry:
     pareto: list = field(default_factory=list)
     study_name: str | None = None
     created_at: str = field(default_factory=utc_now)
+    default_config: dict | None = None
+    complete_range: dict | None = None
+    retune: str | None = None
+
+    def __post_init__(self):
+        r = self.complete_range
+        if isinstance(r, Mapping) and r.get("to_calls") == math.inf:  # `_select.complete_range` output as it is
+            object.__setattr__(self, "complete_range", {**r, "to_calls": None})
 
     @property
     def device_key(self) -> str:
         """Deterministic, readable key of `device`, e.g. ``"cpu|cpu|1|jax=0.10.2|jaxlib=0.10.2"``."""
-        return device_key(self.device)
+        return _device_key(self.device)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the entry as a JSON-able dict (the export format of one entry)."""
@@ -104,54 +102,68 @@ class CacheEntry:
     def from_dict(cls, d: Any) -> CacheEntry:
         """Build and validate an entry from `to_dict` output.
 
-        Arguments:
-            d: a dict as produced by `to_dict` (e.g. parsed from an export file).
-
-        Returns:
-            The entry, with its configs normalised (defaults filled in).
-
         Raises:
             CacheImportError: naming the entry's function key and the invalid field.
         """
-        try:
-            return parse_entry(d)
-        except EntryError as e:
-            name = d.get("function_key") if isinstance(d, Mapping) else None
-            who = f" for function {name!r}" if isinstance(name, str) else ""
-            raise CacheImportError(
-                f"The cache entry{who} is invalid: {e}. Fix or remove this entry."
-            ) from None
+        return v.checked(parse_entry, d, "cache entry")
+
+    # ---------------------------------------------------------------- call counts
+
+    @property
+    def covered_range(self) -> dict[str, Any]:
+        """`complete_range`, or for an entry without one the range holding only its own call count."""
+        if self.complete_range is not None:
+            return dict(self.complete_range)
+        n = float(self.objective["expected_calls"])
+        return {"from_calls": n, "to_calls": n, "why": UNRANGED_WHY}
+
+    def covers(self, calls: float) -> bool:
+        """Whether the measurements are complete for ``calls`` calls (`_select.in_range` on `covered_range`)."""
+        return _select.in_range(self.covered_range, float(calls))
+
+    def retune_command(self, calls: float) -> str | None:
+        """The command that re-tunes this entry for ``calls`` calls, or None when none was recorded."""
+        if self.retune is None:
+            return None
+        c = float(calls)
+        shown = str(int(c)) if c.is_integer() and abs(c) < 1e15 else repr(c)
+        return self.retune.replace("{calls}", shown)
+
+    @property
+    def default_point(self) -> dict[str, Any] | None:
+        """The point of ``pareto`` measuring `default_config`, or None."""
+        if self.default_config is None:
+            return None
+        want = _select.config_text(self.default_config)
+        return next((p for p in self.pareto if _select.config_text(p["config"]) == want), None)
 
     def with_choice(self, config: Mapping[str, Any], cost: float,
                     objective: Mapping[str, Any] | None = None) -> CacheEntry:
         """Return a copy choosing `config` at `cost` (under `objective`, if given).
 
-        Arguments:
-            config: the config dict to choose (normally one of `pareto`).
-            cost: its cost under the (new) objective.
-            objective: the objective the cost was computed under; None keeps the current one.
-
-        Returns:
-            A new entry; `default_cost` becomes None when the objective changes, since
-            it was computed under the old objective.
+        When the objective changes, `default_cost` is re-computed from the default's point
+        (None when the entry has none), and an entry without `complete_range` keeps the
+        range of its own call count, so the copy does not claim the new one.
         """
         changes: dict[str, Any] = {"config": dict(config), "cost": float(cost)}
         if objective is not None and dict(objective) != self.objective:
-            changes["objective"] = dict(objective)
-            changes["default_cost"] = None
+            point = self.default_point
+            changes.update(objective=dict(objective), complete_range=self.covered_range,
+                           default_cost=None if point is None else _select.cost(point, objective))
         return dataclasses.replace(self, **changes)
 
     def for_objective(self, expected_calls: float | None = None, compile_weight: float | None = None,
                       runtime_weight: float | None = None) -> CacheEntry:
-        """Re-pick the config from the Pareto front for another objective, without measuring.
+        """Re-pick the config for another objective, without measuring, by `_select.choose`.
 
         Arguments:
             expected_calls, compile_weight, runtime_weight: the new objective; None keeps
                 the entry's own value.
 
         Returns:
-            This entry when the objective is unchanged or there is no front, else a copy
-            (see `with_choice`) choosing the front's cheapest config.
+            This entry when the objective is unchanged or there are no points, else a copy
+            (see `with_choice`) naming the winner of `pareto` (against `default_config`).
+            Whether the new call count is covered: ``copy.covers(expected_calls)``.
         """
         objective = dict(self.objective)
         for name, value in (("expected_calls", expected_calls), ("compile_weight", compile_weight),
@@ -160,213 +172,163 @@ class CacheEntry:
                 objective[name] = value
         if objective == self.objective or not self.pareto:
             return self
-        weights = (objective["expected_calls"], objective["compile_weight"], objective["runtime_weight"])
-        item = best_for(self.pareto, *weights)
-        return self.with_choice(item["config"], pareto_cost(item, *weights), objective)
-
-
-def device_key(device: Mapping[str, Any]) -> str:
-    """Return ``"platform|device_kind|device_count|jax=V|jaxlib=V"`` for a device dict.
-
-    Arguments:
-        device: a dict with the keys in `DEVICE_FIELDS`.
-
-    Returns:
-        The key text; only those five fields take part in it.
-    """
-    p, kind, count, jax_v, jaxlib_v = (device.get(k) for k in DEVICE_FIELDS)
-    return f"{p}|{kind}|{count}|jax={jax_v}|jaxlib={jaxlib_v}"
-
-
-def pareto_cost(item: Mapping[str, Any], expected_calls: float,
-                compile_weight: float = 1.0, runtime_weight: float = 1.0) -> float:
-    """Return ``compile_weight * compile_s + runtime_weight * expected_calls * run_s`` of a pareto item."""
-    return compile_weight * item["compile_s"] + runtime_weight * expected_calls * item["run_s"]
+        choice = _select.choose(self.pareto, objective, default=self.default_config,
+                                complete=self.covered_range)
+        return self.with_choice(choice.config, choice.cost, objective)
 
 
 def best_for(pareto: list[Mapping[str, Any]], expected_calls: float,
              compile_weight: float = 1.0, runtime_weight: float = 1.0) -> dict | None:
-    """Pick the pareto item with the lowest cost for a given call count.
+    """The cheapest point for a call count, with no default to beat (the lower envelope).
 
-    Arguments:
-        pareto: items ``{"config": {...}, "compile_s": float, "run_s": float}``.
-        expected_calls: how many times the compiled function will run.
-        compile_weight: weight of the compile seconds.
-        runtime_weight: weight of the run seconds (times `expected_calls`).
-
-    Returns:
-        The cheapest item (ties broken by the config's canonical JSON text), or None
-        when `pareto` is empty.
+    A thin wrapper over `autotune._select.winner` without a default: ties go to the
+    config that is cheaper just above ``expected_calls``, then to the smaller canonical
+    config JSON. Returns None for an empty list.
     """
-    if not pareto:
-        return None
-    best = min(pareto, key=lambda it: (
-        pareto_cost(it, expected_calls, compile_weight, runtime_weight), config_text(it["config"])))
-    return dict(best)
+    objective = {"expected_calls": expected_calls, "compile_weight": compile_weight,
+                 "runtime_weight": runtime_weight}
+    return _select.winner(list(pareto), objective)
 
 
 # ---------------------------------------------------------------- validation
 
 def parse_entry(d: Any) -> CacheEntry:
-    """Validate a dict and build the `CacheEntry`; raise `EntryError` on the first bad field."""
+    """Validate a dict and build the `CacheEntry`; raise `FieldError` on the first bad field."""
     if not isinstance(d, Mapping):
-        raise EntryError("<entry>", f"must be a JSON object, got {type(d).__name__}")
-    unknown = sorted(set(d) - set(_REQUIRED) - set(_OPTIONAL), key=str)
+        raise FieldError("<entry>", f"must be a JSON object, got {type(d).__name__}")
+    unknown = sorted((k for k in d if k not in _REQUIRED + _OPTIONAL), key=str)
     if unknown:
-        raise EntryError(str(unknown[0]), f"is not a cache entry field; valid fields are "
+        raise FieldError(str(unknown[0])[:100], f"is not a cache entry field; valid fields are "
                          f"{list(_REQUIRED + _OPTIONAL)}")
     for name in _REQUIRED:
         if name not in d:
-            raise EntryError(name, "is missing")
+            raise FieldError(name, "is missing")
     sites = _sites(d["sites"])
     pareto = d.get("pareto", [])
     if not isinstance(pareto, list):
-        raise EntryError("pareto", f"must be a list, got {type(pareto).__name__}")
-    study_name = d.get("study_name")
-    default_cost = d.get("default_cost")
+        raise FieldError("pareto", f"must be a list, got {type(pareto).__name__}")
+    if len(pareto) > MAX_POINTS:
+        raise FieldError("pareto", f"holds {len(pareto)} points; the limit is {MAX_POINTS}")
+    points = [_point(f"pareto[{i}]", it, sites) for i, it in enumerate(pareto)]
+    study_name, default_cost = d.get("study_name"), d.get("default_cost")
+    default = d.get("default_config")
+    default = None if default is None else _config("default_config", default, sites)
+    if default is not None and points and not any(
+            _select.config_text(p["config"]) == _select.config_text(default) for p in points):
+        raise FieldError("default_config", "is not the config of any point in 'pareto'; the default's "
+                         "measured point must be among them")
+    retune = d.get("retune")
+    if retune is not None and "{calls}" not in v.text("retune", retune):
+        raise FieldError("retune", "must contain the placeholder {calls} where the call count goes")
     entry = CacheEntry(
-        function_key=_text("function_key", d["function_key"]),
-        fingerprint=_text("fingerprint", d["fingerprint"]),
-        signature=_text("signature", d["signature"], allow_empty=True),
-        device=_device(d["device"]),
+        function_key=v.text("function_key", d["function_key"]),
+        fingerprint=v.text("fingerprint", d["fingerprint"]),
+        signature=v.text("signature", d["signature"], allow_empty=True),
+        device=v.device(d["device"]),
         config=_config("config", d["config"], sites),
         sites=sites,
-        measurements=_numbers("measurements", d["measurements"], allow_none=True),
-        objective=_objective(d["objective"]),
-        cost=_number("cost", d["cost"]),
-        default_cost=None if default_cost is None else _number("default_cost", default_cost),
-        pareto=[_pareto_item(f"pareto[{i}]", it, sites) for i, it in enumerate(pareto)],
-        study_name=None if study_name is None else _text("study_name", study_name),
-        created_at=_timestamp(d.get("created_at", utc_now())),
+        measurements=v.numbers("measurements", d["measurements"], allow_none=True),
+        objective=v.objective(d["objective"]),
+        cost=v.number("cost", d["cost"]),
+        default_cost=None if default_cost is None else v.number("default_cost", default_cost),
+        pareto=points,
+        study_name=None if study_name is None else v.text("study_name", study_name),
+        created_at=v.timestamp(d.get("created_at", utc_now())),
+        default_config=default,
+        complete_range=_range(d.get("complete_range")),
+        retune=retune,
     )
     if len(entry.device_key) > MAX_TEXT:
-        raise EntryError("device", f"gives a device key longer than {MAX_TEXT} characters")
+        raise FieldError("device", f"gives a device key longer than {MAX_TEXT} characters")
     return entry
-
-
-def _text(name: str, value: Any, *, allow_empty: bool = False) -> str:
-    if not isinstance(value, str):
-        raise EntryError(name, f"must be a string, got {type(value).__name__}")
-    if not value and not allow_empty:
-        raise EntryError(name, "must not be empty")
-    if len(value) > MAX_TEXT:
-        raise EntryError(name, f"is {len(value)} characters long; the limit is {MAX_TEXT}")
-    bad = next((c for c in value if ord(c) < 32 or 127 <= ord(c) < 160), None)
-    if bad is not None:
-        raise EntryError(name, f"contains the control character {bad!r}; use printable text")
-    return value
-
-
-def _number(name: str, value: Any, *, minimum: float | None = None) -> float | int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise EntryError(name, f"must be a number, got {type(value).__name__} {value!r}")
-    if not math.isfinite(value):
-        raise EntryError(name, f"must be a finite number, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise EntryError(name, f"must be >= {minimum}, got {value!r}")
-    return value
-
-
-def _object(name: str, value: Any) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise EntryError(name, f"must be a JSON object, got {type(value).__name__}")
-    for k in value:
-        _text(f"{name} key", k)
-    return value
-
-
-def _scalar(name: str, value: Any) -> Any:
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        return _text(name, value, allow_empty=True)
-    return _number(name, value)
-
-
-def _numbers(name: str, value: Any, *, allow_none: bool = False) -> dict[str, Any]:
-    out = {}
-    for k, v in _object(name, value).items():
-        out[k] = None if (v is None and allow_none) else _number(f"{name}.{k}", v)
-    return out
-
-
-def _device(value: Any) -> dict[str, Any]:
-    dev = {k: _scalar(f"device.{k}", v) for k, v in _object("device", value).items()}
-    for k in DEVICE_FIELDS:
-        if k not in dev:
-            raise EntryError(f"device.{k}", "is missing")
-    for k in ("platform", "device_kind", "jax", "jaxlib"):
-        _text(f"device.{k}", dev[k])
-    count = dev["device_count"]
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise EntryError("device.device_count", f"must be a positive integer, got {count!r}")
-    return dev
-
-
-def _objective(value: Any) -> dict[str, Any]:
-    obj = {k: _number(f"objective.{k}", v, minimum=0) for k, v in _object("objective", value).items()}
-    for k in OBJECTIVE_FIELDS:
-        if k not in obj:
-            raise EntryError(f"objective.{k}", "is missing")
-    return obj
 
 
 def _sites(value: Any) -> dict[str, dict[str, Any]]:
     sites = {}
-    for sid, site in _object("sites", value).items():
+    for sid, site in v.obj("sites", value).items():
         where = f"sites.{sid}"
-        site = dict(_object(where, site))
+        site = dict(v.obj(where, site))
         for k in ("kind", "length", "has_ys"):
             if k not in site:
-                raise EntryError(f"{where}.{k}", "is missing")
-        if site["kind"] not in SITE_KINDS:
-            raise EntryError(f"{where}.kind", f"must be one of {list(SITE_KINDS)}, got {site['kind']!r}")
+                raise FieldError(f"{where}.{k}", "is missing")
+        kind = v.scalar(f"{where}.kind", site["kind"])
+        if kind not in SITE_KINDS:
+            raise FieldError(f"{where}.kind", f"must be one of {list(SITE_KINDS)}, got {kind!r}")
         length = site["length"]
-        if isinstance(length, bool) or not isinstance(length, int) or length < 0:
-            raise EntryError(f"{where}.length", f"must be a non-negative integer, got {length!r}")
-        if not isinstance(site["has_ys"], bool):
-            raise EntryError(f"{where}.has_ys", f"must be true or false, got {site['has_ys']!r}")
-        sites[sid] = {k: _scalar(f"{where}.{k}", v) for k, v in site.items()}
+        if not (length is None and kind == "while") and (
+                isinstance(length, bool) or not isinstance(length, int) or length < 0):
+            what = "a non-negative integer (or null for a while site)" if kind == "while" else "a non-negative integer"
+            raise FieldError(f"{where}.length", f"must be {what}, got {v.short(length)}")
+        v.flag(f"{where}.has_ys", site["has_ys"])
+        sites[sid] = {k: v.scalar(f"{where}.{k}", x) for k, x in site.items()}
     return sites
 
 
 def _config(name: str, value: Any, sites: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    raw = _object(name, value)
+    raw = v.obj(name, value)
     try:
         config = Config.from_dict(raw)
     except ConfigError as e:
-        raise EntryError(name, f"is not a valid config: {e}") from None
+        raise FieldError(name, f"is not a valid config: {e}") from None
     for sid, choice in config.items():
         site = sites.get(sid)
         if site is None:
-            raise EntryError(f"{name}.{sid}", f"names a site that is not in the entry's sites "
-                             f"{sorted(sites)}")
-        limit = max(site["length"], 1)
-        if choice.unroll > limit:
-            raise EntryError(f"{name}.{sid}.unroll", f"is {choice.unroll}, more than the site's "
-                             f"length {site['length']}")
+            raise FieldError(f"{name}.{sid}", f"names a site that is not in the entry's sites {sorted(sites)[:20]}")
+        if (choice.repr == "while") != (site["kind"] == "while"):
+            raise FieldError(f"{name}.{sid}.repr", f'"{choice.repr}" does not fit a site of kind '
+                             f'"{site["kind"]}"; a while site takes "while", other sites "scan", "for" or "fori"')
+        if site["length"] is not None and choice.unroll > max(site["length"], 1):
+            raise FieldError(f"{name}.{sid}.unroll", f"is {choice.unroll}, more than the site's length {site['length']}")
         if choice.repr == "fori" and site["has_ys"]:
-            raise EntryError(f"{name}.{sid}.repr", '"fori" is not valid for a site with stacked '
+            raise FieldError(f"{name}.{sid}.repr", '"fori" is not valid for a site with stacked '
                              'outputs (has_ys); use "scan" or "for"')
     return config.to_dict()
 
 
-def _pareto_item(name: str, value: Any, sites: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    item = _object(name, value)
+def _point(name: str, value: Any, sites: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    item = v.obj(name, value)
     for k in ("config", "compile_s", "run_s"):
         if k not in item:
-            raise EntryError(f"{name}.{k}", "is missing")
-    out = {k: _scalar(f"{name}.{k}", v) for k, v in item.items() if k != "config"}
+            raise FieldError(f"{name}.{k}", "is missing")
+    out = {k: v.scalar(f"{name}.{k}", x) for k, x in item.items() if k not in _POINT_KEYS}
     out["config"] = _config(f"{name}.config", item["config"], sites)
-    out["compile_s"] = _number(f"{name}.compile_s", item["compile_s"], minimum=0)
-    out["run_s"] = _number(f"{name}.run_s", item["run_s"], minimum=0)
+    out["compile_s"] = v.number(f"{name}.compile_s", item["compile_s"], minimum=0)
+    out["run_s"] = v.number(f"{name}.run_s", item["run_s"], minimum=0)
+    if "confirmed" in item:
+        out["confirmed"] = v.flag(f"{name}.confirmed", item["confirmed"])
+    if "rounds" in item:
+        out["rounds"] = _rounds(f"{name}.rounds", item["rounds"])
     return out
 
 
-def _timestamp(value: Any) -> str:
-    text = _text("created_at", value)
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        raise EntryError("created_at", f"must be ISO-8601 text like {utc_now()!r}, got {text!r}") from None
-    return text
+def _rounds(name: str, value: Any) -> list[list[float]]:
+    if not isinstance(value, list):
+        raise FieldError(name, f"must be a list of [compile_s, run_s] pairs, got {type(value).__name__}")
+    if len(value) > MAX_ROUNDS:
+        raise FieldError(name, f"holds {len(value)} rounds; the limit is {MAX_ROUNDS}")
+    out = []
+    for i, r in enumerate(value):
+        if not isinstance(r, list) or len(r) != 2:
+            raise FieldError(f"{name}[{i}]", f"must be a [compile_s, run_s] pair, got {v.short(r)}")
+        out.append([v.number(f"{name}[{i}][{j}]", x, minimum=0) for j, x in enumerate(r)])
+    return out
+
+
+def _range(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    r = v.obj("complete_range", value)
+    unknown = [k for k in r if k not in _RANGE_KEYS]
+    if unknown:
+        raise FieldError(f"complete_range.{unknown[0][:100]}", f"is not a range field; valid fields are {list(_RANGE_KEYS)}")
+    for k in _RANGE_KEYS:
+        if k not in r:
+            raise FieldError(f"complete_range.{k}", "is missing")
+    lo = v.number("complete_range.from_calls", r["from_calls"], minimum=0)
+    hi = r["to_calls"]
+    if isinstance(hi, float) and hi == math.inf:  # as `_select.complete_range` returns it
+        hi = None
+    if hi is not None:
+        hi = v.number("complete_range.to_calls", hi, minimum=lo)
+    return {"from_calls": float(lo), "to_calls": None if hi is None else float(hi),
+            "why": v.text("complete_range.why", r["why"], allow_empty=True)}

@@ -1,18 +1,24 @@
-"""SQLAlchemy models of the tuning cache: a one-row schema version table and the entries.
+"""SQLAlchemy models of the tuning cache (schema version 2): a one-row schema version
+table, the entries, and the pending records of record-and-replay.
 
-Configs, sites, measurements, objectives, Pareto fronts and device dicts are stored
-as JSON text (never pickle), so any SQLAlchemy backend and any reader can use them.
+Configs, sites, measurements, objectives, Pareto points, ranges, device dicts and the
+JSON objects of pending records are stored as JSON text (never pickle), so any
+SQLAlchemy backend and any reader can use them. `autotune.cache._schema` creates these
+tables and upgrades older files to them.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import CheckConstraint, Float, Integer, String, Text, UniqueConstraint
+from sqlalchemy import Boolean, CheckConstraint, Float, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from ._entry import MAX_TEXT
+from ._validate import MAX_TEXT
 
-SCHEMA_VERSION = 1
-"""Version of the tables below; bump it (and add a migration) whenever they change."""
+SCHEMA_VERSION = 2
+"""Version of the tables below; bump it (and add a migration in `_schema`) whenever they change."""
+
+KEY_COLUMNS = ("function_key", "fingerprint", "signature", "device_key")
+"""The columns that make an entry (and a pending record) unique."""
 
 
 class BaseModel(DeclarativeBase):
@@ -29,21 +35,24 @@ class SchemaVersionModel(BaseModel):
     version: Mapped[int] = mapped_column(Integer, nullable=False)
 
 
-class EntryModel(BaseModel):
+class _Keyed:
+    """The columns an entry and a pending record share: an id, the key, the device JSON
+    (first in the table, as version 1 laid them out)."""
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True, sort_order=-1)
+    function_key: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False, index=True, sort_order=-1)
+    fingerprint: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False, sort_order=-1)
+    signature: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False, sort_order=-1)
+    device_key: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False, index=True, sort_order=-1)
+    device: Mapped[str] = mapped_column(Text, nullable=False, sort_order=-1)
+
+
+class EntryModel(_Keyed, BaseModel):
     """One cache entry; unique per (function key, fingerprint, signature, device key)."""
 
     __tablename__ = "autotune_entries"
-    __table_args__ = (
-        UniqueConstraint("function_key", "fingerprint", "signature", "device_key",
-                         name="uq_autotune_entries_key"),
-    )
+    __table_args__ = (UniqueConstraint(*KEY_COLUMNS, name="uq_autotune_entries_key"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    function_key: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False, index=True)
-    fingerprint: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False)
-    signature: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False)
-    device_key: Mapped[str] = mapped_column(String(MAX_TEXT), nullable=False, index=True)
-    device: Mapped[str] = mapped_column(Text, nullable=False)
     config: Mapped[str] = mapped_column(Text, nullable=False)
     sites: Mapped[str] = mapped_column(Text, nullable=False)
     measurements: Mapped[str] = mapped_column(Text, nullable=False)
@@ -52,4 +61,24 @@ class EntryModel(BaseModel):
     cost: Mapped[float] = mapped_column(Float, nullable=False)
     default_cost: Mapped[float | None] = mapped_column(Float, nullable=True)
     study_name: Mapped[str | None] = mapped_column(String(MAX_TEXT), nullable=True)
+    created_at: Mapped[str] = mapped_column(String(64), nullable=False)
+    # schema version 2 (added by the v1 -> v2 migration, NULL in migrated rows):
+    default_config: Mapped[str | None] = mapped_column(Text, nullable=True)
+    complete_range: Mapped[str | None] = mapped_column(Text, nullable=True)
+    retune: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class PendingModel(_Keyed, BaseModel):
+    """One recorded call signature; unique per (function key, fingerprint, signature, device key)."""
+
+    __tablename__ = "autotune_pending"
+    __table_args__ = (UniqueConstraint(*KEY_COLUMNS, name="uq_autotune_pending_key"),)
+
+    location: Mapped[str] = mapped_column(Text, nullable=False)
+    abstract: Mapped[str] = mapped_column(Text, nullable=False)
+    objective: Mapped[str] = mapped_column(Text, nullable=False)
+    options: Mapped[str] = mapped_column(Text, nullable=False)
+    replayable: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    why_not: Mapped[str | None] = mapped_column(Text, nullable=True)
+    values: Mapped[str | None] = mapped_column("values", Text, nullable=True)
     created_at: Mapped[str] = mapped_column(String(64), nullable=False)
