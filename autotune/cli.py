@@ -297,12 +297,18 @@ def cmd_best(a: argparse.Namespace) -> int:
         return 1
     from ._select import crossover_intervals, format_calls, intervals_json
 
+    from ._select import range_json, range_text
+
     def crossovers(e) -> list:
         return crossover_intervals(e.pareto, float(e.objective.get("compile_weight", 1.0)),
-                                   float(e.objective.get("runtime_weight", 1.0)))
+                                   float(e.objective.get("runtime_weight", 1.0)), default=e.default_config)
 
+    calls = lambda e: float(e.objective.get("expected_calls", 0))  # noqa: E731
     if a.json:  # "crossovers": [{"config", "from_calls", "to_calls" (null: unbounded)}] of the Pareto set
-        print(json.dumps([_entry_json(e) | {"crossovers": intervals_json(crossovers(e))} for e in entries], indent=2))
+        print(json.dumps([_entry_json(e) | {"crossovers": intervals_json(crossovers(e)),
+                                            "complete_range": range_json(e.covered_range),
+                                            "in_range": e.covers(calls(e)),
+                                            "retune_command": e.retune_command(calls(e))} for e in entries], indent=2))
         return 0
     table = Table(title="best configs")
     for col in ("function", "device", "signature", "config", "run µs", "compile s", "expected calls", "cost",
@@ -323,10 +329,17 @@ def cmd_best(a: argparse.Namespace) -> int:
                       "; ".join(spans) or ("-" if not e.pareto else "never cheapest"))
     out.print(table)
     for e in entries:
+        if not e.covers(calls(e)):
+            command = e.retune_command(calls(e))
+            out.print(f"{e.function_key}: the configs were not measured for {format_calls(calls(e))} calls (its "
+                      f"measurements are complete for {range_text(e.covered_range)} calls); the config above is the "
+                      "best measured one, not a tuned one. "
+                      + (f"Re-tune for it: {command}" if command else "Re-tune it for that call count."))
+    for e in entries:
         if len(e.pareto) > 1:
             out.print(crossover_table(
                 e.pareto, float(e.objective.get("compile_weight", 1.0)), float(e.objective.get("runtime_weight", 1.0)),
-                chosen=e.config, sites=[{"id": k, **v} for k, v in e.sites.items()],
+                chosen=e.config, sites=[{"id": k, **v} for k, v in e.sites.items()], default=e.default_config,
                 title=f"{e.function_key} on {e.device.get('device_kind', '?')}: Pareto set, cheapest config by call count"))
     return 0
 

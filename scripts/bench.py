@@ -250,7 +250,7 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
                 "config": result.best_config.to_dict(), "wall": wall,
                 "search_wall": (marks["search_end"] - t0) if "search_end" in marks else None,
                 "trials": len(result.trials), "measured": measured,
-                "confirm_measurements": sum(int(c.get("rounds", 0)) for c in result.confirmed),
+                "confirm_measurements": sum(len(c.get("rounds") or ()) for c in result.confirmed),
                 "sampler": result.sampler, "study_cost": result.best_cost,
             }
             log(a, f"   {approach} ({result.sampler}, {n_trials} trials, {wall:.1f}s): "

@@ -170,7 +170,7 @@ def test_ctrl_c_stops_cleanly_keeps_trials_reaps_the_worker_and_resumes(tmp_path
 
     first, workers = _interrupt_after(cmd, env, db, more_than=1)
     assert first.returncode == 130, first.stderr
-    assert "interrupted: completed trials are kept" in first.stderr and "Traceback" not in first.stderr, first.stderr
+    assert "interrupted (SIGINT): completed trials are kept" in first.stderr and "Traceback" not in first.stderr, first.stderr
     assert workers and all(gone(pid) for pid in workers)  # reaped, not orphaned
     kept = _complete_trials(db)
     assert len(kept) >= 2

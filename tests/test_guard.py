@@ -1,6 +1,8 @@
 """The correctness guard: compares in the output's own dtype family; a x1.01 change never passes
 where the dtype can tell it from rounding, real re-association always passes."""
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -11,6 +13,8 @@ from jax import lax
 import autotune as at
 from autotune.study._guard import compare_outputs, tolerance
 
+FAST = {"target_s": 0.01, "min_reps": 3, "warmup": 1}
+FOR = {"l": {"repr": "for"}}
 FLOATS = [np.float64, np.float32, np.float16, ml_dtypes.bfloat16]
 FLOAT8 = [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2]
 
@@ -105,3 +109,47 @@ def test_unrolling_a_real_loop_passes_the_guard():
         for config in ({"l": {"repr": "for"}}, {"l": {"repr": "scan", "unroll": 4}}):
             got = at.measure(f, (x.astype(dtype),), config=config, keep_outputs=True, target_s=0.01).outputs
             assert compare_outputs(ref, got) is None, (dtype, config)
+
+
+# --------------------------------------------------------------------------- the guard inside real studies
+
+
+def folded(x):
+    # The loop runs on constants. Fully unrolled, XLA evaluates it at compile time (constant
+    # folding, on the host), whose exp rounds differently from the compiled kernel's: the same
+    # math, a few hundred elements different in the last bit.
+    c, _ = at.loop(lambda c, _: (jnp.exp(-c * c) * 1.5, None), jnp.linspace(-2.0, 2.0, 4096), length=4, name="l")
+    return c + x
+
+
+SEEDS = itertools.count()
+
+
+def reseeded(x):
+    # A bug the guard must catch: a Python-side counter read at trace time (a fresh PRNG seed
+    # per trace), so every config's re-trace computes something else than the default's.
+    noise = jax.random.normal(jax.random.PRNGKey(next(SEEDS)), x.shape)
+    return at.loop(lambda c, _: (c * 0.5 + noise, None), x, length=4, name="l")[0]
+
+
+def test_the_guard_accepts_reordered_float_arithmetic(tmp_path):
+    x = jnp.linspace(0.5, 1.5, 4096)
+    scan = at.measure(folded, (x,), keep_outputs=True, target_s=0.01).outputs
+    unrolled = at.measure(folded, (x,), config=FOR, keep_outputs=True, target_s=0.01).outputs
+    assert not np.array_equal(scan, unrolled), "XLA no longer folds the unrolled loop differently; pick another workload"
+    r = at.tune(folded, x, sampler="grid", storage=str(tmp_path / "s.db"), timing=FAST, confirm_rounds=1,
+                confirm_top=1, isolate=False)
+    by_config = {t.config: t for t in r.trials}
+    assert by_config[at.Config(FOR)].state == "complete", by_config[at.Config(FOR)].reason
+    assert all(t.state in ("complete", "shared") for t in r.trials), [(str(t.config), t.state, t.reason) for t in r.trials]
+
+
+def test_the_guard_rejects_a_config_whose_program_computes_something_else(tmp_path):
+    x = jnp.ones(8)
+    r = at.tune(reseeded, x, sampler="grid", storage=str(tmp_path / "s.db"), timing=FAST, confirm_rounds=1,
+                confirm_top=1, isolate=False)
+    assert r.trials[0].state == "complete" and r.trials[0].config == r.best_config
+    rejected = r.trials[1:]
+    assert rejected and all(t.state == "rejected" for t in rejected), [(t.state, t.reason) for t in r.trials]
+    for t in rejected:
+        assert t.reason.startswith("correctness guard: output leaf 0 differs from the default config's by"), t.reason
