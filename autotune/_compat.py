@@ -343,3 +343,9 @@ class no_persistent_cache:
                 self._module._cache_checked, self._module._cache_used = self._saved
         jax.config.update(self._flag, self._old_flag)
         return False
+
+
+def jaxpr_function(closed: Any):
+    """(a function of a closed jaxpr's flat inputs that evaluates it, the inputs' avals)."""
+    inner, _ = unpack(closed)
+    return jex_core.jaxpr_as_fun(closed), [v.aval for v in inner.invars]

@@ -137,8 +137,12 @@ def _creation_lock(url: str) -> Iterator[None]:
     if not path or path == ":memory:":
         yield
         return
-    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
-    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    from .._paths import create_private_file, make_private_dirs
+
+    make_private_dirs(os.path.dirname(os.path.abspath(path)) or ".")
+    create_private_file(path)  # the study database is private, like the cache beside it (0600, whatever the umask)
+    create_private_file(path + ".lock")
+    fd = os.open(path + ".lock", os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -31,11 +31,27 @@ class CannotExport(Exception):
 
 @dataclass
 class Exported:
-    """A config traced, lowered and exported in the parent."""
+    """A config traced, lowered and exported in the parent. ``out_tree`` is the output tree
+    the worker's flat outputs are rebuilt into."""
 
     stages: Stages
     exported: Any = None
     request: dict[str, Any] | None = None
+    out_tree: Any = None
+
+
+def _export_flat(stages: Stages):
+    """The same program exported with a plain calling convention: flat array inputs and
+    outputs. ``jax.export`` can serialise only pytrees it knows, so a method of an
+    ``eqx.Module`` or a ``flax.struct`` dataclass (``self`` traced) crosses this way."""
+    import jax
+
+    from .. import _compat
+
+    run, avals = _compat.jaxpr_function(stages.traced.jaxpr)
+    structs = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False)) for a in avals]
+    exported = jax.export.export(jax.jit(lambda *xs: run(*xs)))(*structs)
+    return exported, exported.serialize()
 
 
 def trace_and_lower(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, config: Config,
@@ -61,10 +77,17 @@ def export(stages: Stages, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: 
 
     from .. import _compat
 
+    flat = False
     with _compat.no_persistent_cache():
         try:
-            exported = jax.export.export(stages.jitted)(*args, **kwargs)
-            program = exported.serialize()
+            try:
+                exported = jax.export.export(stages.jitted)(*args, **kwargs)
+                program = exported.serialize()
+            except Exception as exc:
+                if "pytree" not in str(exc).lower():
+                    raise
+                exported, program = _export_flat(stages)
+                flat = True
         except Exception as exc:
             why = f"jax.export cannot serialize it ({type(exc).__name__}: {str(exc).splitlines()[0][:300]})"
             if isinstance(exc, ImportError):
@@ -74,8 +97,9 @@ def export(stages: Stages, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: 
         raise CannotExport(f"the program uses {exported.nr_devices} devices; the worker runs single-device programs")
     dyn_args, dyn_kwargs = dynamic_args(fn, args, kwargs, jit_kwargs)
     leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
-    if tree != exported.in_tree or len(leaves) != len(exported.in_avals):
+    if (not flat and tree != exported.in_tree) or len(leaves) != len(exported.in_avals):
         raise CannotExport("its arguments do not flatten like the exported program's inputs")
+    out_tree = jax.tree_util.tree_structure(stages.traced.out_info) if flat else exported.out_tree
     request = {
         "op": Op.TRIAL, "mode": Mode.EXPORT,
         "program": base64.b64encode(bytes(program)).decode("ascii"),
@@ -85,7 +109,7 @@ def export(stages: Stages, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: 
         "trace_s": stages.trace_s, "lower_s": stages.lower_s,
         "timing": timing, "keep_outputs": True,
     }
-    return Exported(stages, exported, request)
+    return Exported(stages, exported, request, out_tree)
 
 
 def args_message(exported: Any, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict) -> tuple[bytes, list]:
@@ -99,15 +123,16 @@ def args_message(exported: Any, fn: Callable, args: tuple, kwargs: dict, jit_kwa
     return line.encode(), arrays
 
 
-def outputs_of(exported: Any, encoded: list) -> Any:
-    """The outputs the worker sent back, in the exported program's output tree."""
+def outputs_of(exported: Any, encoded: list, out_tree: Any = None) -> Any:
+    """The outputs the worker sent back, in the function's output tree."""
     import jax
 
     from ._codec import decode_array
 
+    tree = out_tree if out_tree is not None else exported.out_tree
     outputs = [decode_array(d) for d in encoded or []]
-    if outputs or exported.out_tree.num_leaves == 0:
-        return jax.tree_util.tree_unflatten(exported.out_tree, outputs)
+    if outputs or tree.num_leaves == 0:
+        return jax.tree_util.tree_unflatten(tree, outputs)
     return outputs
 
 

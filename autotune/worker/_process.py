@@ -272,7 +272,7 @@ class WorkerRunner:
         request = dict(ex.request, config=config.to_dict())
         done, _ = self._run(request, budget, started, parent_s=stages.trace_s + stages.lower_s)
         return Measurement.from_dict(done["measurement"]).replace(
-            config=config, outputs=outputs_of(ex.exported, done.get("outputs")))
+            config=config, outputs=outputs_of(ex.exported, done.get("outputs"), ex.out_tree))
 
     def _switch_to_import(self, reason: str) -> None:
         """Export failed: let the worker import the function (or fall back without a location)."""

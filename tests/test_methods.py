@@ -1,0 +1,112 @@
+"""@at.autotuned on methods and on functions with a leading static argument: .sites / .tune /
+.config_for / .lower take exactly the arguments a call takes."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import autotune as at
+
+FAST = {"target_s": 0.01, "min_reps": 3, "warmup": 1}
+
+
+def tune_options(tmp_path):
+    return dict(n_trials=3, timing=FAST, confirm_rounds=1, storage=str(tmp_path / "s.db"))
+
+
+def check(fn, args, tmp_path, expected):
+    """Every entry point takes a call's arguments; after .tune the cache is hit."""
+    np.testing.assert_allclose(fn(*args), expected, rtol=1e-6)
+    (site,) = [s for s in fn.sites(*args) if s.length and s.length > 1]
+    assert site.length == 8
+    assert fn.config_for(*args).source == "default"
+    assert "stablehlo" in fn.lower(*args).as_text() or "func" in fn.lower(*args).as_text()
+    r = fn.tune(*args, **tune_options(tmp_path))
+    assert all(t.state not in ("error", "crashed") for t in r.trials), [(t.state, t.reason) for t in r.trials]
+    assert fn.config_for(*args).source == "cache"
+    np.testing.assert_allclose(fn(*args), expected, rtol=1e-6)
+
+
+def test_a_plain_function_with_static_argnums_0(tmp_path):
+    @at.autotuned(static_argnums=0, cache=str(tmp_path / "c.db"), key="tests:static0")
+    def f(n, x):
+        return lax.scan(lambda c, _: (c * 0.5 + 1.0, None), x, length=n)[0]
+
+    x = jnp.ones(4)
+    check(f, (8, x), tmp_path, jax.jit(f.autotune.fun, static_argnums=0)(8, x))
+
+
+class Model:
+    """A hashable object used as a static `self`."""
+
+    def __init__(self, n, cache):
+        self.n, self.cache = n, cache
+
+    def __hash__(self):
+        return hash(self.n)
+
+    def __eq__(self, other):
+        return isinstance(other, Model) and other.n == self.n
+
+    @at.autotuned(static_argnums=0, key="tests:Model.step")
+    def step(self, x):
+        return lax.scan(lambda c, _: (c * 0.5 + 1.0, None), x, length=self.n)[0]
+
+
+def test_a_method_with_a_static_self(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "c.db"))
+    m = Model(8, None)
+    x = jnp.ones(4)
+    assert m.step.__self__ is m and Model.step.key == "tests:Model.step"
+    check(m.step, (x,), tmp_path, lax.scan(lambda c, _: (c * 0.5 + 1.0, None), x, length=8)[0])
+    np.testing.assert_allclose(Model.step(m, x), m.step(x))  # called on the class: self passed by hand
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class Params:
+    """A pytree module (as flax.struct.dataclass and eqx.Module are): `self` is traced."""
+
+    w: jax.Array
+    n: int = dataclasses.field(default=8, metadata=dict(static=True))
+
+    @at.autotuned(key="tests:Params.apply")
+    def apply(self, x):
+        return lax.scan(lambda c, _: (jnp.tanh(c * self.w), None), x, length=self.n)[0]
+
+
+def test_a_method_of_a_pytree_module_traces_self(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "c.db"))
+    p = Params(jnp.full(4, 0.5))
+    x = jnp.ones(4)
+    expected = lax.scan(lambda c, _: (jnp.tanh(c * p.w), None), x, length=8)[0]
+    check(p.apply, (x,), tmp_path, expected)
+    # Another instance with other weights but the same structure reuses the tuned entry.
+    assert Params(jnp.full(4, 0.25)).apply.config_for(x).source == "cache"
+    # grad through a tuned method, as through jax.jit
+    g = jax.grad(lambda w: p.apply.autotune(Params(w), x).sum())(p.w)
+    assert g.shape == (4,) and bool(jnp.all(jnp.isfinite(g)))
+
+
+def test_donate_argnums_0_is_honoured(tmp_path):
+    @at.autotuned(donate_argnums=0, cache=str(tmp_path / "c.db"), key="tests:donate0")
+    def f(x):
+        return lax.scan(lambda c, _: (c * 0.5 + 1.0, None), x, length=8)[0]
+
+    r = f.tune(jnp.ones(4), **tune_options(tmp_path))
+    assert r.best.run_s > 0
+    x = jnp.ones(4)
+    f(x)
+    assert x.is_deleted()  # donated, like jax.jit(f, donate_argnums=0)
+
+
+@pytest.mark.parametrize("bad", [(), (1,)])
+def test_bound_methods_need_their_arguments(bad, tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "c.db"))
+    m = Model(8, None)
+    with pytest.raises(TypeError):
+        m.step.sites(*bad, jnp.ones(4), jnp.ones(4))
