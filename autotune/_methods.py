@@ -21,7 +21,7 @@ class BoundAutotuned:
 
     __slots__ = ("autotune", "__self__")
 
-    def __init__(self, ctl: "Autotuned", obj: Any):
+    def __init__(self, ctl: Any, obj: Any):
         self.autotune, self.__self__ = ctl, obj
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -39,7 +39,7 @@ class AutotunedMethod:
     whose ``instance.method`` is a :class:`BoundAutotuned`; called on the class it is the
     ``jax.jit`` function itself."""
 
-    def __init__(self, ctl: "Autotuned"):
+    def __init__(self, ctl: Any):
         self.autotune = ctl
         functools.update_wrapper(self, ctl.fun)
         self.key, self.expected_calls = ctl.key, ctl.expected_calls

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError

@@ -1,45 +1,17 @@
-"""Selection: the one home of every rule that names a winner.
+"""The winner rule, the re-pick for another call count and the crossover intervals (see the package docstring)."""
 
-Each config is a *point* ``{"config": {...}, "compile_s": s, "run_s": s, "rounds": [[c, r], ...]}``:
-its median seconds, and (when it was re-measured) the per-round samples, paired by
-index with the default's rounds. Under an objective a round costs
-``compile_weight * c + runtime_weight * N * r``, a line in the call count N; a point's
-cost is the median of its round costs. The rules, in plain Python::
-
-    def winner(points, default, N):
-        d = the default's point
-        beats = [p for p in points if p is not d
-                 and cost(p, N) < cost(d, N)                       # a lower median
-                 and most(round_cost(p, i, N) < round_cost(d, i, N)  # and most paired rounds
-                          for i in paired_rounds(p, d))]
-        return min(beats, key=cost) if beats else d
-
-A challenger must beat the default on the median *and* in a strict majority of the
-rounds measured side by side (drift on a shared machine hits both members of a pair
-alike), so one lucky sample cannot displace the default. A point without rounds is
-compared on its cost alone. At a call count where two costs are equal, the config that
-is cheaper just above it wins (so ``winner`` agrees with the half-open intervals of
-:func:`crossover_intervals`); remaining ties go to the smaller canonical config JSON.
-
-Everything a user sees (the tuned winner, its cost, the re-pick for another
-``expected_calls``, the ★ in tables, the report's "chosen", the crossover intervals and
-the range over which a study's measurements are complete) comes from this module.
-Only the standard library is needed.
-"""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-__all__ = [
-    "Choice", "choose", "complete_range", "config_text", "cost", "crossover_intervals", "format_calls",
-    "intervals_json", "pareto_front", "winner", "best_at", "in_range", "range_text",
-]
+from ._range import in_range as _in_range
+
 
 
 def config_text(config: Any) -> str:
@@ -202,7 +174,7 @@ def choose(points: Sequence[Mapping[str, Any]], objective: Any, *, default: Any 
         return None
     n = _objective(objective)[0]
     return Choice(config=dict(best["config"]), cost=cost(best, objective), compile_s=float(best["compile_s"]),
-                  run_s=float(best["run_s"]), expected_calls=float(n), in_range=in_range(complete, n))
+                  run_s=float(best["run_s"]), expected_calls=float(n), in_range=_in_range(complete, n))
 
 
 def pareto_front(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -367,105 +339,3 @@ def _objective(objective: Any) -> tuple[float, float, float]:
             float(get("runtime_weight", 1.0)))
 
 
-# --------------------------------------------------------------------- the honest range
-
-
-def _chosen_cost_crosses(lines: list[_Line], dflt: _Line | None, breaks: list[Fraction], bound: Fraction) -> Fraction:
-    """The largest N such that the chosen config's cost stays <= bound on [0, N] (may be inf)."""
-    for i, x in enumerate(breaks):
-        value, slope = _winner(lines, dflt, x).key(x)
-        if value > bound:
-            return x
-        nxt = breaks[i + 1] if i + 1 < len(breaks) else None
-        if slope > 0:
-            cross = x + (bound - value) / slope
-            if nxt is None or cross < nxt:
-                return cross
-    return Fraction(-1)  # never crosses
-
-
-def complete_range(points: Sequence[Mapping[str, Any]], objective: Any, *, default: Any = None,
-                   stopped: Iterable[tuple[Any, float]] = (), unmeasured: int = 0) -> dict[str, Any]:
-    """The call counts over which the measured points are the whole story.
-
-    A study leaves configs open in two ways: *stopped* ones (pruned by the compile
-    budget, predicted over it, or timed out) are known to compile for at least some
-    seconds ``lb`` but their run time is unknown, so they might win once
-    ``compile_weight * lb`` drops below the chosen config's cost, i.e. above some call
-    count; *unmeasured* ones (a sampled search never reached them) might win anywhere.
-    The study's own call count is always covered: that is what it searched for.
-
-    Arguments:
-        points: the confirmed points; objective: the study's objective.
-        default: the default config.
-        stopped: ``(config, compile_seconds_lower_bound)`` pairs.
-        unmeasured: how many configs of the space were never measured nor stopped.
-
-    Returns:
-        ``{"from_calls": a, "to_calls": b, "why": text}``: the closed range ``[a, b]``
-        (``b`` is ``math.inf`` when unbounded).
-    """
-    n0, cw, rw = _objective(objective)
-    stopped = list(stopped)
-    if unmeasured > 0:
-        return {"from_calls": n0, "to_calls": n0,
-                "why": f"{unmeasured} config(s) of the space were never measured (a sampled search), so the "
-                       f"measurements decide only the tuned call count {format_calls(n0)}"}
-    if not stopped or not points:
-        return {"from_calls": 0.0, "to_calls": math.inf, "why": "every config of the space was measured"}
-    lines = _lines(points, cw, rw)
-    dflt = _find_default(lines, default)
-    breaks = _breakpoints(lines)
-    hi, limiting = math.inf, None
-    for config, lb in stopped:
-        cross = _chosen_cost_crosses(lines, dflt, breaks, _weight("compile_weight", cw) * Fraction(float(lb)))
-        if cross >= 0 and float(cross) < hi:
-            hi, limiting = float(cross), config
-    hi = max(hi, n0)
-    if limiting is None:
-        why = f"{len(stopped)} stopped config(s) compile too slowly to win at any call count measured"
-    else:
-        why = (f"{len(stopped)} config(s) were stopped before their run time was known (pruned or timed out); "
-               f"above {format_calls(hi)} calls one of them could be cheaper")
-    return {"from_calls": 0.0, "to_calls": hi, "why": why}
-
-
-def in_range(complete: Mapping[str, Any] | None, calls: float) -> bool:
-    """Whether ``calls`` lies in a range from :func:`complete_range` (None: unknown, taken as covered)."""
-    if not complete:
-        return True
-    hi = complete.get("to_calls")
-    hi = math.inf if hi is None else float(hi)
-    return float(complete.get("from_calls", 0.0)) <= calls <= hi
-
-
-def range_text(complete: Mapping[str, Any] | None) -> str:
-    """``[0, 12,500]``, ``[1,000, 1,000]`` or ``[0, ∞)`` for people."""
-    if not complete:
-        return "unknown"
-    hi = complete.get("to_calls")
-    hi = math.inf if hi is None else float(hi)
-    lo = format_calls(float(complete.get("from_calls", 0.0)))
-    return f"[{lo}, ∞)" if hi == math.inf else f"[{lo}, {format_calls(hi)}]"
-
-
-def format_calls(x: float | None) -> str:
-    """A call count for people: ``0``, ``37.5``, ``1,250``, ``∞``."""
-    if x is None or x == math.inf:
-        return "∞"
-    if x >= 1000:
-        return f"{x:,.0f}"
-    return f"{x:.3g}"
-
-
-def intervals_json(intervals: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """:func:`crossover_intervals` output as strict JSON (an unbounded ``to_calls`` becomes null)."""
-    return [{**it, "to_calls": None if it["to_calls"] == math.inf else it["to_calls"]} for it in intervals]
-
-
-def range_json(complete: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A range as strict JSON (an unbounded ``to_calls`` becomes null)."""
-    if complete is None:
-        return None
-    hi = complete.get("to_calls")
-    return {**complete, "to_calls": None if hi is None or hi == math.inf else hi}

@@ -1,0 +1,43 @@
+"""Selection: the one home of every rule that names a winner.
+
+Each config is a *point* ``{"config": {...}, "compile_s": s, "run_s": s, "rounds": [[c, r], ...]}``:
+its median seconds, and (when it was re-measured) the per-round samples, paired by
+index with the default's rounds. Under an objective a round costs
+``compile_weight * c + runtime_weight * N * r``, a line in the call count N; a point's
+cost is the median of its round costs. The rules, in plain Python::
+
+    def winner(points, default, N):
+        d = the default's point
+        beats = [p for p in points if p is not d
+                 and cost(p, N) < cost(d, N)                       # a lower median
+                 and most(round_cost(p, i, N) < round_cost(d, i, N)  # and most paired rounds
+                          for i in paired_rounds(p, d))]
+        return min(beats, key=cost) if beats else d
+
+A challenger must beat the default on the median *and* in a strict majority of the
+rounds measured side by side (drift on a shared machine hits both members of a pair
+alike), so one lucky sample cannot displace the default. A point without rounds is
+compared on its cost alone. At a call count where two costs are equal, the config that
+is cheaper just above it wins (so ``winner`` agrees with the half-open intervals of
+:func:`crossover_intervals`); remaining ties go to the smaller canonical config JSON.
+
+Everything a user sees (the tuned winner, its cost, the re-pick for another
+``expected_calls``, the ★ in tables, the report's "chosen", the crossover intervals and
+the range over which a study's measurements are complete) comes from this module.
+Only the standard library is needed.
+"""
+
+from ._complete import complete_range as complete_range
+from ._range import format_calls as format_calls
+from ._range import in_range as in_range
+from ._range import intervals_json as intervals_json
+from ._range import range_json as range_json
+from ._range import range_text as range_text
+from ._rule import Choice as Choice
+from ._rule import best_at as best_at
+from ._rule import choose as choose
+from ._rule import config_text as config_text
+from ._rule import cost as cost
+from ._rule import crossover_intervals as crossover_intervals
+from ._rule import pareto_front as pareto_front
+from ._rule import winner as winner

@@ -1,0 +1,131 @@
+"""The package's shape: no import cycle (deferred imports counted), `import autotune` stays
+light, every module fits one sitting, one Optuna importer, one SQLAlchemy importer."""
+
+import ast
+import os
+import subprocess
+import sys
+import tomllib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = os.path.join(ROOT, "autotune")
+MAX_LINES = 400
+
+
+def modules() -> dict[str, str]:
+    """Module name -> file path, for every module of the package."""
+    out = {}
+    for folder, _, files in os.walk(PACKAGE):
+        for f in files:
+            if f.endswith(".py"):
+                rel = os.path.relpath(os.path.join(folder, f), ROOT)[:-3].replace(os.sep, ".")
+                out[rel[: -len(".__init__")] if rel.endswith(".__init__") else rel] = os.path.join(folder, f)
+    return out
+
+
+def imports_of(name: str, path: str, known: set[str]) -> set[str]:
+    """Every package module ``name`` imports, at module level or inside functions."""
+    is_package = path.endswith("__init__.py")
+    base = name.split(".") if is_package else name.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(open(path).read())):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parent = ".".join(base[: len(base) - node.level + 1])
+                mod = f"{parent}.{node.module}" if node.module else parent
+            else:
+                mod = node.module or ""
+            targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod for a in node.names]
+        for t in targets:
+            while t and t not in known:
+                t = t.rpartition(".")[0]
+            if t:
+                found.add(t)
+                # importing a.b.c runs the __init__ of a.b first (but a module's own packages have already started)
+                parts = t.split(".")
+                for k in range(1, len(parts)):
+                    pkg = ".".join(parts[:k])
+                    if pkg in known and not name.startswith(pkg + ".") and pkg != name:
+                        found.add(pkg)
+    own_packages = {".".join(name.split(".")[:k]) for k in range(1, len(name.split(".")) + 1)}
+    return found - own_packages
+
+
+def test_there_is_no_import_cycle_deferred_imports_counted():
+    mods = modules()
+    graph = {m: imports_of(m, p, set(mods)) for m, p in mods.items()}
+    index, low, stack, on_stack, cycles, counter = {}, {}, [], set(), [], [0]
+
+    def strongconnect(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                strongconnect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in graph:
+        if v not in index:
+            strongconnect(v)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_only_one_module_imports_optuna_and_only_the_cache_imports_sqlalchemy():
+    mods = modules()
+    optuna_users, sqlalchemy_users = [], []
+    for name, path in mods.items():
+        tree = ast.parse(open(path).read())
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if any(n.split(".")[0] == "optuna" for n in names):
+                optuna_users.append(name)
+            if any(n.split(".")[0] == "sqlalchemy" for n in names):
+                sqlalchemy_users.append(name)
+    assert sorted(set(optuna_users)) == ["autotune.study._optuna"]
+    # _paths shows URLs (redacted) for the study storage as well as the cache: it parses them with SQLAlchemy.
+    assert all(n.startswith("autotune.cache") or n == "autotune._paths" for n in sqlalchemy_users), sqlalchemy_users
+
+
+def test_every_module_fits_one_sitting():
+    long = {name: n for name, path in modules().items() if (n := sum(1 for _ in open(path))) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_import_autotune_loads_no_optuna_matplotlib_or_rich():
+    code = ("import sys, autotune, autotune.cache, autotune.cli; "
+            "print(sorted(m for m in ('optuna', 'matplotlib', 'rich') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    loaded = eval(out.stdout.strip())
+    assert "optuna" not in loaded and "matplotlib" not in loaded
+    # rich is the CLI's table library: `import autotune` alone must not load it.
+    bare = subprocess.run([sys.executable, "-c", "import sys, autotune; print('rich' in sys.modules)"],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    assert bare.stdout.strip() == "False", bare.stderr
+
+
+def test_the_license_is_an_spdx_string():
+    # setuptools deprecates the `project.license` table: `pip install` must print no warning of ours.
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    assert isinstance(project["license"], str)
