@@ -172,3 +172,15 @@ def test_a_password_in_the_storage_url_is_never_shown(tmp_path):
         at.tune(lambda x: x * 2, jnp.ones(2), storage="postgresql+pg8000://user:hunter2@127.0.0.1:1/db",
                 isolate=False)
     assert "hunter2" not in str(info.value) and "user:***@" in str(info.value)
+
+
+def test_the_study_database_is_private_whatever_the_umask(tmp_path):
+    old = os.umask(0)
+    try:
+        storage = tmp_path / "new" / "studies.db"
+        at.tune(lambda x: x * 2, jnp.ones(2), storage=str(storage), isolate=False, timing={"target_s": 0.01},
+                confirm_rounds=1)
+    finally:
+        os.umask(old)
+    assert oct(storage.stat().st_mode & 0o777) == "0o600"
+    assert oct(storage.parent.stat().st_mode & 0o777) == "0o700"
