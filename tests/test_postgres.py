@@ -141,9 +141,12 @@ def test_two_workers_tune_one_study(workers_run):
     trials = study.get_trials(deepcopy=False)
     info = _describe(study)
     print(f"--workers 2: {len(trials)} trials\n{info}")
-    # The grid is enqueued once, by the main process; both workers pop from it.
-    assert len(trials) == SPACE, info
-    assert all(t.state.name in ("COMPLETE", "PRUNED") for t in trials), info  # pruned: over the compile budget
+    # Both workers walk the grid; a config both drew at the same moment is measured by the
+    # lower-numbered trial and recorded as a duplicate (not a measurement, not counted) by the other.
+    counted = [t for t in trials if t.user_attrs.get("outcome") != "duplicate"]
+    assert len(counted) == SPACE, info
+    assert all(t.state.name in ("COMPLETE", "PRUNED") for t in counted), info  # pruned: over the compile budget
+    assert len(trials) - len(counted) <= 2, info  # races are rare: each worker proposes only configs nobody holds
     measured = _measured(study)
     assert len(measured) == SPACE and set(measured.values()) == {1}, f"each config measured exactly once:\n{info}"
     # Every trial records the device it ran on, and the study records the device of its ranking.
