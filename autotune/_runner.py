@@ -266,6 +266,9 @@ class InProcessRunner:
         _interrupt.check()
         return self.store.retime(Config.from_dict(config).to_json(), **self.timing)
 
+    def start(self) -> None:
+        """Nothing to start in this process (the worker runner starts its process here)."""
+
     def retain(self, configs: Iterable[Config | dict]) -> None:
         self.store.retain(Config.from_dict(c).to_json() for c in configs)
 

@@ -40,31 +40,48 @@ def contenders(points: Sequence[dict[str, Any]], default: Config, objective: Obj
     return out
 
 
-def _sample(runner, config: Config, full: bool) -> Measurement | None:
+def _sample(runner, config: Config, full: bool) -> tuple[Measurement | None, bool]:
+    """One round's measurement of ``config`` and whether it compiled afresh (a full measure)."""
     try:
         if not full:
             m = runner.retime(config)
             if m is not None:
-                return m
-        return runner.measure(config)
+                return m, False
+        return runner.measure(config), True
     except KeyboardInterrupt:
         raise
     except Exception:
-        return None
+        return None, True
 
 
-def _point(config: Config, samples: list[Measurement | None]) -> dict[str, Any] | None:
-    ms = [m for m in samples if m is not None]
+def known_compiles(points: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
+    """Every compile sample the search took of each config (the default's reference rounds too)."""
+    out: dict[str, list[float]] = {}
+    for p in points:
+        samples = [float(r[0]) for r in p["rounds"]] if p.get("rounds") else [float(p["compile_s"])]
+        out.setdefault(_select.config_text(p["config"]), []).extend(samples)
+    return out
+
+
+def _point(config: Config, samples: list[tuple[Measurement | None, bool]], known: list[float]) -> dict[str, Any] | None:
+    """A confirmed point. A re-timed round takes the median of every compile sample of the
+    config (search and fresh ones alike), so a config whose executable had to be compiled
+    again is not judged on one loaded compile against another's kept one."""
+    ms = [(m, fresh) for m, fresh in samples if m is not None]
     if not ms:
         return None
+    compiles = list(known) + [m.compile_total_s for m, fresh in ms if fresh]
+    typical = statistics.median(compiles) if compiles else statistics.median(m.compile_total_s for m, _ in ms)
+    rounds = [[m.compile_total_s if fresh else typical, m.run_s] for m, fresh in ms]
+    only = [m for m, _ in ms]
     med = Measurement(
-        trace_s=statistics.median(m.trace_s for m in ms), lower_s=statistics.median(m.lower_s for m in ms),
-        compile_s=statistics.median(m.compile_s for m in ms), run_s=statistics.median(m.run_s for m in ms),
-        run_iqr_s=statistics.median(m.run_iqr_s for m in ms), reps=sum(m.reps for m in ms), config=config,
-        memory=ms[-1].memory, flops=ms[-1].flops)
+        trace_s=statistics.median(m.trace_s for m in only), lower_s=statistics.median(m.lower_s for m in only),
+        compile_s=statistics.median(m.compile_s for m in only), run_s=statistics.median(m.run_s for m in only),
+        run_iqr_s=statistics.median(m.run_iqr_s for m in only), reps=sum(m.reps for m in only), config=config,
+        memory=only[-1].memory, flops=only[-1].flops)
     # Rounds stay paired by index; a round that failed is left out of the pairing for this config.
-    return {"config": config.to_dict(), "compile_s": med.compile_total_s, "run_s": med.run_s,
-            "rounds": [[m.compile_total_s, m.run_s] for m in ms], "confirmed": True,
+    return {"config": config.to_dict(), "compile_s": statistics.median(r[0] for r in rounds),
+            "run_s": statistics.median(r[1] for r in rounds), "rounds": rounds, "confirmed": True,
             "measurement": med.to_dict()}
 
 
@@ -94,19 +111,26 @@ def confirm(runner, points: Sequence[dict[str, Any]], default: Config, objective
     rounds = max(1, int(rounds))
     configs = contenders(points, default, objective, top)
     runner.retain(configs)
-    samples: dict[Config, list[Measurement | None]] = {c: [] for c in configs}
+    known = known_compiles(points)
+    samples: dict[Config, list[tuple[Measurement | None, bool]]] = {c: [] for c in configs}
     for r in range(rounds):
         for config in configs[r % len(configs):] + configs[: r % len(configs)]:
             check()
             samples[config].append(_sample(runner, config, full=False))
-    confirmed = [p for p in (_point(c, samples[c]) for c in configs) if p is not None]
-    recompile = _margin_is_noise(confirmed, default, objective)
-    if recompile:
+    confirmed = [p for p in (_point(c, samples[c], known.get(c.to_json(), [])) for c in configs) if p is not None]
+    # Compile again where compile noise could flip the decision; the winner may change, so
+    # look again (each config is compiled again at most once).
+    done: set[str] = set()
+    while True:
+        recompile = [c for c in _margin_is_noise(confirmed, default, objective) if c.to_json() not in done]
+        if not recompile:
+            break
+        done.update(c.to_json() for c in recompile)
         fresh: dict[Config, list[Measurement | None]] = {c: [] for c in recompile}
         for r in range(rounds):
-            for config in recompile[r % 2:] + recompile[: r % 2]:
+            for config in recompile[r % len(recompile):] + recompile[: r % len(recompile)]:
                 check()
-                fresh[config].append(_sample(runner, config, full=True))
+                fresh[config].append(_sample(runner, config, full=True)[0])
         for p in confirmed:
             config = Config.from_dict(p["config"])
             fresh_ms = [m for m in fresh.get(config, []) if m is not None]

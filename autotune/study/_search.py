@@ -19,6 +19,7 @@ from .._interrupt import Interrupted
 from .._measure import Measurement
 from .._objective import Objective
 from .._runner import Outcome, TrialFailed
+from ._confirm import contenders
 from ._guard import compare_outputs
 from ._optuna import Study, TrialView
 from ._predict import MARGIN, CompilePredictor
@@ -55,6 +56,7 @@ class Search:
         self.search, self.proposer, self.device_key = search, proposer, device_key
         self.rtol, self.atol, self.progress, self.latch = rtol, atol, progress, latch
         self.default = space.default()
+        self.keep_top = 3
         self.reference: Any = None
         self.predictor = CompilePredictor(space)
         self._observed: set[int] = set()
@@ -176,9 +178,11 @@ class Search:
         reason = (f"lowered to the same program as trial {shared['from']}: its compile and run figures are shared"
                   if shared else None)
         self.study.finish(trial, outcome, value=self._value(m, rounds), reason=reason, measurement=measurement,
-                          program_hash=getattr(m, "program_hash", None), shared_with=shared.get("from"))
-        if getattr(m, "program_hash", None) and not shared:
+                          program_hash=m.program_hash, shared_with=shared.get("from"))
+        if m.program_hash and not shared:
             self._by_hash[m.program_hash] = (trial.number, m)
+        # Keep the contenders' executables in the warm worker: confirmation re-times them without compiling.
+        self.runner.retain(contenders(self.points(), self.default, self.objective, self.keep_top))
 
     def run(self, budget: int, deadline: float | None) -> None:
         """Trials until the study holds ``budget`` counted trials, the deadline passes, or

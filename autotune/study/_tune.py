@@ -127,28 +127,35 @@ def tune(fn: Callable, *args: Any, kwargs: dict[str, Any] | None = None, expecte
     started = time.perf_counter()
     kwargs, jit_kwargs = dict(kwargs or {}), dict(jit_kwargs or {})
     goal = Objective(expected_calls, compile_weight, runtime_weight)
-    program, signature = _keys.program_key(fn, args, kwargs, jit_kwargs)
-    space = Space(program.sites)
-    kind, budget = plan(sampler, objective, len(space), n_trials)
-    device = _keys.device_info()
-    fkey = function_key or _keys.function_key(fn)
-    name = study_name or _keys.study_name(fkey, program.fingerprint, signature, device, goal, objective)
-    url = _paths.storage_url(storage) if storage else _paths.default_storage_url()
-    default = space.default()
-    study = open_study(name, url, objective, device, dict(
-        function_key=fkey, fingerprint=program.fingerprint, objective=goal.to_dict(), search=objective,
-        sites=[s.to_dict() for s in program.sites], default_config=default.to_dict(), space_size=len(space),
-        sampler=kind, **({"retune": retune} if retune else {})))
+    if runner is None:  # started first: the worker imports JAX while this process traces and opens the study
+        runner = default_runner(fn, tuple(args), kwargs, jit_kwargs, dict(timing or {}), isolate, trial_timeout,
+                                trial_memory_gb, location)
+        runner.start()
+    try:
+        program, signature = _keys.program_key(fn, args, kwargs, jit_kwargs)
+        space = Space(program.sites)
+        kind, budget = plan(sampler, objective, len(space), n_trials)
+        device = _keys.device_info()
+        fkey = function_key or _keys.function_key(fn)
+        name = study_name or _keys.study_name(fkey, program.fingerprint, signature, device, goal, objective)
+        url = _paths.storage_url(storage) if storage else _paths.default_storage_url()
+        default = space.default()
+        study = open_study(name, url, objective, device, dict(
+            function_key=fkey, fingerprint=program.fingerprint, objective=goal.to_dict(), search=objective,
+            sites=[s.to_dict() for s in program.sites], default_config=default.to_dict(), space_size=len(space),
+            sampler=kind, **({"retune": retune} if retune else {})))
+    except BaseException:
+        runner.close()
+        raise
     try:
         proposer = make_proposer(kind, study, space, seed, budget)
         if on_ready is not None:
             on_ready(url, name)
-        runner = runner or default_runner(fn, tuple(args), kwargs, jit_kwargs, dict(timing or {}), isolate,
-                                          trial_timeout, trial_memory_gb, location)
         with InterruptLatch() as latch, Progress(wanted(progress), budget, f"tuning {fkey}") as bar:
             try:
                 search = Search(study, space, runner, goal, objective, proposer, _keys.device_key(device),
                                 rtol=rtol, atol=atol, progress=bar, latch=latch)
+                search.keep_top = confirm_top
                 search.run(budget, None if timeout is None else time.monotonic() + timeout)
                 if before_finish is not None:
                     before_finish()

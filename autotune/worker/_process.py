@@ -195,6 +195,12 @@ class WorkerRunner:
                 raise
         return None if m is None else Measurement.from_dict(m).replace(config=config)
 
+    def start(self) -> None:
+        """Start the worker process now (its JAX import overlaps with whatever the caller does
+        next); measuring starts it anyway."""
+        if not self._closed and self.fallback_reason is None:
+            self._spawn()
+
     def retain(self, configs: Iterable[Config | dict]) -> None:
         """Keep only these configs' executables in the worker for :meth:`retime`."""
         keys = [Config.from_dict(c).to_json() for c in configs]
