@@ -56,6 +56,12 @@ def resolve_ref(ref: str) -> Any:
     return obj
 
 
+def type_name(t: type) -> str:
+    """``module.Qualname`` of a type, a script's ``__main__`` shown as its module name."""
+    module = t.__module__
+    return f"{_keys.main_module_name() if module == '__main__' else module}.{t.__qualname__}"
+
+
 def encode_value(v: Any, where: str) -> Any:
     """A static value as tagged JSON: None, bools, ints, strings and finite floats as
     themselves; ``{"float": "nan"}``, ``{"complex": [re, im]}``, ``{"tuple": [...]}``,
@@ -80,7 +86,7 @@ def encode_value(v: Any, where: str) -> Any:
     ref = ref_of(v)
     if ref is not None:
         return {"ref": ref}
-    raise Unrecordable(f"{where} is a {t.__module__}.{t.__qualname__}, which cannot be stored as JSON (numbers, "
+    raise Unrecordable(f"{where} is a {type_name(t)}, which cannot be stored as JSON (numbers, "
                        "strings, None, tuples, lists, dicts, dtypes, enums and importable classes or functions can)")
 
 
@@ -174,19 +180,19 @@ def _node(x: Any, where: str, path: tuple, leaves: list, problems: list[str]) ->
                 "items": [_node(c, f"{where}.{f}", path + (i,), leaves, problems) for i, (f, c) in
                           enumerate(zip(t._fields, x))]}
     if any(_compat.is_tracer(leaf) for leaf in jax.tree_util.tree_leaves(x)):
-        problems.append(f"{where} is a pytree of type {t.__module__}.{t.__qualname__}, which cannot be rebuilt "
+        problems.append(f"{where} is a pytree of type {type_name(t)}, which cannot be rebuilt "
                         "from JSON (tuples, lists, dicts and importable namedtuples of arrays can)")
-        return {"unrecordable": f"{t.__module__}.{t.__qualname__}"}
+        return {"unrecordable": f"{type_name(t)}"}
     try:
         value = encode_value(x, where)
         if repr(decode_value(value, _loaded_ref)) != repr(x):
             raise Unrecordable(f"{where} ({x!r:.60}) does not come back the same from JSON")
     except Unrecordable as e:
         problems.append(str(e))
-        return {"unrecordable": f"{t.__module__}.{t.__qualname__}"}
+        return {"unrecordable": f"{type_name(t)}"}
     except Exception as e:  # a ref that would not import back
         problems.append(f"{where} cannot be stored as JSON ({type(e).__name__}: {e})")
-        return {"unrecordable": f"{t.__module__}.{t.__qualname__}"}
+        return {"unrecordable": f"{type_name(t)}"}
     return {"static": value}
 
 

@@ -79,7 +79,7 @@ def cmd_pending(a: argparse.Namespace) -> int:
     if not wide:  # fit the console: the fixed columns keep their width, the function and signature share the rest
         widths[2] = min(widths[2], 14)
         rest = max(24, out.width - 2 * (len(headers) - 1) - sum(widths[2:]))
-        widths[0] = min(widths[0], max(12, rest * 2 // 5, rest - widths[1]))
+        widths[0] = min(widths[0], max(rest - widths[1], rest // 2))
         widths[1] = min(widths[1], rest - widths[0])
     for h, w in zip(headers, widths):
         if wide:
