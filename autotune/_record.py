@@ -27,7 +27,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import _keys
+from . import _compat, _keys
 from ._abstract import describe, dtype_named
 from ._errors import ConfigError
 
@@ -166,11 +166,14 @@ def host_copies(leaves: list[tuple], call: tuple | None, cap: int) -> tuple[list
     arrays = []
     for path, leaf in leaves:
         x = _at(call, path)
+        if _compat.is_tracer(x):
+            return [], "the call ran under a transformation (vmap, grad...), so its values were not concrete: shapes only"
         a = np.array(jax.random.key_data(x) if "key" in leaf else x)  # a copy: the call may donate x
         if "key" not in leaf and a.dtype != dtype_named(leaf["dtype"]):
             a = a.astype(dtype_named(leaf["dtype"]))  # a Python or NumPy float64 that jit made float32
         if list(a.shape) != leaf["shape"]:
-            return [], "another thread's call interleaved with this one, so its values were not kept: shapes only"
+            return [], ("the call's values do not have the traced shapes (another thread's call interleaved), so "
+                        "they were not kept: shapes only")
         arrays.append(a)
     return arrays, None
 

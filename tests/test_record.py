@@ -300,3 +300,12 @@ def test_recording_stays_off_the_steady_path():
     assert len(calls) == 2
     t0 = time.perf_counter()
     assert _record.flush(30) and time.perf_counter() - t0 < 30
+
+
+def test_values_under_a_transformation_are_not_concrete_so_shapes_are_kept(tmp_path):
+    fn = at.autotuned(donate, record="values")
+    out = jax.vmap(fn)(jnp.ones((3, 2)), jnp.ones((3, 2)))
+    np.testing.assert_allclose(out, np.full((3, 2), 3.0))
+    [rec] = pending(tmp_path)
+    assert rec.abstract["args"][0] == {"shape": [2], "dtype": "float32"} and rec.value_files == []
+    assert rec.values["note"].startswith("the call ran under a transformation (vmap, grad...)")
