@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from . import _keys, _paths, _select
+from . import _keys, _paths, _record, _select
 from ._config import Config
 from ._methods import AutotunedMethod, BoundAutotuned, defined_in_class
 from ._errors import AutotuneError, ConfigError
@@ -115,7 +115,7 @@ class Autotuned:
 
     def __init__(self, fun: Callable, *, expected_calls: float = 1000, compile_weight: float = 1.0,
                  runtime_weight: float = 1.0, cache: Any = None, on_miss: str = "default",
-                 key: str | None = None, **jit_kwargs: Any):
+                 key: str | None = None, record: bool | str = False, **jit_kwargs: Any):
         if not callable(fun):
             raise AutotuneError(f"at.autotuned needs a function, got {type(fun).__name__}.")
         if on_miss not in ON_MISS:
@@ -131,6 +131,8 @@ class Autotuned:
                       "a config tuned in one process is not found in another. Pass a stable name: "
                       "@at.autotuned(key='mymodule:myfn').")
         self.jit_kwargs = jit_kwargs
+        self._record_arg, self.record_mode = record, _record.mode(record)
+        self._current = None  # values mode: the call being traced, so its values can be recorded
         self._cache_arg = cache
         self._cache = None
         self._pending = False
@@ -154,7 +156,14 @@ class Autotuned:
 
     # -- the hot path: plain jit dispatch ---------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        out = self._jitted(*args, **kwargs)
+        if self.record_mode == "values":  # values are concrete only here, not inside jit's trace
+            self._current = (args, kwargs)
+            try:
+                out = self._jitted(*args, **kwargs)
+            finally:
+                self._current = None
+        else:
+            out = self._jitted(*args, **kwargs)
         if self._pending:
             self._tune_after_miss(args, kwargs)
         return out
@@ -165,6 +174,8 @@ class Autotuned:
 
         lookup = self._lookup(trace_program(self.fun, args, kwargs), _keys.signature(args, kwargs))
         self._last_lookup = lookup
+        if self.record_mode is not None:
+            _record.record_call(self, args, kwargs, lookup)
         if lookup.source != "cache" and self.on_miss == "tune" and lookup.error is None:
             self._pending = True
         if len(lookup.config) == 0:
@@ -246,7 +257,7 @@ class Autotuned:
         """A copy with some options replaced (None keeps the current value)."""
         opts = dict(expected_calls=self.expected_calls, compile_weight=self.compile_weight,
                     runtime_weight=self.runtime_weight, cache=self._cache_arg, on_miss=self.on_miss,
-                    key=self.key, **self.jit_kwargs)
+                    key=self.key, record=self._record_arg, **self.jit_kwargs)
         opts.update({k: v for k, v in overrides.items() if v is not None})
         return Autotuned(self.fun, **opts)
 
@@ -327,7 +338,7 @@ def _storage_beside(cache_arg: Any) -> str | None:
 
 def autotuned(fun: Callable | None = None, *, expected_calls: float = 1000, compile_weight: float = 1.0,
               runtime_weight: float = 1.0, cache: Any = None, on_miss: str = "default",
-              key: str | None = None, **jit_kwargs: Any):
+              key: str | None = None, record: bool | str = False, **jit_kwargs: Any):
     """Decorate a function like ``jax.jit``; its loops follow the tuned config in the cache.
 
     Arguments:
@@ -340,6 +351,9 @@ def autotuned(fun: Callable | None = None, *, expected_calls: float = 1000, comp
             ``"warn"`` also warns once, ``"tune"`` tunes briefly after the first call.
         key: the function's stable key; default ``module:qualname`` (a script's
             ``__main__`` counts as its module name).
+        record: ``True`` writes a pending row at the first call per signature, for
+            ``autotune tune --recorded`` to tune later; ``"values"`` also keeps the argument
+            values (``AUTOTUNE_RECORD=1`` / ``values`` turns it on for every function).
         **jit_kwargs: passed to ``jax.jit`` (``static_argnums``, ``donate_argnums``, ...).
 
     Returns:
@@ -347,7 +361,8 @@ def autotuned(fun: Callable | None = None, *, expected_calls: float = 1000, comp
         ``.lower`` (and ``.autotune``, the :class:`Autotuned` behind it); they all take
         exactly a call's arguments. On a method, ``instance.method.tune(x)`` binds the
         instance like a call does. With ``on_miss="tune"``, the :class:`Autotuned` object
-        itself, which checks after each call whether a tuning run is due.
+        itself, which checks after each call whether a tuning run is due; when recording
+        values, the :class:`Autotuned` object too, whose call keeps a new signature's values.
 
     Example::
 
@@ -360,7 +375,8 @@ def autotuned(fun: Callable | None = None, *, expected_calls: float = 1000, comp
     """
     def wrap(f: Callable):
         ctl = Autotuned(f, expected_calls=expected_calls, compile_weight=compile_weight,
-                        runtime_weight=runtime_weight, cache=cache, on_miss=on_miss, key=key, **jit_kwargs)
-        return ctl if on_miss == "tune" else ctl.function()
+                        runtime_weight=runtime_weight, cache=cache, on_miss=on_miss, key=key, record=record,
+                        **jit_kwargs)
+        return ctl if on_miss == "tune" or ctl.record_mode == "values" else ctl.function()
 
     return wrap if fun is None else wrap(fun)

@@ -1,4 +1,8 @@
-"""The ``autotune`` command: tune study files, inspect and move the cache."""
+"""The ``autotune`` command: tune study files, inspect and move the cache.
+
+Stand-in of branch wave2-record: the CLI package of task R replaces this file; only
+`pending` and `tune --recorded` (calling `autotune.cli._record`) were added here.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ._errors import AutotuneError
+from .._errors import AutotuneError
 
 def _console(stderr: bool = False) -> Console:
     console = Console(stderr=stderr, highlight=False)
@@ -55,7 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("tune", help="tune every example of a study file and store the winners in the cache")
-    p.add_argument("file", help="a study file: defines @at.autotuned functions and examples()")
+    p.add_argument("file", nargs="?", default=None, help="a study file: defines @at.autotuned functions and examples()")
+    p.add_argument("--recorded", action="store_true", help="tune the signatures recorded with AUTOTUNE_RECORD instead")
+    p.add_argument("--function", default=None, help="with --recorded: only this function key")
     p.add_argument("--trials", type=_positive_int, default=None, help="trials per function (default: the whole space if small, else 32)")
     p.add_argument("--timeout", type=_nonneg_float, default=None, help="stop starting new trials after this many seconds")
     p.add_argument("--expected-calls", type=_nonneg_float, default=None, help="override the decorator's expected_calls")
@@ -74,6 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--join-study", default=None, help=argparse.SUPPRESS)  # internal: a --workers helper
     p.add_argument("--example", type=int, default=None, help=argparse.SUPPRESS)
+    _cache_arg(p)
+
+    p = sub.add_parser("pending", help="signatures recorded with AUTOTUNE_RECORD, tuned on this device or not")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--wide", action="store_true", help="show full function keys, signatures and reasons")
     _cache_arg(p)
 
     p = sub.add_parser("sites", help="list the loop sites of a study file's functions")
@@ -125,9 +136,9 @@ def result_table(result) -> Table:
     table = Table(title=f"{result.study_name}  ({result.sampler}, space {result.space_size}, {len(result.trials)} trials)")
     for col in ("config", "compile s", "run µs", "cost", "vs default"):
         table.add_column(col, justify="left" if col == "config" else "right")
-    from ._config import Config
+    from .._config import Config
 
-    from . import _select
+    from .. import _select
 
     for row in sorted(result.confirmed, key=lambda r: _select.cost(r, result.objective)):
         cfg = Config.from_dict(row["config"])
@@ -139,7 +150,15 @@ def result_table(result) -> Table:
 
 
 def cmd_tune(a: argparse.Namespace) -> int:
-    from ._studyfile import load_examples
+    from .._studyfile import load_examples
+    from ._record import cmd_tune_recorded
+
+    if a.recorded == (a.file is not None):
+        err.print("[red]error:[/red] give a study FILE or --recorded (one of them): `autotune tune studies/x.py` "
+                  "or `autotune tune --recorded`.")
+        return 2
+    if a.recorded:
+        return cmd_tune_recorded(a)
 
     examples = load_examples(a.file)
     if a.join_study is not None:  # a helper started by --workers: trials only
@@ -157,7 +176,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
                                 runtime_weight=a.runtime_weight, cache=a.cache)
         err.print(f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g})")
         helpers = _Helpers(a, index)
-        from .worker import Location
+        from ..worker import Location
 
         result = fn.tune(*ex.args, n_trials=a.trials, timeout=a.timeout, sampler=a.sampler,
                          storage=a.storage, progress=not a.json, on_ready=helpers.start, before_finish=helpers.wait,
@@ -200,8 +219,8 @@ def crossover_table(points: list, compile_weight: float = 1.0, runtime_weight: f
                     default: dict | None = None) -> Table:
     """The Pareto set of ``points`` with the expected-calls intervals where each config wins
     (the one selection rule over every point, the default's included)."""
-    from ._select import crossover_intervals, format_calls, pareto_front
-    from ._report import config_label
+    from .._select import crossover_intervals, format_calls, pareto_front
+    from .._report import config_label
 
     intervals = crossover_intervals(points, compile_weight, runtime_weight, default=default)
     pareto = pareto_front(points)
@@ -257,7 +276,7 @@ class _Helpers:
 
 
 def cmd_sites(a: argparse.Namespace) -> int:
-    from ._studyfile import load_examples
+    from .._studyfile import load_examples
 
     rows = []
     for ex in load_examples(a.file):
@@ -276,7 +295,7 @@ def cmd_sites(a: argparse.Namespace) -> int:
 
 
 def _entries(a: argparse.Namespace) -> list:
-    from .cache import Cache
+    from ..cache import Cache
 
     return Cache(a.cache).entries(function_key=getattr(a, "function", None))
 
@@ -295,9 +314,9 @@ def cmd_best(a: argparse.Namespace) -> int:
     if not entries:
         err.print("no cache entry matches" + (f" function {a.function!r}" if a.function else "") + (f" on device {a.device!r}" if a.device else "") + ".")
         return 1
-    from ._select import crossover_intervals, format_calls, intervals_json
+    from .._select import crossover_intervals, format_calls, intervals_json
 
-    from ._select import range_json, range_text
+    from .._select import range_json, range_text
 
     def crossovers(e) -> list:
         return crossover_intervals(e.pareto, float(e.objective.get("compile_weight", 1.0)),
@@ -359,14 +378,14 @@ def cmd_list(a: argparse.Namespace) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
-    from .cache import Cache
+    from ..cache import Cache
     n = (cache := Cache(a.cache)).export_json(a.path)
     out.print(f"exported {n.entries} entries and {n.pending} pending records from {cache.display_url} to {a.path}", soft_wrap=True)
     return 0
 
 
 def cmd_import(a: argparse.Namespace) -> int:
-    from .cache import MAX_IMPORT_BYTES, Cache
+    from ..cache import MAX_IMPORT_BYTES, Cache
 
     n = (cache := Cache(a.cache)).import_json(a.path, max_bytes=MAX_IMPORT_BYTES if a.max_size is None else max(1, int(a.max_size * 2**20)))
     out.print(f"imported {n.entries} entries and {n.pending} pending records into {cache.display_url}"
@@ -375,8 +394,8 @@ def cmd_import(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from ._select import format_calls
-    from ._report import config_label, report
+    from .._select import format_calls
+    from .._report import config_label, report
 
     if (a.file is None) == (not a.study):
         err.print("[red]error:[/red] give a study FILE or --study NAME (one of them): "
@@ -405,7 +424,13 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"tune": cmd_tune, "sites": cmd_sites, "best": cmd_best, "list": cmd_list,
+def cmd_pending(a: argparse.Namespace) -> int:
+    from ._record import cmd_pending as pending
+
+    return pending(a)
+
+
+COMMANDS = {"tune": cmd_tune, "pending": cmd_pending, "sites": cmd_sites, "best": cmd_best, "list": cmd_list,
             "export": cmd_export, "import": cmd_import, "report": cmd_report}
 
 
@@ -417,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP caught by the interrupt latch
-        from ._interrupt import Interrupted
+        from .._interrupt import Interrupted
 
         signum = exc.signum if isinstance(exc, Interrupted) else 2
         err.print(f"interrupted ({Interrupted(signum).name}): completed trials are kept in the study; run the "

@@ -1,0 +1,364 @@
+"""Replay: rebuild a recorded call here and tune it on this machine's device.
+
+`tune_recorded` is ``autotune tune --recorded``: for each recorded signature it imports
+the function (`import_recorded`: module and qualname; a script's function from its file,
+under the module name it was keyed by), builds the inputs (`build_inputs`: the recorded
+values where present, else synthesized), checks that the program and signature are the
+ones recorded, and tunes it exactly as a study file would. A record that cannot be
+replayed is skipped with one line saying why; the others go on.
+
+Synthesized inputs are drawn from ``numpy.random.default_rng(0)``, one generator per
+signature, leaf by leaf in argument order: floating point standard normal (complex: real
+and imaginary parts each), integers uniform in [0, 8), bools fair coin flips, PRNG keys
+split from ``jax.random.key(0)``. A weakly typed Python-scalar argument is passed as a
+Python number again, so the signature matches.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import math
+import os
+import shlex
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _keys
+from ._decorator import Autotuned, controller
+from ._errors import AutotuneError
+from ._abstract import decode_value, dtype_named, resolve_ref, short_signature
+from ._record import jit_options
+from .cache import Cache, PendingRecord
+
+MAX_WEAK_ELEMENTS = 4096
+"""A weakly typed array argument (rare) is rebuilt element by element, up to this many."""
+
+
+class Skip(Exception):
+    """Why a recorded signature is skipped (one line)."""
+
+
+@dataclass
+class Replayed:
+    """What `tune_recorded` did with one recorded signature.
+
+    Attributes:
+        record: the pending record.
+        status: ``"tuned"``, ``"tuned before"`` (an entry for this device covers it), ``"skipped"``
+            (it cannot be replayed) or ``"failed"`` (tuning raised an `AutotuneError`).
+        reason: why it was skipped or failed, else None.
+        inputs: ``"recorded values"`` or ``"synthesized"`` (None when skipped before building them).
+        result: the `TuneResult` when tuned.
+    """
+
+    record: PendingRecord
+    status: str
+    reason: str | None = None
+    inputs: str | None = None
+    result: Any = None
+
+
+@dataclass(frozen=True)
+class PendingStatus:
+    """One row of ``autotune pending``: the record, whether this device has a tuned entry for
+    its exact key, and whether its values are stored (their files present)."""
+
+    record: PendingRecord
+    tuned_here: bool
+    values_stored: bool
+
+
+# ------------------------------------------------------------------ import
+
+def _add_root(module: str, file: str) -> None:
+    """Put the folder ``module`` is importable from (given its file) first on sys.path."""
+    root = os.path.dirname(os.path.abspath(file))
+    for _ in range(module.count(".") + (os.path.basename(file) == "__init__.py")):
+        root = os.path.dirname(root)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+
+
+def _load_script(file: str, name: str):
+    """Import a script under its module name (its folder first on sys.path), as study files are."""
+    path = os.path.abspath(file)
+    mod = sys.modules.get(name)
+    if mod is not None and os.path.realpath(getattr(mod, "__file__", "") or "") == os.path.realpath(path):
+        return mod
+    _add_root(name, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return mod
+
+
+def import_recorded(location: dict[str, Any]) -> Autotuned:
+    """The `Autotuned` behind a recorded location: the module imported by name (its recorded
+    file's folder, then the working directory, on sys.path), a script loaded from its file
+    when it is still there.
+
+    Raises:
+        Skip: it no longer imports, or is no longer an ``@at.autotuned`` function.
+    """
+    module, qualname, file = location.get("module"), location.get("qualname"), location.get("file")
+    if not module or not qualname:
+        raise Skip("the record names no module and function to import")
+    here = file if file and os.path.isfile(file) else None
+    try:
+        if location.get("main") and here and "." not in module:
+            mod = _load_script(here, module)
+        else:
+            if here:
+                _add_root(module, here)
+            elif os.getcwd() not in sys.path:
+                sys.path.append(os.getcwd())
+            mod = importlib.import_module(module)
+        obj = mod
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (Exception, SystemExit) as e:
+        raise Skip(f"{module}:{qualname} no longer imports ({type(e).__name__}: {e})") from None
+    ctl = controller(obj)
+    if ctl is None:
+        raise Skip(f"{module}:{qualname} is no longer an @at.autotuned function")
+    return ctl
+
+
+# ------------------------------------------------------------------ inputs
+
+def _scalar(a: np.ndarray) -> Any:
+    kind = a.dtype.kind
+    v = a.item()
+    return bool(v) if kind == "b" else int(v) if kind in "iu" else complex(v) if kind == "c" else float(v)
+
+
+def _weak(a: np.ndarray, where: str) -> Any:
+    """A weakly typed leaf: a Python number for a scalar (jit makes it weak again), else a
+    stack of weak scalars."""
+    if a.ndim == 0:
+        return _scalar(a)
+    if a.size > MAX_WEAK_ELEMENTS:
+        raise Skip(f"{where} is a weakly typed array of {a.size} elements; only {MAX_WEAK_ELEMENTS} can be rebuilt")
+    import jax.numpy as jnp
+
+    return jnp.stack([jnp.asarray(_scalar(x)) for x in a.reshape(-1)]).reshape(a.shape)
+
+
+def _draw(leaf: dict[str, Any], rng: np.random.Generator) -> np.ndarray:
+    shape = tuple(leaf["shape"])
+    dtype = dtype_named(leaf["dtype"])
+    if dtype.kind == "b":
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        return rng.integers(0, 8, shape).astype(dtype)
+    if dtype.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    return rng.standard_normal(shape).astype(np.float32).astype(dtype)
+
+
+def _make(leaf: dict[str, Any], a: np.ndarray | None, rng: np.random.Generator, where: str) -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    shape = tuple(leaf["shape"])
+    if "key" in leaf:
+        if a is None:
+            n = math.prod(shape)
+            return jax.random.split(jax.random.key(0, impl=leaf["key"]), max(n, 1))[:n].reshape(shape)
+        return jax.random.wrap_key_data(jnp.asarray(a), impl=leaf["key"])
+    if a is None:
+        a = _draw(leaf, rng)
+    else:
+        want = dtype_named(leaf["dtype"])
+        if a.dtype != want:  # stored as unsigned integers of its width (bfloat16...), else cast
+            a = a.view(want) if a.dtype.kind == "u" and a.dtype.itemsize == want.itemsize else a.astype(want)
+        if a.shape != shape:
+            raise Skip(f"the recorded value of {where} has shape {a.shape}, not the recorded {shape}")
+    return _weak(a, where) if leaf.get("weak") else jnp.asarray(a)
+
+
+def build_inputs(rec: PendingRecord, values_dir: str, seed: int = 0) -> tuple[tuple, dict, str]:
+    """The call's ``(args, kwargs, "recorded values" | "synthesized")``.
+
+    Raises:
+        Skip: a static argument or a container cannot be rebuilt.
+    """
+    abstract = rec.abstract
+    if abstract.get("version") != 1 or abstract.get("omitted"):
+        raise Skip("the record holds no argument tree this version can rebuild")
+    files = list((rec.values or {}).get("files") or [])
+    arrays: list[np.ndarray | None] = []
+    for name in files:
+        try:
+            arrays.append(None if name is None else np.load(os.path.join(values_dir, name), allow_pickle=False))
+        except (OSError, ValueError):
+            arrays = []  # a missing or unreadable file: synthesize every leaf, not a mix
+            break
+    rng, count = np.random.default_rng(seed), [0]
+
+    def build(node: Any, where: str) -> Any:
+        if "shape" in node:
+            i, count[0] = count[0], count[0] + 1
+            return _make(node, arrays[i] if i < len(arrays) else None, rng, where)
+        try:
+            if "static" in node:
+                return decode_value(node["static"])
+            if "tuple" in node:
+                return tuple(build(c, f"{where}[{i}]") for i, c in enumerate(node["tuple"]))
+            if "list" in node:
+                return [build(c, f"{where}[{i}]") for i, c in enumerate(node["list"])]
+            if "dict" in node:
+                return {decode_value(k): build(c, f"{where}[{k!r}]") for k, c in node["dict"]}
+            if "namedtuple" in node:
+                return resolve_ref(node["namedtuple"])(*[build(c, f"{where}.{i}") for i, c in
+                                                         enumerate(node["items"])])
+        except Skip:
+            raise
+        except Exception as e:
+            raise Skip(f"{where} cannot be rebuilt ({type(e).__name__}: {e})") from None
+        raise Skip(f"{where} cannot be rebuilt (it was recorded as {node.get('unrecordable', node)})")
+
+    args = tuple(build(n, f"argument {i}") for i, n in enumerate(abstract.get("args", [])))
+    kwargs = {k: build(abstract["kwargs"][k], f"keyword argument {k!r}") for k in sorted(abstract.get("kwargs", {}))}
+    used = arrays and count[0] == len(arrays) and all(a is not None for a in arrays)
+    return args, kwargs, "recorded values" if used else "synthesized"
+
+
+# ------------------------------------------------------------------ rebuild and check
+
+_TUNE_OPTIONS = frozenset(inspect.signature(Autotuned.tune).parameters) - {"self", "args", "kwargs"}
+
+
+def rebuild(rec: PendingRecord, values_dir: str) -> tuple[Autotuned, tuple, dict, str]:
+    """Import the function and build its inputs; check they trace to the recorded program
+    and signature. Returns ``(function, args, kwargs, inputs)``.
+
+    Raises:
+        Skip: the record cannot be replayed, no longer imports, its options, program or
+            signature changed, or its inputs cannot be rebuilt.
+    """
+    if not rec.replayable:
+        raise Skip(f"it cannot be replayed: {rec.why_not}")
+    ctl = import_recorded(rec.location)
+    if ctl.key != rec.function_key:
+        raise Skip(f"{rec.location.get('module')}:{rec.location.get('qualname')} now has the key {ctl.key!r}")
+    then = {k: v for k, v in rec.options.items() if k != "not_recorded"}
+    now = {k: v for k, v in jit_options(ctl.jit_kwargs).items() if k != "not_recorded"}
+    if then != now:
+        raise Skip(f"its jit options changed since it was recorded ({then} then, {now} now)")
+    clash = sorted(_TUNE_OPTIONS & set(rec.abstract.get("kwargs", {})))
+    if clash:
+        raise Skip(f"its keyword argument {clash[0]!r} has the name of a tune() option; tune it with a study file")
+    args, kwargs, inputs = build_inputs(rec, values_dir)
+    try:
+        program, signature = _keys.program_key(ctl.fun, args, kwargs, ctl.jit_kwargs)
+    except Exception as e:
+        raise Skip(f"it no longer traces on the recorded inputs ({type(e).__name__}: {str(e).splitlines()[0]})") \
+            from None
+    if program.fingerprint != rec.fingerprint:
+        upgrade = rec.device.get("jax") != _keys.device_info().get("jax")
+        raise Skip(f"the program changed since it was recorded (fingerprint {rec.fingerprint[:10]} then, "
+                   f"{program.fingerprint[:10]} now{'; a jax upgrade changes it too' if upgrade else ''}); run "
+                   "the program with AUTOTUNE_RECORD=1 again to record it")
+    if signature != rec.signature:
+        raise Skip(f"the rebuilt inputs have the signature {signature[-80:]!r}, not the recorded "
+                   f"{rec.signature[-80:]!r}")
+    return ctl, args, kwargs, inputs
+
+
+def select(records: list[PendingRecord], device_key: str) -> list[PendingRecord]:
+    """One record per (function, fingerprint, signature): one with values first, then the one
+    recorded on this device, then the oldest."""
+    best: dict[tuple, PendingRecord] = {}
+    for rec in records:
+        k = rec.key[:3]
+        rank = lambda r: (not r.value_files, r.device_key != device_key)  # noqa: E731
+        if k not in best or rank(rec) < rank(best[k]):
+            best[k] = rec
+    return list(best.values())
+
+
+def describe_record(rec: PendingRecord) -> str:
+    """``app:step (f32[16], 8)``: the function and its short signature, for one-line messages."""
+    return f"{rec.function_key} {short_signature(rec.abstract)}"
+
+
+# ------------------------------------------------------------------ tune and list
+
+def tune_recorded(cache: Cache, *, function: str | None = None, n_trials: int | None = None,
+                  timeout: float | None = None, expected_calls: float | None = None,
+                  compile_weight: float | None = None, runtime_weight: float | None = None,
+                  say: Callable[[str], None] = print, cache_flag: str | None = None,
+                  **tune_options: Any) -> list[Replayed]:
+    """Tune every recorded signature (of ``function`` when given) on this machine's device.
+
+    Arguments:
+        cache: where the records are read from and the winners written to.
+        function: only this function key; its records are tuned even when an entry covers
+            them already (without it, such records are ``"tuned before"``).
+        n_trials, timeout: per signature, as `Autotuned.tune`.
+        expected_calls, compile_weight, runtime_weight: override the recorded objective.
+        say: prints the one-line messages (skips, what is tuned).
+        cache_flag: the ``--cache`` text to put into the stored re-tune command.
+        **tune_options: more `Autotuned.tune` options (``sampler``, ``storage``, ``objective``,
+            ``timing``, ``trial_timeout``, ``trial_memory_gb``, ``progress``...).
+
+    Returns:
+        One `Replayed` per distinct recorded signature.
+    """
+    device_key = _keys.device_key(_keys.device_info())
+    out = []
+    for rec in select(cache.pending(function), device_key):
+        obj = rec.objective
+        calls = float(obj["expected_calls"] if expected_calls is None else expected_calls)
+        cw = float(obj["compile_weight"] if compile_weight is None else compile_weight)
+        rw = float(obj["runtime_weight"] if runtime_weight is None else runtime_weight)
+        if function is None:
+            entry = cache.lookup(rec.function_key, rec.fingerprint, rec.signature, device_key)
+            if (entry is not None and entry.covers(calls) and float(entry.objective["compile_weight"]) == cw
+                    and float(entry.objective["runtime_weight"]) == rw):
+                say(f"tuned before: {describe_record(rec)} (autotune best --function {shlex.quote(rec.function_key)})")
+                out.append(Replayed(rec, "tuned before"))
+                continue
+        try:
+            ctl, args, kwargs, inputs = rebuild(rec, cache.values_dir)
+        except Skip as e:
+            say(f"skipped {describe_record(rec)}: {' '.join(str(e).split())}")
+            out.append(Replayed(rec, "skipped", str(e)))
+            continue
+        retune = (f"autotune tune --recorded --function {shlex.quote(rec.function_key)} --expected-calls {{calls}}"
+                  + (f" --cache {shlex.quote(cache_flag)}" if cache_flag else ""))
+        fn = ctl.with_options(expected_calls=calls, compile_weight=cw, runtime_weight=rw, cache=cache)
+        say(f"tuning {describe_record(rec)} on {inputs} (expected_calls={calls:g})")
+        try:
+            result = fn.tune(*args, n_trials=n_trials, timeout=timeout, retune=retune, **tune_options, **kwargs)
+        except AutotuneError as e:  # e.g. no config compiled: the next record still gets its turn
+            say(f"failed {describe_record(rec)}: {' '.join(str(e).split())}")
+            out.append(Replayed(rec, "failed", str(e), inputs))
+            continue
+        out.append(Replayed(rec, "tuned", inputs=inputs, result=result))
+    return out
+
+
+def pending_status(cache: Cache) -> list[PendingStatus]:
+    """Every pending record, whether this device has a tuned entry for its exact key, and
+    whether its value files are there."""
+    device_key = _keys.device_key(_keys.device_info())
+    rows = []
+    for rec in cache.pending():
+        tuned = cache.lookup(rec.function_key, rec.fingerprint, rec.signature, device_key) is not None
+        stored = bool(rec.value_files) and all(os.path.isfile(os.path.join(cache.values_dir, f))
+                                                for f in rec.value_files)
+        rows.append(PendingStatus(rec, tuned, stored))
+    return rows

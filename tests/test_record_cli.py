@@ -1,0 +1,206 @@
+"""Record and replay end to end (autotune/cli/_record.py): real scripts recorded in one
+process, `autotune tune --recorded` in another, the script again finds the tuned config;
+`autotune pending`; export/import between two caches (laptop -> GPU box)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import termios
+import textwrap
+
+import pytest
+from _procs import env_with_repo
+
+from autotune.cli import main
+
+APP = textwrap.dedent("""
+    import json, sys
+    import jax.numpy as jnp
+    import autotune as at
+
+    @at.autotuned(expected_calls=5000, static_argnums=(1,))
+    def rollout(x, n):
+        return at.loop(lambda c, _: (jnp.tanh(c) * 0.9 + 0.1, None), x, length=n, name="steps")[0]
+
+    if __name__ == "__main__":
+        x = jnp.linspace(0.0, 1.0, 32)
+        rollout(x, 16)
+        print(json.dumps({"source": rollout.config_for(x, 16).source}))
+""")
+
+MULTI = textwrap.dedent("""
+    import jax.numpy as jnp
+    import autotune as at
+
+    class Opts:
+        def __hash__(self):
+            return 0
+        def __eq__(self, other):
+            return isinstance(other, Opts)
+
+    @at.autotuned(static_argnums=(1,))
+    def with_an_option_object_that_json_cannot_hold(x, opts):
+        return at.loop(lambda c, _: (c * 0.5, None), x, length=4, name="a")[0]
+
+    @at.autotuned
+    def edited_later(x):
+        return at.loop(lambda c, _: (c * 0.5, None), x, length=4, name="b")[0]
+
+    if __name__ == "__main__":
+        with_an_option_object_that_json_cannot_hold(jnp.ones(4), Opts())
+        edited_later(jnp.ones(4))
+""")
+
+GONE = textwrap.dedent("""
+    import jax.numpy as jnp
+    import autotune as at
+
+    @at.autotuned
+    def removed(x):
+        return at.loop(lambda c, _: (c + 1.0, None), x, length=4, name="c")[0]
+
+    if __name__ == "__main__":
+        removed(jnp.ones(4))
+""")
+
+FAST = ["--trials", "3", "--run-seconds", "0.05"]
+
+
+def run(args, cwd, env, timeout=400):
+    r = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return r
+
+
+def autotune(args, cwd, env, timeout=400):
+    return run(["-m", "autotune", *args], cwd, env, timeout)
+
+
+def source_of(script, cwd, env) -> str:
+    r = run([script], cwd, env)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])["source"]
+
+
+def in_pty(args, cwd, env, columns=80) -> str:
+    """Run with stdout on a real terminal of ``columns`` columns."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "autotune", *args], cwd=cwd, env={**env, "COLUMNS": str(columns)},
+                             stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, close_fds=True)
+    finally:
+        os.close(slave)
+    chunks = []
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(master)
+    text = b"".join(chunks).decode(errors="replace")
+    assert p.wait(timeout=120) == 0, text
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text).replace("\r", "")
+
+
+@pytest.mark.slow
+def test_record_tune_recorded_then_the_script_finds_the_config(tmp_path):
+    (tmp_path / "app.py").write_text(APP)
+    (tmp_path / "elsewhere").mkdir()
+    env = env_with_repo(AUTOTUNE_CACHE=str(tmp_path / "cache.db"), JAX_PLATFORMS="cpu")
+    assert source_of("app.py", tmp_path, {**env, "AUTOTUNE_RECORD": "1"}) == "default"
+    [row] = json.loads(autotune(["pending", "--json"], tmp_path, env).stdout)
+    assert row["function_key"] == "app:rollout" and row["location"]["main"] and not row["tuned_here"]
+    r = autotune(["tune", "--recorded", *FAST], tmp_path / "elsewhere", env)  # a __main__ script, from its file
+    assert r.returncode == 0, r.stderr
+    assert "winner for app:rollout (f32[32], 16): steps=" in r.stdout and "on synthesized" in r.stdout
+    assert "1 tuned, 0 tuned before, 0 skipped" in r.stdout
+    assert source_of("app.py", tmp_path, env) == "cache"
+    [row] = json.loads(autotune(["pending", "--json"], tmp_path, env).stdout)
+    assert row["tuned_here"]
+    best = json.loads(autotune(["best", "--function", "app:rollout", "--json"], tmp_path, env).stdout)
+    assert best[0]["retune_command"] == "autotune tune --recorded --function app:rollout --expected-calls 5000"
+
+
+@pytest.mark.slow
+def test_what_cannot_be_replayed_is_skipped_with_one_line_and_the_rest_is_tuned(tmp_path):
+    for name, text in (("app.py", APP), ("multi.py", MULTI), ("gone.py", GONE)):
+        (tmp_path / name).write_text(text)
+    env = env_with_repo(AUTOTUNE_CACHE=str(tmp_path / "cache.db"), JAX_PLATFORMS="cpu")
+    for script in ("app.py", "multi.py", "gone.py"):
+        r = run([script], tmp_path, {**env, "AUTOTUNE_RECORD": "1"})
+        assert r.returncode == 0, r.stderr
+    (tmp_path / "gone.py").unlink()
+    (tmp_path / "multi.py").write_text(MULTI.replace("(c * 0.5, None), x, length=4, name=\"b\"",
+                                                     "(c * 0.25, None), x, length=4, name=\"b\""))
+    table = in_pty(["pending"], tmp_path, env)
+    assert all(len(line) <= 80 for line in table.splitlines()), table
+    assert "to tune" in table and "no [1]" in table
+    assert "[1] multi:with_an_option_object_that_json_cannot_hold: argument 1 (opts) is a multi.Opts, which" in \
+        " ".join(table.split())
+
+    r = autotune(["tune", "--recorded", *FAST], tmp_path, env)
+    assert r.returncode == 1, r.stderr
+    skipped = [line for line in r.stderr.splitlines() if line.startswith("skipped")]
+    assert len(skipped) == 3, r.stderr
+    why = {line.split()[1]: line for line in skipped}
+    assert "gone:removed no longer imports (ModuleNotFoundError: No module named 'gone')" in why["gone:removed"]
+    assert "the program changed since it was recorded" in why["multi:edited_later"]
+    assert "it cannot be replayed: argument 1 (opts) is a multi.Opts" in \
+        why["multi:with_an_option_object_that_json_cannot_hold"]
+    assert "1 tuned, 0 tuned before, 3 skipped" in r.stdout
+    assert source_of("app.py", tmp_path, env) == "cache"
+    table = in_pty(["pending"], tmp_path, env)
+    assert re.search(r"app:rollout .* tuned ", table), table
+
+
+@pytest.mark.slow
+def test_record_on_a_laptop_tune_on_a_gpu_box(tmp_path):
+    """Two caches, an export file between them, and the script at another path on the box."""
+    laptop, box = tmp_path / "laptop", tmp_path / "box"
+    laptop.mkdir()
+    box.mkdir()
+    (laptop / "app.py").write_text(APP)
+    on_laptop = env_with_repo(AUTOTUNE_CACHE=str(laptop / "a.db"), JAX_PLATFORMS="cpu")
+    assert source_of("app.py", laptop, {**on_laptop, "AUTOTUNE_RECORD": "values"}) == "default"
+    r = autotune(["export", str(tmp_path / "recorded.json")], laptop, on_laptop)
+    assert r.returncode == 0 and "1 pending records" in r.stdout, r.stdout + r.stderr
+
+    shutil.copy(laptop / "app.py", box / "app.py")
+    shutil.rmtree(laptop)  # the recorded file path does not exist on the box
+    on_box = env_with_repo(AUTOTUNE_CACHE=str(box / "b.db"), JAX_PLATFORMS="cpu")
+    r = autotune(["import", str(tmp_path / "recorded.json")], box, on_box)
+    assert r.returncode == 0 and "1 pending records" in r.stdout, r.stdout + r.stderr
+    [row] = json.loads(autotune(["pending", "--json"], box, on_box).stdout)
+    assert row["values_stored"] and not row["tuned_here"]
+
+    r = autotune(["tune", "--recorded", "--json", *FAST], box, on_box)  # found from the working directory
+    assert r.returncode == 0, r.stderr
+    [done] = json.loads(r.stdout)
+    assert done["status"] == "tuned" and done["inputs"] == "recorded values" and done["function"] == "app:rollout"
+    assert source_of("app.py", box, on_box) == "cache"
+
+
+def test_nothing_recorded_and_bad_options(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "empty.db"))
+    assert main(["tune", "--recorded"]) == 1
+    assert "No recorded signatures in sqlite:///" in capsys.readouterr().err
+    assert main(["tune", "--recorded", "--function", "app:nope"]) == 1
+    assert "No recorded signatures of app:nope" in capsys.readouterr().err
+    assert main(["tune", "--recorded", "--workers", "2"]) == 2
+    assert "--workers does not combine with --recorded" in capsys.readouterr().err
+    assert main(["pending"]) == 0
+    assert "No recorded signatures" in capsys.readouterr().out
+    assert main(["pending", "--json"]) == 0 and json.loads(capsys.readouterr().out) == []
