@@ -78,8 +78,17 @@ def _leaf_text(x: Any) -> str:
         shard = ""
         if sharding is not None and len(getattr(sharding, "device_set", ())) > 1:
             shard = f"@{_ADDRESS_RE.sub('', repr(sharding))}"
-        return f"{np.dtype(x.dtype).name}{weak}[{shape}]{shard}"
+        return f"{_dtype_name(x.dtype)}{weak}[{shape}]{shard}"
     return "static:" + " ".join(_ADDRESS_RE.sub("", repr(x)).split())
+
+
+def _dtype_name(dtype: Any) -> str:
+    """``float32``, ``bfloat16``...; for dtypes NumPy does not know (typed PRNG keys:
+    ``key<fry>``) the dtype's own name."""
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return str(dtype)
 
 
 def signature(args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> str:

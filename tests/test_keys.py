@@ -80,3 +80,16 @@ def test_signature_device_key_and_study_name_are_deterministic():
     assert name == _keys.study_name("m:f", "0123456789abcdef", sig, info, obj)
     assert name.startswith("m:f@0123456789/") and name.endswith("calls=1000,cw=1,rw=1")
     assert _keys.study_name("m:f", "0123456789abcdef", sig, info, obj, "pareto").endswith("/pareto")
+
+
+def test_a_typed_prng_key_argument_has_a_signature_and_tunes(tmp_path):
+    import jax
+
+    @at.autotuned(cache=str(tmp_path / "c.db"), key="tests:noisy")
+    def noisy(key, x):
+        return at.loop(lambda c, _: (c * 0.5 + jax.random.normal(key, c.shape), None), x, length=4, name="n")[0]
+
+    key = jax.random.key(0)
+    assert "key<fry>" in _keys.signature((key, jnp.zeros(2)))
+    out = noisy(key, jnp.zeros(2))
+    assert out.shape == (2,) and noisy.config_for(key, jnp.zeros(2)).source == "default"
