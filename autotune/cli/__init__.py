@@ -1,0 +1,89 @@
+"""The ``autotune`` command: tune study files (or recorded calls), inspect and move the cache,
+and write reports.
+
+``main(argv)`` returns the exit status: 0 on success, 1 when ``best`` finds nothing, 2 for
+any error autotune raises on purpose (one line, naming the thing and the fix), 128 + the
+signal for an interrupted run (completed trials are kept). Output cut short by a closed
+pipe (``autotune best --json | head -1``) ends quietly with status 0. An unexpected
+exception is a bug: its traceback is printed, then one line saying so, status 1.
+
+``import autotune.cli`` loads neither Optuna nor matplotlib; each command imports what it needs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+
+from .._errors import AutotuneError
+from ._output import console
+from ._parser import build_parser as build_parser
+from ._tune import warn_shared_device as _warn_shared_device  # noqa: F401 - tests call it by this name
+
+
+def _command(name: str) -> Callable:
+    if name == "tune":
+        from ._tune import cmd_tune as cmd
+    elif name == "sites":
+        from ._sites import cmd_sites as cmd
+    elif name in ("best", "list", "export", "import"):
+        from . import _cache_cmds
+
+        cmd = getattr(_cache_cmds, f"cmd_{name}")
+    elif name == "report":
+        from ._report_cmd import cmd_report as cmd
+    elif name == "pending":
+        from ._record import cmd_pending as cmd
+    else:  # argparse only lets the names above through
+        raise AutotuneError(f"Unknown command {name!r}; run `autotune --help` for the list.")
+    return cmd
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe: point stdout at /dev/null so the final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``autotune`` command line; returns the exit status (see the module docstring)."""
+    args = build_parser().parse_args(argv)
+    err = console(stderr=True)
+    try:
+        status = _command(args.command)(args)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:  # the reader went away (`| head`): what it wanted was written
+        _quiet_stdout()
+        return 0
+    except AutotuneError as exc:
+        # One line in a log (grep finds it whole); wrapped at word boundaries at a terminal.
+        err.print(f"[red]error:[/red] {_escape(str(exc))}", soft_wrap=not err.is_terminal, highlight=False)
+        return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP caught by the interrupt latch
+        from .._interrupt import Interrupted
+
+        signum = exc.signum if isinstance(exc, Interrupted) else 2
+        err.print(f"interrupted ({Interrupted(signum).name}): completed trials are kept in the study; run the "
+                  "same command again to resume.")
+        return 128 + signum
+    except Exception:  # a bug: show where, and say so
+        traceback.print_exc()
+        err.print(f"autotune {args.command}: an unexpected error (a bug in autotune, or in the program it ran); "
+                  "the traceback above shows where.", soft_wrap=True)
+        return 1
+
+
+__all__ = ["build_parser", "main"]
