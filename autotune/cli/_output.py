@@ -29,7 +29,12 @@ def console(stderr: bool = False, wide: bool = False):
     c = Console(stderr=stderr, highlight=False)
     if wide and not c.is_terminal:
         c = Console(stderr=stderr, highlight=False, width=WIDE_PIPE_WIDTH)
+    c.on_broken_pipe = _broken_pipe  # rich would exit 1 itself; the CLI ends a closed pipe quietly with 0
     return c
+
+
+def _broken_pipe() -> None:
+    raise BrokenPipeError
 
 
 @contextlib.contextmanager
