@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._decorator import controller
 from ._errors import StudyError
 
 
@@ -67,14 +68,6 @@ def _signature_text(fn: Any) -> str:
         return str(inspect.signature(fn))
     except (TypeError, ValueError):
         return "(...)"
-
-
-def _controller(fn: Any):
-    """The ``Autotuned`` behind ``fn``, or None. An ``@at.autotuned`` function exists only
-    once ``autotune._decorator`` is imported, so it is looked up there rather than imported
-    (which keeps the worker, which loads study files, out of an import cycle)."""
-    decorator = sys.modules.get(f"{__package__}._decorator")
-    return None if decorator is None else decorator.controller(fn)
 
 
 def load_module(path: str):
@@ -143,7 +136,7 @@ def load_examples(path: str) -> list[Example]:
             raise StudyError(f"Study file {path!r}: examples()[{i}] must be (fn, args) or (fn, args, kwargs), "
                              f"got {item!r:.200}.")
         fn, args, *rest = item
-        ctl = _controller(fn)
+        ctl = controller(fn)
         if ctl is None:
             raise StudyError(
                 f"Study file {path!r}: examples()[{i}] names {getattr(fn, '__name__', fn)!r}, which is not "

@@ -5,22 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from test_select import FOR, SCAN, THREE, UNROLL  # binary-exact seconds: crossovers at 512 and 4,096 calls
+
 from autotune import cli
 from autotune.cache import Cache, CacheEntry
 
-# Three configs with binary-exact seconds, so the crossovers are exact by hand:
-#   cost(N) = compile + N * run
-#   SCAN:   1 + N/128        UNROLL: 3 + N/256        FOR: 11 + N/512
-#   SCAN = UNROLL at 2 = N/256          -> N = 512
-#   UNROLL = FOR  at 8 = N/512          -> N = 4096
-SCAN = {"l": {"repr": "scan", "unroll": 1}}
-UNROLL = {"l": {"repr": "scan", "unroll": 4}}
-FOR = {"l": {"repr": "for", "unroll": 1}}
-THREE = [
-    {"config": SCAN, "compile_s": 1.0, "run_s": 2.0 ** -7},
-    {"config": UNROLL, "compile_s": 3.0, "run_s": 2.0 ** -8},
-    {"config": FOR, "compile_s": 11.0, "run_s": 2.0 ** -9},
-]
 SITES = {"l": {"kind": "loop", "length": 8, "has_ys": False}}
 CPU = {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "jax": "0.10.2", "jaxlib": "0.10.2"}
 RETUNE = "autotune tune /home/me/studies/step.py --expected-calls {calls}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -72,9 +73,20 @@ def stdout_to_stderr(active: bool = True) -> Iterator[None]:
             os.close(saved)
 
 
+def _strict(x: Any) -> Any:
+    """``x`` with every non-finite float (an unknown figure) as None."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _strict(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_strict(v) for v in x]
+    return x
+
+
 def emit_json(data: Any) -> None:
-    """Print ``data`` as strict JSON (no NaN, no Infinity) on stdout."""
-    sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
+    """Print ``data`` as strict JSON on stdout: a NaN or infinite figure becomes null."""
+    sys.stdout.write(json.dumps(_strict(data), indent=2, allow_nan=False) + "\n")
     sys.stdout.flush()
 
 

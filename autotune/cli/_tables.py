@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import _display, _select
 from .._config import config_label
+from .._runner import Outcome
 
 MAX_NAME = 14
 """An ``at.loop`` name up to this long is shown as it is; longer names and every other site
@@ -160,9 +161,9 @@ def result_table(result, names: SiteNames, title: str | None = None):
 
 
 def trial_lines(trials: Sequence[Any], names: SiteNames, width: int, most: int = 8) -> list[str]:
-    """The trials that gave no measurement (not complete, shared or duplicate), each with
-    its reason wrapped at word boundaries under it."""
-    bad = [t for t in trials if t.outcome is None or not (t.outcome.counts or t.outcome.value == "duplicate")]
+    """The trials that gave no measurement (not complete, shared, a duplicate, or still being
+    measured by another worker), each with its reason wrapped at word boundaries under it."""
+    bad = [t for t in trials if t.outcome is not None and not t.outcome.counts and t.outcome is not Outcome.DUPLICATE]
     if not bad:
         return []
     lines = [f"{len(bad)} of {len(trials)} trials gave no measurement:"]
