@@ -11,6 +11,7 @@ import argparse
 import os
 from typing import Any
 
+from .._config import choice_label
 from ._output import console, emit_json, stdout_to_stderr
 from ._tables import SiteNames, print_legend, table
 
@@ -62,8 +63,6 @@ def cmd_sites(a: argparse.Namespace) -> int:
             parent = names.name(s["parent"]) if s.get("parent") else "-"
             row = [names.name(s["id"]), form_text(s), length_text(s)]
             if a.wide:
-                from .._config import choice_label
-
                 row += [str(s.get("depth", 0)), parent, choice_label(s.get("default") or {}), _source(s, True)]
             else:
                 row += [parent, _source(s, False)]

@@ -32,6 +32,8 @@ def cmd_tune(a: argparse.Namespace) -> int:
         from ._record import cmd_tune_recorded
 
         return cmd_tune_recorded(a)
+    from ..worker import Location
+
     out, err = console(wide=a.wide), console(stderr=True)
     with stdout_to_stderr(a.json):  # the study file's own prints go to stderr under --json
         examples = _selected(a)
@@ -41,16 +43,13 @@ def cmd_tune(a: argparse.Namespace) -> int:
             warn_shared_device(a.workers, err)
         results = []
         for ex in examples:
-            with ex.traced():  # arguments the function does not take: one clear line, before any worker starts
-                ex.sites()
+            ex.sites()  # a TypeError while tracing is one clear line, before any worker starts
             fn = ex.fn.with_options(expected_calls=a.expected_calls, compile_weight=a.compile_weight,
                                     runtime_weight=a.runtime_weight, cache=a.cache)
             err.print(f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g})")
             helpers = Helpers(a, ex.index)
-            from ..worker import Location
-
             result = fn.tune(*ex.args, n_trials=a.trials, timeout=a.timeout, sampler=a.sampler,
-                             storage=a.storage, progress=None if not a.json else False, on_ready=helpers.start,
+                             storage=a.storage, progress=False if a.json else None, on_ready=helpers.start,
                              before_finish=helpers.wait, location=Location.study_file(a.file, ex.index),
                              retune=retune_template(a), **trial_options(a), **ex.kwargs)
             results.append((fn, result))
