@@ -1,31 +1,81 @@
-"""Load a study file: plain Python defining @at.autotuned functions and ``examples()``."""
+"""Load a study file: plain Python defining @at.autotuned functions and ``examples()``.
+
+Everything that can go wrong in the user's file (it does not import, ``examples()``
+raises or returns something else than ``[(fn, args[, kwargs])]``, an example passes
+arguments its function does not take) is a :class:`StudyError` naming the file, the
+example and the fix: one line at the command line, never a traceback.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import inspect
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._decorator import Autotuned, controller
+from ._decorator import controller
 from ._errors import StudyError
 
 
 @dataclass
 class Example:
-    """One function and the inputs to tune it on."""
+    """One function and the inputs to tune it on.
 
-    fn: Autotuned
+    Attributes:
+        fn: the ``Autotuned`` object of an ``@at.autotuned`` function.
+        args, kwargs: exactly a call's arguments (for a bound method, the instance first).
+        index: its position in ``examples()``; path: the study file.
+    """
+
+    fn: Any
     args: tuple
     kwargs: dict[str, Any] = field(default_factory=dict)
+    index: int = 0
+    path: str = ""
+
+    @property
+    def where(self) -> str:
+        return f"Study file {self.path!r}: examples()[{self.index}] ({self.fn.key})"
+
+    @contextlib.contextmanager
+    def traced(self) -> Iterator[None]:
+        """Turn a ``TypeError`` raised while tracing (the function called with arguments it
+        does not take, or a body that cannot take them) into a one-line StudyError."""
+        try:
+            yield
+        except TypeError as exc:
+            raise StudyError(f"{self.where} could not be traced with its arguments: TypeError: "
+                             f"{_first_line(exc)}. Make examples()[{self.index}] pass what {self.fn.__name__}"
+                             f"{_signature_text(self.fn.fun)} takes.") from exc
+
+    def sites(self) -> list:
+        """The loop sites of the function traced on these arguments (a TypeError explained)."""
+        with self.traced():
+            return self.fn.sites(*self.args, **self.kwargs)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _signature_text(fn: Any) -> str:
+    try:
+        return str(inspect.signature(fn))
+    except (TypeError, ValueError):
+        return "(...)"
 
 
 def load_module(path: str):
     """Import ``path`` as a module named after its file stem (its folder goes on sys.path),
     so function keys match an ordinary ``import`` of the same file."""
     if not os.path.isfile(path):
-        raise StudyError(f"Study file {path!r} does not exist; pass the path of a .py file such as studies/seed_rollout.py.")
+        raise StudyError(f"Study file {path!r} does not exist; pass the path of a .py file such as "
+                         "studies/seed_rollout.py.")
     if not path.endswith(".py"):
         raise StudyError(f"Study file {path!r} is not a .py file.")
     folder = os.path.dirname(os.path.abspath(path))
@@ -41,12 +91,31 @@ def load_module(path: str):
         spec.loader.exec_module(module)
     except Exception as exc:
         sys.modules.pop(name, None)
-        raise StudyError(f"Study file {path!r} failed to import: {type(exc).__name__}: {exc}") from exc
+        raise StudyError(f"Study file {path!r} failed to import: {type(exc).__name__}: {_first_line(exc)}") from exc
     return module
 
 
+def _check_call(path: str, i: int, ctl: Any, args: tuple, kwargs: dict) -> None:
+    """Arguments the function does not take are named before anything is traced."""
+    try:
+        sig = inspect.signature(ctl.fun)
+    except (TypeError, ValueError):  # a builtin or C callable: tracing will tell
+        return
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise StudyError(f"Study file {path!r}: examples()[{i}] passes arguments that {ctl.key}{sig} does not take "
+                         f"({exc}); make its args and kwargs match the function.") from None
+
+
 def load_examples(path: str) -> list[Example]:
-    """The (function, args[, kwargs]) tuples of a study file's ``examples()``."""
+    """The (function, args[, kwargs]) tuples of a study file's ``examples()``.
+
+    Raises:
+        StudyError: the file does not import, has no ``examples()``, ``examples()`` raises
+            or returns anything else than a non-empty list of such tuples with
+            ``@at.autotuned`` functions, or an example's arguments do not fit its function.
+    """
     module = load_module(path)
     make = getattr(module, "examples", None)
     if not callable(make):
@@ -54,13 +123,18 @@ def load_examples(path: str) -> list[Example]:
             f"Study file {path!r} has nothing to tune: define a function examples() returning "
             "[(fn, args)] or [(fn, args, kwargs)] with fn an @at.autotuned function."
         )
-    items = make()
+    try:
+        items = make()
+    except Exception as exc:
+        raise StudyError(f"Study file {path!r}: examples() raised {type(exc).__name__}: {_first_line(exc)}. Fix "
+                         "examples() so it returns [(fn, args)] or [(fn, args, kwargs)].") from exc
     if not isinstance(items, (list, tuple)) or not items:
-        raise StudyError(f"Study file {path!r}: examples() returned {items!r}; it must return a non-empty list.")
+        raise StudyError(f"Study file {path!r}: examples() returned {items!r:.200}; it must return a non-empty list.")
     out = []
     for i, item in enumerate(items):
         if not isinstance(item, tuple) or len(item) not in (2, 3):
-            raise StudyError(f"Study file {path!r}: examples()[{i}] must be (fn, args) or (fn, args, kwargs), got {item!r:.200}.")
+            raise StudyError(f"Study file {path!r}: examples()[{i}] must be (fn, args) or (fn, args, kwargs), "
+                             f"got {item!r:.200}.")
         fn, args, *rest = item
         ctl = controller(fn)
         if ctl is None:
@@ -71,5 +145,8 @@ def load_examples(path: str) -> list[Example]:
         kwargs = rest[0] if rest else {}
         if not isinstance(args, tuple) or not isinstance(kwargs, dict):
             raise StudyError(f"Study file {path!r}: examples()[{i}] args must be a tuple and kwargs a dict.")
-        out.append(Example(ctl, args, kwargs))
+        if ctl is not fn and hasattr(fn, "__self__"):  # instance.method: the instance is the first argument
+            args = (fn.__self__, *args)
+        _check_call(path, i, ctl, args, kwargs)
+        out.append(Example(ctl, args, kwargs, i, path))
     return out

@@ -1,72 +1,125 @@
-"""The `autotune` command, run as a real subprocess."""
+"""autotune/cli/__init__.py: `autotune` as a real subprocess: one-line errors with exit 2,
+quiet broken pipes, tracebacks only for bugs, and a light import."""
 
-import json
+from __future__ import annotations
+
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+from _cli import STUDY, cli_env, run
 
-STUDY = textwrap.dedent("""
-    import jax.numpy as jnp, autotune as at
+BROKEN = {
+    "raises_study.py": "import autotune as at\n\ndef examples():\n    raise FileNotFoundError('data/x.npy')\n",
+    "wrongargs_study.py": textwrap.dedent("""
+        import jax.numpy as jnp, autotune as at
 
-    @at.autotuned(expected_calls=100)
-    def smooth(x):
-        return at.loop(lambda c, _: (jnp.sin(c) * 0.5 + 1.0, None), x, length=4, name="smooth")[0]
+        @at.autotuned
+        def f(x):
+            return at.loop(lambda c, _: (c + 1.0, None), x, length=2, name="l")[0]
 
-    def examples():
-        return [(smooth, (jnp.zeros(8),))]
-""")
+        def examples():
+            return [(f, (jnp.zeros(2), jnp.zeros(2)))]
+    """),
+    "tracetype_study.py": textwrap.dedent("""
+        import jax.numpy as jnp, autotune as at
 
+        @at.autotuned
+        def f(x, table):
+            return at.loop(lambda c, _: (c + table["w"], None), x, length=2, name="l")[0]
 
-def cli(*args, cwd, env):
-    return subprocess.run([sys.executable, "-m", "autotune", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+        def examples():
+            return [(f, (jnp.zeros(2), [1.0]))]
+    """),
+    "valueerror_study.py": textwrap.dedent("""
+        import jax.numpy as jnp, autotune as at
+
+        @at.autotuned
+        def f(x):
+            raise ValueError("a bug in the user's function")
+
+        def examples():
+            return [(f, (jnp.zeros(2),))]
+    """),
+}
 
 
 @pytest.fixture
-def env(tmp_path):
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return dict(os.environ, AUTOTUNE_CACHE=str(tmp_path / "cache.db"),
-                PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
-
-
-def test_tune_best_list_export_import(tmp_path, env):
+def folder(tmp_path):
+    for name, text in BROKEN.items():
+        (tmp_path / name).write_text(text)
     (tmp_path / "tiny_study.py").write_text(STUDY)
-    r = cli("sites", "tiny_study.py", "--json", cwd=tmp_path, env=env)
-    assert r.returncode == 0, r.stderr
-    assert [s["id"] for s in json.loads(r.stdout)] == ["smooth"]
-    r = cli("tune", "tiny_study.py", "--run-seconds", "0.02", "--json", cwd=tmp_path, env=env)
-    assert r.returncode == 0, r.stderr
-    (res,) = json.loads(r.stdout)
-    assert res["function"] == "tiny_study:smooth" and res["trials"][0]["config"] == {"smooth": {"repr": "scan", "unroll": 1}}
-    r = cli("best", "--json", cwd=tmp_path, env=env)
-    (entry,) = json.loads(r.stdout)
-    assert entry["config"] == res["best_config"]
-    r = cli("best", "--function", "nope:nothing", cwd=tmp_path, env=env)
-    assert r.returncode == 1 and "no cache entry" in r.stderr
-    assert "tiny_study:smooth" in cli("list", cwd=tmp_path, env=env).stdout
-    assert cli("export", "out.json", cwd=tmp_path, env=env).returncode == 0
-    other = dict(env, AUTOTUNE_CACHE=str(tmp_path / "other.db"))
-    assert cli("import", "out.json", cwd=tmp_path, env=other).returncode == 0
-    assert json.loads(cli("best", "--json", cwd=tmp_path, env=other).stdout)[0]["config"] == res["best_config"]
-    # Re-running resumes the study: the trial count does not grow for an exhausted grid.
-    again = json.loads(cli("tune", "tiny_study.py", "--run-seconds", "0.02", "--json", cwd=tmp_path, env=env).stdout)
-    assert len(again[0]["trials"]) == len(res["trials"])
+    (tmp_path / "empty_study.py").write_text("x = 1\n")
+    return tmp_path
 
 
 @pytest.mark.parametrize("args, message", [
+    (["sites", "raises_study.py"], "examples() raised FileNotFoundError: data/x.npy"),
+    (["tune", "raises_study.py"], "examples() raised FileNotFoundError: data/x.npy"),
+    (["sites", "wrongargs_study.py"], "examples()[0] passes arguments that wrongargs_study:f(x) does not take"),
+    (["tune", "wrongargs_study.py", "--json"], "examples()[0] passes arguments that wrongargs_study:f(x)"),
+    (["sites", "tracetype_study.py"], "examples()[0] (tracetype_study:f) could not be traced with its arguments"),
+    (["tune", "tracetype_study.py"], "examples()[0] (tracetype_study:f) could not be traced with its arguments"),
     (["tune", "missing.py"], "does not exist"),
     (["tune", "empty_study.py"], "nothing to tune"),
     (["list", "--cache", "notadialect://x"], "notadialect"),
-    (["tune", "tiny_study.py", "--trials", "zero"], "not a whole number"),
+])
+def test_errors_are_one_line_with_exit_2(folder, args, message):
+    r = run(*args, cwd=folder, env=cli_env(folder))
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr and "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["tune", "tiny_study.py", "--trials", "zero"], "'zero' is not a whole number"),
     (["tune", "tiny_study.py", "--expected-calls", "-5"], "must be a finite number"),
 ])
-def test_clear_errors(tmp_path, env, args, message):
-    (tmp_path / "empty_study.py").write_text("x = 1\n")
-    (tmp_path / "tiny_study.py").write_text(STUDY)
-    r = cli(*args, cwd=tmp_path, env=env)
-    assert r.returncode == 2
-    assert message in r.stderr
-    assert "Traceback" not in r.stderr
+def test_bad_options_get_the_usage_and_exit_2(folder, args, message):
+    r = run(*args, cwd=folder, env=cli_env(folder))
+    assert r.returncode == 2 and message in r.stderr and r.stderr.startswith("usage: autotune tune")
+
+
+def test_a_bug_prints_its_traceback_and_says_so(folder):
+    r = run("sites", "valueerror_study.py", cwd=folder, env=cli_env(folder))
+    assert r.returncode == 1
+    assert "Traceback" in r.stderr and "ValueError: a bug in the user's function" in r.stderr
+    assert r.stderr.rstrip().endswith("the traceback above shows where.")
+
+
+def test_a_closed_pipe_ends_quietly(folder, tmp_path):
+    from test_cache_cmds import put_entry
+
+    put_entry(tmp_path / "cache.db")
+    env = cli_env(folder)
+    for args in (["best", "--json"], ["list"]):
+        p = subprocess.Popen([sys.executable, "-m", "autotune", *args], cwd=folder, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdout.close()  # the reader is gone before anything is written (like `| head -0`)
+        err = p.stderr.read().decode()
+        assert p.wait(timeout=120) == 0 and err == "", err
+    r = subprocess.run(["bash", "-c", f"set -o pipefail; {sys.executable} -m autotune best --json | head -1"],
+                       cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout == "[\n" and r.stderr == "", r.stderr
+
+
+def test_importing_the_cli_loads_neither_optuna_nor_matplotlib(tmp_path):
+    code = "import sys, autotune.cli; print(sorted(m for m in ('optuna', 'matplotlib') if m in sys.modules))"
+    r = subprocess.run([sys.executable, "-c", code], env=cli_env(tmp_path), capture_output=True, text=True,
+                       timeout=120)
+    assert r.stdout.strip() == "[]", r.stderr
+
+
+def test_the_console_script_and_python_m_both_work(tmp_path):
+    r = run("--help", cwd=tmp_path, env=cli_env(tmp_path))
+    assert r.returncode == 0 and "pending" in r.stdout and "report" in r.stdout
+    script = Path(sys.executable).parent / "autotune"
+    if not script.exists():
+        pytest.skip(f"no console script beside {sys.executable} (the package is not pip-installed here)")
+    r = subprocess.run([str(script), "--help"], env=cli_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "tune" in r.stdout, r.stderr
+    assert os.access(script, os.X_OK)

@@ -1,0 +1,167 @@
+"""``autotune best``, ``list``, ``export`` and ``import``: the cache, for people and scripts.
+
+``best`` shows each entry's choice for a call count (re-picked by ``_select`` through
+``CacheEntry.for_objective``), the range of call counts its measurements are complete
+for, and outside that range the command that re-tunes it; never a silent ``[0, ∞)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+from .. import _display, _select
+from ._output import console, emit_json, retune_lines
+from ._tables import SiteNames, crossover_table, print_legend, table
+
+_DTYPES = {"float": "f", "int": "i", "uint": "u", "bfloat": "bf", "complex": "c"}
+
+
+def _entries(a: argparse.Namespace) -> list:
+    from ..cache import Cache
+
+    return Cache(a.cache).entries(function_key=getattr(a, "function", None))
+
+
+def _weights(e) -> tuple[float, float]:
+    return float(e.objective.get("compile_weight", 1.0)), float(e.objective.get("runtime_weight", 1.0))
+
+
+def _calls(e) -> float:
+    return float(e.objective.get("expected_calls", 0))
+
+
+def signature_text(signature: str, limit: int = 28) -> str:
+    """The array leaves of a signature, shortly: ``f32[32,32] f32[32,32] i32~[]``."""
+    leaves = signature.split("|", 1)[-1]
+    parts = []
+    for leaf in leaves.split(";"):
+        m = re.match(r"^(bfloat|float|uint|int|complex)(\d+)(.*)$", leaf)
+        parts.append(f"{_DTYPES[m[1]]}{m[2]}{m[3]}" if m else leaf)
+    return _display.shorten(" ".join(parts), limit, longest_word=limit)
+
+
+def entry_json(e) -> dict[str, Any]:
+    """An entry as ``best --json`` prints it: the entry, its device key, its crossovers, the
+    complete range and whether its call count lies in it, and the command re-tuning for it."""
+    cw, rw = _weights(e)
+    intervals = _select.crossover_intervals(e.pareto, cw, rw, default=e.default_config)
+    return e.to_dict() | {"device_key": e.device_key, "crossovers": _select.intervals_json(intervals),
+                          "complete_range": _select.range_json(e.covered_range), "in_range": e.covers(_calls(e)),
+                          "retune_command": e.retune_command(_calls(e))}
+
+
+def _device_matches(e, want: str) -> bool:
+    want = want.lower()
+    return want in (str(e.device.get("device_kind", "")).lower(), str(e.device.get("platform", "")).lower())
+
+
+def cmd_best(a: argparse.Namespace) -> int:
+    entries = _entries(a)
+    if a.device:
+        entries = [e for e in entries if _device_matches(e, a.device)]
+    if a.expected_calls is not None:
+        entries = [e.for_objective(expected_calls=a.expected_calls) for e in entries]
+    if not entries:
+        console(stderr=True).print("no cache entry matches" + (f" function {a.function!r}" if a.function else "")
+                                   + (f" on device {a.device!r}" if a.device else "") + ".")
+        return 1
+    if a.json:
+        emit_json([entry_json(e) for e in entries])
+        return 0
+    out = console(wide=a.wide)
+    names = SiteNames(a.wide)
+    for e in entries:
+        names.add([{"id": sid, **site} for sid, site in e.sites.items()])
+    out.print(_best_table(entries, names, a.wide))
+    for e in entries:
+        if not e.covers(_calls(e)):
+            out.print(f"{e.function_key}: the configs were not measured for {_select.format_calls(_calls(e))} "
+                      f"calls (its measurements are complete for {_select.range_text(e.covered_range)} calls); "
+                      "the config above is the best measured one, not a tuned one. Re-tune for it:")
+            for line in retune_lines(e.retune_command(_calls(e)), out.width):
+                out.print(line, soft_wrap=True, highlight=False, markup=False)
+    for e in entries:
+        cw, rw = _weights(e)
+        intervals = _select.crossover_intervals(e.pareto, cw, rw, default=e.default_config)
+        if len(_display.listed_points(e.pareto, intervals, e.config)) > 1:
+            out.print(crossover_table(e.pareto, cw, rw, names=names, chosen=e.config, default=e.default_config,
+                                      intervals=intervals,
+                                      title=f"{e.function_key} on {e.device.get('device_kind', '?')}: the cheapest "
+                                            "config by call count"))
+    print_legend(out, names)
+    return 0
+
+
+def _best_table(entries: list, names: SiteNames, wide: bool):
+    devices = {e.device_key for e in entries}
+    keys = [(e.function_key, e.device_key) for e in entries]
+    show_device = wide or len(devices) > 1
+    show_signature = wide or len(set(keys)) < len(keys)
+    cols = ["function"] + (["device"] if show_device else []) + (["signature"] if show_signature else []) + \
+        ["config", "cost", "calls", "complete for"] + (["compile", "run"] if wide else [])
+    title = "best configs" + ("" if show_device else f" on {entries[0].device.get('device_kind', '?')}")
+    t = table(title, cols, right=("cost", "calls", "compile", "run"))
+    for e in entries:
+        row = [e.function_key]
+        if show_device:
+            row.append(e.device_key if wide else str(e.device.get("device_kind", "?")))
+        if show_signature:
+            row.append(e.signature if wide else signature_text(e.signature))
+        row += [names.config(e.config), _display.cost(e.cost),
+                _select.format_calls(_calls(e)), _select.range_text(e.covered_range)]
+        if wide:
+            point = next((p for p in e.pareto if _select.config_text(p["config"]) == _select.config_text(e.config)),
+                         None)
+            m = e.measurements
+            compile_s = point["compile_s"] if point else sum(float(m.get(k) or 0.0)
+                                                             for k in ("trace_s", "lower_s", "compile_s"))
+            row += [_display.seconds(compile_s), _display.seconds(point["run_s"] if point else m.get("run_s"))]
+        t.add_row(*row)
+    return t
+
+
+def cmd_list(a: argparse.Namespace) -> int:
+    entries = _entries(a)
+    if a.json:
+        emit_json([e.to_dict() | {"device_key": e.device_key} for e in entries])
+        return 0
+    out = console(wide=a.wide)
+    names = SiteNames(a.wide)
+    for e in entries:
+        names.add([{"id": sid, **site} for sid, site in e.sites.items()])
+    cols = (["function", "fingerprint", "signature", "device"] if a.wide else ["function", "device"]) + \
+        ["config", "cost", "created"]
+    t = table(f"{len(entries)} cache entr{'y' if len(entries) == 1 else 'ies'}", cols, right=("cost",))
+    for e in entries:
+        row = [e.function_key]
+        if a.wide:
+            row += [e.fingerprint, e.signature, e.device_key]
+        else:
+            row.append(str(e.device.get("device_kind", "?")))
+        row += [names.config(e.config), _display.cost(e.cost), e.created_at[:16].replace("T", " ")]
+        t.add_row(*row)
+    out.print(t)
+    print_legend(out, names)
+    return 0
+
+
+def cmd_export(a: argparse.Namespace) -> int:
+    from ..cache import Cache
+
+    n = (cache := Cache(a.cache)).export_json(a.path)
+    console().print(f"exported {n.entries} entries and {n.pending} pending records from {cache.display_url} "
+                    f"to {a.path}", soft_wrap=True, highlight=False, markup=False)
+    return 0
+
+
+def cmd_import(a: argparse.Namespace) -> int:
+    from ..cache import MAX_IMPORT_BYTES, Cache
+
+    limit = MAX_IMPORT_BYTES if a.max_size is None else max(1, int(a.max_size * 2**20))
+    n = (cache := Cache(a.cache)).import_json(a.path, max_bytes=limit)
+    console().print(f"imported {n.entries} entries and {n.pending} pending records into {cache.display_url}"
+                    + (f" ({n.pending_kept} pending records were there already)" if n.pending_kept else ""),
+                    soft_wrap=True, highlight=False, markup=False)
+    return 0

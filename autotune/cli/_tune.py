@@ -1,0 +1,188 @@
+"""``autotune tune``: tune a study file's examples, show what was decided, start helpers.
+
+The winner, its cost and every ★ come from the study's result (``_select``'s rule); this
+module lays them out. ``--workers K`` starts K - 1 helper processes whose argv is derived
+from the parsed arguments (:func:`autotune.cli._parser.repeat_argv`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+from typing import Any
+
+from .. import _display, _select
+from .._errors import StudyError
+from .._paths import ENV_STORAGE, redact
+from ._output import console, emit_json, stdout_to_stderr
+from ._parser import HELPER_ONLY, repeat_argv
+from ._tables import SiteNames, crossover_table, print_legend, result_table, trial_lines
+
+NOT_FOR_RETUNE = ("json", "wide", "expected_calls", "workers") + HELPER_ONLY
+
+
+def cmd_tune(a: argparse.Namespace) -> int:
+    if a.recorded == (a.file is not None):
+        raise StudyError("Give exactly one of a study FILE or --recorded: `autotune tune studies/x.py` tunes a study "
+                         "file, `autotune tune --recorded` the calls recorded with AUTOTUNE_RECORD=1.")
+    if a.recorded:
+        from ._record import cmd_tune_recorded
+
+        return cmd_tune_recorded(a)
+    from ..worker import Location
+
+    out, err = console(wide=a.wide), console(stderr=True)
+    with stdout_to_stderr(a.json):  # the study file's own prints go to stderr under --json
+        examples = _selected(a)
+        if a.join_study is not None:
+            return _helper(a, examples)
+        if a.workers > 1:
+            warn_shared_device(a.workers, err)
+        results = []
+        for ex in examples:
+            ex.sites()  # a TypeError while tracing is one clear line, before any worker starts
+            fn = ex.fn.with_options(expected_calls=a.expected_calls, compile_weight=a.compile_weight,
+                                    runtime_weight=a.runtime_weight, cache=a.cache)
+            err.print(f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g})")
+            helpers = Helpers(a, ex.index)
+            result = fn.tune(*ex.args, n_trials=a.trials, timeout=a.timeout, sampler=a.sampler,
+                             storage=a.storage, progress=False if a.json else None, on_ready=helpers.start,
+                             before_finish=helpers.wait, location=Location.study_file(a.file, ex.index),
+                             retune=retune_template(a), **trial_options(a), **ex.kwargs)
+            results.append((fn, result))
+            if not a.json:
+                show_result(out, fn, result, wide=a.wide)
+    if a.json:
+        emit_json([result_json(fn, r) for fn, r in results])
+    return 0
+
+
+def _selected(a: argparse.Namespace) -> list:
+    from .._studyfile import load_examples
+
+    examples = load_examples(a.file)
+    if a.function is None:
+        return examples
+    chosen = [ex for ex in examples if ex.fn.key == a.function]
+    if not chosen:
+        keys = sorted({ex.fn.key for ex in examples})
+        raise StudyError(f"Study file {a.file!r} has no example of function {a.function!r}; its functions are "
+                         f"{keys}. Pass one of them to --function, or leave --function out.")
+    return chosen
+
+
+def _helper(a: argparse.Namespace, examples: list) -> int:
+    """A process started by ``--workers``: measure trials of the study, confirm nothing."""
+    ex = next((e for e in examples if e.index == a.example), None)
+    if ex is None:
+        raise StudyError(f"Study file {a.file!r} has no examples()[{a.example}] any more; was it edited meanwhile?")
+    fn = ex.fn.with_options(expected_calls=a.expected_calls, compile_weight=a.compile_weight,
+                            runtime_weight=a.runtime_weight, cache=a.cache)
+    fn.tune(*ex.args, n_trials=a.trials, timeout=a.timeout, sampler=a.sampler, storage=a.storage,
+            study_name=a.join_study, join=True, progress=False, **trial_options(a), **ex.kwargs)
+    return 0
+
+
+def trial_options(a: argparse.Namespace) -> dict[str, Any]:
+    """The per-trial options of ``autotune tune``, as ``Autotuned.tune`` takes them."""
+    return {"timing": None if a.run_seconds is None else {"target_s": a.run_seconds},
+            "objective": a.objective, "trial_timeout": a.trial_timeout, "trial_memory_gb": a.trial_memory}
+
+
+def _location(value: str) -> str:
+    """A cache or storage for a command that may run elsewhere: an absolute path, or a URL
+    with its password redacted (a command is shown and stored; a secret never is)."""
+    return redact(value) if "://" in value else os.path.abspath(value)
+
+
+def retune_template(a: argparse.Namespace) -> str:
+    """The command that re-tunes like this one for another call count, ``{calls}`` standing
+    for it: this command's options (paths absolute) with ``--expected-calls {calls}``."""
+    b = argparse.Namespace(**vars(a))
+    b.file = os.path.abspath(a.file)
+    for name in ("cache", "storage"):
+        if getattr(b, name, None):
+            setattr(b, name, _location(getattr(b, name)))
+    return "autotune " + shlex.join(repeat_argv(b, skip=NOT_FOR_RETUNE)) + " --expected-calls {calls}"
+
+
+def result_json(fn, r) -> dict[str, Any]:
+    """One tuned function as ``tune --json`` prints it."""
+    calls = r.objective.expected_calls
+    return {"function": fn.key, "best_config": r.best_config.to_dict(), "best_cost": r.best_cost,
+            "default_cost": r.default_cost, "objective": r.objective.to_dict(), "study": r.study_name,
+            "storage": redact(r.storage), "cache": fn.cache.display_url,
+            "complete_range": _select.range_json(r.complete_range),
+            "in_range": _select.in_range(r.complete_range, calls),
+            "trials": [t.to_dict() for t in r.trials], "confirmed": r.confirmed, "pareto": r.pareto}
+
+
+def show_result(out, fn, result, *, wide: bool = False) -> None:
+    """The tables and lines ``autotune tune`` prints for one function."""
+    names = SiteNames(wide).add(result.sites)
+    goal = result.objective
+    winner, default = result.best_config.to_dict(), result.default_config.to_dict()
+    title = f"{fn.key}: the contenders re-timed side by side, for {_select.format_calls(goal.expected_calls)} calls"
+    out.print(result_table(result, names, title))
+    ranked = sorted(result.confirmed, key=lambda r: (_select.cost(r, goal), _select.config_text(r["config"])))
+    if ranked and _select.config_text(ranked[0]["config"]) != _select.config_text(winner):
+        out.print("★ the winner: a config must beat the default on the median cost and in most paired rounds; "
+                  "a cheaper median above did not.")
+    counts = result.counts()
+    out.print(f"{len(result.trials)} trials ({result.sampler} over a space of {result.space_size}): "
+              + ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))
+    for line in trial_lines(result.trials, names, out.width):
+        out.print(line, highlight=False, markup=False)
+    out.print(f"winner for {fn.key}: [bold]{names.config(winner)}[/bold]  cost {_display.cost(result.best_cost)} "
+              f"(default {_display.cost(result.default_cost)}, {_display.ratio(result.speedup)})")
+    out.print(f"stored in the cache {fn.cache.display_url}", markup=False)
+    if wide:
+        out.print(f"study {result.study_name} in {redact(result.storage)}", markup=False)
+    intervals = _select.crossover_intervals(result.confirmed, goal.compile_weight, goal.runtime_weight,
+                                            default=default)
+    if len(_display.listed_points(result.confirmed, intervals, winner)) > 1:
+        out.print(crossover_table(result.confirmed, goal.compile_weight, goal.runtime_weight, names=names,
+                                  chosen=winner, default=default, intervals=intervals,
+                                  title=f"{fn.key}: the cheapest config by call count"))
+    out.print(f"measurements complete for {_select.range_text(result.complete_range)} calls")
+    print_legend(out, names)
+
+
+def warn_shared_device(workers: int, err=None) -> None:
+    import jax
+
+    err = err or console(stderr=True)
+    if len(jax.devices()) < workers:
+        err.print(
+            f"[yellow]warning:[/yellow] {workers} workers share {len(jax.devices())} {jax.devices()[0].platform} "
+            "device(s) on this machine; concurrent trials disturb each other's timings. The rule is one worker "
+            "per device: for more throughput, run `autotune tune FILE --storage postgresql://...` on more machines."
+        )
+
+
+class Helpers:
+    """The extra processes of ``--workers K``: they join the study once it exists."""
+
+    def __init__(self, a: argparse.Namespace, index: int):
+        self.a, self.index, self.procs = a, index, []
+
+    def argv(self, study_name: str) -> list[str]:
+        """``python -m autotune tune ... --join-study NAME --example I``: this command's options,
+        less those a helper must not repeat (see ``_parser.NOT_FOR_HELPERS``)."""
+        return [sys.executable, "-m", "autotune", *repeat_argv(self.a), "--join-study", study_name,
+                "--example", str(self.index)]
+
+    def start(self, storage: str, study_name: str) -> None:
+        if self.a.workers <= 1:
+            return
+        env = dict(os.environ, **{ENV_STORAGE: storage})  # the storage, password included, never in argv
+        self.procs = [subprocess.Popen(self.argv(study_name), env=env) for _ in range(self.a.workers - 1)]
+
+    def wait(self) -> None:
+        failed = [p.args for p in self.procs if p.wait() != 0]
+        if failed:
+            console(stderr=True).print(f"[yellow]warning:[/yellow] {len(failed)} worker process(es) exited with an "
+                                       "error; their completed trials are kept.")

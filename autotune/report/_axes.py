@@ -1,0 +1,59 @@
+"""Shared pieces of the report's figures: a figure without pyplot state, time units,
+padding, and the marker and colour of each trial outcome."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._runner import Outcome
+from ._data import WAITING_STATES
+
+_STYLE = {  # marker, colour of each trial outcome
+    Outcome.COMPLETE: ("o", "#1f77b4"), Outcome.SHARED: ("o", "#17becf"), Outcome.DUPLICATE: (".", "#9e9e9e"),
+    Outcome.REJECTED: ("X", "#d62728"), Outcome.PRUNED: ("s", "#9467bd"), Outcome.TIMEOUT: ("v", "#ff7f0e"),
+    Outcome.CRASHED: ("D", "#8c564b"), Outcome.OOM: ("P", "#8c564b"), Outcome.ERROR: ("x", "#d62728"),
+    Outcome.INTERRUPTED: ("|", "#7f7f7f"), Outcome.ABANDONED: ("|", "#7f7f7f"),
+}
+
+OUTCOME_STYLE = {o.value: _STYLE[o] for o in Outcome} | dict(zip(WAITING_STATES, (("|", "#bcbd22"), ("|", "#c7c7c7"))))
+"""Marker and colour of every :class:`autotune.Outcome`, and of trials still running or waiting."""
+LEGEND_CHARS = 64
+"""Legend entries are wrapped at word boundaries to this many characters a line."""
+REASON_CHARS = 112
+"""Trial reasons under the history figure: at most this many characters a line, two lines each."""
+
+
+def time_unit(values: Sequence[float]) -> tuple[float, str]:
+    """Scale and unit name so that the largest value reads well."""
+    top = max((abs(v) for v in values if v is not None), default=1.0)
+    if top < 1e-3:
+        return 1e6, "µs"
+    if top < 1.0:
+        return 1e3, "ms"
+    return 1.0, "s"
+
+
+def wants_log(values: Sequence[float], ratio: float = 20.0) -> bool:
+    vals = [v for v in values if v is not None and v > 0]
+    return bool(vals) and max(vals) / min(vals) > ratio
+
+
+def new_figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
+    return fig
+
+
+def empty(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#666666")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def padded(values: Sequence[float], log: bool) -> tuple[float, float]:
+    lo, hi = min(values), max(values)
+    if log:
+        return lo / 1.25, hi * 1.25
+    pad = (hi - lo) * 0.08 or abs(hi) * 0.1 or 1.0
+    return max(0.0, lo - pad) if lo >= 0 else lo - pad, hi + pad

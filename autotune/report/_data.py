@@ -1,0 +1,317 @@
+"""What a report shows about a study, read through the study adapter (``study._optuna``).
+
+Every cost, winner, interval and range here comes from :mod:`autotune._select`, over the
+points ``tune()`` confirmed (the default's among them); a study that never got to its
+confirmation falls back to its trials' single measurements.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import _display, _select
+from .._config import Config, config_label
+from .._errors import StudyError
+from .._objective import Objective
+from .._paths import redact
+from .._runner import Outcome
+
+WAITING_STATES = ("running", "waiting")
+"""What a trial without an outcome shows: another worker is measuring it, or it is queued."""
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#17becf", "#bcbd22", "#7f7f7f")
+
+
+@dataclass
+class TrialRow:
+    """One trial as a report shows it (seconds are None where nothing was measured)."""
+
+    number: int
+    outcome: str
+    config: dict[str, Any]
+    reason: str | None = None
+    trace_s: float | None = None
+    lower_s: float | None = None
+    xla_compile_s: float | None = None
+    run_s: float | None = None
+    cost: float | None = None
+    duration_s: float | None = None
+
+    @property
+    def compile_s(self) -> float | None:
+        """trace + lower + compile seconds: everything paid once per signature."""
+        if self.trace_s is None:
+            return None
+        return self.trace_s + (self.lower_s or 0.0) + (self.xla_compile_s or 0.0)
+
+    @property
+    def counts(self) -> bool:
+        """Whether the trial is a measurement (complete or shared)."""
+        return self.outcome in (Outcome.COMPLETE.value, Outcome.SHARED.value)
+
+    @property
+    def failed(self) -> bool:
+        """Whether the trial gave no measurement for a reason worth showing (not a duplicate)."""
+        return not self.counts and self.outcome != Outcome.DUPLICATE.value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"number": self.number, "outcome": self.outcome, "config": self.config, "reason": self.reason,
+                "trace_s": self.trace_s, "lower_s": self.lower_s, "xla_compile_s": self.xla_compile_s,
+                "compile_s": self.compile_s, "run_s": self.run_s, "cost": self.cost, "duration_s": self.duration_s}
+
+
+@dataclass
+class StudyReport:
+    """Everything a report shows about one study.
+
+    Attributes:
+        storage: the study storage, password redacted.
+        shown: the configs the by-call-count table and the figures show
+            (:func:`autotune._display.listed_points`), by compile time; each has
+            ``"label"`` (A, B, C...), ``"color"``, ``"on_front"`` and ``"optimal"`` (its
+            ``[from, to)`` intervals).
+        pareto: the ``shown`` points on the (compile_s, run_s) Pareto front.
+        intervals: :func:`autotune._select.crossover_intervals` of every point, the default's included.
+        chosen: :func:`autotune._select.choose` for ``objective`` (``config``, ``compile_s``,
+            ``run_s``, ``cost``, ``in_range``), the same config the cache entry names.
+        default: the default config's point with its cost, or None.
+        complete_range: the call counts over which the study's measurements are complete.
+        retune: the command that re-tunes the study, ``{calls}`` standing for the call count.
+    """
+
+    study_name: str
+    storage: str
+    function_key: str
+    device: dict[str, Any]
+    objective: Objective
+    study_objective: dict[str, Any]
+    search: str
+    fingerprint: str | None
+    sites: list[dict[str, Any]]
+    trials: list[TrialRow]
+    confirmed: list[dict[str, Any]]
+    pareto: list[dict[str, Any]]
+    intervals: list[dict[str, Any]]
+    chosen: dict[str, Any] | None
+    default: dict[str, Any] | None
+    default_config: dict[str, Any]
+    shown: list[dict[str, Any]] = field(default_factory=list)
+    complete_range: dict[str, Any] | None = None
+    retune: str | None = None
+    slug: str = ""
+    figures: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tunable_sites(self) -> list[dict[str, Any]]:
+        """Sites a config can change: a while loop (length unknown) or more than one step."""
+        return [s for s in self.sites if s.get("length") is None or int(s["length"]) > 1]
+
+    def label(self, config: dict[str, Any]) -> str:
+        """A short readable form of a config: ``algo_iters=for, scan@f.py:53=scan×2``."""
+        return config_label(config, self.sites)
+
+    def outcome_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for t in self.trials:
+            counts[t.outcome] = counts.get(t.outcome, 0) + 1
+        return counts
+
+    @property
+    def in_range(self) -> bool:
+        """Whether ``objective.expected_calls`` lies in the study's complete range."""
+        return _select.in_range(self.complete_range, self.objective.expected_calls)
+
+    def retune_command(self, calls: float | None = None) -> str | None:
+        """The command that re-tunes for ``calls`` (default: the report's call count)."""
+        if self.retune is None:
+            return None
+        c = float(self.objective.expected_calls if calls is None else calls)
+        return self.retune.replace("{calls}", str(int(c)) if c.is_integer() and abs(c) < 1e15 else repr(c))
+
+    def cost_of(self, point: dict[str, Any], calls: float | None = None) -> float:
+        """A point's cost under the report's objective (or at another call count), by ``_select.cost``."""
+        obj = self.objective if calls is None else Objective(calls, self.objective.compile_weight,
+                                                               self.objective.runtime_weight)
+        return _select.cost(point, obj)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's data as strict JSON-able dicts (an unbounded interval ends at null)."""
+        unbounded = lambda b: None if b == math.inf else b  # noqa: E731
+        return {
+            "study_name": self.study_name, "storage": self.storage, "function_key": self.function_key,
+            "device": self.device, "objective": self.objective.to_dict(), "study_objective": self.study_objective,
+            "search": self.search, "fingerprint": self.fingerprint, "sites": self.sites,
+            "default_config": self.default_config, "chosen": self.chosen, "default": self.default,
+            "complete_range": _select.range_json(self.complete_range), "in_range": self.in_range,
+            "retune_command": None if self.in_range else self.retune_command(),
+            "pareto": [_point_json(p, unbounded) for p in self.pareto],
+            "shown": [_point_json(p, unbounded) for p in self.shown],
+            "crossovers": _select.intervals_json(self.intervals), "confirmed": [
+                {k: v for k, v in c.items() if k != "measurement"} for c in self.confirmed],
+            "trials": [t.to_dict() for t in self.trials], "figures": self.figures,
+        }
+
+
+def _point_json(p: dict[str, Any], unbounded) -> dict[str, Any]:
+    return {**{k: v for k, v in p.items() if k != "measurement"},
+            "optimal": [[a, unbounded(b)] for a, b in p.get("optimal", [])]}
+
+
+def _float(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _slug(function_key: str, study_name: str) -> str:
+    base = re.sub(r"[^A-Za-z0-9]+", "_", function_key.split(":")[-1]).strip("_")[:40] or "study"
+    return f"{base}-{hashlib.sha1(study_name.encode()).hexdigest()[:6]}"
+
+
+def letter(i: int) -> str:
+    """A, B, ..., Z, AA, AB, ...: the label of the i-th shown config."""
+    s = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        s = chr(65 + r) + s
+    return s
+
+
+def _trial_row(view, frozen, objective: Objective) -> TrialRow:
+    try:
+        config = view.config.to_dict() if view.config_json else {}
+    except Exception:  # a hand-edited or foreign trial: show it without a config
+        config = {}
+    outcome = view.outcome.value if view.outcome is not None else view.state.lower()
+    m = view.measurement or {}
+    row = TrialRow(number=view.number, outcome=outcome, config=config, reason=view.reason,
+                   trace_s=_float(m.get("trace_s")), lower_s=_float(m.get("lower_s")),
+                   xla_compile_s=_float(m.get("compile_s")), run_s=_float(m.get("run_s")))
+    if frozen is not None and frozen.datetime_start is not None and frozen.datetime_complete is not None:
+        row.duration_s = (frozen.datetime_complete - frozen.datetime_start).total_seconds()
+    if row.compile_s is not None and row.run_s is not None:
+        row.cost = _select.cost({"compile_s": row.compile_s, "run_s": row.run_s}, objective)
+    return row
+
+
+def _default_config(attrs: dict[str, Any], sites: list[dict[str, Any]]) -> dict[str, Any]:
+    if attrs.get("default_config") is not None:
+        return dict(attrs["default_config"])
+    return {s["id"]: dict(s.get("default") or {"repr": "scan", "unroll": 1})
+            for s in sites if s.get("length") is None or int(s["length"]) > 1}
+
+
+def load_study_report(study_name: str, storage: str, *, expected_calls: float | None = None,
+                      compile_weight: float | None = None, runtime_weight: float | None = None) -> StudyReport:
+    """Read one study and compute its shown configs, crossovers and chosen config.
+
+    Arguments:
+        study_name: the Optuna study's name.
+        storage: its storage URL (or a SQLite file path).
+        expected_calls, compile_weight, runtime_weight: re-score for this objective;
+            None keeps the study's own (its ``objective`` user attribute).
+
+    Returns:
+        A :class:`StudyReport`.
+    """
+    from .._paths import storage_url
+    from ..study._optuna import load, summaries
+
+    url = storage_url(storage)
+    summaries(url)  # a clear error, and no new file, for a storage that does not exist
+    study = load(study_name, url)
+    try:
+        attrs = study.attrs
+        frozen = {t.number: t for t in study.frozen_trials()}
+        views = study.trials()
+        directions = study.directions
+    finally:
+        study.close()
+    own = dict(attrs.get("objective") or {})
+    objective = Objective(
+        expected_calls=float(expected_calls if expected_calls is not None else own.get("expected_calls", 1000)),
+        compile_weight=float(compile_weight if compile_weight is not None else own.get("compile_weight", 1.0)),
+        runtime_weight=float(runtime_weight if runtime_weight is not None else own.get("runtime_weight", 1.0)),
+    )
+    sites = [dict(s) for s in attrs.get("sites") or []]
+    default_config = _default_config(attrs, sites)
+    trials = [_trial_row(v, frozen.get(v.number), objective) for v in views]
+
+    # Exactly what tune() decided on: the confirmed points (with their paired rounds), judged
+    # by the one selection rule; a study without confirmation falls back to its trials.
+    confirmed = [dict(c) for c in attrs.get("confirmed") or []]
+    points = confirmed or [{"config": t.config, "compile_s": t.compile_s, "run_s": t.run_s} for t in trials
+                           if t.counts and t.compile_s is not None and t.run_s is not None]
+    for c in confirmed:
+        c["cost"] = _select.cost(c, objective)
+    default_arg = default_config if confirmed else None
+    intervals = _select.crossover_intervals(points, objective.compile_weight, objective.runtime_weight,
+                                            default=default_arg)
+    complete = attrs.get("complete_range")
+    choice = _select.choose(points, objective, default=default_arg, complete=complete)
+    chosen = None if choice is None else {"config": choice.config, "compile_s": choice.compile_s,
+                                          "run_s": choice.run_s, "cost": choice.cost, "in_range": choice.in_range}
+    front = {_select.config_text(p["config"]) for p in _select.pareto_front(points)}
+    shown = []
+    for i, p in enumerate(_display.listed_points(points, intervals, chosen and chosen["config"])):
+        text = _select.config_text(p["config"])
+        shown.append({**p, "label": letter(i), "color": PALETTE[i % len(PALETTE)], "on_front": text in front,
+                      "optimal": [[it["from_calls"], it["to_calls"]] for it in intervals
+                                  if _select.config_text(it["config"]) == text]})
+    default_text = _select.config_text(default_config)
+    default = next((p for p in points if _select.config_text(p["config"]) == default_text), None)
+    if default is not None:
+        default = {**default, "cost": _select.cost(default, objective)}
+    return StudyReport(
+        study_name=study_name, storage=redact(url), function_key=str(attrs.get("function_key", "?")),
+        device=dict(attrs.get("device") or {}), objective=objective, study_objective=own,
+        search=str(attrs.get("search", "pareto" if directions > 1 else "cost")),
+        fingerprint=attrs.get("fingerprint"), sites=sites, trials=trials, confirmed=confirmed,
+        pareto=[p for p in shown if p["on_front"]], intervals=intervals, chosen=chosen, default=default,
+        default_config=default_config, shown=shown, complete_range=complete, retune=attrs.get("retune"),
+        slug=_slug(str(attrs.get("function_key", "study")), study_name),
+    )
+
+
+def studies_for_file(path: str, storage: str, *, all_programs: bool = False) -> list[str]:
+    """The studies in ``storage`` of the functions a study file tunes.
+
+    A study belongs to a function when its ``function_key`` user attribute is the
+    function's key. Of those, the studies of the current program (same fingerprint)
+    are returned, the one :func:`autotune._keys.study_name` derives for the
+    decorator's objective first; studies of older versions of the function only when
+    there are no current ones or ``all_programs`` is set.
+    """
+    from .._keys import device_info, program_key, study_name
+    from .._paths import storage_url
+    from .._studyfile import load_examples
+    from ..study._optuna import summaries
+
+    wanted: dict[str, set[str]] = {}
+    preferred: list[str] = []
+    device = device_info()
+    for ex in load_examples(path):
+        with ex.traced():
+            program, signature = program_key(ex.fn.fun, ex.args, ex.kwargs, ex.fn.jit_kwargs)
+        wanted.setdefault(ex.fn.key, set()).add(program.fingerprint)
+        obj = Objective(ex.fn.expected_calls, ex.fn.compile_weight, ex.fn.runtime_weight)
+        for search in ("cost", "pareto"):
+            preferred.append(study_name(ex.fn.key, program.fingerprint, signature, device, obj, search))
+    found = summaries(storage_url(storage))
+    matches = [s for s in found if s["attrs"].get("function_key") in wanted]
+    current = [s for s in matches if s["attrs"].get("fingerprint") in wanted[s["attrs"]["function_key"]]]
+    chosen = matches if (all_programs or not current) else current
+    rank = {name: i for i, name in enumerate(preferred)}
+    return [s["name"] for s in sorted(chosen, key=lambda s: (rank.get(s["name"], len(rank)), s["name"]))]
+
+
+def no_study_error(file: str, url: str) -> StudyError:
+    return StudyError(f"No study of the functions in {file} in {redact(url)}: run `autotune tune {file}` first "
+                      "(with the same --cache/--storage), or pass --storage.")

@@ -1,0 +1,130 @@
+"""autotune/cli/_cache_cmds.py: `autotune best`, `list`, `export`, `import` on real SQLite caches."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from test_select import FOR, SCAN, THREE, UNROLL  # binary-exact seconds: crossovers at 512 and 4,096 calls
+
+from autotune import cli
+from autotune.cache import Cache, CacheEntry
+
+SITES = {"l": {"kind": "loop", "length": 8, "has_ys": False}}
+CPU = {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "jax": "0.10.2", "jaxlib": "0.10.2"}
+RETUNE = "autotune tune /home/me/studies/step.py --expected-calls {calls}"
+
+
+def entry(**changes) -> CacheEntry:
+    fields = dict(
+        function_key="mod:step", fingerprint="f00d", signature="PyTreeDef(((*,), {}))|float32[8]", device=CPU,
+        config=UNROLL, sites=SITES, measurements={"trace_s": 1.0, "lower_s": 1.0, "compile_s": 1.0, "run_s": 2.0 ** -8},
+        objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0}, cost=3 + 1000 / 256,
+        pareto=THREE)
+    fields.update(changes)
+    return CacheEntry(**fields)
+
+
+def put_entry(path, **changes) -> None:
+    Cache(str(path)).put(entry(**changes))
+
+
+def test_best_json_includes_the_crossovers(tmp_path, capsys):
+    put_entry(tmp_path / "c.db")
+    assert cli.main(["best", "--cache", str(tmp_path / "c.db"), "--json"]) == 0
+    (e,) = json.loads(capsys.readouterr().out)
+    assert e["crossovers"] == [
+        {"config": SCAN, "from_calls": 0.0, "to_calls": 512.0},
+        {"config": UNROLL, "from_calls": 512.0, "to_calls": 4096.0},
+        {"config": FOR, "from_calls": 4096.0, "to_calls": None},
+    ]
+    # Re-picked for another call count: the config flips, the crossovers stay.
+    assert cli.main(["best", "--cache", str(tmp_path / "c.db"), "--json", "--expected-calls", "100000"]) == 0
+    (e,) = json.loads(capsys.readouterr().out)
+    assert e["config"] == FOR and e["crossovers"][2]["from_calls"] == 4096.0
+
+
+def test_best_table_shows_the_intervals(tmp_path, capsys):
+    put_entry(tmp_path / "c.db")
+    assert cli.main(["best", "--cache", str(tmp_path / "c.db")]) == 0
+    text = capsys.readouterr().out
+    assert "cheapest for calls" in text
+    for span in ("[0, 512)", "[512, 4,096)", "[4,096, ∞)"):
+        assert span in text
+    assert "l=scan×4 ★" in text  # the chosen config is marked in the Pareto sub-table
+    assert "{" not in text  # no JSON in any cell
+    assert "6.906 s" in text  # the cost, with its unit
+
+
+def test_best_outside_the_range_says_so_and_prints_the_retune_command(tmp_path, capsys):
+    db = str(tmp_path / "c.db")
+    put_entry(tmp_path / "c.db", complete_range={"from_calls": 0.0, "to_calls": 2000.0, "why": "pruned"},
+              retune=RETUNE)
+    assert cli.main(["best", "--cache", db]) == 0
+    text = capsys.readouterr().out
+    assert "[0, 2,000]" in text and "not measured" not in text
+    assert cli.main(["best", "--cache", db, "--expected-calls", "100000"]) == 0
+    text = capsys.readouterr().out
+    assert "the configs were not measured for 100,000 calls" in " ".join(text.split())
+    assert "autotune tune /home/me/studies/step.py --expected-calls 100000" in text.replace(" \\\n   ", "")
+    assert cli.main(["best", "--cache", db, "--expected-calls", "100000", "--json"]) == 0
+    (e,) = json.loads(capsys.readouterr().out)
+    assert e["in_range"] is False and e["complete_range"] == {"from_calls": 0.0, "to_calls": 2000.0, "why": "pruned"}
+    assert e["retune_command"] == "autotune tune /home/me/studies/step.py --expected-calls 100000"
+    assert cli.main(["best", "--cache", db, "--expected-calls", "1500", "--json"]) == 0
+    (e,) = json.loads(capsys.readouterr().out)
+    assert e["in_range"] is True
+
+
+def test_an_entry_without_a_range_covers_only_its_own_call_count(tmp_path, capsys):
+    put_entry(tmp_path / "c.db")  # no complete_range: tuned before ranges were recorded
+    assert cli.main(["best", "--cache", str(tmp_path / "c.db"), "--expected-calls", "1001", "--json"]) == 0
+    (e,) = json.loads(capsys.readouterr().out)
+    assert e["in_range"] is False and e["complete_range"]["from_calls"] == e["complete_range"]["to_calls"] == 1000
+    assert cli.main(["best", "--cache", str(tmp_path / "c.db"), "--expected-calls", "1001"]) == 0
+    assert "[1,000, 1,000]" in capsys.readouterr().out
+
+
+def test_best_shows_device_and_signature_only_when_they_tell_entries_apart(tmp_path, capsys):
+    db = tmp_path / "c.db"
+    put_entry(db)
+    assert cli.main(["best", "--cache", str(db)]) == 0
+    text = capsys.readouterr().out
+    assert "best configs on cpu" in text and "jax=" not in text and "float32" not in text
+    put_entry(db, signature="PyTreeDef(((*,), {}))|float32[16]")
+    assert cli.main(["best", "--cache", str(db)]) == 0
+    assert "f32[16]" in capsys.readouterr().out
+    assert cli.main(["best", "--cache", str(db), "--wide"]) == 0
+    wide = capsys.readouterr().out
+    assert "cpu|cpu|1|jax=0.10.2|jaxlib=0.10.2" in wide and "float32[16]" in wide
+
+
+def test_best_filters_and_says_when_nothing_matches(tmp_path, capsys):
+    put_entry(tmp_path / "c.db")
+    assert cli.main(["best", "--cache", str(tmp_path / "c.db"), "--device", "NVIDIA H200"]) == 1
+    assert "no cache entry matches on device 'NVIDIA H200'" in capsys.readouterr().err
+
+
+def test_list_and_its_wide_form(tmp_path, capsys):
+    db = str(tmp_path / "c.db")
+    put_entry(tmp_path / "c.db")
+    Cache(db).put(dataclasses.replace(entry(), function_key="mod:other", config=FOR, cost=2.5))
+    assert cli.main(["list", "--cache", db]) == 0
+    text = capsys.readouterr().out
+    assert "2 cache entries" in text and "l=for" in text and "2.5 s" in text and "f00d" not in text
+    assert cli.main(["list", "--cache", db, "--wide"]) == 0
+    assert "f00d" in capsys.readouterr().out
+    assert cli.main(["list", "--cache", db, "--json"]) == 0
+    assert [e["function_key"] for e in json.loads(capsys.readouterr().out)] == ["mod:other", "mod:step"]
+
+
+def test_export_and_import_say_what_moved(tmp_path, capsys):
+    put_entry(tmp_path / "c.db")
+    path = str(tmp_path / "x.json")
+    assert cli.main(["export", path, "--cache", str(tmp_path / "c.db")]) == 0
+    assert f"exported 1 entries and 0 pending records from sqlite:///{tmp_path / 'c.db'} to {path}" in \
+        capsys.readouterr().out
+    assert cli.main(["import", path, "--cache", str(tmp_path / "d.db")]) == 0
+    assert "imported 1 entries and 0 pending records into" in capsys.readouterr().out
+    assert cli.main(["import", path, "--cache", str(tmp_path / "d.db"), "--max-size", "0.000001"]) == 2
+    assert "error:" in capsys.readouterr().err

@@ -1,0 +1,55 @@
+"""autotune/_display.py: units, words never cut in the middle, and which configs a table lists."""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune import _select
+from autotune._display import cost, listed_points, ratio, seconds, shorten, wrap
+
+TEXT = ("pruned after lowering: trace+lower already took 0.0625 s, over the compile budget of 0.0621 s "
+        "(best cost / compile weight), so this config cannot win")
+
+
+@pytest.mark.parametrize("x, shown", [(2.5, "2.5 s"), (0.452, "452 ms"), (7.417e-4, "741.7 µs"),
+                                      (1.2e-8, "12 ns"), (0.0, "0 s"), (None, "-")])
+def test_seconds_carry_their_unit(x, shown):
+    assert seconds(x) == shown
+
+
+def test_costs_and_ratios_carry_their_unit():
+    assert cost(0.72991) == "0.7299 s" and cost(None) == "-"
+    assert ratio(1.3842) == "1.38×" and ratio(float("inf")) == "-"
+
+
+@pytest.mark.parametrize("limit", [10, 23, 40, 79])
+def test_shorten_cuts_only_between_words(limit):
+    out = shorten(TEXT, limit)
+    assert len(out) <= limit
+    body = out.removesuffix(" …")
+    assert TEXT.startswith(body) and (len(body) == len(TEXT) or TEXT[len(body)] == " ")
+
+
+@pytest.mark.parametrize("width", [12, 30, 61])
+def test_wrap_keeps_every_word_whole_and_every_line_within_the_width(width):
+    lines = wrap(TEXT, width)
+    assert all(len(line) <= width for line in lines)
+    assert " ".join(lines).split() == TEXT.split()
+    short = wrap(TEXT, width, max_lines=2)
+    assert len(short) == 2 and short[-1].endswith("…") and short[0] == lines[0]
+
+
+def test_a_word_longer_than_the_line_is_shown_by_its_tail():
+    (line,) = wrap("/tmp/pytest-of-me/pytest-7/a_rather_long_folder/tiny_study.py", 20)
+    assert line == "…/tiny_study.py"
+
+
+def test_listed_points_are_the_front_and_every_interval_owner():
+    dflt = {"config": "d", "compile_s": 0.96, "run_s": 0.96, "rounds": [[0.9, 0.9], [0.96, 0.96], [1.5, 1.5]]}
+    better = {"config": "f", "compile_s": 0.95, "run_s": 0.95, "rounds": [[0.95, 0.95], [0.97, 0.97], [0.91, 0.91]]}
+    slow = {"config": "s", "compile_s": 5.0, "run_s": 2.0}
+    points = [slow, dflt, better]
+    intervals = _select.crossover_intervals(points, default="d")
+    assert [it["config"] for it in intervals] == ["d"]  # "f" has the lower medians but loses 2 rounds of 3
+    assert [p["config"] for p in listed_points(points, intervals)] == ["f", "d"]
+    assert [p["config"] for p in listed_points(points, intervals, chosen="s")] == ["f", "d", "s"]

@@ -1,0 +1,56 @@
+"""autotune/cli/_report_cmd.py: `autotune report` writes the report and prints each study's table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from _report_study import forged_study, tiny_study
+
+from autotune import cli
+from autotune.report import FIGURES
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    return tiny_study(tmp_path_factory)
+
+
+def test_cli_report_on_a_study_file_and_by_name(study, tmp_path, capsys):
+    out = tmp_path / "by_file"
+    assert cli.main(["report", study["file"], "--storage", study["storage"], "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "cheapest for calls" in text and "wrote" in text and (out / "report.html").is_file()
+    assert "measurements complete for" in text and "★" in text
+    assert sorted(p.name.split("_", 1)[1] for p in out.glob("*.png")) == sorted(f"{f}.png" for f in FIGURES)
+
+    out2 = tmp_path / "by_name"
+    argv = ["report", "--study", study["result"].study_name, "--storage", study["storage"], "--out", str(out2), "--json"]
+    assert cli.main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["html"] == str(out2 / "report.html") and len(data["figures"]) == 4
+    assert data["studies"][0]["function_key"] == study["key"]
+    assert data["studies"][0]["in_range"] is True
+
+
+def test_cli_report_errors_say_what_to_do(study, tmp_path, capsys):
+    assert cli.main(["report", "--out", str(tmp_path / "x")]) == 2
+    assert "--study" in capsys.readouterr().err
+    assert cli.main(["report", "--study", "nope", "--storage", study["storage"], "--out", str(tmp_path / "x")]) == 2
+    assert "No study 'nope'" in capsys.readouterr().err
+    missing = tmp_path / "missing.db"
+    assert cli.main(["report", "--study", "s", "--storage", str(missing), "--out", str(tmp_path / "x")]) == 2
+    assert "autotune tune" in capsys.readouterr().err and not missing.exists()
+
+
+def test_cli_report_outside_the_range_prints_the_retune_command(tmp_path_factory, tmp_path, capsys):
+    forged = forged_study(tmp_path_factory)
+    argv = ["report", "--study", forged["name"], "--storage", forged["storage"], "--out", str(tmp_path / "o"),
+            "--expected-calls", "5000"]
+    assert cli.main(argv) == 0
+    text = capsys.readouterr().out
+    assert "not measured for 5,000 calls" in text and "[0, 2,000]" in text
+    assert "autotune tune /studies/forged.py --expected-calls 5000" in text
+    assert "l=for ★" in text and "l=scan×1 (default)" in text  # the default owns calls, though off the front
+    assert cli.main(argv[:-2]) == 0  # at the tuned 1,000 calls the default is chosen
+    assert "l=scan×1 ★ (default)" in capsys.readouterr().out

@@ -1,0 +1,74 @@
+"""autotune/cli/_sites.py: `autotune sites` names each loop as the user wrote it (fori, at.loop,
+while), marks the loops JAX derives under grad, and fits 80 columns."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from _cli import STUDY, cli_env, run
+
+from autotune import cli
+
+GRAD_STUDY = textwrap.dedent("""
+    import jax, jax.numpy as jnp
+    from jax import lax
+    import autotune as at
+
+    def loss(w, x):
+        c, _ = lax.scan(lambda c, _: (jnp.tanh(c @ w), None), x, None, length=8)
+        return jnp.sum(c ** 2)
+
+    @at.autotuned
+    def step(w, x):
+        g = jax.grad(loss)(w, x)
+        y, _ = lax.while_loop(lambda s: s[1] < 10.0, lambda s: (s[0] * 0.9, s[1] + 1.0), (g, 0.0))
+        y = lax.fori_loop(0, 4, lambda i, v: v * 1.01, y)
+        return at.loop(lambda c, _: (c + 1.0, None), y, length=3, name="polish")[0]
+
+    def examples():
+        return [(step, (jnp.eye(4), jnp.ones((2, 4))))]
+""")
+
+
+@pytest.fixture
+def grad_study(tmp_path):
+    path = tmp_path / "grad_sites_study.py"
+    path.write_text(GRAD_STUDY)
+    return str(path)
+
+
+def test_forms_derived_loops_and_while_lengths(grad_study, capsys):
+    assert cli.main(["sites", grad_study]) == 0
+    text = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in text.splitlines() if line[:1] == "s" or line.startswith("polish")}
+    assert "scan, derived" in rows["s2"] and "8" in rows["s2"]  # the backward loop of grad
+    assert "derived" not in rows["s1"]
+    assert " while " in rows["s3"] and "dynamic" in rows["s3"]
+    assert " fori " in rows["s4"] and "at.loop" in rows["polish"]
+    assert "s3 = while@grad_sites_study.py:13" in text and "derived: a loop JAX made from one of yours" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_wide_shows_full_ids_depth_and_default(grad_study, capsys):
+    assert cli.main(["sites", grad_study, "--wide"]) == 0
+    text = capsys.readouterr().out
+    assert "scan@grad_sites_study.py:7#2" in text and "while×1" in text and "depth" in text
+    assert " = " not in text  # no legend needed
+
+
+def test_json_lists_every_site_with_form_and_derived(grad_study, capsys):
+    assert cli.main(["sites", grad_study, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["form"], r["derived"], r["length"]) for r in rows] == [
+        ("scan", False, 8), ("scan", True, 8), ("while", False, None), ("fori", False, 4), ("loop", False, 3)]
+    assert {r["function"] for r in rows} == {"grad_sites_study:step"}
+
+
+def test_json_stays_alone_on_stdout_when_the_function_prints_while_traced(tmp_path):
+    (tmp_path / "tiny_study.py").write_text(STUDY)
+    r = run("sites", "tiny_study.py", "--json", cwd=tmp_path, env=cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert [s["id"] for s in json.loads(r.stdout)] == ["smooth"]
+    assert "study file imported" in r.stderr and "tracing smooth" in r.stderr

@@ -1,0 +1,150 @@
+"""autotune/cli/_tune.py: real tunes through real subprocesses and a real pseudo-terminal.
+
+One tune, and every reader of its result (the summary, the ★ rows, the progress bar's last
+line, `best`, `best --expected-calls N`, the report's JSON and HTML) names the same winner;
+every command fits 80 columns; --json is alone on stdout; passwords are never shown.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+from _cli import STUDY, cli_env, run, run_in_pty, too_long, visible_lines
+from pg_server import pg_server, pg_url  # noqa: F401  (fixtures)
+
+from autotune import _display, _select
+from autotune._config import Config
+from autotune.cli._tables import SiteNames
+
+pytestmark = pytest.mark.slow
+FAST = ("--run-seconds", "0.02")
+SECRET = "s3cret-hunter22"
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """`autotune tune tiny_study.py` at a (wide) terminal, once for the module."""
+    folder = tmp_path_factory.mktemp("tuned")
+    (folder / "tiny_study.py").write_text(STUDY)
+    env = cli_env(folder)
+    status, out = run_in_pty("tune", "tiny_study.py", *FAST, cwd=folder, env=env, columns=200)
+    assert status == 0, out[-4000:]
+    return {"folder": folder, "env": env, "lines": visible_lines(out)}
+
+
+def best_json(tuned, *args: str) -> dict:
+    r = run("best", "--json", *args, cwd=tuned["folder"], env=tuned["env"])
+    assert r.returncode == 0, r.stderr
+    (entry,) = json.loads(r.stdout)
+    return entry
+
+
+def test_every_reader_names_the_same_winner(tuned):
+    lines = tuned["lines"]
+    entry = best_json(tuned)
+    names = SiteNames().add([{"id": sid, **site} for sid, site in entry["sites"].items()])
+    label, cost = names.config(entry["config"]), _display.cost(entry["cost"])
+    # The summary line and the ★ of both tables.
+    assert any(line.startswith(f"winner for tiny_study:smooth: {label}  cost {cost} ") for line in lines), lines[-30:]
+    starred = [line.split("★")[0].strip() for line in lines if "★" in line and "winner:" not in line]
+    assert starred and set(starred) == {label}, starred
+    # The progress bar's last status, in the notation it uses.
+    finals = [m for line in lines for m in re.findall(r"winner (.+?) at (\S+) s$", line)]
+    assert finals, lines[-30:]
+    sites = [{"id": sid, "name": sid if s["kind"] == "loop" else None} for sid, s in entry["sites"].items()]
+    assert finals[-1] == (Config.from_dict(entry["config"]).label(sites), f"{entry['cost']:.4g}")
+    # The report: JSON and HTML.
+    out = tuned["folder"] / "report"
+    r = run("report", "tiny_study.py", "--out", str(out), "--json", cwd=tuned["folder"], env=tuned["env"])
+    assert r.returncode == 0, r.stderr
+    (study,) = json.loads(r.stdout)["studies"]
+    assert study["chosen"]["config"] == entry["config"] and study["chosen"]["cost"] == pytest.approx(entry["cost"])
+    assert f"<b>{Config.from_dict(entry['config']).label(study['sites'])}</b>" in (out / "report.html").read_text()
+
+
+def test_best_at_the_tuned_call_count_and_next_to_it(tuned):
+    entry = best_json(tuned)
+    n = entry["objective"]["expected_calls"]
+    assert best_json(tuned, "--expected-calls", f"{n:g}")["config"] == entry["config"]
+    crossovers = [{**it, "to_calls": float("inf") if it["to_calls"] is None else it["to_calls"]}
+                  for it in entry["crossovers"]]
+    for m in (n - 1, n + 1):
+        picked = best_json(tuned, "--expected-calls", f"{m:g}")["config"]
+        assert picked == _select.best_at(crossovers, m)  # the re-pick follows the intervals exactly
+        if not any(min(n, m) < it["from_calls"] <= max(n, m) for it in crossovers):
+            assert picked == entry["config"]  # no crossover in between: the same winner
+
+
+def test_every_command_fits_80_columns_at_a_terminal(tuned, tmp_path):
+    for name in ("cache.db", "studies.db", "tiny_study.py"):
+        shutil.copy(tuned["folder"] / name, tmp_path / name)
+    env = cli_env(tmp_path)
+    top = best_json(tuned)["complete_range"]["to_calls"]  # None: complete for every call count
+    far = 1e9 if top is None else 10 * top
+    for args in (("tune", "tiny_study.py", *FAST), ("sites", "tiny_study.py"), ("best",),
+                 ("best", "--expected-calls", f"{far:g}"), ("list",), ("report", "tiny_study.py", "--out", "rep"),
+                 ("pending",)):
+        status, out = run_in_pty(*args, cwd=tmp_path, env=env, columns=80)
+        assert status in (0, 2), out[-3000:]  # 2: `pending` before record-and-replay lands
+        assert too_long(out) == [], (args, too_long(out))
+        if args[:2] == ("best", "--expected-calls"):  # outside the range: said, with the command that re-tunes
+            text = " ".join("\n".join(visible_lines(out)).replace(" \\\n", " ").split())
+            assert ("not measured for" in text) == (top is not None), text
+            assert top is None or f"--expected-calls {far:.0f}" in text, text
+
+
+def test_through_a_pipe_the_layout_is_the_same_and_wide_keeps_rows_whole(tuned):
+    r = run("best", cwd=tuned["folder"], env=tuned["env"])
+    assert r.returncode == 0 and max(len(line) for line in r.stdout.splitlines()) <= 80
+    r = run("best", "--wide", cwd=tuned["folder"], env=tuned["env"])
+    entry = best_json(tuned)
+    (row,) = [line for line in r.stdout.splitlines() if entry["device_key"] in line]
+    assert row.startswith("tiny_study:smooth ") and entry["signature"] in row
+
+
+def test_json_is_alone_on_stdout_though_the_function_prints(tmp_path):
+    (tmp_path / "tiny_study.py").write_text(STUDY)
+    r = run("tune", "tiny_study.py", "--json", "--trials", "1", *FAST, cwd=tmp_path, env=cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    (res,) = json.loads(r.stdout)
+    assert "study file imported" in r.stderr and "tracing smooth" in r.stderr
+    assert res["function"] == "tiny_study:smooth" and res["trials"][0]["config"] == {"smooth": {"repr": "scan",
+                                                                                                "unroll": 1}}
+    rng = res["complete_range"]  # one trial of a space of 5: only the tuned call count is decided
+    assert res["in_range"] is True and rng["from_calls"] == rng["to_calls"] == 100 and "never measured" in rng["why"]
+    assert res["storage"] == f"sqlite:///{tmp_path / 'studies.db'}"
+
+
+def test_function_filters_the_examples(tmp_path):
+    (tmp_path / "tiny_study.py").write_text(STUDY)
+    r = run("tune", "tiny_study.py", "--function", "tiny_study:nope", cwd=tmp_path, env=cli_env(tmp_path))
+    assert r.returncode == 2 and "has no example of function 'tiny_study:nope'" in r.stderr
+    assert "['tiny_study:smooth']" in r.stderr
+
+
+def test_a_password_in_the_storage_or_cache_url_is_never_shown(tmp_path, pg_url):  # noqa: F811
+    url = pg_url.replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@")  # trust auth ignores it
+    assert url != pg_url
+    (tmp_path / "tiny_study.py").write_text(STUDY)
+    env = cli_env(tmp_path)
+    common = ("--trials", "1", *FAST, "--storage", url, "--cache", url)
+    r = run("tune", "tiny_study.py", "--json", *common, cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert SECRET not in r.stdout + r.stderr
+    (res,) = json.loads(r.stdout)
+    assert "postgres:***@" in res["storage"] and "postgres:***@" in res["cache"]
+    r = run("tune", "tiny_study.py", "--wide", *common, cwd=tmp_path, env=env)
+    assert r.returncode == 0 and SECRET not in r.stdout + r.stderr
+    assert "stored in the cache postgresql+psycopg://postgres:***@" in r.stdout or \
+        "stored in the cache postgresql://postgres:***@" in r.stdout, r.stdout
+    r = run("report", "--study", res["study"], "--storage", url, "--out", "rep", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for name in ("report.html", "report.json"):
+        text = (tmp_path / "rep" / name).read_text()
+        assert SECRET not in text and "postgres:***@" in text
+    r = run("best", "--cache", url, "--json", cwd=tmp_path, env=env)
+    assert SECRET not in r.stdout
+    assert "--cache 'postgresql://postgres:***@" in json.loads(r.stdout)[0]["retune"]  # the user puts it back
