@@ -37,9 +37,17 @@ class Progress:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
 
+        from .._display import shorten
+
+        console = Console(stderr=True)
+        title = shorten(title, 28)
+        # What is left of the line once the title, a 16-cell bar, n/N and the clock are drawn:
+        # the status is shortened between words to fit it, never cut mid-word by the terminal.
+        self._room = max(12, console.width - len(title) - 16 - 9 - 8 - 5)
+        self._shorten = shorten
         self.bar = RichProgress(
-            TextColumn(f"[bold]{title}[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.fields[status]}"), console=Console(stderr=True), transient=transient)
+            TextColumn(f"[bold]{title}[/bold]"), BarColumn(bar_width=16), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[status]}"), console=console, transient=transient)
         self.task = self.bar.add_task(title, total=max(1, total), status="")
         self.bar.start()
 
@@ -53,7 +61,7 @@ class Progress:
         if total is not None:
             fields["total"] = max(1, total)
         if status is not None:
-            fields["status"] = status
+            fields["status"] = self._shorten(status, self._room)
         if advance:
             fields["advance"] = advance
         self.bar.update(self.task, **fields)

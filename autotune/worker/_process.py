@@ -87,18 +87,12 @@ class WorkerRunner:
             raise StudyError(f"WorkerRunner(isolate={isolate!r}): use 'auto' or True.")
         if location is not None and not isinstance(location, Location):
             raise StudyError(f"WorkerRunner(location={location!r}): pass an autotune.worker.Location or None.")
-        self.fn, self.args, self.kwargs = fn, tuple(args), dict(kwargs or {})
-        self.jit_kwargs = dict(jit_kwargs or {})
+        self.fn, self.args, self.kwargs, self.jit_kwargs = fn, tuple(args), dict(kwargs or {}), dict(jit_kwargs or {})
         self.timing = {k: v for k, v in dict(timing or {}).items() if k in TIMING_OPTIONS}
-        self.trial_timeout, self.memory_gb = trial_timeout, memory_gb
-        self.strict = isolate is True
-        self.startup_timeout = startup_timeout
-        self.prune_grace_s = prune_grace_s
+        self.trial_timeout, self.memory_gb, self.strict = trial_timeout, memory_gb, isolate is True
+        self.startup_timeout, self.prune_grace_s = startup_timeout, prune_grace_s
         self.startup_s: float | None = None  # how long the last worker took to become ready
-        self.python = python or sys.executable
-        self.location = location
-        self.policy = policy
-        self.recent = recent
+        self.python, self.location, self.policy, self.recent = python or sys.executable, location, policy, recent
         self.mode = Mode.EXPORT if fn is not None else Mode.STUDY
         self.study_file = location.file if location is not None and location.is_study_file else None
         self.index = location.index if self.study_file else 0
