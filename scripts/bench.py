@@ -20,6 +20,7 @@ measurements at other call counts (no re-measuring).
     python scripts/bench.py                       # every study (about 20 min on 2 CPU cores)
     python scripts/bench.py --quick               # CI-sized: light studies, small budgets
     python scripts/bench.py --study hmc --study kalman --json out.json --out out.md
+    python scripts/bench.py --studies real        # the real-library studies (needs the examples extra)
 
 Outputs: a markdown report (``--out``) and a JSON file (``--json``) of shape
 ``{"jax", "device", "studies": [{"study", "expected_calls", "grid_size",
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import importlib.util
 import inspect
 import json
 import math
@@ -51,6 +53,14 @@ STUDY_DIR = os.path.join(ROOT, "studies")
 # Every study, lightest first; --quick runs QUICK_STUDIES.
 STUDIES = ["lambda_returns", "seed_rollout", "gru_encoder", "ode_rk4", "kalman", "hmc", "scan_layers", "rl_cartpole"]
 QUICK_STUDIES = ["lambda_returns", "seed_rollout"]
+# The studies of real third-party code (studies/real_*.py), lightest first, and what each
+# imports: they need `pip install -e '.[examples]'`.
+REAL_STUDIES = {
+    "real_numpyro_ar": ("numpyro",), "real_flax_lstm": ("flax",), "real_optax_train": ("optax",),
+    "real_blackjax_hmc": ("blackjax",), "real_diffrax_ode": ("diffrax", "equinox"),
+}
+QUICK_REAL_STUDIES = ["real_numpyro_ar"]
+STUDY_SETS = ("default", "real", "all")
 APPROACHES = ["grid", "tuned", "random", "default", "for", "unroll8"]
 CROSSOVER_CALLS = [1, 10, 100, 1_000, 10_000, 100_000]
 
@@ -62,7 +72,10 @@ CROSSOVER_CALLS = [1, 10, 100, 1_000, 10_000, 100_000]
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--study", action="append", default=None, metavar="NAME",
-                   help=f"a study under studies/ (repeatable; default all: {', '.join(STUDIES)})")
+                   help=f"a study under studies/ (repeatable; default: the --studies set)")
+    p.add_argument("--studies", default="default", choices=STUDY_SETS, dest="study_set",
+                   help=f"which set: default ({', '.join(STUDIES)}), real (third-party libraries: "
+                        f"{', '.join(REAL_STUDIES)}; needs the examples extra) or all")
     p.add_argument("--quick", action="store_true",
                    help="CI-sized: the light studies, a grid sample of 16, short timing, 2 rounds")
     p.add_argument("--json", default=None, metavar="PATH", help="write the results as JSON here")
@@ -84,14 +97,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve(a: argparse.Namespace) -> argparse.Namespace:
-    a.studies = a.study or (QUICK_STUDIES if a.quick else STUDIES)
+    a.studies = a.study or study_set(a.study_set, a.quick)
     a.grid_max = a.grid_max or (16 if a.quick else 64)
     a.rounds = a.rounds or (2 if a.quick else 3)
     a.target_s = a.target_s if a.target_s is not None else (0.05 if a.quick else 0.2)
     for name in a.studies:
         if not os.path.isfile(os.path.join(STUDY_DIR, f"{name}.py")):
             raise SystemExit(f"bench: no study {name!r}: expected studies/{name}.py (have: {', '.join(available())})")
+        missing = [lib for lib in REAL_STUDIES.get(name, ()) if importlib.util.find_spec(lib) is None]
+        if missing:
+            raise SystemExit(f"bench: studies/{name}.py needs {', '.join(missing)}, which is not installed; "
+                             "install the examples extra: pip install -e '.[examples]'")
     return a
+
+
+def study_set(name: str, quick: bool) -> list[str]:
+    """The studies of a ``--studies`` set."""
+    default = QUICK_STUDIES if quick else STUDIES
+    real = QUICK_REAL_STUDIES if quick else list(REAL_STUDIES)
+    return {"default": default, "real": real, "all": default + real}[name]
 
 
 def available() -> list[str]:
@@ -499,7 +523,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", "?"), "python": platform.python_version(),
         "device": f"{dev.platform}:{dev.device_kind} x{jax.device_count()}", "machine": machine,
         "date": _dt.datetime.now().isoformat(timespec="seconds"),
-        "settings": {"quick": a.quick, "grid_max": a.grid_max, "budget_frac": a.budget_frac, "min_trials": a.min_trials,
+        "settings": {"studies": a.study_set, "quick": a.quick, "grid_max": a.grid_max, "budget_frac": a.budget_frac, "min_trials": a.min_trials,
                      "sampler": a.sampler, "rounds": a.rounds, "target_s": a.target_s, "seed": a.seed,
                      "confirm_top": a.confirm_top, "confirm_rounds": a.confirm_rounds},
         "studies": [],
