@@ -146,9 +146,9 @@ def test_plain_function_with_static_first_argument(tmp_path):
     x = jnp.ones(4)
     [site] = scaled.sites(3.0, x)
     assert site.length == STEPS
+    assert "while" in scaled.lower(3.0, x).as_text()  # the default config: the scan stays a loop
     result = scaled.tune(3.0, x, **TUNE)
     assert result.trials[0].state == "complete"
     assert scaled.config_for(3.0, x).source == "cache"
     assert scaled.config_for(4.0, x).source == "default"
-    assert "while" in scaled.lower(3.0, x).as_text()
     np.testing.assert_allclose(np.asarray(scaled(3.0, x)[0]), np.asarray(reference(0.5, x)[0] * 3.0), rtol=1e-6)
