@@ -104,11 +104,18 @@ def resolve(a: argparse.Namespace) -> argparse.Namespace:
     for name in a.studies:
         if not os.path.isfile(os.path.join(STUDY_DIR, f"{name}.py")):
             raise SystemExit(f"bench: no study {name!r}: expected studies/{name}.py (have: {', '.join(available())})")
-        missing = [lib for lib in REAL_STUDIES.get(name, ()) if importlib.util.find_spec(lib) is None]
+        missing = [lib for lib in REAL_STUDIES.get(name, ()) if not installed(lib)]
         if missing:
             raise SystemExit(f"bench: studies/{name}.py needs {', '.join(missing)}, which is not installed; "
                              "install the examples extra: pip install -e '.[examples]'")
     return a
+
+
+def installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def study_set(name: str, quick: bool) -> list[str]:

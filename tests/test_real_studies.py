@@ -64,6 +64,17 @@ def test_every_real_study_has_a_spec():
     assert files == set(SPECS) and len(files) >= 4
 
 
+def test_bench_real_set_is_every_real_study():
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import bench
+
+    assert set(bench.REAL_STUDIES) == set(SPECS)
+    assert all(set(bench.REAL_STUDIES[n]) == set(SPECS[n].libs) for n in SPECS)
+    assert bench.study_set("real", quick=False) == list(bench.REAL_STUDIES)
+    assert bench.study_set("default", quick=False) == bench.STUDIES  # the default set is unchanged
+    assert set(bench.study_set("all", quick=True)) == set(bench.QUICK_STUDIES) | set(bench.QUICK_REAL_STUDIES)
+
+
 @functools.lru_cache(maxsize=None)
 def _load(name: str):
     from autotune._studyfile import load_examples
@@ -204,3 +215,36 @@ def test_cli_tunes_the_study(name, tmp_path):
         pytest.xfail(HASH_SEED_DEPENDENT[name])
     assert lookup.source == "cache", (lookup, stored.fingerprint)
     assert lookup.config == at.Config.from_dict(result["best_config"])
+
+
+HIDE = """
+import sys
+
+
+class _Hide:
+    # Makes the listed top-level packages look uninstalled.
+    names = {names!r}
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in self.names:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _Hide())
+"""
+
+
+def test_without_the_library_the_study_skips_and_bench_says_what_to_install(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text(HIDE.format(names={"numpyro"}))
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", __file__,
+                           "-k", "sites_found and numpyro"], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "1 skipped" in proc.stdout and "studies/real_numpyro_ar.py needs numpyro" in proc.stdout, proc.stdout
+    assert "pip install -e '.[examples]'" in proc.stdout
+    bench = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench.py"), "--studies", "real", "--quiet"],
+                           capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+    assert bench.returncode != 0
+    assert "studies/real_numpyro_ar.py needs numpyro" in bench.stderr and ".[examples]" in bench.stderr, bench.stderr
