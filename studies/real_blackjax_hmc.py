@@ -12,10 +12,15 @@ Needs the ``examples`` extra (``pip install 'jax-autotune[examples]'``: blackjax
 Sites: this file's sample scan (8 transitions) and BlackJAX's leapfrog fori_loop (8 steps) inside it.
 """
 
-import blackjax
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+try:
+    import blackjax
+except ImportError as exc:  # say which extra brings it
+    raise ImportError(f"{__name__} needs blackjax ({exc}), from the examples extra: "
+                      "pip install 'jax-autotune[examples]'") from exc
 
 import autotune as at
 

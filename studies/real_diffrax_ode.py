@@ -15,9 +15,14 @@ Needs the ``examples`` extra (``pip install 'jax-autotune[examples]'``: diffrax,
 Sites: the solver's while loop and the two while loops nested in it (all written in Equinox).
 """
 
-import diffrax
 import jax
 import jax.numpy as jnp
+
+try:
+    import diffrax
+except ImportError as exc:  # say which extra brings it
+    raise ImportError(f"{__name__} needs diffrax ({exc}), from the examples extra: "
+                      "pip install 'jax-autotune[examples]'") from exc
 
 import autotune as at
 

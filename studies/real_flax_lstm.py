@@ -13,9 +13,14 @@ Needs the ``examples`` extra (``pip install 'jax-autotune[examples]'``: flax).
 Sites: the forward and the backward ``lax.scan`` of the two ``nn.RNN`` layers, T=24 steps each.
 """
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
+try:
+    import flax.linen as nn
+except ImportError as exc:  # say which extra brings it
+    raise ImportError(f"{__name__} needs flax ({exc}), from the examples extra: "
+                      "pip install 'jax-autotune[examples]'") from exc
 
 import autotune as at
 

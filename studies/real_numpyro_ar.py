@@ -17,10 +17,15 @@ Sites: NumPyro's forward scan over T=32 steps and its derived backward scan (fro
 
 import jax
 import jax.numpy as jnp
-import numpyro
-import numpyro.distributions as dist
-from numpyro.contrib.control_flow import scan
-from numpyro.infer.util import log_density
+
+try:
+    import numpyro
+    import numpyro.distributions as dist
+    from numpyro.contrib.control_flow import scan
+    from numpyro.infer.util import log_density
+except ImportError as exc:  # say which extra brings it
+    raise ImportError(f"{__name__} needs numpyro ({exc}), from the examples extra: "
+                      "pip install 'jax-autotune[examples]'") from exc
 
 import autotune as at
 

@@ -16,8 +16,13 @@ Sites: the epoch scan (4 epochs) and the minibatch fori_loop (8 minibatches) ins
 
 import jax
 import jax.numpy as jnp
-import optax
 from jax import lax
+
+try:
+    import optax
+except ImportError as exc:  # say which extra brings it
+    raise ImportError(f"{__name__} needs optax ({exc}), from the examples extra: "
+                      "pip install 'jax-autotune[examples]'") from exc
 
 import autotune as at
 

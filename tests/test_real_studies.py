@@ -244,6 +244,12 @@ def test_without_the_library_the_study_skips_and_bench_says_what_to_install(tmp_
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "1 skipped" in proc.stdout and "studies/real_numpyro_ar.py needs numpyro" in proc.stdout, proc.stdout
     assert "pip install -e '.[examples]'" in proc.stdout
+    cli = subprocess.run([sys.executable, "-m", "autotune", "sites", os.path.join(STUDY_DIR, "real_numpyro_ar.py")],
+                         capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+    assert cli.returncode != 0
+    # (The CLI prints errors as rich markup, which eats "[examples]": the words say it too.)
+    assert "needs numpyro" in cli.stderr and "from the examples extra: pip install" in cli.stderr, cli.stderr
+    assert "Traceback" not in cli.stderr
     bench = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench.py"), "--studies", "real", "--quiet"],
                            capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
     assert bench.returncode != 0
