@@ -152,13 +152,43 @@ def short_site(site_id: str) -> str:
     return last
 
 
+def short_names(site_ids: list[str]) -> dict[str, str]:
+    """Each site's short name, unique within a study: ``short_site``, or where two would be
+    equal (a loop nested in a library's loop written on the same line) the short names of
+    every part of its path."""
+    base = {sid: short_site(sid) for sid in site_ids}
+    clash = {b for b in base.values() if list(base.values()).count(b) > 1}
+    return {sid: "/".join(short_site(p) for p in sid.split("/")) if base[sid] in clash else base[sid]
+            for sid in site_ids}
+
+
+def choice_label(c: dict[str, Any]) -> str:
+    """``for``, ``scan-u4``, ``fori-u2``, ``while-u1``, ``while-u4/cond`` (an unrolled while's guard)."""
+    if c.get("repr") == "for":
+        return "for"
+    text = f"{c.get('repr', 'scan')}-u{c.get('unroll', 1)}"
+    if c.get("repr") == "while" and c.get("unroll", 1) > 1:
+        text += f"/{c.get('guard') or 'select'}"
+    return text
+
+
 def label(config: dict[str, Any], site_ids: list[str]) -> str:
-    parts = []
-    for sid in site_ids:
-        c = config.get(sid, {"repr": "scan", "unroll": 1})
-        choice = "for" if c.get("repr") == "for" else f"{c.get('repr', 'scan')}-u{c.get('unroll', 1)}"
-        parts.append(f"{short_site(sid)}={choice}")
-    return ", ".join(parts)
+    names = short_names(site_ids)
+    return ", ".join(f"{names[sid]}={choice_label(config.get(sid, {'repr': 'scan', 'unroll': 1}))}"
+                     for sid in site_ids)
+
+
+def relabel(result: dict[str, Any]) -> dict[str, Any]:
+    """Recompute every display label of a saved result from its configs (``--render``)."""
+    for st in result["studies"]:
+        site_ids = [x["id"] for x in st["sites"]]
+        names = short_names(site_ids)
+        for x in st["sites"]:
+            x["short"] = names[x["id"]]
+        for row in [*st["approaches"].values(), *st.get("grid_points", ()), *st.get("crossover", ())]:
+            if "config" in row:
+                row["label"] = label(row["config"], site_ids)
+    return result
 
 
 def baseline_configs(space) -> dict[str, Any]:
@@ -342,7 +372,7 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
             "study": study, "function": ctl.key, "expected_calls": objective.expected_calls,
             "compile_weight": objective.compile_weight, "runtime_weight": objective.runtime_weight,
             "space_size": len(space), "grid_size": len(configs), "sampled": sampled, "n_trials": n_trials,
-            "sites": [{"id": s.id, "short": short_site(s.id), "kind": s.kind, "length": s.length, "depth": s.depth}
+            "sites": [{"id": s.id, "short": short_names(site_ids).get(s.id, short_site(s.id)), "kind": s.kind, "length": s.length, "depth": s.depth}
                       for s in space.sites],
             "approaches": approaches,
             "regret": ratio("tuned", "grid"), "random_regret": ratio("random", "grid"),
@@ -510,7 +540,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     a = build_parser().parse_args(argv)
     if a.render:
         with open(a.render) as fh:
-            result = json.load(fh)
+            result = relabel(json.load(fh))
         result["summary"] = summary(result["studies"])
         text = markdown(result)
         if a.out:

@@ -75,6 +75,22 @@ def test_bench_real_set_is_every_real_study():
     assert set(bench.study_set("all", quick=True)) == set(bench.QUICK_STUDIES) | set(bench.QUICK_REAL_STUDIES)
 
 
+def test_bench_labels_tell_nested_library_loops_apart():
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import bench
+
+    # diffrax: two loops nested in Equinox's while loop, all written on checkpointed.py:271.
+    ids = ["while@checkpointed.py:271", "while@checkpointed.py:271/while@checkpointed.py:271",
+           "while@checkpointed.py:271/while@checkpointed.py:271#2"]
+    names = bench.short_names(ids)
+    assert list(names.values()) == ["while@271", "while@271/while@271", "while@271#2"]
+    config = {ids[0]: {"repr": "while", "unroll": 4, "guard": "cond"}, ids[1]: {"repr": "while", "unroll": 1},
+              ids[2]: {"repr": "while", "unroll": 2, "guard": "select"}}
+    assert bench.label(config, ids) == "while@271=while-u4/cond, while@271/while@271=while-u1, while@271#2=while-u2/select"
+    assert bench.short_names(["scan@a.py:3", "scan@a.py:3/fori@b.py:9"]) == {"scan@a.py:3": "scan@3",
+                                                                              "scan@a.py:3/fori@b.py:9": "fori@9"}
+
+
 @functools.lru_cache(maxsize=None)
 def _load(name: str):
     from autotune._studyfile import load_examples
