@@ -20,6 +20,7 @@ measurements at other call counts (no re-measuring).
     python scripts/bench.py                       # every study (about 20 min on 2 CPU cores)
     python scripts/bench.py --quick               # CI-sized: light studies, small budgets
     python scripts/bench.py --study hmc --study kalman --json out.json --out out.md
+    python scripts/bench.py --studies real        # the real-library studies (needs the examples extra)
 
 Outputs: a markdown report (``--out``) and a JSON file (``--json``) of shape
 ``{"jax", "device", "studies": [{"study", "expected_calls", "grid_size",
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import importlib.util
 import inspect
 import json
 import math
@@ -51,6 +53,14 @@ STUDY_DIR = os.path.join(ROOT, "studies")
 # Every study, lightest first; --quick runs QUICK_STUDIES.
 STUDIES = ["lambda_returns", "seed_rollout", "gru_encoder", "ode_rk4", "kalman", "hmc", "scan_layers", "rl_cartpole"]
 QUICK_STUDIES = ["lambda_returns", "seed_rollout"]
+# The studies of real third-party code (studies/real_*.py), lightest first, and what each
+# imports: they need `pip install -e '.[examples]'`.
+REAL_STUDIES = {
+    "real_numpyro_ar": ("numpyro",), "real_flax_lstm": ("flax",), "real_optax_train": ("optax",),
+    "real_blackjax_hmc": ("blackjax",), "real_diffrax_ode": ("diffrax", "equinox"),
+}
+QUICK_REAL_STUDIES = ["real_numpyro_ar"]
+STUDY_SETS = ("default", "real", "all")
 APPROACHES = ["grid", "tuned", "random", "default", "for", "unroll8"]
 CROSSOVER_CALLS = [1, 10, 100, 1_000, 10_000, 100_000]
 
@@ -62,7 +72,10 @@ CROSSOVER_CALLS = [1, 10, 100, 1_000, 10_000, 100_000]
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--study", action="append", default=None, metavar="NAME",
-                   help=f"a study under studies/ (repeatable; default all: {', '.join(STUDIES)})")
+                   help=f"a study under studies/ (repeatable; default: the --studies set)")
+    p.add_argument("--studies", default="default", choices=STUDY_SETS, dest="study_set",
+                   help=f"which set: default ({', '.join(STUDIES)}), real (third-party libraries: "
+                        f"{', '.join(REAL_STUDIES)}; needs the examples extra) or all")
     p.add_argument("--quick", action="store_true",
                    help="CI-sized: the light studies, a grid sample of 16, short timing, 2 rounds")
     p.add_argument("--json", default=None, metavar="PATH", help="write the results as JSON here")
@@ -84,14 +97,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve(a: argparse.Namespace) -> argparse.Namespace:
-    a.studies = a.study or (QUICK_STUDIES if a.quick else STUDIES)
+    a.studies = a.study or study_set(a.study_set, a.quick)
     a.grid_max = a.grid_max or (16 if a.quick else 64)
     a.rounds = a.rounds or (2 if a.quick else 3)
     a.target_s = a.target_s if a.target_s is not None else (0.05 if a.quick else 0.2)
     for name in a.studies:
         if not os.path.isfile(os.path.join(STUDY_DIR, f"{name}.py")):
             raise SystemExit(f"bench: no study {name!r}: expected studies/{name}.py (have: {', '.join(available())})")
+        missing = [lib for lib in REAL_STUDIES.get(name, ()) if not installed(lib)]
+        if missing:
+            raise SystemExit(f"bench: studies/{name}.py needs {', '.join(missing)}, which is not installed; "
+                             "install the examples extra: pip install -e '.[examples]'")
     return a
+
+
+def installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def study_set(name: str, quick: bool) -> list[str]:
+    """The studies of a ``--studies`` set."""
+    default = QUICK_STUDIES if quick else STUDIES
+    real = QUICK_REAL_STUDIES if quick else list(REAL_STUDIES)
+    return {"default": default, "real": real, "all": default + real}[name]
 
 
 def available() -> list[str]:
@@ -121,13 +152,43 @@ def short_site(site_id: str) -> str:
     return last
 
 
+def short_names(site_ids: list[str]) -> dict[str, str]:
+    """Each site's short name, unique within a study: ``short_site``, or where two would be
+    equal (a loop nested in a library's loop written on the same line) the short names of
+    every part of its path."""
+    base = {sid: short_site(sid) for sid in site_ids}
+    clash = {b for b in base.values() if list(base.values()).count(b) > 1}
+    return {sid: "/".join(short_site(p) for p in sid.split("/")) if base[sid] in clash else base[sid]
+            for sid in site_ids}
+
+
+def choice_label(c: dict[str, Any]) -> str:
+    """``for``, ``scan-u4``, ``fori-u2``, ``while-u1``, ``while-u4/cond`` (an unrolled while's guard)."""
+    if c.get("repr") == "for":
+        return "for"
+    text = f"{c.get('repr', 'scan')}-u{c.get('unroll', 1)}"
+    if c.get("repr") == "while" and c.get("unroll", 1) > 1:
+        text += f"/{c.get('guard') or 'select'}"
+    return text
+
+
 def label(config: dict[str, Any], site_ids: list[str]) -> str:
-    parts = []
-    for sid in site_ids:
-        c = config.get(sid, {"repr": "scan", "unroll": 1})
-        choice = "for" if c.get("repr") == "for" else f"{c.get('repr', 'scan')}-u{c.get('unroll', 1)}"
-        parts.append(f"{short_site(sid)}={choice}")
-    return ", ".join(parts)
+    names = short_names(site_ids)
+    return ", ".join(f"{names[sid]}={choice_label(config.get(sid, {'repr': 'scan', 'unroll': 1}))}"
+                     for sid in site_ids)
+
+
+def relabel(result: dict[str, Any]) -> dict[str, Any]:
+    """Recompute every display label of a saved result from its configs (``--render``)."""
+    for st in result["studies"]:
+        site_ids = [x["id"] for x in st["sites"]]
+        names = short_names(site_ids)
+        for x in st["sites"]:
+            x["short"] = names[x["id"]]
+        for row in [*st["approaches"].values(), *st.get("grid_points", ()), *st.get("crossover", ())]:
+            if "config" in row:
+                row["label"] = label(row["config"], site_ids)
+    return result
 
 
 def baseline_configs(space) -> dict[str, Any]:
@@ -311,7 +372,7 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
             "study": study, "function": ctl.key, "expected_calls": objective.expected_calls,
             "compile_weight": objective.compile_weight, "runtime_weight": objective.runtime_weight,
             "space_size": len(space), "grid_size": len(configs), "sampled": sampled, "n_trials": n_trials,
-            "sites": [{"id": s.id, "short": short_site(s.id), "kind": s.kind, "length": s.length, "depth": s.depth}
+            "sites": [{"id": s.id, "short": short_names(site_ids).get(s.id, short_site(s.id)), "kind": s.kind, "length": s.length, "depth": s.depth}
                       for s in space.sites],
             "approaches": approaches,
             "regret": ratio("tuned", "grid"), "random_regret": ratio("random", "grid"),
@@ -479,7 +540,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     a = build_parser().parse_args(argv)
     if a.render:
         with open(a.render) as fh:
-            result = json.load(fh)
+            result = relabel(json.load(fh))
         result["summary"] = summary(result["studies"])
         text = markdown(result)
         if a.out:
@@ -499,7 +560,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", "?"), "python": platform.python_version(),
         "device": f"{dev.platform}:{dev.device_kind} x{jax.device_count()}", "machine": machine,
         "date": _dt.datetime.now().isoformat(timespec="seconds"),
-        "settings": {"quick": a.quick, "grid_max": a.grid_max, "budget_frac": a.budget_frac, "min_trials": a.min_trials,
+        "settings": {"studies": a.study_set, "quick": a.quick, "grid_max": a.grid_max, "budget_frac": a.budget_frac, "min_trials": a.min_trials,
                      "sampler": a.sampler, "rounds": a.rounds, "target_s": a.target_s, "seed": a.seed,
                      "confirm_top": a.confirm_top, "confirm_rounds": a.confirm_rounds},
         "studies": [],
