@@ -1,17 +1,24 @@
 """A fingerprint of the traced program itself, never of its printout.
 
-The jaxpr is serialised canonically: equations in order, each with its primitive
-name, its operands (variables numbered by first occurrence within their jaxpr,
-literals by value), its results' abstract values and its parameters. Parameters
-are canonicalised: sub-jaxprs recursively, arrays by dtype, shape and a hash of
-their bytes, callables by module and qualified name, other objects by their type
-and ``repr`` with memory addresses removed (a function by its qualified
-name only, since a script's module is ``__main__`` run directly and its file's name
-imported), and every ``unroll`` replaced by ``*``
-so re-choosing unroll factors keeps the fingerprint. Names, source lines, file
-paths, name stacks and debug info are left out, so neither colour, terminal,
-pretty-print settings, the directory a project lives in nor moving non-loop code
-changes it; a changed constant, shape, dtype, operation or loop structure does.
+The program is hashed as a dataflow graph (a Merkle hash): every value gets the hash of
+what computes it, ``H(primitive, parameters, hashes of its operands)``, and the
+fingerprint hashes the program's outputs (and its effectful equations). So the
+*order* in which equations, a call's operands or a loop's carries happen to be
+written does not count, only what is computed from what: a library that builds its
+pytrees by iterating a ``set`` (numpyro orders a distribution's leaves so) traces one
+program in many orders, with one fingerprint. A sub-program (a ``scan`` or
+``while_loop`` body, ``cond`` branches, a ``jit``/``checkpoint``/``custom_jvp`` callee)
+is hashed on its caller's operand hashes, its loop carries twice so the hash also
+says which result feeds which carry.
+
+Parameters are canonicalised: arrays by dtype, shape and a hash of their bytes,
+callables by their qualified name (a script's module is ``__main__`` run directly
+and its file's name imported), other objects by their type and ``repr`` with memory
+addresses removed, and every ``unroll`` replaced by ``*`` so re-choosing unroll
+factors keeps the fingerprint. Names, source lines, file paths, name stacks and
+debug info are left out, so neither colour, terminal, pretty-print settings, the
+directory a project lives in nor moving non-loop code changes it; a changed
+constant, shape, dtype, operation or loop structure does.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ _SKIPPED_PARAMS = frozenset({"name", "debug_info", "source_info", "name_and_src_
 _SKIPPED_TYPES = frozenset({"DebugInfo", "SourceInfo", "NameStack", "Traceback"})
 _NORMALISED_PARAMS = {"unroll": "*"}
 # Bumped whenever the serialisation changes, so an old entry is a clean miss, never a mix.
-_VERSION = "autotune-fingerprint-2"
+_VERSION = "autotune-fingerprint-3"
 
 
 def _digest(text: str) -> str:
@@ -79,47 +86,111 @@ def _callable(fn: Any) -> str:
     return f"fn:{name}"
 
 
-class _Serialiser:
-    """Serialises jaxprs, each distinct jaxpr object once (by identity) per fingerprint."""
+# Call-like equations whose sub-program takes the equation's operands one for one and gives
+# its results one for one: hashed on the operands' hashes (see _Hasher.call).
+_LOOP_PRIMITIVES = frozenset({"scan", "while"})
+
+
+class _Hasher:
+    """Merkle hashes of jaxpr values; a sub-jaxpr is hashed once per (object, input hashes)."""
 
     def __init__(self):
-        self._memo: dict[int, tuple[Any, str]] = {}
+        self._memo: dict[tuple[int, tuple[str, ...]], tuple[Any, list[str], list[str]]] = {}
 
-    def jaxpr(self, jx: Any) -> str:
-        hit = self._memo.get(id(jx))
+    def run(self, jx: Any, seeds: tuple[str, ...]) -> tuple[list[str], list[str]]:
+        """(hashes of ``jx``'s outputs, sorted hashes of its effectful equations), given the
+        hashes of its inputs."""
+        key = (id(jx), seeds)
+        hit = self._memo.get(key)
         if hit is not None and hit[0] is jx:
-            return hit[1]
+            return hit[1], hit[2]
         inner, consts = _compat.unpack(jx)
-        names: dict[Any, int] = {}
+        env: dict[Any, str] = {}
+        for v, c in zip(inner.constvars, consts):
+            env[v] = _digest(f"const:{_aval(v.aval)}:{self.value(c)}")
+        for v, s in zip(inner.invars, seeds):
+            env[v] = _digest(f"in:{_aval(v.aval)}:{s}")
 
-        def var(v: Any) -> str:
+        def read(v: Any) -> str:
             if _compat.is_literal(v):
                 return f"lit({self.value(_compat.literal_value(v))}:{_aval(v.aval)})"
-            if _compat.is_dropvar(v):
-                return "_"
-            if v not in names:
-                names[v] = len(names)
-            return f"%{names[v]}"
+            return env[v]
 
-        def binders(vs) -> str:
-            return ",".join(f"{var(v)}:{_aval(v.aval)}" for v in vs)
-
-        lines = [
-            f"consts {binders(inner.constvars)} = {','.join(self.value(c) for c in consts)}",
-            f"in {binders(inner.invars)}",
-        ]
+        effects: list[str] = []
         for eqn in inner.eqns:
-            params = ",".join(f"{k}={self.param(k, v)}" for k, v in sorted(eqn.params.items())
-                              if k not in _SKIPPED_PARAMS)
-            lines.append(
-                f"{binders(eqn.outvars)} = {eqn.primitive.name}[{params}]"
-                f"({','.join(var(v) for v in eqn.invars)})"
-                f" effects={_compat.eqn_effects(eqn)} ctx={self.value(_compat.eqn_context(eqn))}"
-            )
-        lines.append(f"out {','.join(var(v) for v in inner.outvars)}")
-        digest = _digest("\n".join(lines))
-        self._memo[id(jx)] = (jx, digest)
-        return digest
+            ins = [read(v) for v in eqn.invars]
+            outs, inner_effects = self.equation(eqn, ins)
+            for v, h in zip(eqn.outvars, outs):
+                if not _compat.is_dropvar(v):
+                    env[v] = _digest(f"{h}:{_aval(v.aval)}")
+            effect_names = _compat.eqn_effects(eqn)
+            if effect_names or inner_effects:
+                effects.append(_digest(f"effect:{effect_names}:{ins}:{outs}:{inner_effects}"))
+        result = [read(v) for v in inner.outvars], sorted(effects)
+        self._memo[key] = (jx, *result)
+        return result
+
+    def equation(self, eqn: Any, ins: list[str]) -> tuple[list[str], list[str]]:
+        """The hashes of an equation's results, and of the effects inside its sub-programs."""
+        name, params = eqn.primitive.name, eqn.params
+        n_in, n_out = len(eqn.invars), len(eqn.outvars)
+        subs = {k: v for k, v in params.items() if _compat.is_jaxpr(v)}
+        branches = params.get("branches") if name == "cond" else None
+        plain = {k: v for k, v in params.items()
+                 if k not in _SKIPPED_PARAMS and k not in subs and not (branches and k == "branches")}
+        ctx = self.value(_compat.eqn_context(eqn))
+        if name in _LOOP_PRIMITIVES or branches or (
+                len(subs) == 1 and _arity(next(iter(subs.values()))) == (n_in, n_out)):
+            # A call: per-operand and per-result parameters (donation, shardings, `linear`)
+            # travel with their operand or result, so reordering operands changes nothing.
+            ins, aligned_out = list(ins), [""] * n_out
+            for k in sorted(plain):
+                v = plain[k]
+                if isinstance(v, tuple) and len(v) in (n_in, n_out) and len(v) > 1:
+                    del plain[k]
+                    if len(v) == n_in:
+                        ins = [_digest(f"{i}:{k}={self.value(p)}") for i, p in zip(ins, v)]
+                    else:
+                        aligned_out = [f"{a}{k}={self.value(p)};" for a, p in zip(aligned_out, v)]
+            head = f"{name}[{self.params(plain)}] ctx={ctx}"
+            outs, effects = self.call(name, params, subs, branches, ins, n_out)
+            return [_digest(f"{head}:{a}:{o}") for a, o in zip(aligned_out, outs)], effects
+        all_params = self.params({**plain, **subs})
+        head = _digest(f"{name}[{all_params}]({','.join(ins)}) ctx={ctx}")
+        return [f"{head}#{k}" for k in range(n_out)], []
+
+    def call(self, name, params, subs, branches, ins, n_out) -> tuple[list[str], list[str]]:
+        if name == "scan":
+            nc, ncarry = params["num_consts"], params["num_carry"]
+            body = params["jaxpr"]
+            first, _ = self.run(body, tuple(ins))
+            # The second pass says which result feeds which carry.
+            seeds = ins[:nc] + [_digest(f"carry:{i}:{o}") for i, o in zip(ins[nc:nc + ncarry], first)] \
+                + ins[nc + ncarry:]
+            return self.run(body, tuple(seeds))
+        if name == "while":
+            cn, bn = params["cond_nconsts"], params["body_nconsts"]
+            cconsts, bconsts, carry = ins[:cn], ins[cn:cn + bn], ins[cn + bn:]
+            first, _ = self.run(params["body_jaxpr"], tuple(bconsts + carry))
+            carry = [_digest(f"carry:{i}:{o}") for i, o in zip(carry, first)]
+            outs, effects = self.run(params["body_jaxpr"], tuple(bconsts + carry))
+            (pred,), cond_effects = self.run(params["cond_jaxpr"], tuple(cconsts + carry))
+            return [_digest(f"while:{pred}:{o}") for o in outs], sorted(effects + cond_effects)
+        if branches:
+            results = [self.run(b, tuple(ins[1:])) for b in branches]
+            outs = [_digest(f"cond:{ins[0]}:{[r[0][k] for r in results]}") for k in range(n_out)]
+            return outs, sorted(e for r in results for e in r[1])
+        (sub,) = subs.values()
+        return self.run(sub, tuple(ins))
+
+    def params(self, params: Mapping[str, Any]) -> str:
+        return ",".join(f"{k}={self.param(k, v)}" for k, v in sorted(params.items()) if k not in _SKIPPED_PARAMS)
+
+    def standalone(self, jx: Any) -> str:
+        """A sub-program held where its operands are not known: its inputs by position."""
+        n = len(_compat.unpack(jx)[0].invars)
+        outs, effects = self.run(jx, tuple(f"arg{i}" for i in range(n)))
+        return _digest(f"out:{outs}:effects:{effects}")
 
     def param(self, key: str, value: Any) -> str:
         if key in _NORMALISED_PARAMS:
@@ -130,7 +201,7 @@ class _Serialiser:
         if x is None or isinstance(x, (bool, int, float, complex, str, bytes)):
             return f"{type(x).__name__}:{x!r}"
         if _compat.is_jaxpr(x):
-            return f"jaxpr:{self.jaxpr(x)}"
+            return f"jaxpr:{self.standalone(x)}"
         if type(x).__name__ in _SKIPPED_TYPES:
             return "-"
         if isinstance(x, enum.Enum):
@@ -160,9 +231,14 @@ class _Serialiser:
         return f"obj:{type(x).__qualname__}:{_ADDRESS_RE.sub('', repr(x))}"
 
 
+def _arity(jx: Any) -> tuple[int, int]:
+    inner, _ = _compat.unpack(jx)
+    return len(inner.invars), len(inner.outvars)
+
+
 def canonical_hash(jaxpr: Any) -> str:
-    """The hex sha256 of ``jaxpr``'s canonical serialisation (unroll normalised)."""
-    return _Serialiser().jaxpr(jaxpr)
+    """The hex sha256 of ``jaxpr`` as a dataflow graph (unroll normalised, inputs by position)."""
+    return _Hasher().standalone(jaxpr)
 
 
 def fingerprint(jaxpr: Any, sites: list[Any]) -> str:

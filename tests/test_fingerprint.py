@@ -316,3 +316,91 @@ def test_a_script_run_directly_and_imported_has_one_fingerprint(tmp_path):
         cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=240)
     assert direct.returncode == 0 and imported.returncode == 0, direct.stderr + imported.stderr
     assert direct.stdout.split("RESULT ")[-1].strip() == imported.stdout.split("RESULT ")[-1].strip()
+
+
+def swapped_carries(order):
+    """One scan, its two carries written in either order; the same computation."""
+    def f(a, b):
+        def body(c, _):
+            x, y = c if order else c[::-1]
+            x, y = jnp.sin(x) * 0.5 + y, y * 2.0 - x
+            return ((x, y) if order else (y, x)), None
+        init = (a, b) if order else (b, a)
+        out = lax.scan(body, init, None, length=4)[0]  # one line: one site id for both orders
+        return out if order else out[::-1]
+    return f
+
+
+def test_the_order_a_program_is_written_in_does_not_change_it():
+    a, b = jnp.ones(3), jnp.full(3, 2.0)
+    assert fp(swapped_carries(True), a, b) == fp(swapped_carries(False), a, b)
+
+    def sin_first(x):
+        s = jnp.sin(x)
+        c = jnp.cos(x)
+        return s * 2.0 + c
+
+    def cos_first(x):
+        c = jnp.cos(x)
+        s = jnp.sin(x)
+        return s * 2.0 + c
+
+    assert canonical_hash(jax.make_jaxpr(sin_first)(X)) == canonical_hash(jax.make_jaxpr(cos_first)(X))
+
+
+def test_which_result_feeds_which_carry_changes_it():
+    def feed(straight):
+        def body(c, _):
+            x, y = c
+            new = (jnp.sin(x), jnp.cos(y))
+            return (new if straight else new[::-1]), None
+        return lambda a, b: lax.scan(body, (a, b), None, length=4)[0]
+
+    a, b = jnp.ones(3), jnp.full(3, 2.0)
+    assert fp(feed(True), a, b) != fp(feed(False), a, b)
+    # Operand order of an ordinary operation still counts: a - b is not b - a.
+    assert canonical_hash(jax.make_jaxpr(lambda a, b: a - b)(a, b)) != \
+        canonical_hash(jax.make_jaxpr(lambda a, b: b - a)(a, b))
+
+
+SET_ORDER = textwrap.dedent('''
+    import jax.numpy as jnp
+    from jax import lax
+    import autotune._sites as S
+
+    NAMES = {"loc", "scale", "rate", "shift", "gain"}  # iterated in PYTHONHASHSEED's order
+
+
+    def fn(x):
+        fields = list(NAMES)
+        init = {n: x * (len(n) + 1.0) for n in fields}
+        carry = tuple(init[n] for n in fields)  # the carry's order follows the set's
+
+        def body(c, _):
+            d = dict(zip(fields, c))
+            d = {"loc": d["loc"] + d["scale"], "scale": d["scale"] * 0.9, "rate": jnp.sin(d["rate"]),
+                 "shift": d["shift"] - d["gain"], "gain": d["gain"] * d["loc"]}
+            return tuple(d[n] for n in fields), None
+        out = dict(zip(fields, lax.scan(body, carry, None, length=3)[0]))
+        return [out[n] for n in sorted(out)]
+
+
+    print("ORDER " + ",".join(NAMES))
+    print("RESULT " + S.trace_program(fn, (jnp.ones(3),)).fingerprint)
+''')
+
+
+@pytest.mark.slow
+def test_a_program_traced_in_set_order_has_one_fingerprint_across_hash_seeds(tmp_path):
+    """Libraries that iterate a ``set`` (numpyro's distribution fields) trace their operands
+    and carries in an order drawn per process: the fingerprint must not depend on it."""
+    (tmp_path / "app.py").write_text(SET_ORDER)
+    orders, prints = set(), set()
+    for seed in range(1, 7):
+        p = subprocess.run([sys.executable, "app.py"], cwd=tmp_path, env=dict(env(), PYTHONHASHSEED=str(seed)),
+                           capture_output=True, text=True, timeout=240)
+        assert p.returncode == 0, p.stderr[-3000:]
+        orders.add(p.stdout.split("ORDER ")[1].split()[0])
+        prints.add(p.stdout.split("RESULT ")[-1].strip())
+    assert len(orders) > 1  # the seeds did draw different orders
+    assert len(prints) == 1, prints

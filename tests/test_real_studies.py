@@ -49,14 +49,6 @@ SPECS = {
     "real_numpyro_ar": Spec(("numpyro",), ("scan", "scan"), (32, 32), r"scan@scan\.py:\d+#2"),
 }
 NAMES = sorted(SPECS)
-# Known: numpyro (0.22) orders a Distribution's pytree leaves by iterating a set of field names
-# (Distribution.gather_pytree_data_fields), so its traced program, and with it the fingerprint,
-# depends on the process's PYTHONHASHSEED: a config tuned in one process is found in another
-# only when both drew the same order. The fix belongs in the fingerprint or the lookup.
-HASH_SEED_DEPENDENT = {
-    "real_numpyro_ar": "numpyro's traced program depends on PYTHONHASHSEED (set-ordered Distribution "
-                       "pytree fields), so the CLI's fingerprint differed from this process's",
-}
 
 
 def test_every_real_study_has_a_spec():
@@ -227,8 +219,6 @@ def test_cli_tunes_the_study(name, tmp_path):
     # This process finds the entry the CLI stored: same key, fingerprint and signature.
     lookup = ex.fn.with_options(cache=cache, expected_calls=CLI_CALLS).config_for(*ex.args, **ex.kwargs)
     [stored] = at.Cache(cache).entries(ex.fn.key)
-    if name in HASH_SEED_DEPENDENT and stored.fingerprint != lookup.fingerprint:
-        pytest.xfail(HASH_SEED_DEPENDENT[name])
     assert lookup.source == "cache", (lookup, stored.fingerprint)
     assert lookup.config == at.Config.from_dict(result["best_config"])
 
