@@ -50,19 +50,22 @@ def run(*args: str, cwd, env, timeout: float = 300) -> subprocess.CompletedProce
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
-def run_in_pty(*args: str, cwd, env, columns: int = 80, timeout: float = 300) -> tuple[int, str]:
-    """``python -m autotune ARGS`` with stdout and stderr on one real pseudo-terminal of
-    ``columns`` columns (the window size set, and ``$COLUMNS``), as at an interactive shell.
+def on_terminal(argv: list[str], *, cwd=None, env=None, columns: int = 80, rows: int = 40,
+                timeout: float = 300) -> tuple[int, str]:
+    """Run ``argv`` with stdout and stderr on one real pseudo-terminal of ``columns`` columns
+    (the window size set, and ``$COLUMNS``), as at an interactive shell.
 
     Returns:
         (exit status, everything written, as text with the escape sequences kept).
     """
+    env = dict(os.environ if env is None else env)
+    env.setdefault("TERM", "xterm-256color")
+    env["COLUMNS"] = str(columns)
     master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     try:
-        p = subprocess.Popen([sys.executable, "-m", "autotune", *args], cwd=cwd,
-                             env={**env, "COLUMNS": str(columns), "TERM": "xterm-256color"},
-                             stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, close_fds=True)
+        p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
+                             close_fds=True)
     finally:
         os.close(slave)
     chunks = []
@@ -78,6 +81,12 @@ def run_in_pty(*args: str, cwd, env, columns: int = 80, timeout: float = 300) ->
     finally:
         os.close(master)
     return p.wait(timeout=timeout), b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def run_in_pty(*args: str, cwd, env, columns: int = 80, timeout: float = 300) -> tuple[int, str]:
+    """``python -m autotune ARGS`` on a real pseudo-terminal (see :func:`on_terminal`)."""
+    return on_terminal([sys.executable, "-m", "autotune", *args], cwd=cwd,
+                       env={**env, "TERM": "xterm-256color"}, columns=columns, timeout=timeout)
 
 
 def visible_lines(text: str) -> list[str]:

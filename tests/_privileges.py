@@ -1,5 +1,6 @@
 """Root ignores permission bits: rerun one test as root without CAP_DAC_OVERRIDE, or skip."""
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -24,3 +25,24 @@ def rerun_without_dac_override(test_file: str, test_name: str, env: dict, timeou
                            "-p", "no:cacheprovider", f"{test_file}::{test_name}"],
                           env={**env, "AUTOTUNE_TEST_NO_DAC": "1"}, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0 and " passed" in done.stdout, done.stdout + done.stderr
+
+
+@contextlib.contextmanager
+def read_only_dir(directory):
+    """Make ``directory`` read-only (``chmod 0o555``) for the block and give back its mode after.
+
+    Yields True when the permission bits are enforced, False for a user that overrides them
+    (root): such a test reruns itself with :func:`rerun_without_dac_override` and returns.
+    """
+    directory.chmod(0o555)
+    try:
+        probe = directory / "probe"
+        try:
+            probe.touch()
+        except PermissionError:
+            yield True
+        else:
+            probe.unlink()
+            yield False
+    finally:
+        directory.chmod(0o755)

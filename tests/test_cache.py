@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _privileges import rerun_without_dac_override
+from _privileges import read_only_dir, rerun_without_dac_override
 
 from autotune._errors import CacheError, CacheImportError, CacheSchemaError
 from autotune.cache import SCHEMA_VERSION, Cache, CacheEntry, best_for, default_cache_location, device_key
@@ -284,13 +284,8 @@ def test_a_read_only_directory_can_be_read_but_not_written(tmp_path):
         closed.put(make_entry())
     still_open = Cache(ro / "open.db")  # open: c.db-wal holds the data
     still_open.put(make_entry())
-    ro.chmod(0o555)
-    try:
-        try:
-            (ro / "probe").touch()
-        except PermissionError:
-            pass
-        else:
+    with read_only_dir(ro) as enforced:
+        if not enforced:
             rerun_without_dac_override(__file__, "test_a_read_only_directory_can_be_read_but_not_written", {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}, 60, "test_writing_under_a_file_fails_cleanly and test_writing_a_read_only_database_fails_cleanly cover the failure path")
             return
         assert Cache(ro / "c.db").lookup(*key_of(make_entry())).function_key == "mymod:step"
@@ -301,8 +296,6 @@ def test_a_read_only_directory_can_be_read_but_not_written(tmp_path):
         with pytest.raises(CacheError, match=r"autotune cache at .*ro dir #1\?/new\.db.*writable"):
             Cache(ro / "new.db").put(make_entry())
         assert Cache(ro / "new.db").entries() == []
-    finally:
-        ro.chmod(0o755)
 
 
 def test_writing_under_a_file_fails_cleanly(tmp_path):

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _privileges import rerun_without_dac_override
+from _privileges import read_only_dir, rerun_without_dac_override
 
 import autotune as at
 from autotune import _keys
@@ -261,13 +261,8 @@ def test_a_read_only_directory_is_read_and_never_written(tmp_path):
     ro.mkdir()
     put_entry(ro / "c.db", make(ro / "c.db"), jnp.zeros(3))  # closed: no -wal/-shm files left
     before = sorted(p.name for p in ro.iterdir())
-    ro.chmod(0o555)
-    try:
-        try:
-            (ro / "probe").touch()
-        except PermissionError:
-            pass
-        else:
+    with read_only_dir(ro) as enforced:
+        if not enforced:
             rerun_without_dac_override(__file__, "test_a_read_only_directory_is_read_and_never_written", ENV, 300, "")
             return
         fn = make(ro / "c.db")
@@ -280,8 +275,6 @@ def test_a_read_only_directory_is_read_and_never_written(tmp_path):
         r = cli_best(ro / "c.db", "--json")
         assert r.returncode == 0 and at.Config.from_dict(json.loads(r.stdout)[0]["config"]) == at.Config(FOR), r.stderr
         assert sorted(p.name for p in ro.iterdir()) == before
-    finally:
-        ro.chmod(0o755)
 
 
 # ------------------------------------------------------------- foreign and stale entries

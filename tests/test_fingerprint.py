@@ -9,7 +9,6 @@ source paths and lines of non-loop code do not.
 
 import json
 import os
-import pty
 import subprocess
 import sys
 import textwrap
@@ -18,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _cli import on_terminal
 from jax import lax
 
 import autotune as at
@@ -96,26 +96,9 @@ def run_in_pipe(d, action):
 
 def run_in_pty(d, action):
     """Run with stdout and stderr on a real pseudo-terminal, as at an interactive shell."""
-    master, slave = pty.openpty()
-    try:
-        p = subprocess.Popen([sys.executable, "run.py", action], cwd=d, env=env(), stdin=subprocess.DEVNULL,
-                             stdout=slave, stderr=slave, close_fds=True)
-    finally:
-        os.close(slave)
-    chunks = []
-    try:
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(master)
-    assert p.wait(timeout=240) == 0, b"".join(chunks).decode(errors="replace")[-3000:]
-    return parse(b"".join(chunks).decode(errors="replace"))
+    rc, text = on_terminal([sys.executable, "run.py", action], cwd=d, env=env(), timeout=240)
+    assert rc == 0, text[-3000:]
+    return parse(text)
 
 
 @pytest.mark.slow

@@ -1,10 +1,11 @@
 """Progress: shown by default at a terminal (a real pseudo-terminal), silent through a pipe."""
 
 import os
-import pty
 import subprocess
 import sys
 import textwrap
+
+from _cli import on_terminal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,22 +24,7 @@ SCRIPT = textwrap.dedent('''
 
 def run_under_pty(script: str) -> str:
     """Run ``script`` with stdout and stderr on a real pseudo-terminal; return what it wrote."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
-                            env={**os.environ, "PYTHONPATH": ROOT, "COLUMNS": "100"}, close_fds=True)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    proc.wait(timeout=300)
-    os.close(master)
-    return b"".join(chunks).decode("utf-8", "replace")
+    return on_terminal([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": ROOT}, columns=100)[1]
 
 
 def test_progress_is_shown_at_a_terminal_and_not_through_a_pipe(tmp_path):

@@ -4,19 +4,15 @@ process, `autotune tune --recorded` in another, the script again finds the tuned
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import pty
 import re
 import shutil
-import struct
 import subprocess
 import sys
-import termios
 import textwrap
 
 import pytest
+from _cli import on_terminal
 from _procs import env_with_repo
 
 from autotune.cli import main
@@ -90,28 +86,10 @@ def source_of(script, cwd, env) -> str:
 
 
 def in_pty(args, cwd, env, columns=80) -> str:
-    """Run with stdout on a real terminal of ``columns`` columns."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    try:
-        p = subprocess.Popen([sys.executable, "-m", "autotune", *args], cwd=cwd, env={**env, "COLUMNS": str(columns)},
-                             stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, close_fds=True)
-    finally:
-        os.close(slave)
-    chunks = []
-    try:
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(master)
-    text = b"".join(chunks).decode(errors="replace")
-    assert p.wait(timeout=120) == 0, text
+    """Run with stdout on a real terminal of ``columns`` columns; the text without escapes."""
+    rc, text = on_terminal([sys.executable, "-m", "autotune", *args], cwd=cwd, env=env, columns=columns,
+                           rows=50, timeout=120)
+    assert rc == 0, text
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text).replace("\r", "")
 
 

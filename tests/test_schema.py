@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from _privileges import rerun_without_dac_override
+from _privileges import read_only_dir, rerun_without_dac_override
 from pg_server import pg_server, pg_url  # noqa: F401  (fixtures)
 from test_cache import make_entry
 
@@ -108,21 +108,14 @@ def test_a_v1_file_in_a_read_only_directory_is_read(tmp_path):
     ro = tmp_path / "ro"
     ro.mkdir()
     path = v1_copy(ro)
-    ro.chmod(0o555)
-    try:
-        try:
-            (ro / "probe").touch()
-        except PermissionError:
-            pass
-        else:
+    with read_only_dir(ro) as enforced:
+        if not enforced:
             rerun_without_dac_override(__file__, "test_a_v1_file_in_a_read_only_directory_is_read", ENV, 120)
             return
         assert len(Cache(path).entries()) == 3 and sorted(p.name for p in ro.iterdir()) == ["v1.db"]
         with pytest.raises(CacheError, match="writable"):
             Cache(path).put(make_entry())
         assert version_of(path, read_only=True) == 1
-    finally:
-        ro.chmod(0o755)
 
 
 def test_the_first_write_upgrades_in_place_and_keeps_every_entry(tmp_path):
