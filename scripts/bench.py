@@ -414,6 +414,8 @@ def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
     regrets, rt, dt, wall = vals("regret"), vals("random_over_tuned"), vals("default_over_tuned"), vals("wall_tuned_over_grid")
     search = [s["approaches"]["tuned"]["search_wall_s"] / s["approaches"]["grid"]["tuning_wall_s"] for s in studies
               if s["approaches"]["tuned"].get("search_wall_s") and s["approaches"]["grid"].get("tuning_wall_s")]
+    budget = [s["approaches"]["tuned"]["trials"] / s["grid_size"] for s in studies
+              if s.get("grid_size") and s["approaches"]["tuned"].get("trials")]
     return {
         "median_regret": statistics.median(regrets) if regrets else None,
         "max_regret": max(regrets) if regrets else None,
@@ -425,10 +427,15 @@ def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
         "max_wall_tuned_over_grid": max(wall) if wall else None,
         "median_search_wall_tuned_over_grid": statistics.median(search) if search else None,
         "max_search_wall_tuned_over_grid": max(search) if search else None,
+        # The trials the budget allows, as a share of the grid: the floor under the wall ratio.
+        "median_trials_over_grid": statistics.median(budget) if budget else None,
+        "max_trials_over_grid": max(budget) if budget else None,
+        # Issue 13's targets: >= 6 of 8 is three quarters of the studies.
         "targets": {"median_regret<=1.02": bool(regrets) and statistics.median(regrets) <= 1.02,
-                    "tuned<=random on most": bool(rt) and sum(1 for x in rt if x >= 1.0) > len(rt) / 2,
-                    "default/tuned>=1.0 everywhere": bool(dt) and min(dt) >= 1.0,
-                    "tuned wall<=40% of grid": bool(wall) and max(wall) <= 0.40},
+                    "tuned<=random on >=3/4": bool(rt) and sum(1 for x in rt if x >= 1.0) >= 0.75 * len(rt),
+                    "default/tuned>=0.98 everywhere": bool(dt) and min(dt) >= 0.98,
+                    "tuned wall median<=35% and max<=60% of grid": bool(wall) and statistics.median(wall) <= 0.35
+                    and max(wall) <= 0.60},
     }
 
 
@@ -481,14 +488,16 @@ def markdown(result: dict[str, Any]) -> str:
               f"- median regret cost(tuned)/cost(grid): {_f(s['median_regret'])} (max {_f(s['max_regret'])}); "
               f"target <= 1.02: {'met' if t['median_regret<=1.02'] else 'NOT met'}",
               f"- tuned <= random: {s['tuned_le_random']}/{s['studies']} studies "
-              f"({s['tuned_le_random_within_2pct']} within 2%); target most: {'met' if t['tuned<=random on most'] else 'NOT met'}",
+              f"({s['tuned_le_random_within_2pct']} within 2%); target >= 3/4: {'met' if t['tuned<=random on >=3/4'] else 'NOT met'}",
               f"- default/tuned >= 1.0: {s['default_over_tuned_ge_1']}/{s['studies']} (min {_f(s['min_default_over_tuned'])}); "
-              f"target everywhere: {'met' if t['default/tuned>=1.0 everywhere'] else 'NOT met'}",
+              f"target >= 0.98 everywhere: {'met' if t['default/tuned>=0.98 everywhere'] else 'NOT met'}",
               f"- tuning wall tuned/grid: median {_f(s['median_wall_tuned_over_grid'], '{:.0%}')}, "
-              f"max {_f(s['max_wall_tuned_over_grid'], '{:.0%}')}; target <= 40%: "
-              f"{'met' if t['tuned wall<=40% of grid'] else 'NOT met'} (search only, without tune()'s confirmation: "
-              f"median {_f(s.get('median_search_wall_tuned_over_grid'), '{:.0%}')}, "
-              f"max {_f(s.get('max_search_wall_tuned_over_grid'), '{:.0%}')})", "",
+              f"max {_f(s['max_wall_tuned_over_grid'], '{:.0%}')}; target median <= 35%, max <= 60%: "
+              f"{'met' if t['tuned wall median<=35% and max<=60% of grid'] else 'NOT met'} (search only, without "
+              f"tune()'s confirmation: median {_f(s.get('median_search_wall_tuned_over_grid'), '{:.0%}')}, "
+              f"max {_f(s.get('max_search_wall_tuned_over_grid'), '{:.0%}')}; the trial budget alone is "
+              f"median {_f(s.get('median_trials_over_grid'), '{:.0%}')}, max {_f(s.get('max_trials_over_grid'), '{:.0%}')} "
+              f"of the grid's configs)", "",
               "## Crossover: the grid's winner at other call counts (re-scored, not re-measured)", ""]
     for st in result["studies"]:
         legend = ", ".join(f"`{x['short']}` = {x['id']} ({x['kind']}, length {x['length']})" for x in st["sites"])
