@@ -150,6 +150,21 @@ def literal_value(v: Any) -> Any:
     return v.val
 
 
+def scan_counts(params: dict[str, Any]) -> tuple[int, int] | None:
+    """(number of consts, number of carries) of a scan equation, None where unknown.
+
+    jax <= 0.11 names them ``num_consts``/``num_carry``; jax 0.12 keeps the operand groups
+    (consts, carry, xs) as the flat tree ``ft_in``.
+    """
+    if "num_consts" in params and "num_carry" in params:
+        return int(params["num_consts"]), int(params["num_carry"])
+    try:
+        consts, carry, _ = params["ft_in"].unpack()
+        return len(list(consts)), len(list(carry))
+    except Exception:  # another layout: the caller hashes the loop as a plain call
+        return None
+
+
 def eqn_effects(eqn: Any) -> list[str]:
     return sorted(type(e).__name__ for e in (getattr(eqn, "effects", None) or ()))
 

@@ -160,8 +160,9 @@ class _Hasher:
         return [f"{head}#{k}" for k in range(n_out)], []
 
     def call(self, name, params, subs, branches, ins, n_out) -> tuple[list[str], list[str]]:
-        if name == "scan":
-            nc, ncarry = params["num_consts"], params["num_carry"]
+        counts = _compat.scan_counts(params) if name == "scan" else None
+        if counts is not None:
+            nc, ncarry = counts
             body = params["jaxpr"]
             first, _ = self.run(body, tuple(ins))
             # The second pass says which result feeds which carry.

@@ -185,3 +185,23 @@ def test_no_persistent_cache_restores_the_flag():
         jax.jit(lambda x: x + 1.0)(X).block_until_ready()
     assert jax.config.jax_enable_compilation_cache == before
     _compat.clear_jax_caches()
+
+
+def test_scan_counts_split_a_scans_operands_into_consts_carry_and_xs():
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    from autotune import _compat
+
+    w = jnp.arange(5.0)
+
+    def f(c, xs):
+        return lax.scan(lambda c, x: ((c[0] + x, c[1] * w), c[0]), c, xs)
+
+    jaxpr = jax.make_jaxpr(f)((jnp.ones(2), jnp.ones(5)), jnp.ones((3, 2)))
+    [eqn] = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "scan"]
+    n_consts, n_carry = _compat.scan_counts(eqn.params)
+    # Whatever JAX moves between consts and carry, the groups add up and the xs come last.
+    assert n_consts >= 1 and n_carry >= 1 and n_consts + n_carry + 1 == len(eqn.invars)
+    assert eqn.invars[-1].aval.shape == (3, 2)
