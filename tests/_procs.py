@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -57,3 +59,14 @@ def workers_of(parent_pid: int) -> list[int]:
                 argv[argv.index(b"--parent") + 1] == str(parent_pid).encode():
             found.append(int(entry))
     return found
+
+
+@contextlib.contextmanager
+def default_disposition(sig: int):
+    """Give ``sig`` the disposition a program started at a shell has, for the block (the session
+    may have inherited it ignored, see conftest.py), and put the previous one back after."""
+    previous = signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(sig, previous)

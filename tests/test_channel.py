@@ -18,7 +18,7 @@ import autotune as at
 from autotune._interrupt import Interrupted, InterruptLatch
 from autotune.worker import WorkerRunner
 
-from _procs import env_with_repo, exited, gone, workers_of
+from _procs import default_disposition, env_with_repo, exited, gone, workers_of
 
 SLOW_STUDY = textwrap.dedent('''
     import jax.numpy as jnp
@@ -110,7 +110,8 @@ def test_a_worker_exits_by_itself_when_its_parent_dies_of_sigterm_or_sigkill(slo
 
 def test_an_interrupt_caught_before_measuring_stops_the_trial_before_it_starts():
     f = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="l")[0]  # noqa: E731
-    with WorkerRunner(f, (jnp.ones(3),), timing={"target_s": 0.01}) as runner, InterruptLatch():
+    with default_disposition(signal.SIGHUP), \
+            WorkerRunner(f, (jnp.ones(3),), timing={"target_s": 0.01}) as runner, InterruptLatch():
         runner.measure({})
         pid = runner.pid
         os.kill(os.getpid(), signal.SIGHUP)  # caught by the latch between steps

@@ -11,27 +11,46 @@ import optuna
 import pytest
 
 from autotune._interrupt import Interrupted, InterruptLatch, check, current
+from _procs import default_disposition
 from test_optuna import STUDY, ROOT, wait_for_running
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_the_first_signal_is_latched_and_wakes_a_waiter_the_second_raises_at_once(sig):
-    with InterruptLatch() as latch:
-        assert current() is latch
-        os.kill(os.getpid(), sig)
-        ready, _, _ = select.select([latch.wakeup_fd], [], [], 5)
-        assert ready and latch.requested  # latched, not raised
-        with pytest.raises(Interrupted) as info:
-            check()
-        assert info.value.signum == sig and info.value.exit_code == 128 + sig
-        assert not select.select([latch.wakeup_fd], [], [], 0)[0]  # drained: the next wait blocks again
-        os.kill(os.getpid(), sig)
-        with pytest.raises(Interrupted):
-            os.kill(os.getpid(), sig)  # a second signal before the check: raised immediately
-            time.sleep(1)
-    assert current() is None
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with default_disposition(sig):
+        before = signal.getsignal(sig)
+        with InterruptLatch() as latch:
+            assert current() is latch
+            os.kill(os.getpid(), sig)
+            ready, _, _ = select.select([latch.wakeup_fd], [], [], 5)
+            assert ready and latch.requested  # latched, not raised
+            with pytest.raises(Interrupted) as info:
+                check()
+            assert info.value.signum == sig and info.value.exit_code == 128 + sig
+            assert not select.select([latch.wakeup_fd], [], [], 0)[0]  # drained: the next wait blocks again
+            os.kill(os.getpid(), sig)
+            with pytest.raises(Interrupted):
+                os.kill(os.getpid(), sig)  # a second signal before the check: raised immediately
+                time.sleep(1)
+        assert current() is None
+        assert signal.getsignal(sig) == before  # given back
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP])
+def test_an_ignored_signal_stays_ignored(sig):
+    """Under ``nohup`` (SIGHUP) or in a script's background job (SIGINT) the signal is ignored on
+    purpose: tuning must go on through a dropped ssh session, not stop."""
+    previous = signal.signal(sig, signal.SIG_IGN)
+    try:
+        with InterruptLatch() as latch:
+            assert signal.getsignal(sig) == signal.SIG_IGN
+            os.kill(os.getpid(), sig)
+            time.sleep(0.2)
+            assert not latch.requested
+            check()  # nothing to raise
+        assert signal.getsignal(sig) == signal.SIG_IGN
+    finally:
+        signal.signal(sig, previous)
 
 
 def test_an_applications_own_handler_is_left_alone():
