@@ -184,3 +184,23 @@ def test_the_study_database_is_private_whatever_the_umask(tmp_path):
         os.umask(old)
     assert oct(storage.stat().st_mode & 0o777) == "0o600"
     assert oct(storage.parent.stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_config_left_queued_by_an_enqueue_race_is_closed_as_a_duplicate(tmp_path):
+    """Two workers' enqueue-then-ask can leave one enqueued config WAITING (seen on PostgreSQL);
+    the next search that finishes closes it, so a finished study holds no queued trial."""
+    storage = str(tmp_path / "studies.db")
+    fn = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="l")[0]  # noqa: E731
+    options = dict(n_trials=2, storage=storage, sampler="grid", timing={"target_s": 0.01}, confirm_rounds=1,
+                   progress=False, function_key="test_optuna:queued", runner=at.InProcessRunner(
+                       fn, (jnp.ones(3),), {}, {}, {"target_s": 0.01}))
+    first = at.tune(fn, jnp.ones(3), **options)
+    study = optuna.load_study(study_name=first.study_name, storage="sqlite:///" + storage)
+    study.enqueue_trial(study.trials[0].params)  # what the race leaves behind
+    assert [t.state.name for t in study.trials].count("WAITING") == 1
+    at.tune(fn, jnp.ones(3), **options)  # resumes: the budget is already spent, the queue is drained
+    trials = optuna.load_study(study_name=first.study_name, storage="sqlite:///" + storage).trials
+    assert not [t for t in trials if t.state.name in ("WAITING", "RUNNING")]
+    [left] = [t for t in trials if "enqueue race" in t.user_attrs.get("reason", "")]
+    assert left.user_attrs["outcome"] == "duplicate" and left.state.name == "FAIL"
+    assert left.user_attrs["config"] == trials[0].user_attrs["config"]

@@ -105,9 +105,11 @@ def _load_study(url: str):
 
 def _measured(study) -> Counter:
     """How many times each config was measured: trials that are not duplicates (complete, or
-    pruned by the compile budget, or failed: each is a measurement's result)."""
+    pruned by the compile budget, or failed: each is a measurement's result). A WAITING trial
+    (a config one process enqueued while the other's ask took an older one) is no measurement:
+    the search does not count it either (`study._search._counted`)."""
     return Counter(t.user_attrs["config"] for t in study.get_trials(deepcopy=False)
-                   if t.state.name != "RUNNING" and t.user_attrs.get("outcome") != "duplicate")
+                   if t.state.name not in ("RUNNING", "WAITING") and t.user_attrs.get("outcome") != "duplicate")
 
 
 def _clock(when) -> str:

@@ -244,6 +244,22 @@ class Study:
         self._ensure_renewer()
         return trial, got
 
+    def drain_waiting(self, space, device_key: str) -> int:
+        """Close the trials an enqueue race left WAITING, as ``duplicate`` (not measurements).
+
+        :meth:`start` enqueues its config and asks; when two processes race, one's ask can take
+        the other's config and leave its own enqueued. The search proposes configs itself, so
+        nothing is lost, but a finished study must hold no trial that looks queued.
+        """
+        waiting = self._study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        for _ in waiting:
+            trial = self._study.ask()
+            trial.set_user_attr("config", space.suggest(trial).to_json())
+            trial.set_user_attr("device", device_key)
+            self.finish(trial, Outcome.DUPLICATE, reason="left queued by two workers' enqueue race; "
+                                                          "the search proposes its configs itself, so nothing is lost")
+        return len(waiting)
+
     def finish(self, trial: Any, outcome: Outcome, *, value: Any = None, reason: str | None = None,
                **attrs: Any) -> None:
         """Close a trial with its outcome (and value for a counted measurement)."""

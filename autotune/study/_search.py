@@ -186,7 +186,11 @@ class Search:
 
     def run(self, budget: int, deadline: float | None) -> None:
         """Trials until the study holds ``budget`` counted trials, the deadline passes, or
-        every config is taken."""
+        every config is taken; then no trial is left queued."""
+        self._search(budget, deadline)
+        self.study.drain_waiting(self.space, self.device_key)
+
+    def _search(self, budget: int, deadline: float | None) -> None:
         self._by_hash: dict[str, tuple[int, Measurement]] = {}
         first = True
         while True:
