@@ -1,7 +1,9 @@
 """jax-autotune: tune loop structure (for / scan / fori / unroll) with compile time in the objective.
 
 ``import autotune`` loads JAX, NumPy and the decorator; the tuner (Optuna) loads on first
-use of ``tune``, ``TuneResult`` or ``TrialRecord``.
+use of ``tune``, ``TuneResult`` or ``TrialRecord``, and the cache (SQLAlchemy) when a
+decorated function first reads it or on first use of ``Cache`` or ``CacheEntry``: a
+worker process that only measures never pays for either.
 """
 
 from ._config import Config as Config, SiteChoice as SiteChoice
@@ -24,18 +26,19 @@ from ._runner import InProcessRunner as InProcessRunner, Outcome as Outcome, Run
 from ._runner import TrialFailed as TrialFailed
 from ._select import crossover_intervals as crossover_intervals, pareto_front as pareto_front
 from ._sites import LoopSite as LoopSite, sites as sites
-from .cache import Cache as Cache, CacheEntry as CacheEntry
 
 __version__ = "0.2.0"
 
-_LAZY = {"tune": "tune", "TuneResult": "TuneResult", "TrialRecord": "TrialRecord"}
+_LAZY = {"tune": "study", "TuneResult": "study", "TrialRecord": "study", "Cache": "cache", "CacheEntry": "cache"}
 
 
 def __getattr__(name: str):
     if name in _LAZY:
-        from . import study
+        import importlib
 
-        return getattr(study, _LAZY[name])
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'autotune' has no attribute {name!r}")
 
 

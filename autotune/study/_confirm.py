@@ -6,9 +6,12 @@ Pareto front, and the default) are timed again in ``rounds`` interleaved rounds
 holds (:meth:`Runner.retime`), which costs no compile; a contender whose executable is
 gone is measured in full. Compile time is measured again only where its noise could flip
 the decision: when the winner's margin over the default (or the default's over the best
-challenger) is smaller than :data:`COMPILE_NOISE` of their compile seconds, both are
-compiled again in every round. Each contender becomes a *point* with per-round samples
-``[[compile_s, run_s], ...]`` paired by round index, which :mod:`autotune._select` decides on.
+challenger) is smaller than :data:`COMPILE_NOISE` of their compile seconds, each of the
+two is compiled again until it holds ``rounds`` compile samples, counting those the search
+took (the default's reference rounds) and fresh ones from confirmation. A re-timed round
+takes the median of all of a config's compile samples. Each contender becomes a *point*
+with per-round samples ``[[compile_s, run_s], ...]`` paired by round index, which
+:mod:`autotune._select` decides on.
 """
 
 from __future__ import annotations
@@ -117,29 +120,34 @@ def confirm(runner, points: Sequence[dict[str, Any]], default: Config, objective
         for config in configs[r % len(configs):] + configs[: r % len(configs)]:
             check()
             samples[config].append(_sample(runner, config, full=False))
-    confirmed = [p for p in (_point(c, samples[c], known.get(c.to_json(), [])) for c in configs) if p is not None]
-    # Compile again where compile noise could flip the decision; the winner may change, so
-    # look again (each config is compiled again at most once).
+    extra: dict[Config, list[float]] = {c: [] for c in configs}
+
+    def points_now() -> list[dict[str, Any]]:
+        out = []
+        for c in configs:
+            p = _point(c, samples[c], known.get(c.to_json(), []) + extra[c])
+            if p is not None:
+                if extra[c]:
+                    p["recompiled"] = len(extra[c])
+                out.append(p)
+        return out
+
+    confirmed = points_now()
+    # Compile again where compile noise could flip the decision, until such a config holds
+    # ``rounds`` compile samples in all (the search's count: the default's reference rounds
+    # make it need none); the winner may change, so look again (each config at most once).
     done: set[str] = set()
     while True:
         recompile = [c for c in _margin_is_noise(confirmed, default, objective) if c.to_json() not in done]
         if not recompile:
             break
         done.update(c.to_json() for c in recompile)
-        fresh: dict[Config, list[Measurement | None]] = {c: [] for c in recompile}
-        for r in range(rounds):
-            for config in recompile[r % len(recompile):] + recompile[: r % len(recompile)]:
+        for c in recompile:
+            have = len(known.get(c.to_json(), [])) + sum(1 for m, fresh in samples[c] if m is not None and fresh)
+            for _ in range(max(0, rounds - have)):
                 check()
-                fresh[config].append(_sample(runner, config, full=True)[0])
-        for p in confirmed:
-            config = Config.from_dict(p["config"])
-            fresh_ms = [m for m in fresh.get(config, []) if m is not None]
-            if not fresh_ms:
-                continue
-            # New compile samples; the runtime samples keep their pairing with every other contender.
-            p["rounds"] = [[m.compile_total_s, r[1]] for m, r in zip(fresh_ms, p["rounds"])]
-            p["compile_s"] = statistics.median(r[0] for r in p["rounds"])
-            for k in ("trace_s", "lower_s", "compile_s"):
-                p["measurement"][k] = statistics.median(getattr(m, k) for m in fresh_ms)
-            p["recompiled"] = True
+                m, _fresh = _sample(runner, c, full=True)
+                if m is not None:
+                    extra[c].append(m.compile_total_s)
+        confirmed = points_now()
     return confirmed

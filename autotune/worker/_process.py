@@ -196,12 +196,12 @@ class WorkerRunner:
             self._spawn()
 
     def retain(self, configs: Iterable[Config | dict]) -> None:
-        """Keep only these configs' executables in the worker for :meth:`retime`."""
+        """Keep only these configs' executables for :meth:`retime` (a worker that loaded nothing has none)."""
         keys = [Config.from_dict(c).to_json() for c in configs]
         if self.fallback_reason is not None:
             self._in_process().retain([Config.from_json(k) for k in keys])
             return
-        if self._worker is not None and self._worker.alive() and not self._closed:
+        if self._worker is not None and self._worker.loaded and self._worker.alive() and not self._closed:
             self._trial_id += 1
             try:
                 request_reply(self._worker, {"op": Op.RETAIN, "id": self._trial_id, "keys": keys},
@@ -326,6 +326,7 @@ class WorkerRunner:
         except TrialFailed:
             if self._worker is not None and not self._worker.alive():
                 self._discard()
+                self._spawn()  # the replacement imports JAX while this process records the trial
             raise
         if not done.get("skipped"):
             self._worker.compiled += 1
