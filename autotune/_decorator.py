@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import functools
 import os
-import threading
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -19,24 +17,13 @@ import jax
 from . import _keys, _paths, _record, _select
 from ._config import Config
 from ._methods import AutotunedMethod, BoundAutotuned, defined_in_class
-from ._errors import AutotuneError, ConfigError
+from ._errors import AutotuneError, ConfigError, warn_once
 from ._rewrite import with_config
 
 if TYPE_CHECKING:
     from .study import TuneResult
 
 ON_MISS = ("default", "warn", "tune")
-_warned: set[tuple] = set()
-_warned_lock = threading.Lock()
-
-
-def warn_once(key: tuple, message: str) -> None:
-    with _warned_lock:
-        if key in _warned:
-            return
-        _warned.add(key)
-    warnings.warn(message, RuntimeWarning, stacklevel=4)
-
 
 @dataclass(frozen=True)
 class Lookup:
@@ -129,7 +116,7 @@ class Autotuned:
             warn_once(("unstable-key", self.key),
                       f"autotune: {self.key} has no stable function key ({_keys.unstable_key_reason(self.key)}), so "
                       "a config tuned in one process is not found in another. Pass a stable name: "
-                      "@at.autotuned(key='mymodule:myfn').")
+                      "@at.autotuned(key='mymodule:myfn').", stacklevel=3)
         self.jit_kwargs = jit_kwargs
         self._record_arg, self.record_mode = record, _record.mode(record)
         self._current = None  # values mode: the call being traced, so its values can be recorded
@@ -205,7 +192,7 @@ class Autotuned:
                     warn_once(("miss", self.key, signature),
                               f"autotune: no tuned config for {self.key} with signature {signature} on "
                               f"{device_key}; running the default config. Tune it with "
-                              f"`{self.__name__}.tune(*args)` or `autotune tune FILE`.")
+                              f"`{self.__name__}.tune(*args)` or `autotune tune FILE`.", stacklevel=3)
                 return Lookup(Config(), "default", None, fingerprint, signature, device_key)
             config = Config.from_dict(entry.config)
             # Validate against this program: a foreign or hand-edited entry must not break the call.
@@ -216,7 +203,8 @@ class Autotuned:
             where = _cache_location(self._cache_arg, self._cache)
             warn_once(("cache-error", where, type(exc).__name__),
                       f"autotune: the tuning cache {where} could not be used ({type(exc).__name__}: {exc}); "
-                      f"{self.key} runs its default config. Fix or remove the cache, or pass cache= another location.")
+                      f"{self.key} runs its default config. Fix or remove the cache, or pass cache= another location.",
+                      stacklevel=3)
             return Lookup(Config(), "default (cache error)", None, fingerprint, signature, device_key, str(exc))
         if not entry.covers(self.expected_calls):
             command = entry.retune_command(self.expected_calls)
@@ -226,7 +214,8 @@ class Autotuned:
                       f"{self.expected_calls:g} lies outside, so configs that were not measured for that many calls "
                       f"could be cheaper; it runs the best measured one ({Config.from_dict(entry.config)}). "
                       f"Re-tune for {self.expected_calls:g} calls: "
-                      f"{command or f'{self.__name__}.with_options(expected_calls={self.expected_calls:g}).tune(*args)'}")
+                      f"{command or f'{self.__name__}.with_options(expected_calls={self.expected_calls:g}).tune(*args)'}",
+                      stacklevel=3)
         return Lookup(config, "cache", entry, fingerprint, signature, device_key)
 
     def config_for(self, *args: Any, **kwargs: Any) -> Lookup:
@@ -309,14 +298,14 @@ class Autotuned:
         if self.jit_kwargs.get("donate_argnums") or self.jit_kwargs.get("donate_argnames"):
             warn_once(("donate-tune", self.key),
                       f"autotune: on_miss='tune' cannot tune {self.key} on donated arguments; "
-                      f"call {self.__name__}.tune(*args) with fresh inputs instead.")
+                      f"call {self.__name__}.tune(*args) with fresh inputs instead.", stacklevel=3)
             return
         try:
             self.tune(*args, n_trials=8, **kwargs)
         except Exception as exc:
             warn_once(("tune-error", self.key, type(exc).__name__),
                       f"autotune: on_miss='tune' could not tune {self.key} ({type(exc).__name__}: {exc}); "
-                      "it keeps running its default config.")
+                      "it keeps running its default config.", stacklevel=3)
 
     def __repr__(self) -> str:
         return f"<autotuned {self.key} expected_calls={self.expected_calls}>"

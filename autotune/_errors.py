@@ -1,5 +1,11 @@
 """Errors raised by autotune. Each message says what is wrong and what to do."""
 
+import threading
+import warnings
+
+_warned: set[tuple] = set()
+_warned_lock = threading.Lock()
+
 
 class AutotuneError(Exception):
     """Base class of every error autotune raises on purpose."""
@@ -27,3 +33,14 @@ class CacheImportError(CacheError, ValueError):
 
 class StudyError(AutotuneError):
     """A study file or tuning request is unusable."""
+
+
+def warn_once(key: tuple, message: str, stacklevel: int = 2) -> None:
+    """Warn ``message`` (a ``RuntimeWarning``) the first time this process sees ``key``: a
+    decorated function called in a loop, or a bad environment variable read per call, warns
+    once. ``stacklevel`` counts from the caller, as for ``warnings.warn``."""
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    warnings.warn(message, RuntimeWarning, stacklevel=stacklevel + 1)

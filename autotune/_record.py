@@ -21,7 +21,6 @@ import math
 import os
 import sys
 import threading
-import warnings
 from typing import Any
 
 import jax
@@ -29,7 +28,7 @@ import numpy as np
 
 from . import _compat, _keys
 from ._abstract import describe, dtype_named
-from ._errors import ConfigError
+from ._errors import ConfigError, warn_once
 
 ENV_RECORD = "AUTOTUNE_RECORD"
 ENV_MAX_MB = "AUTOTUNE_RECORD_MAX_MB"
@@ -37,17 +36,7 @@ DEFAULT_MAX_MB = 64.0
 _ON, _OFF = ("1", "true", "yes", "on", "shapes"), ("", "0", "false", "no", "off")
 
 _seen: set[tuple] = set()
-_warned: set[tuple] = set()
 _lock = threading.Lock()
-
-
-def _warn_once(key: tuple, message: str) -> None:
-    with _lock:
-        if key in _warned:
-            return
-        _warned.add(key)
-    warnings.warn(message, RuntimeWarning, stacklevel=3)
-
 
 def mode(record: bool | str | None = False) -> str | None:
     """The recording mode of a decorator: ``"values"``, ``"shapes"`` or None (off).
@@ -65,7 +54,7 @@ def mode(record: bool | str | None = False) -> str | None:
     env = raw.strip().lower()
     env_mode = "values" if env == "values" else ("shapes" if env in _ON else None)
     if env not in _ON + _OFF + ("values",):
-        _warn_once(("env", raw), f"autotune: {ENV_RECORD}={raw!r} is not 1, values or 0; recording stays off. "
+        warn_once(("env", raw), f"autotune: {ENV_RECORD}={raw!r} is not 1, values or 0; recording stays off. "
                    f"Set {ENV_RECORD}=1 to record the shapes of calls, or {ENV_RECORD}=values to keep their "
                    "values too.")
     arg_mode = "values" if record == "values" else ("shapes" if record in (True, "shapes") else None)
@@ -83,7 +72,7 @@ def max_bytes() -> int:
         if not math.isfinite(mb) or mb < 0:
             raise ValueError
     except ValueError:
-        _warn_once(("max", raw), f"autotune: {ENV_MAX_MB}={raw!r} is not a number of MiB >= 0; recording "
+        warn_once(("max", raw), f"autotune: {ENV_MAX_MB}={raw!r} is not a number of MiB >= 0; recording "
                    f"keeps at most the default {DEFAULT_MAX_MB:g} MiB of values per signature.")
         mb = DEFAULT_MAX_MB
     return int(mb * 2**20)
@@ -220,7 +209,7 @@ def record_call(ctl: Any, args: tuple, kwargs: dict, lookup: Any) -> bool:
 
 
 def _failed(key: str, exc: BaseException) -> None:
-    _warn_once(("record-error", key, type(exc).__name__),
+    warn_once(("record-error", key, type(exc).__name__),
                f"autotune: could not record {key} for tuning later ({type(exc).__name__}: {exc}); the program "
                "runs on unchanged, but `autotune tune --recorded` will not see this signature.")
 

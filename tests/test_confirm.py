@@ -35,54 +35,58 @@ class CountingRunner(InProcessRunner):
         return super().retime(config)
 
 
-def search_points(runner: CountingRunner, compile_s: float) -> list[dict]:
+def search_points(runner: CountingRunner, default_s: float, rival_s: float) -> list[dict]:
     """What a search leaves: the default's three reference rounds and one sample of a rival,
-    with compile figures pinned so that only compile noise separates them."""
+    with pinned compile figures (far above the real ones, so a test can tell them apart)."""
     d, r = runner.measure(DEFAULT), runner.measure(UNROLL2)
     runner.measured.clear()
-    return [{"config": DEFAULT.to_dict(), "compile_s": compile_s, "run_s": d.run_s,
-             "rounds": [[compile_s, d.run_s]] * 3},
-            {"config": UNROLL2.to_dict(), "compile_s": compile_s, "run_s": r.run_s}]
+    return [{"config": DEFAULT.to_dict(), "compile_s": default_s, "run_s": d.run_s,
+             "rounds": [[default_s, d.run_s]] * 3},
+            {"config": UNROLL2.to_dict(), "compile_s": rival_s, "run_s": r.run_s}]
 
 
-def test_a_margin_within_compile_noise_tops_up_only_the_missing_compile_samples():
+def fresh(point) -> bool:
+    """Every round's compile is a real one from confirmation, none a pinned search figure."""
+    return all(c < 0.5 for c, _ in point["rounds"])
+
+
+def test_a_margin_within_compile_noise_is_decided_on_compiles_taken_side_by_side():
     runner = CountingRunner()
-    # At 0 calls the cost is compile time alone, and both configs hold the same compile
-    # figures: the margin (0) is within COMPILE_NOISE, so compiles are taken again.
-    goal = at.Objective(expected_calls=0)
-    confirmed = confirm(runner, search_points(runner, 1.0), DEFAULT, goal, top=3, rounds=3)
-    # The default's three reference rounds already make three samples; the rival had one.
-    assert runner.measured == [UNROLL2, UNROLL2]
-    assert sorted(runner.retimed, key=str) == sorted([DEFAULT, UNROLL2] * 3, key=str)
+    # At 0 calls the cost is compile time alone, and the search gave both the same compile
+    # figure: the margin (0) is within COMPILE_NOISE, so every round compiles both afresh.
+    confirmed = confirm(runner, search_points(runner, 1.0, 1.0), DEFAULT, at.Objective(expected_calls=0),
+                        top=3, rounds=3)
+    assert runner.measured == [UNROLL2, DEFAULT, DEFAULT, UNROLL2, UNROLL2, DEFAULT]  # interleaved
+    assert runner.retimed == []
     by = {at.Config.from_dict(p["config"]): p for p in confirmed}
-    assert "recompiled" not in by[DEFAULT] and by[UNROLL2]["recompiled"] == 2
-    # The rival's re-timed rounds now take the median of its three compile samples (the
-    # pinned 1.0 and two real compiles far below it); the default's stay at its reference.
-    assert all(c == 1.0 for c, _ in by[DEFAULT]["rounds"])
-    assert all(c < 1.0 for c, _ in by[UNROLL2]["rounds"]) and len(by[UNROLL2]["rounds"]) == 3
+    # The search's figures (taken earlier, the default's first of all) do not enter the decision.
+    assert fresh(by[DEFAULT]) and fresh(by[UNROLL2]) and all(len(p["rounds"]) == 3 for p in confirmed)
+    assert by[DEFAULT]["measurement"]["compile_s"] < 0.5 and "recompiled" not in by[DEFAULT]
 
 
 def test_a_margin_beyond_compile_noise_compiles_nothing():
     runner = CountingRunner()
-    points = search_points(runner, 1.0)
-    points[1]["compile_s"] = 1.0 * (1 + 4 * COMPILE_NOISE)  # far beyond the noise at 0 calls
-    confirm(runner, points, DEFAULT, at.Objective(expected_calls=0), top=3, rounds=3)
+    points = search_points(runner, 1.0, 1.0 * (1 + 4 * COMPILE_NOISE))  # far beyond the noise at 0 calls
+    confirmed = confirm(runner, points, DEFAULT, at.Objective(expected_calls=0), top=3, rounds=3)
     assert runner.measured == [] and len(runner.retimed) == 6
+    by = {at.Config.from_dict(p["config"]): p for p in confirmed}  # re-timed rounds keep the search's compiles
+    assert [c for c, _ in by[DEFAULT]["rounds"]] == [1.0] * 3 and [c for c, _ in by[UNROLL2]["rounds"]] == [1.6] * 3
 
 
-def test_a_contender_whose_executable_is_gone_is_measured_in_full_once_and_that_compile_counts():
+def test_a_margin_that_falls_within_noise_on_re_timing_tops_up_fresh_compiles_to_the_rounds():
     runner = CountingRunner()
-    points = search_points(runner, 1.0)
+    points = search_points(runner, 1.0, 1.6)  # beyond the noise on the search's figures
     runner.store.clear()  # as after a worker was replaced: nothing left to re-time
     confirmed = confirm(runner, points, DEFAULT, at.Objective(expected_calls=0), top=3, rounds=3)
+    # Round 1's re-times find nothing, so both are measured in full (which keeps their
+    # executables); rounds 2 and 3 re-time them.
+    assert runner.measured[:2] == [DEFAULT, UNROLL2] and len(runner.retimed) == 6
+    # Their medians (1.0 of [1, 1, 1, fresh]; 0.8 of [1.6, fresh]) now lie within the noise,
+    # so each gets two more fresh compiles, interleaved, to hold three from confirmation.
+    assert runner.measured[2:] == [DEFAULT, UNROLL2, DEFAULT, UNROLL2]
     by = {at.Config.from_dict(p["config"]): p for p in confirmed}
-    # Round 1 measures both in full (keeping the executables); rounds 2 and 3 re-time them.
-    assert runner.measured[:2] == [UNROLL2, DEFAULT] and len(runner.retimed) == 6
-    # The fresh compile counts: the default holds 4 samples and never compiles again; the
-    # rival holds 2, so at most one more when its margin is within noise.
-    assert runner.measured[2:] in ([], [UNROLL2])
-    assert by[UNROLL2].get("recompiled") == (1 if runner.measured[2:] else None)
-    assert "recompiled" not in by[DEFAULT] and all(len(p["rounds"]) == 3 for p in confirmed)
+    assert by[DEFAULT]["recompiled"] == 2 and by[UNROLL2]["recompiled"] == 2
+    assert fresh(by[DEFAULT]) and fresh(by[UNROLL2])
 
 
 def test_the_default_is_always_a_contender_and_the_cheapest_come_first():

@@ -19,7 +19,7 @@ import pytest
 from _procs import env_with_repo
 
 import autotune as at
-from autotune import _record
+from autotune import _errors, _record
 from autotune._decorator import controller
 from autotune._errors import ConfigError
 from autotune.cache import Cache
@@ -32,7 +32,7 @@ def fresh_recorder(tmp_path, monkeypatch):
     monkeypatch.delenv("AUTOTUNE_RECORD", raising=False)
     monkeypatch.delenv("AUTOTUNE_RECORD_MAX_MB", raising=False)
     _record._seen.clear()
-    _record._warned.clear()
+    _errors._warned.clear()
     yield
     assert _record.flush(30)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _display, _select
-from .._config import Config, config_label
+from .._config import config_label
 from .._errors import StudyError
 from .._objective import Objective
 from .._paths import redact

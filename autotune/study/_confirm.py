@@ -6,12 +6,14 @@ Pareto front, and the default) are timed again in ``rounds`` interleaved rounds
 holds (:meth:`Runner.retime`), which costs no compile; a contender whose executable is
 gone is measured in full. Compile time is measured again only where its noise could flip
 the decision: when the winner's margin over the default (or the default's over the best
-challenger) is smaller than :data:`COMPILE_NOISE` of their compile seconds, each of the
-two is compiled again until it holds ``rounds`` compile samples, counting those the search
-took (the default's reference rounds) and fresh ones from confirmation. A re-timed round
-takes the median of all of a config's compile samples. Each contender becomes a *point*
-with per-round samples ``[[compile_s, run_s], ...]`` paired by round index, which
-:mod:`autotune._select` decides on.
+challenger) is smaller than :data:`COMPILE_NOISE` of their compile seconds. Those two are
+then judged on compiles taken side by side in confirmation alone, never on the search's
+(taken minutes apart, under another load: the default's reference rounds come first, in a
+fresh worker): when the search's figures already put them within noise, each of their
+rounds is a full measurement; when the re-timed figures do, each is compiled again until it
+holds ``rounds`` fresh compile samples. Any other re-timed round takes the median of every
+compile sample of its config. Each contender becomes a *point* with per-round samples
+``[[compile_s, run_s], ...]`` paired by round index, which :mod:`autotune._select` decides on.
 """
 
 from __future__ import annotations
@@ -67,9 +69,9 @@ def known_compiles(points: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
 
 
 def _point(config: Config, samples: list[tuple[Measurement | None, bool]], known: list[float]) -> dict[str, Any] | None:
-    """A confirmed point. A re-timed round takes the median of every compile sample of the
-    config (search and fresh ones alike), so a config whose executable had to be compiled
-    again is not judged on one loaded compile against another's kept one."""
+    """A confirmed point. A re-timed round takes the median of ``known`` and the fresh
+    compile samples, so a config whose executable had to be compiled again is not judged on
+    one loaded compile against another's kept one."""
     ms = [(m, fresh) for m, fresh in samples if m is not None]
     if not ms:
         return None
@@ -115,39 +117,46 @@ def confirm(runner, points: Sequence[dict[str, Any]], default: Config, objective
     configs = contenders(points, default, objective, top)
     runner.retain(configs)
     known = known_compiles(points)
+    side = {c for c in _margin_is_noise(list(points), default, objective) if c in configs}  # full every round
     samples: dict[Config, list[tuple[Measurement | None, bool]]] = {c: [] for c in configs}
     for r in range(rounds):
         for config in configs[r % len(configs):] + configs[: r % len(configs)]:
             check()
-            samples[config].append(_sample(runner, config, full=False))
-    extra: dict[Config, list[float]] = {c: [] for c in configs}
+            samples[config].append(_sample(runner, config, full=config in side))
+    extra: dict[Config, list[Measurement]] = {c: [] for c in configs}
 
     def points_now() -> list[dict[str, Any]]:
         out = []
         for c in configs:
-            p = _point(c, samples[c], known.get(c.to_json(), []) + extra[c])
-            if p is not None:
+            if c not in side:
+                p = _point(c, samples[c], known.get(c.to_json(), []))
+            elif (p := _point(c, samples[c], [m.compile_total_s for m in extra[c]])) is not None:
+                fresh = [m for m, f in samples[c] if m is not None and f] + extra[c]
+                for k in ("trace_s", "lower_s", "compile_s") if fresh else ():
+                    p["measurement"][k] = statistics.median(getattr(m, k) for m in fresh)
                 if extra[c]:
                     p["recompiled"] = len(extra[c])
+            if p is not None:
                 out.append(p)
         return out
 
     confirmed = points_now()
-    # Compile again where compile noise could flip the decision, until such a config holds
-    # ``rounds`` compile samples in all (the search's count: the default's reference rounds
-    # make it need none); the winner may change, so look again (each config at most once).
-    done: set[str] = set()
+    # The winner may change with each pair compiled again, so look again (each config at most once).
+    done: set[Config] = set(side)
     while True:
-        recompile = [c for c in _margin_is_noise(confirmed, default, objective) if c.to_json() not in done]
+        recompile = [c for c in _margin_is_noise(confirmed, default, objective) if c not in done]
         if not recompile:
             break
-        done.update(c.to_json() for c in recompile)
-        for c in recompile:
-            have = len(known.get(c.to_json(), [])) + sum(1 for m, fresh in samples[c] if m is not None and fresh)
-            for _ in range(max(0, rounds - have)):
-                check()
-                m, _fresh = _sample(runner, c, full=True)
-                if m is not None:
-                    extra[c].append(m.compile_total_s)
+        done.update(recompile)
+        side.update(recompile)
+        need = {c: rounds - sum(1 for m, fresh in samples[c] if m is not None and fresh) for c in recompile}
+        while any(n > 0 for n in need.values()):
+            for c in recompile:  # interleaved, as the rounds are
+                if need[c] > 0:
+                    need[c] -= 1
+                    check()
+                    m, _fresh = _sample(runner, c, full=True)
+                    if m is not None:
+                        extra[c].append(m)
         confirmed = points_now()
     return confirmed
