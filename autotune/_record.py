@@ -38,6 +38,7 @@ _ON, _OFF = ("1", "true", "yes", "on", "shapes"), ("", "0", "false", "no", "off"
 _seen: set[tuple] = set()
 _lock = threading.Lock()
 
+
 def mode(record: bool | str | None = False) -> str | None:
     """The recording mode of a decorator: ``"values"``, ``"shapes"`` or None (off).
 
@@ -55,8 +56,8 @@ def mode(record: bool | str | None = False) -> str | None:
     env_mode = "values" if env == "values" else ("shapes" if env in _ON else None)
     if env not in _ON + _OFF + ("values",):
         warn_once(("env", raw), f"autotune: {ENV_RECORD}={raw!r} is not 1, values or 0; recording stays off. "
-                   f"Set {ENV_RECORD}=1 to record the shapes of calls, or {ENV_RECORD}=values to keep their "
-                   "values too.")
+                  f"Set {ENV_RECORD}=1 to record the shapes of calls, or {ENV_RECORD}=values to keep their "
+                  "values too.")
     arg_mode = "values" if record == "values" else ("shapes" if record in (True, "shapes") else None)
     modes = {arg_mode, env_mode}
     return "values" if "values" in modes else ("shapes" if "shapes" in modes else None)
@@ -73,7 +74,7 @@ def max_bytes() -> int:
             raise ValueError
     except ValueError:
         warn_once(("max", raw), f"autotune: {ENV_MAX_MB}={raw!r} is not a number of MiB >= 0; recording "
-                   f"keeps at most the default {DEFAULT_MAX_MB:g} MiB of values per signature.")
+                  f"keeps at most the default {DEFAULT_MAX_MB:g} MiB of values per signature.")
         mb = DEFAULT_MAX_MB
     return int(mb * 2**20)
 
@@ -210,8 +211,8 @@ def record_call(ctl: Any, args: tuple, kwargs: dict, lookup: Any) -> bool:
 
 def _failed(key: str, exc: BaseException) -> None:
     warn_once(("record-error", key, type(exc).__name__),
-               f"autotune: could not record {key} for tuning later ({type(exc).__name__}: {exc}); the program "
-               "runs on unchanged, but `autotune tune --recorded` will not see this signature.")
+              f"autotune: could not record {key} for tuning later ({type(exc).__name__}: {exc}); the program "
+              "runs on unchanged, but `autotune tune --recorded` will not see this signature.")
 
 
 def _prepare(ctl: Any, args: tuple, kwargs: dict, lookup: Any, token: tuple):
