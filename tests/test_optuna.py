@@ -204,25 +204,3 @@ def test_a_config_left_queued_by_an_enqueue_race_is_closed_as_a_duplicate(tmp_pa
     [left] = [t for t in trials if "enqueue race" in t.user_attrs.get("reason", "")]
     assert left.user_attrs["outcome"] == "duplicate" and left.state.name == "FAIL"
     assert left.user_attrs["config"] == trials[0].user_attrs["config"]
-
-
-def test_a_trial_gets_the_config_it_was_opened_for_even_with_another_config_queued(tmp_path):
-    """A trial is created with its params in one storage call, never through Optuna's queue:
-    a config another process left enqueued cannot be handed to it (on PostgreSQL, 2 workers
-    recorded 3 duplicates of 12 trials that way)."""
-    storage = str(tmp_path / "studies.db")
-    fn = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="l")[0]  # noqa: E731
-    options = dict(n_trials=3, storage=storage, sampler="grid", timing={"target_s": 0.01}, confirm_rounds=1,
-                   progress=False, function_key="test_optuna:direct", runner=at.InProcessRunner(
-                       fn, (jnp.ones(3),), {}, {}, {"target_s": 0.01}))
-    first = at.tune(fn, jnp.ones(3), **options)
-    study = optuna.load_study(study_name=first.study_name, storage="sqlite:///" + storage)
-    study.enqueue_trial(study.trials[0].params)  # another process's queued config
-    second = at.tune(fn, jnp.ones(3), **{**options, "n_trials": 5})
-    trials = optuna.load_study(study_name=first.study_name, storage="sqlite:///" + storage).trials
-    measured = [t for t in trials if t.user_attrs.get("outcome") in ("complete", "shared")]
-    configs = [t.user_attrs["config"] for t in measured]
-    assert len(configs) == len(set(configs)) == 5  # two new configs measured, none a duplicate
-    assert [t for t in trials if t.user_attrs.get("outcome") == "duplicate"] == [
-        t for t in trials if "enqueue race" in t.user_attrs.get("reason", "")]  # only the queued one, drained
-    assert second.best_config is not None

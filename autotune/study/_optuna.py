@@ -16,7 +16,6 @@ box never blocks its config: a resumed or shared study measures it again.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import fcntl
 import os
 import socket
@@ -230,29 +229,27 @@ class Study:
         return self._study.get_trials(deepcopy=False)
 
     def start(self, config: Config, space, device_key: str) -> tuple[Any, Config]:
-        """Open a RUNNING trial for ``config``: its params and labels are written in the one
-        storage call that creates it (Optuna's enqueue-then-ask would let two racing processes
-        take each other's configs and leave one queued). Returns the trial and its config."""
-        params, choices = space.to_params(config), space.param_choices()
-        template = optuna.trial.FrozenTrial(
-            number=-1, state=optuna.trial.TrialState.RUNNING, value=None, datetime_start=datetime.datetime.now(),
-            datetime_complete=None, params=params,
-            distributions={k: optuna.distributions.CategoricalDistribution(choices[k]) for k in params},
-            user_attrs={"config": config.to_json(), "device": device_key, "owner": owner_identity(),
-                        "lease_until": time.time() + LEASE_S},
-            system_attrs={}, intermediate_values={}, trial_id=-1)
-        trial_id = self._study._storage.create_new_trial(self._study._study_id, template_trial=template)
-        trial = optuna.Trial(self._study, trial_id)
-        got = space.suggest(trial)  # the params it holds
+        """Open a trial for ``config`` (enqueued as fixed params, then asked, so the trial's
+        params are the config's). Returns the Optuna trial and the config it actually got
+        (another worker's enqueued config, in a race)."""
+        self._study.enqueue_trial(space.to_params(config))
+        trial = self._study.ask()
+        got = space.suggest(trial)
+        trial.set_user_attr("config", got.to_json())
+        trial.set_user_attr("device", device_key)
+        trial.set_user_attr("owner", owner_identity())
+        trial.set_user_attr("lease_until", time.time() + LEASE_S)
         with self._lease_lock:
             self._leased[trial._trial_id] = trial.number
         self._ensure_renewer()
         return trial, got
 
     def drain_waiting(self, space, device_key: str) -> int:
-        """Close trials left WAITING, as ``duplicate`` (not measurements): an older version
-        enqueued each config and asked, and two racing processes could take each other's
-        configs and leave one queued. A finished study holds no trial that looks queued.
+        """Close the trials an enqueue race left WAITING, as ``duplicate`` (not measurements).
+
+        :meth:`start` enqueues its config and asks; when two processes race, one's ask can take
+        the other's config and leave its own enqueued. The search proposes configs itself, so
+        nothing is lost, but a finished study must hold no trial that looks queued.
         """
         waiting = self._study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
         for _ in waiting:
