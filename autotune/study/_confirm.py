@@ -142,12 +142,10 @@ def confirm(runner, points: Sequence[dict[str, Any]], default: Config, objective
 
     confirmed = points_now()
     # The winner may change with each pair compiled again, so look again (each config at most once).
-    done: set[Config] = set(side)
     while True:
-        recompile = [c for c in _margin_is_noise(confirmed, default, objective) if c not in done]
+        recompile = [c for c in _margin_is_noise(confirmed, default, objective) if c not in side]
         if not recompile:
             break
-        done.update(recompile)
         side.update(recompile)
         need = {c: rounds - sum(1 for m, fresh in samples[c] if m is not None and fresh) for c in recompile}
         while any(n > 0 for n in need.values()):
