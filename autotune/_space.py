@@ -184,7 +184,7 @@ class Space:
         return total
 
     def to_params(self, config: Config) -> dict[str, Any]:
-        """Optuna params that reproduce ``config`` (for enqueueing a trial)."""
+        """Optuna params that reproduce ``config`` (a trial is created with them)."""
         params: dict[str, Any] = {}
         for e in self.entries:
             choice = config.get(e.site.id, e.site.default)
@@ -195,6 +195,16 @@ class Space:
             if choice.guard is not None:
                 params[e.guard_param] = choice.guard
         return params
+
+    def param_choices(self) -> dict[str, list[Any]]:
+        """Every Optuna param :meth:`suggest` may ask for, with its choices."""
+        out: dict[str, list[Any]] = {}
+        for e in self.entries:
+            repr_name, unroll_name = e.param_names()
+            out[repr_name], out[unroll_name] = list(e.reprs), list(e.unrolls)
+            if e.guards:
+                out[e.guard_param] = list(e.guards)
+        return out
 
     def from_params(self, params: dict[str, Any]) -> Config:
         """The config of a set of Optuna params (the inverse of :meth:`to_params`)."""

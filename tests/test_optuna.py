@@ -186,21 +186,80 @@ def test_the_study_database_is_private_whatever_the_umask(tmp_path):
     assert oct(storage.parent.stat().st_mode & 0o777) == "0o700"
 
 
-def test_a_config_left_queued_by_an_enqueue_race_is_closed_as_a_duplicate(tmp_path):
-    """Two workers' enqueue-then-ask can leave one enqueued config WAITING (seen on PostgreSQL);
-    the next search that finishes closes it, so a finished study holds no queued trial."""
+def _small_grid_study(tmp_path, key: str, n_trials: int):
+    """A 16-step loop's grid study (9 configs) in a SQLite file, measured in-process."""
     storage = str(tmp_path / "studies.db")
-    fn = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="l")[0]  # noqa: E731
-    options = dict(n_trials=2, storage=storage, sampler="grid", timing={"target_s": 0.01}, confirm_rounds=1,
-                   progress=False, function_key="test_optuna:queued", runner=at.InProcessRunner(
+    fn = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=16, name="l")[0]  # noqa: E731
+    options = dict(n_trials=n_trials, storage=storage, sampler="grid", timing={"target_s": 0.01}, confirm_rounds=1,
+                   progress=False, function_key=key, runner=at.InProcessRunner(
                        fn, (jnp.ones(3),), {}, {}, {"target_s": 0.01}))
+    return storage, fn, options
+
+
+def test_a_config_queued_beyond_the_budget_is_closed_as_a_duplicate(tmp_path):
+    """A config enqueued through Optuna when the budget is spent is never measured; the search
+    closes it, so a finished study holds no queued trial."""
+    storage, fn, options = _small_grid_study(tmp_path, "test_optuna:queued", n_trials=2)
     first = at.tune(fn, jnp.ones(3), **options)
     study = optuna.load_study(study_name=first.study_name, storage="sqlite:///" + storage)
-    study.enqueue_trial(study.trials[0].params)  # what the race leaves behind
+    study.enqueue_trial(study.trials[0].params)
     assert [t.state.name for t in study.trials].count("WAITING") == 1
     at.tune(fn, jnp.ones(3), **options)  # resumes: the budget is already spent, the queue is drained
     trials = optuna.load_study(study_name=first.study_name, storage="sqlite:///" + storage).trials
     assert not [t for t in trials if t.state.name in ("WAITING", "RUNNING")]
-    [left] = [t for t in trials if "enqueue race" in t.user_attrs.get("reason", "")]
+    [left] = [t for t in trials if "left queued" in t.user_attrs.get("reason", "")]
     assert left.user_attrs["outcome"] == "duplicate" and left.state.name == "FAIL"
     assert left.user_attrs["config"] == trials[0].user_attrs["config"]
+
+
+def test_a_config_queued_through_optuna_is_measured_next_and_proposals_stay_distinct(tmp_path):
+    storage, fn, options = _small_grid_study(tmp_path, "test_optuna:direct", n_trials=2)
+    first = at.tune(fn, jnp.ones(3), **options)
+    study = optuna.load_study(study_name=first.study_name, storage="sqlite:///" + storage)
+    unrolled = at.Config({"l": {"repr": "scan", "unroll": 8}})
+    assert unrolled.to_json() not in [t.user_attrs["config"] for t in study.trials]
+    study.enqueue_trial({"l.repr": "scan", "l.unroll": 8})  # a user's (or an Optuna tool's) queued config
+    second = at.tune(fn, jnp.ones(3), **{**options, "n_trials": 5})
+    trials = optuna.load_study(study_name=first.study_name, storage="sqlite:///" + storage).trials
+    assert trials[2].user_attrs["config"] == unrolled.to_json()  # the queued config is taken next
+    assert trials[2].user_attrs["outcome"] in ("complete", "shared", "pruned")
+    configs = [t.user_attrs["config"] for t in trials]
+    assert len(trials) == 5 and len(set(configs)) == 5  # every trial holds a config of its own
+    assert not [t for t in trials if t.state.name in ("WAITING", "RUNNING")]
+    assert second.best_config is not None
+
+
+RACER = textwrap.dedent('''
+    import os, sys, time
+    import jax.numpy as jnp
+    import autotune as at
+
+    folder = sys.argv[1]
+    open(os.path.join(folder, str(os.getpid())), "w").close()
+    deadline = time.time() + 120
+    while len(os.listdir(folder)) < 2 and time.time() < deadline:  # both start their search together
+        time.sleep(0.005)
+    fn = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=16, name="l")[0]
+    at.tune(fn, jnp.ones(3), n_trials=9, storage=sys.argv[2], sampler="grid", timing={"target_s": 0.01},
+            confirm_rounds=1, progress=False, function_key="test_optuna:race", isolate=False)
+''')
+
+
+@pytest.mark.slow
+def test_two_processes_on_one_sqlite_study_never_draw_the_same_config(tmp_path):
+    """Both walk one grid from the same first config; the proposal lock lets only one open each."""
+    storage = str(tmp_path / "studies.db")
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, str(barrier), storage], env={**os.environ, "PYTHONPATH": ROOT},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+    (name,) = optuna.study.get_all_study_names(storage="sqlite:///" + storage)
+    trials = optuna.load_study(study_name=name, storage="sqlite:///" + storage).trials
+    info = [(t.number, t.user_attrs.get("outcome"), t.user_attrs.get("config"), t.user_attrs["owner"]["pid"])
+            for t in trials]
+    configs = [t.user_attrs["config"] for t in trials]
+    assert len(trials) == 9 and len(set(configs)) == 9, info  # each config opened once: no duplicate at all
+    assert {t.user_attrs["owner"]["pid"] for t in trials} == {p.pid for p in procs}, info  # both measured

@@ -16,7 +16,9 @@ box never blocks its config: a resumed or shared study measures it again.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import fcntl
+import hashlib
 import os
 import socket
 import threading
@@ -37,6 +39,9 @@ TRIAL_ATTRS = ("config", "device", "outcome", "reason", "measurement", "program_
 """User attributes of a trial: its config (canonical JSON), device key, :class:`Outcome`, reason,
 measurement (``Measurement.to_dict()``), lowered-program hash, the trial whose measurement it
 shares, a compile-time lower bound when stopped, a predicted compile time when skipped, and its lease."""
+
+PROPOSAL_WAIT_S = 10.0
+"""The longest a process waits for the study's proposal lock before proposing without it."""
 
 LEASE_S = float(os.environ.get("AUTOTUNE_LEASE_S", "60"))
 """How long a trial's lease lasts without renewal; renewed every ``LEASE_S / 6`` seconds."""
@@ -151,6 +156,56 @@ def _creation_lock(url: str) -> Iterator[None]:
         os.close(fd)
 
 
+@contextlib.contextmanager
+def _proposal_lock(rdb: Any, url: str, name: str) -> Iterator[None]:
+    deadline = time.monotonic() + PROPOSAL_WAIT_S
+    path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else None
+    if path and path != ":memory:":
+        from .._paths import create_private_file
+
+        create_private_file(path + ".propose.lock")
+        fd = os.open(path + ".propose.lock", os.O_RDWR)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.01)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+        return
+    if not url.startswith("postgresql"):
+        yield
+        return
+    import sqlalchemy
+
+    key = int.from_bytes(hashlib.sha256(f"autotune-propose:{name}".encode()).digest()[:8], "big", signed=True)
+    conn, held = None, False
+    try:
+        conn = rdb.engine.connect()
+        while not held and time.monotonic() < deadline:
+            held = bool(conn.execute(sqlalchemy.text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar())
+            if not held:
+                time.sleep(0.01)
+    except Exception:  # no lock: owner_of still keeps a config from being measured twice
+        held = False
+    try:
+        yield
+    finally:
+        if conn is not None:
+            try:
+                if held:
+                    conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                conn.rollback()
+            except Exception:  # a pooled connection must not keep the lock
+                conn.invalidate()
+            conn.close()
+
+
 def _storage_error(url: str, exc: BaseException) -> StudyError:
     from .._paths import redact
 
@@ -189,7 +244,7 @@ class Study:
 
     def __init__(self, name: str, url: str, directions: int):
         self.name, self.url = name, url
-        st = storage(url)
+        self._rdb = st = storage(url)
         for attempt in range(6):
             try:
                 self._study = optuna.create_study(
@@ -228,36 +283,62 @@ class Study:
     def frozen_trials(self) -> list[optuna.trial.FrozenTrial]:
         return self._study.get_trials(deepcopy=False)
 
-    def start(self, config: Config, space, device_key: str) -> tuple[Any, Config]:
-        """Open a trial for ``config`` (enqueued as fixed params, then asked, so the trial's
-        params are the config's). Returns the Optuna trial and the config it actually got
-        (another worker's enqueued config, in a race)."""
-        self._study.enqueue_trial(space.to_params(config))
+    @contextlib.contextmanager
+    def proposal_lock(self) -> Iterator[None]:
+        """Held while this process reads the trials, picks a config and opens its trial, so two
+        workers of one study never draw the same config at once (PostgreSQL: an advisory lock;
+        SQLite: a lock file beside the database). It waits at most :data:`PROPOSAL_WAIT_S`
+        (a stopped process may hold it), then goes on without it: :meth:`owner_of` still keeps a
+        config from being measured twice."""
+        with _proposal_lock(self._rdb, self.url, self.name):
+            yield
+
+    def open(self, config: Config, space, device_key: str) -> tuple[Any, Config]:
+        """A RUNNING trial for ``config``, its params and labels written in the one storage call
+        that creates it (never through Optuna's queue, which hands a trial the oldest queued
+        config, perhaps another process's). Returns the trial and its config."""
+        params, choices = space.to_params(config), space.param_choices()
+        template = optuna.trial.FrozenTrial(
+            number=-1, state=optuna.trial.TrialState.RUNNING, value=None, datetime_start=datetime.datetime.now(),
+            datetime_complete=None, params=params,
+            distributions={k: optuna.distributions.CategoricalDistribution(choices[k]) for k in params},
+            user_attrs={"config": config.to_json(), "device": device_key, "owner": owner_identity(),
+                        "lease_until": time.time() + LEASE_S},
+            system_attrs={}, intermediate_values={}, trial_id=-1)
+        trial_id = self._study._storage.create_new_trial(self._study._study_id, template_trial=template)
+        return self._lease(optuna.Trial(self._study, trial_id), space)
+
+    def pop_queued(self, space, device_key: str) -> tuple[Any, Config]:
+        """The oldest queued trial (``study.enqueue_trial``, by a user or an Optuna tool), taken
+        as Optuna's ``ask`` takes it; returns the trial and the config it holds."""
         trial = self._study.ask()
-        got = space.suggest(trial)
-        trial.set_user_attr("config", got.to_json())
         trial.set_user_attr("device", device_key)
         trial.set_user_attr("owner", owner_identity())
         trial.set_user_attr("lease_until", time.time() + LEASE_S)
+        trial, got = self._lease(trial, space)
+        trial.set_user_attr("config", got.to_json())
+        return trial, got
+
+    def _lease(self, trial: Any, space) -> tuple[Any, Config]:
+        got = space.suggest(trial)  # the params it holds
         with self._lease_lock:
             self._leased[trial._trial_id] = trial.number
         self._ensure_renewer()
         return trial, got
 
     def drain_waiting(self, space, device_key: str) -> int:
-        """Close the trials an enqueue race left WAITING, as ``duplicate`` (not measurements).
-
-        :meth:`start` enqueues its config and asks; when two processes race, one's ask can take
-        the other's config and leave its own enqueued. The search proposes configs itself, so
-        nothing is lost, but a finished study must hold no trial that looks queued.
-        """
+        """Close the trials still queued when a search ends, as ``duplicate`` (not measurements):
+        configs enqueued through Optuna that the budget left no room for, or left by an older
+        autotune whose workers enqueued and asked in a race. A finished study holds no trial
+        that looks queued."""
         waiting = self._study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
         for _ in waiting:
             trial = self._study.ask()
             trial.set_user_attr("config", space.suggest(trial).to_json())
             trial.set_user_attr("device", device_key)
-            self.finish(trial, Outcome.DUPLICATE, reason="left queued by two workers' enqueue race; "
-                                                          "the search proposes its configs itself, so nothing is lost")
+            self.finish(trial, Outcome.DUPLICATE, reason="left queued when the search ended (enqueued through Optuna "
+                                                          "beyond the trial budget, or by an older version's enqueue "
+                                                          "race); the search proposes its configs itself")
         return len(waiting)
 
     def finish(self, trial: Any, outcome: Outcome, *, value: Any = None, reason: str | None = None,

@@ -32,6 +32,7 @@ class Progress:
 
     def __init__(self, enabled: bool, total: int, title: str = "tuning", transient: bool = False):
         self.bar = None
+        self._status = ""
         if not enabled:
             return
         from rich.console import Console
@@ -41,18 +42,26 @@ class Progress:
 
         console = Console(stderr=True)
         title = shorten(title, 28)
-        # What is left of the line once the title, a 16-cell bar, n/N and the clock are drawn:
-        # the status is shortened between words to fit it, never cut mid-word by the terminal.
-        self._room = max(12, console.width - len(title) - 16 - 9 - 8 - 5)
+        # What is left of the line once the title, the bar (narrower below 100 columns), n/N and
+        # the clock are drawn: the standing best (first, up to 3/4 of it) and the status share
+        # it, each shortened between words to fit, never cut mid-word by the terminal; a status
+        # with no room left is not shown.
+        bar_width = 16 if console.width >= 100 else 10
+        n_of_n = 2 * len(str(max(1, total))) + 1
+        self._room = max(20, console.width - len(title) - bar_width - n_of_n - 7 - 6)
         self._shorten = shorten
+        self._best = ""
         self.bar = RichProgress(
-            TextColumn(f"[bold]{title}[/bold]"), BarColumn(bar_width=16), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.fields[status]}"), console=console, transient=transient)
-        self.task = self.bar.add_task(title, total=max(1, total), status="")
+            TextColumn(f"[bold]{title}[/bold]"), BarColumn(bar_width=bar_width), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("{task.fields[best]}"), TextColumn("{task.fields[status]}"),
+            console=console, transient=transient)
+        self.task = self.bar.add_task(title, total=max(1, total), status="", best="")
         self.bar.start()
 
     def update(self, completed: int | None = None, status: str | None = None, total: int | None = None,
-               advance: int = 0) -> None:
+               advance: int = 0, best: str | None = None) -> None:
+        """Move the bar; ``best`` is the standing best-so-far text (kept until replaced, ``""``
+        clears it), ``status`` what is happening now."""
         if self.bar is None:
             return
         fields: dict[str, Any] = {}
@@ -60,8 +69,14 @@ class Progress:
             fields["completed"] = completed
         if total is not None:
             fields["total"] = max(1, total)
+        if best is not None:
+            self._best = self._shorten(best, self._room * 3 // 4) if best else ""
+            fields["best"] = self._best + (" ·" if self._best else "")
         if status is not None:
-            fields["status"] = self._shorten(status, self._room)
+            self._status = status
+        if status is not None or best is not None:
+            room = self._room - (len(self._best) + 3 if self._best else 0)
+            fields["status"] = self._shorten(self._status, room) if room >= 14 else ""
         if advance:
             fields["advance"] = advance
         self.bar.update(self.task, **fields)

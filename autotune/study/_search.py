@@ -122,16 +122,26 @@ class Search:
             except Exception:  # the guard then compares with the first config that runs
                 self.reference = None
 
-    def step(self, config: Config, budget_s: float | None, taken: set[str]) -> None:
-        """Measure one config as a trial of the study."""
-        predicted = self.predictor.over_budget(config, budget_s) if config != self.default else None
-        trial, got = self.study.start(config, self.space, self.device_key)
+    def open(self, views: list[TrialView], taken: set[str]) -> tuple[Any, Config] | None:
+        """The next trial, opened (call under the study's proposal lock): the default first, then
+        any config queued through Optuna (oldest first), then the proposer's; None when every
+        config is taken."""
+        if self.default.to_json() not in taken:
+            return self.study.open(self.default, self.space, self.device_key)
+        if any(v.state == "WAITING" for v in views):
+            return self.study.pop_queued(self.space, self.device_key)
+        config = self.proposer.propose(taken)
+        return None if config is None else self.study.open(config, self.space, self.device_key)
+
+    def step(self, trial: Any, got: Config, budget_s: float | None) -> None:
+        """Measure the config of an opened trial and close the trial with what happened."""
         owner = self.study.owner_of(got.to_json(), trial.number, self.space)
         if owner is not None:
             self.study.finish(trial, Outcome.DUPLICATE, reason=f"same config as trial {owner} (another worker drew "
                               "it at the same moment); not measured twice")
             return
-        if predicted is not None and got == config:
+        predicted = self.predictor.over_budget(got, budget_s) if got != self.default else None
+        if predicted is not None:
             self.study.finish(trial, Outcome.PRUNED, predicted_compile_s=predicted,
                               compile_s_at_least=predicted / MARGIN, reason=(
                                   f"skipped before compiling: its predicted compile time {predicted:.3g} s (fit on "
@@ -192,40 +202,41 @@ class Search:
 
     def _search(self, budget: int, deadline: float | None) -> None:
         self._by_hash: dict[str, tuple[int, Measurement]] = {}
+        self.reference_outputs([record_of(v, self.objective) for v in self.study.trials(self.space)])
         first = True
         while True:
             self.latch.check()
             if not first and deadline is not None and time.monotonic() > deadline:
                 return
+            first = False
             self.study.reclaim_abandoned()
-            views = self.study.trials(self.space)
-            records = [record_of(v, self.objective) for v in views]
-            if first:
-                self.reference_outputs(records)
-                first = False
-            self._learn(records)
-            for v in views:
-                m = v.measurement
-                if v.outcome == Outcome.COMPLETE and m and m.get("program_hash"):
-                    self._by_hash.setdefault(m["program_hash"], (v.number, Measurement.from_dict(m)))
-            if _counted(views) >= budget:
+            with self.study.proposal_lock():
+                views = self.study.trials(self.space)
+                if _counted(views) >= budget:
+                    return
+                records = [record_of(v, self.objective) for v in views]
+                self._learn(records)
+                for v in views:
+                    m = v.measurement
+                    if v.outcome == Outcome.COMPLETE and m and m.get("program_hash"):
+                        self._by_hash.setdefault(m["program_hash"], (v.number, Measurement.from_dict(m)))
+                budget_s = self.budget(self.points(records))
+                opened = self.open(views, {v.config_json for v in views if v.takes_config})
+            if opened is None:
                 return
-            taken = {v.config_json for v in views if v.takes_config}
-            config = self.default if self.default.to_json() not in taken else self.proposer.propose(taken)
-            if config is None:
-                return
-            self.step(config, self.budget(self.points(records)), taken)
+            self.step(*opened, budget_s)
             self.progress.update(completed=min(budget, _counted(self.study.trials(self.space))),
-                                 status=self.status())
+                                 best=self.best_text(), status="")
 
-    def status(self) -> str:
+    def best_text(self) -> str:
+        """The progress bar's standing text: the best cost so far (the one selection rule)."""
         points = self.points()
         if not points:
             return "no measured config yet"
         if self.search == "pareto":
-            return f"Pareto front of {len(_select.pareto_front(points))}"
+            return f"front of {len(_select.pareto_front(points))}"
         best = _select.choose(points, self.objective, default=self.default.to_dict())
-        return f"best so far {best.cost:.4g} s: {Config.from_dict(best.config).label(self.space.sites)}"
+        return f"best {best.cost:.4g} s: {Config.from_dict(best.config).label(self.space.sites)}"
 
 
 def _counted(views: list[TrialView]) -> int:

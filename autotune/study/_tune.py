@@ -169,7 +169,7 @@ def tune(fn: Callable, *args: Any, kwargs: dict[str, Any] | None = None, expecte
                 runner.close()
             result = _result(study, space, program, signature, device, goal, objective, kind, records,
                              confirmed, url, started)
-            bar.update(status=f"winner {result.best_config.label(program.sites)} at {result.best_cost:.4g} s")
+            bar.update(best="", status=f"winner {result.best_config.label(program.sites)} at {result.best_cost:.4g} s")
         return result
     finally:
         study.close()
