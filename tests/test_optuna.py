@@ -224,7 +224,8 @@ def test_a_config_queued_through_optuna_is_measured_next_and_proposals_stay_dist
     assert trials[2].user_attrs["config"] == unrolled.to_json()  # the queued config is taken next
     assert trials[2].user_attrs["outcome"] in ("complete", "shared", "pruned")
     configs = [t.user_attrs["config"] for t in trials]
-    assert len(trials) == 5 and len(set(configs)) == 5  # every trial holds a config of its own
+    predicted = [t for t in trials if "predicted_compile_s" in t.user_attrs]  # skipped: not a measurement
+    assert len(trials) - len(predicted) == 5 and len(set(configs)) == len(trials)  # each holds a config of its own
     assert not [t for t in trials if t.state.name in ("WAITING", "RUNNING")]
     assert second.best_config is not None
 

@@ -14,6 +14,16 @@ from autotune.cache import Cache
 FAST = {"target_s": 0.02, "min_reps": 3, "warmup": 1}
 
 
+def skipped(t) -> bool:
+    """A trial closed on its predicted compile time, before compiling: no measurement."""
+    return t.state == "pruned" and (t.reason or "").startswith("skipped before compiling")
+
+
+def measured(trials) -> list:
+    """The trials that count toward n_trials: not duplicates, not skipped on a prediction."""
+    return [t for t in trials if t.state != "duplicate" and not skipped(t)]
+
+
 def heavy(x):
     # A body with many ops over 32 steps: full unroll makes XLA compile a much larger program.
     def body(c, _):
@@ -73,8 +83,8 @@ def test_resume_continues_the_same_study(tmp_path):
     r1 = at.tune(tiny, jnp.ones(()), n_trials=3, sampler="tpe", storage=storage, timing=FAST, confirm_rounds=1)
     r2 = at.tune(tiny, jnp.ones(()), n_trials=5, sampler="tpe", storage=storage, timing=FAST, confirm_rounds=1)
     assert r1.study_name == r2.study_name
-    assert len(r1.trials) == 3 and len(r2.trials) == 5
-    assert [t.config for t in r2.trials[:3]] == [t.config for t in r1.trials]
+    assert len(measured(r1.trials)) == 3 and len(measured(r2.trials)) == 5
+    assert [t.config for t in r2.trials[:len(r1.trials)]] == [t.config for t in r1.trials]
 
 
 def test_grid_resume_measures_nothing_twice(tmp_path):
@@ -108,6 +118,7 @@ def test_bad_sampler_and_trials():
 
 # --------------------------------------------------------------- distinct measurements
 
+
 def two_loops(x):
     # 2 sites x (scan unroll 1, 2, 4, 8, 16 + for + fori 1..16) : a space of over 60 configs.
     a = at.loop(lambda c, _: (c * 0.999 + 0.001, None), x, length=32, name="a")[0]
@@ -124,10 +135,8 @@ def test_every_trial_is_a_new_measurement_and_the_default_is_measured_three_time
     assert duplicates <= 0.05 * len(r.trials)
     # n_trials counts measurements: a config skipped on its predicted compile time is recorded
     # (pruned, with the prediction as its reason) but does not use up the budget.
-    skipped = [t for t in r.trials if t.state == "pruned" and (t.reason or "").startswith("skipped before compiling")]
-    measured = [t for t in r.trials if t.state != "duplicate" and t not in skipped]
-    assert len(measured) == 30 and len({c.to_json() for c in configs}) == len(configs)
-    assert all(t.measurement is None and t.compile_s_at_least for t in skipped)
+    assert len(measured(r.trials)) == 30 and len({c.to_json() for c in configs}) == len(configs)
+    assert all(t.measurement is None and t.compile_s_at_least for t in r.trials if skipped(t))
     first = r.trials[0]
     assert first.config == r.default_config and len(first.measurement["rounds"]) == 3
     # The study's sampler really is TPE, and no trial was told a copied value.
@@ -142,8 +151,8 @@ def test_random_and_grid_never_repeat_and_resume_without_repeating(tmp_path):
                  confirm_rounds=1, isolate=False)
     r2 = at.tune(two_loops, jnp.ones(4), n_trials=14, sampler="random", storage=storage, timing=FAST,
                  confirm_rounds=1, isolate=False)
-    assert len(r1.trials) == 8 and len(r2.trials) == 14
-    assert len({t.config.to_json() for t in r2.trials}) == 14
+    assert len(measured(r1.trials)) == 8 and len(measured(r2.trials)) == 14
+    assert len({t.config.to_json() for t in r2.trials}) == len(r2.trials)
 
 
 def test_the_winner_cost_and_the_stored_winner_come_from_the_one_rule(tmp_path):

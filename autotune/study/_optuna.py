@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import fcntl
-import hashlib
 import os
-import socket
 import threading
 import time
 import warnings
@@ -33,15 +30,14 @@ import optuna
 from .._config import Config
 from .._errors import StudyError
 from .._runner import Outcome
+from . import _locks
+from ._locks import creation_lock, owner_gone, owner_identity
 
 TRIAL_ATTRS = ("config", "device", "outcome", "reason", "measurement", "program_hash", "shared_with",
                "compile_s_at_least", "predicted_compile_s", "owner", "lease_until")
 """User attributes of a trial: its config (canonical JSON), device key, :class:`Outcome`, reason,
 measurement (``Measurement.to_dict()``), lowered-program hash, the trial whose measurement it
 shares, a compile-time lower bound when stopped, a predicted compile time when skipped, and its lease."""
-
-PROPOSAL_WAIT_S = 10.0
-"""The longest a process waits for the study's proposal lock before proposing without it."""
 
 LEASE_S = float(os.environ.get("AUTOTUNE_LEASE_S", "60"))
 """How long a trial's lease lasts without renewal; renewed every ``LEASE_S / 6`` seconds."""
@@ -50,45 +46,6 @@ _STATE = {Outcome.COMPLETE: "COMPLETE", Outcome.SHARED: "COMPLETE", Outcome.PRUN
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-
-
-def _boot_id() -> str:
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def _start_time(pid: int) -> str | None:
-    """A process's start time (clock ticks since boot), to tell a reused pid from the original."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
-def owner_identity() -> dict[str, Any]:
-    pid = os.getpid()
-    return {"host": socket.gethostname(), "boot": _boot_id(), "pid": pid, "start": _start_time(pid)}
-
-
-def _owner_gone(owner: dict[str, Any]) -> bool:
-    """True when the owner ran on this host and its process no longer exists."""
-    if owner.get("host") != socket.gethostname() or owner.get("boot", "") != _boot_id():
-        return False
-    pid = int(owner.get("pid", -1))
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        pass
-    start = owner.get("start")
-    return start is not None and _start_time(pid) not in (None, start)
 
 
 @dataclass(frozen=True)
@@ -134,78 +91,6 @@ def _view(t: optuna.trial.FrozenTrial, space=None) -> TrialView:
                      attrs.get("measurement"), values, attrs)
 
 
-@contextlib.contextmanager
-def _creation_lock(url: str) -> Iterator[None]:
-    """Serialise the first creation of a SQLite study database across processes: Optuna's
-    table creation races (``UNIQUE constraint failed: alembic_version.version_num``)."""
-    path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else None
-    if not path or path == ":memory:":
-        yield
-        return
-    from .._paths import create_private_file, make_private_dirs
-
-    make_private_dirs(os.path.dirname(os.path.abspath(path)) or ".")
-    create_private_file(path)  # the study database is private, like the cache beside it (0600, whatever the umask)
-    create_private_file(path + ".lock")
-    fd = os.open(path + ".lock", os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def _proposal_lock(rdb: Any, url: str, name: str) -> Iterator[None]:
-    deadline = time.monotonic() + PROPOSAL_WAIT_S
-    path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else None
-    if path and path != ":memory:":
-        from .._paths import create_private_file
-
-        create_private_file(path + ".propose.lock")
-        fd = os.open(path + ".propose.lock", os.O_RDWR)
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        break
-                    time.sleep(0.01)
-            yield
-        finally:
-            os.close(fd)  # releases the lock
-        return
-    if not url.startswith("postgresql"):
-        yield
-        return
-    import sqlalchemy
-
-    key = int.from_bytes(hashlib.sha256(f"autotune-propose:{name}".encode()).digest()[:8], "big", signed=True)
-    conn, held = None, False
-    try:
-        conn = rdb.engine.connect()
-        while not held and time.monotonic() < deadline:
-            held = bool(conn.execute(sqlalchemy.text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar())
-            if not held:
-                time.sleep(0.01)
-    except Exception:  # no lock: owner_of still keeps a config from being measured twice
-        held = False
-    try:
-        yield
-    finally:
-        if conn is not None:
-            try:
-                if held:
-                    conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-                conn.rollback()
-            except Exception:  # a pooled connection must not keep the lock
-                conn.invalidate()
-            conn.close()
-
-
 def _storage_error(url: str, exc: BaseException) -> StudyError:
     from .._paths import redact
 
@@ -223,7 +108,7 @@ def storage(url: str) -> optuna.storages.BaseStorage:
     last = None
     for attempt in range(8):
         try:
-            with _creation_lock(url):
+            with creation_lock(url):
                 return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
         except Exception as exc:  # a PostgreSQL race on CREATE TYPE/TABLE, or a real failure
             last = exc
@@ -287,10 +172,10 @@ class Study:
     def proposal_lock(self) -> Iterator[None]:
         """Held while this process reads the trials, picks a config and opens its trial, so two
         workers of one study never draw the same config at once (PostgreSQL: an advisory lock;
-        SQLite: a lock file beside the database). It waits at most :data:`PROPOSAL_WAIT_S`
+        SQLite: a lock file beside the database). It waits at most :data:`autotune.study._locks.PROPOSAL_WAIT_S`
         (a stopped process may hold it), then goes on without it: :meth:`owner_of` still keeps a
         config from being measured twice."""
-        with _proposal_lock(self._rdb, self.url, self.name):
+        with _locks.proposal_lock(self._rdb, self.url, self.name):
             yield
 
     def open(self, config: Config, space, device_key: str) -> tuple[Any, Config]:
@@ -377,7 +262,7 @@ class Study:
                 continue
             owner, lease = t.user_attrs.get("owner"), t.user_attrs.get("lease_until")
             started = t.datetime_start.timestamp() if t.datetime_start else now
-            if owner and _owner_gone(owner):
+            if owner and owner_gone(owner):
                 why = f"the process measuring it (pid {owner.get('pid')} on {owner.get('host')}) is gone"
             elif (lease if lease is not None else started + LEASE_S) < now - LEASE_S / 6:
                 why = "its process stopped renewing its lease (killed, or its machine is gone)"
