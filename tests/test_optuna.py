@@ -264,3 +264,26 @@ def test_two_processes_on_one_sqlite_study_never_draw_the_same_config(tmp_path):
     configs = [t.user_attrs["config"] for t in trials]
     assert len(trials) == 9 and len(set(configs)) == 9, info  # each config opened once: no duplicate at all
     assert {t.user_attrs["owner"]["pid"] for t in trials} == {p.pid for p in procs}, info  # both measured
+
+
+def test_a_held_proposal_lock_delays_a_search_but_never_stops_it(tmp_path, monkeypatch):
+    """A process stopped while it holds the lock (SIGSTOP, a debugger) costs the others at most
+    PROPOSAL_WAIT_S per pick; they then pick without it."""
+    import fcntl
+
+    from autotune.study import _locks
+
+    monkeypatch.setattr(_locks, "PROPOSAL_WAIT_S", 0.5)
+    storage, fn, options = _small_grid_study(tmp_path, "test_optuna:held", n_trials=3)
+    url = "sqlite:///" + storage
+    with _locks.proposal_lock(None, url, "s"):  # inside, the lock is really held: nobody else gets it
+        with open(storage + ".propose.lock") as other:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with open(storage + ".propose.lock") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another open file: a search's own flock must wait for it
+        t0 = time.monotonic()
+        with _locks.proposal_lock(None, url, "s"):
+            assert time.monotonic() - t0 >= 0.5  # waited it out, then went on
+        r = at.tune(fn, jnp.ones(3), **options)
+    assert len([t for t in r.trials if t.state != "duplicate"]) >= 3 and r.best_config is not None

@@ -82,13 +82,22 @@ def creation_lock(url: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def proposal_lock(rdb: Any, url: str, name: str) -> Iterator[None]:
+    """Hold study ``name``'s proposal lock (see ``Study.proposal_lock``): a lock file beside a
+    SQLite database, a session advisory lock on PostgreSQL, nothing elsewhere. Waits at most
+    :data:`PROPOSAL_WAIT_S`; when the lock cannot be had (or made), goes on without it."""
     deadline = time.monotonic() + PROPOSAL_WAIT_S
     path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else None
     if path and path != ":memory:":
         from .._paths import create_private_file
 
-        create_private_file(path + ".propose.lock")
-        fd = os.open(path + ".propose.lock", os.O_RDWR)
+        try:
+            create_private_file(path + ".propose.lock")
+            fd = os.open(path + ".propose.lock", os.O_RDWR)
+        except OSError:  # e.g. a read-only folder: duplicates stay caught by the lowest-trial rule
+            fd = None
+        if fd is None:
+            yield
+            return
         try:
             while True:
                 try:

@@ -172,9 +172,9 @@ class Study:
     def proposal_lock(self) -> Iterator[None]:
         """Held while this process reads the trials, picks a config and opens its trial, so two
         workers of one study never draw the same config at once (PostgreSQL: an advisory lock;
-        SQLite: a lock file beside the database). It waits at most :data:`autotune.study._locks.PROPOSAL_WAIT_S`
-        (a stopped process may hold it), then goes on without it: :meth:`owner_of` still keeps a
-        config from being measured twice."""
+        SQLite: a lock file beside the database). It waits at most ``_locks.PROPOSAL_WAIT_S``
+        (10 s: a stopped process may hold it), then goes on without it, and :meth:`owner_of`
+        still keeps a config from being measured twice."""
         with _locks.proposal_lock(self._rdb, self.url, self.name):
             yield
 
