@@ -116,6 +116,15 @@ def redact_text(text: str, url: Any = None) -> str:
     return text
 
 
+def storage_file(url: str) -> str | None:
+    """The file of a ``sqlite:///`` storage URL as autotune writes them (:func:`storage_url`), or
+    None (another database, or an in-memory one)."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = url[len("sqlite:///"):]
+    return None if path in ("", ":memory:") or path.startswith("file:") else path
+
+
 def sqlite_file(url: Any) -> str | None:
     """Absolute path of a SQLite file URL, or None (not SQLite, in-memory or a ``file:`` URI)."""
     if url.get_backend_name() != "sqlite":

@@ -111,6 +111,10 @@ class Runner(Protocol):
         or crashes).
     ``retain(configs)``
         Keep the compiled executables of these configs for ``retime``; drop the others.
+    ``renew() -> bool`` (optional)
+        Measure from now on in a fresh process (kept executables are lost), so confirmation
+        can check a close decision in a second process; False when there is no other process
+        to use (an in-process runner), and a runner without it is never renewed.
     ``close()``
         Release every resource (idempotent).
     ``isolated``
@@ -268,6 +272,10 @@ class InProcessRunner:
 
     def start(self) -> None:
         """Nothing to start in this process (the worker runner starts its process here)."""
+
+    def renew(self) -> bool:
+        """There is no other process to measure in: False."""
+        return False
 
     def retain(self, configs: Iterable[Config | dict]) -> None:
         self.store.retain(Config.from_dict(c).to_json() for c in configs)

@@ -69,6 +69,11 @@ def test_export_mode_shares_a_program_without_sending_it():
         assert same.program_hash == full.program_hash and same.compile_s == full.compile_s
         assert same.run_s == full.run_s and same.config == at.Config({site: {"unroll": 8}})
         assert runner.pid == pid
+        # renew(): confirmation's second process. The old worker is reaped, its executables with it.
+        assert runner.renew() is True
+        assert gone(pid) and runner.retime({site: {"repr": "for"}}) is None
+        again = runner.measure({site: {"repr": "for"}})
+        assert runner.pid not in (None, pid) and runner.restarts == 1 and again.program_hash == full.program_hash
 
 
 def test_a_host_callback_without_a_location_is_measured_in_process_with_one_warning(recwarn):
@@ -82,6 +87,7 @@ def test_a_host_callback_without_a_location_is_measured_in_process_with_one_warn
         b = runner.measure(FOR)
         assert not runner.isolated and "host_callbacks" in runner.fallback_reason and runner.pid is None
         assert runner.retime({}) is not None  # the in-process runner keeps executables too
+        assert runner.renew() is False and runner.retime({}) is not None  # no second process to use
     np.testing.assert_allclose(b.outputs, a.outputs)
     np.testing.assert_allclose(a.outputs, np.asarray(jax.jit(doubled)(x)))
     warned = [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

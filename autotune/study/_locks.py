@@ -62,11 +62,12 @@ def owner_gone(owner: dict[str, Any]) -> bool:
 def creation_lock(url: str) -> Iterator[None]:
     """Serialise the first creation of a SQLite study database across processes: Optuna's
     table creation races (``UNIQUE constraint failed: alembic_version.version_num``)."""
-    path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else None
-    if not path or path == ":memory:":
+    from .._paths import create_private_file, make_private_dirs, storage_file
+
+    path = storage_file(url)
+    if path is None:
         yield
         return
-    from .._paths import create_private_file, make_private_dirs
 
     make_private_dirs(os.path.dirname(os.path.abspath(path)) or ".")
     create_private_file(path)  # the study database is private, like the cache beside it (0600, whatever the umask)
@@ -86,10 +87,10 @@ def proposal_lock(rdb: Any, url: str, name: str) -> Iterator[None]:
     SQLite database, a session advisory lock on PostgreSQL, nothing elsewhere. Waits at most
     :data:`PROPOSAL_WAIT_S`; when the lock cannot be had (or made), goes on without it."""
     deadline = time.monotonic() + PROPOSAL_WAIT_S
-    path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else None
-    if path and path != ":memory:":
-        from .._paths import create_private_file
+    from .._paths import create_private_file, storage_file
 
+    path = storage_file(url)
+    if path is not None:
         try:
             create_private_file(path + ".propose.lock")
             fd = os.open(path + ".propose.lock", os.O_RDWR)

@@ -346,9 +346,10 @@ def load(name: str, url: str) -> Study:
 
 def summaries(url: str) -> list[dict[str, Any]]:
     """Name and user attributes of every study in a storage (refusing to create a missing SQLite file)."""
-    from .._paths import redact
+    from .._paths import redact, storage_file
 
-    if url.startswith("sqlite:///") and ":memory:" not in url and not os.path.exists(url[len("sqlite:///"):]):
+    path = storage_file(url)
+    if path is not None and not os.path.exists(path):
         raise StudyError(f"There is no study storage at {redact(url)}: run `autotune tune FILE` first, or pass "
                          "--storage (or --cache) to point at the one it used.")
     try:

@@ -58,6 +58,11 @@ class Progress:
         self.task = self.bar.add_task(title, total=max(1, total), status="", best="")
         self.bar.start()
 
+    @property
+    def shown(self) -> bool:
+        """Whether the bar is drawn (so callers can skip building its texts)."""
+        return self.bar is not None
+
     def update(self, completed: int | None = None, status: str | None = None, total: int | None = None,
                advance: int = 0, best: str | None = None) -> None:
         """Move the bar; ``best`` is the standing best-so-far text (kept until replaced, ``""``

@@ -23,6 +23,8 @@ class TrialRecord:
         cost: the single-trial cost under the study's objective (counted trials only).
         compile_s_at_least: for a stopped trial (pruned, timed out), the compile seconds it
             had spent or was predicted at (a lower bound).
+        predicted_compile_s: for a config skipped before compiling, the compile time predicted
+            for it (such a trial is no measurement and does not count toward ``n_trials``).
     """
 
     number: int
@@ -32,6 +34,12 @@ class TrialRecord:
     reason: str | None = None
     measurement: dict[str, Any] | None = None
     compile_s_at_least: float | None = None
+    predicted_compile_s: float | None = None
+
+    @property
+    def skipped(self) -> bool:
+        """Closed on its predicted compile time before compiling: no measurement."""
+        return self.predicted_compile_s is not None
 
     @property
     def outcome(self) -> Outcome | None:
@@ -55,7 +63,7 @@ class TrialRecord:
     def to_dict(self) -> dict[str, Any]:
         return {"number": self.number, "config": self.config.to_dict(), "state": self.state, "cost": self.cost,
                 "reason": self.reason, "measurement": self.measurement,
-                "compile_s_at_least": self.compile_s_at_least}
+                "compile_s_at_least": self.compile_s_at_least, "predicted_compile_s": self.predicted_compile_s}
 
 
 @dataclass

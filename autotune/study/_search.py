@@ -9,6 +9,7 @@ prune a config that would have won.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from typing import Any
@@ -39,12 +40,11 @@ def record_of(view: TrialView, objective: Objective) -> TrialRecord:
         return TrialRecord(view.number, config, "running", None, view.reason or "being measured by another worker",
                            view.measurement)
     record = TrialRecord(view.number, config, view.outcome.value, None, view.reason, view.measurement,
-                         view.attrs.get("compile_s_at_least"))
+                         view.attrs.get("compile_s_at_least"), view.attrs.get("predicted_compile_s"))
     point = record.point()
     if point is None:
         return record
-    return TrialRecord(record.number, record.config, record.state, _select.cost(point, objective), record.reason,
-                       record.measurement, record.compile_s_at_least)
+    return dataclasses.replace(record, cost=_select.cost(point, objective))
 
 
 class Search:
@@ -191,8 +191,6 @@ class Search:
                           program_hash=m.program_hash, shared_with=shared.get("from"))
         if m.program_hash and not shared:
             self._by_hash[m.program_hash] = (trial.number, m)
-        # Keep the contenders' executables in the warm worker: confirmation re-times them without compiling.
-        self.runner.retain(contenders(self.points(), self.default, self.objective, self.keep_top))
 
     def run(self, budget: int, deadline: float | None) -> None:
         """Trials until the study holds ``budget`` counted trials, the deadline passes, or
@@ -225,12 +223,17 @@ class Search:
             if opened is None:
                 return
             self.step(*opened, budget_s)
-            self.progress.update(completed=min(budget, _counted(self.study.trials(self.space))),
-                                 best=self.best_text(), status="")
+            views = self.study.trials(self.space)
+            points = self.points([record_of(v, self.objective) for v in views])
+            # Keep the contenders' executables in the warm worker: confirmation re-times them without compiling.
+            self.runner.retain(contenders(points, self.default, self.objective, self.keep_top,
+                                          whole_front=self.search == "pareto"))
+            if self.progress.shown:
+                self.progress.update(completed=min(budget, _counted(views)), best=self.best_text(points), status="")
 
-    def best_text(self) -> str:
+    def best_text(self, points: list[dict[str, Any]] | None = None) -> str:
         """The progress bar's standing text: the best cost so far (the one selection rule)."""
-        points = self.points()
+        points = self.points() if points is None else points
         if not points:
             return "no measured config yet"
         if self.search == "pareto":
@@ -246,7 +249,7 @@ def _counted(views: list[TrialView]) -> int:
     for v in views:
         if v.state == "WAITING":
             continue
-        if v.outcome is not None and (v.outcome.releases or "predicted_compile_s" in v.attrs):
+        if v.outcome is not None and (v.outcome.releases or v.attrs.get("predicted_compile_s") is not None):
             continue
         n += 1
     return n

@@ -164,7 +164,7 @@ def tune(fn: Callable, *args: Any, kwargs: dict[str, Any] | None = None, expecte
                 bar.update(status="confirming the contenders side by side")
                 records = search.records()
                 confirmed = confirm(runner, search.points(records), default, goal, top=confirm_top,
-                                    rounds=confirm_rounds, check=latch.check)
+                                    rounds=confirm_rounds, check=latch.check, whole_front=objective == "pareto")
             finally:
                 runner.close()
             result = _result(study, space, program, signature, device, goal, objective, kind, records,

@@ -195,6 +195,15 @@ class WorkerRunner:
         if not self._closed and self.fallback_reason is None:
             self._spawn()
 
+    def renew(self) -> bool:
+        """Replace the worker with a fresh process (its kept executables are lost) that starts
+        importing JAX now; False, changing nothing, when measuring in-process."""
+        if self._closed or self.fallback_reason is not None:
+            return False
+        self._discard()
+        self._spawn()
+        return True
+
     def retain(self, configs: Iterable[Config | dict]) -> None:
         """Keep only these configs' executables for :meth:`retime` (a worker that loaded nothing has none)."""
         keys = [Config.from_dict(c).to_json() for c in configs]
