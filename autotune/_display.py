@@ -117,7 +117,7 @@ def listed_points(points: Sequence[Mapping[str, Any]], intervals: Sequence[Mappi
     """The points a by-call-count table or figure shows: the Pareto front of ``points``,
     plus every point :func:`autotune._select.crossover_intervals` gives an interval to or
     that was ``chosen`` (the winner rule can pick a dominated default: a challenger must
-    beat it in most paired rounds), ordered by compile time."""
+    beat it in enough paired rounds), ordered by compile time."""
     keep = {_select.config_text(p["config"]) for p in _select.pareto_front(points)}
     keep |= {_select.config_text(it["config"]) for it in intervals}
     if chosen is not None:

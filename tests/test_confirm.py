@@ -152,7 +152,7 @@ def test_a_close_lead_must_hold_in_a_second_process_or_the_default_stays():
     assert [r for _, r in by[UNROLL2]["rounds"]] == [0.95e-3] * 3 + [1.1e-3] * 3
     assert [r for _, r in by[DEFAULT]["rounds"]] == [1e-3] * 6
     assert by[UNROLL2]["processes"] == by[DEFAULT]["processes"] == 2
-    # Ahead in three of six paired rounds is no majority: the default stays.
+    # Ahead in three of six paired rounds (5 are needed): the default stays.
     assert at.Config.from_dict(_select.winner(confirmed, RUNTIME, DEFAULT.to_dict())["config"]) == DEFAULT
 
 

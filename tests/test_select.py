@@ -146,6 +146,31 @@ def test_a_challenger_must_beat_the_default_on_the_median_and_in_most_rounds():
     assert choice.config == OTHER and choice.cost == 0.5 and choice.in_range
 
 
+def test_a_challenger_needs_the_rounds_a_coin_would_seldom_win():
+    obj = at.Objective(expected_calls=0)
+    d3 = point(DEFAULT, [(1.0, 0), (1.0, 0), (1.0, 0)])
+    # Two of three paired rounds and a lower median: a challenger exactly as good as the
+    # default does this half of the time, so it is not enough.
+    two = point(OTHER, [(0.9, 0), (0.9, 0), (1.1, 0)])
+    assert _select.winner([d3, two], obj, DEFAULT)["config"] == DEFAULT
+    three = point(OTHER, [(0.99, 0), (0.99, 0), (0.99, 0)])
+    assert _select.winner([d3, three], obj, DEFAULT)["config"] == OTHER
+    # Across two processes (6 rounds): 5 wins are enough (a coin: 7 in 64), 4 are not (22 in 64).
+    d6 = point(DEFAULT, [(1.0, 0)] * 6)
+    five = point(OTHER, [(0.9, 0)] * 5 + [(1.2, 0)])
+    four = point(OTHER, [(0.9, 0)] * 4 + [(1.2, 0)] * 2)
+    assert _select.winner([d6, five], obj, DEFAULT)["config"] == OTHER
+    assert _select.winner([d6, four], obj, DEFAULT)["config"] == DEFAULT
+    # The same rule decides every call count: the intervals give the default all of them.
+    assert [it["config"] for it in crossover_intervals([d6, four], default=DEFAULT)] == [DEFAULT]
+    assert [_select.wins_needed(n) for n in range(1, 10)] == [1, 2, 3, 4, 5, 5, 6, 7, 7]
+    for n in range(1, 40):  # the fewest wins a fair coin reaches at most 1 time in 8 (or all n)
+        w = _select.wins_needed(n)
+        tail = sum(math.comb(n, k) for k in range(w, n + 1)) / 2 ** n
+        assert tail <= 1 / 8 or w == n
+        assert w == 1 or sum(math.comb(n, k) for k in range(w - 1, n + 1)) / 2 ** n > 1 / 8
+
+
 def test_choose_and_the_intervals_agree_everywhere_and_at_every_boundary():
     rnd = random.Random(11)
     for _ in range(40):

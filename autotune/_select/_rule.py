@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -11,6 +12,31 @@ from fractions import Fraction
 from typing import Any
 
 from ._range import in_range as _in_range
+
+SIGN_TEST_LEVEL = Fraction(1, 8)
+"""How often a challenger no better than the default may, by chance alone, win the paired
+rounds it needs (a one-sided sign test): see :func:`wins_needed`."""
+
+
+@functools.lru_cache(maxsize=None)
+def wins_needed(n: int) -> int:
+    """How many of ``n`` paired rounds a challenger must win to replace the default: the fewest
+    that a coin (a challenger exactly as good) reaches with probability at most
+    :data:`SIGN_TEST_LEVEL`, or all ``n`` when even that is likelier (n <= 2).
+
+    Example::
+
+        >>> [wins_needed(n) for n in range(1, 10)]
+        [1, 2, 3, 4, 5, 5, 6, 7, 7]
+    """
+    if n <= 0:
+        return 1  # no paired round: nothing to win
+    tail = 0
+    for w in range(n, 0, -1):
+        tail += math.comb(n, w)
+        if Fraction(tail, 2 ** n) > SIGN_TEST_LEVEL:
+            return min(n, w + 1)
+    return n
 
 
 
@@ -87,7 +113,7 @@ class _Line:
             return True
         pairs = list(zip(self.lines, other.lines))
         wins = sum(1 for (a, b), (c, d) in pairs if (a + b * n, b) < (c + d * n, d))
-        return 2 * wins > len(pairs)
+        return wins >= wins_needed(len(pairs))
 
 
 def _lines(points: Sequence[Mapping[str, Any]], compile_weight: float, runtime_weight: float) -> list[_Line]:
@@ -310,7 +336,7 @@ def _float_winner(lines: list[_Line], dflt: _Line | None, n: float) -> _Line:
             return True
         pairs = list(zip(p.lines, d.lines))
         wins = sum(1 for (a, b), (c, e) in pairs if float(a) + float(b) * n < float(c) + float(e) * n)
-        return 2 * wins > len(pairs)
+        return wins >= wins_needed(len(pairs))
 
     def order(ln: _Line):
         return keys[id(ln)], ln.text, ln.index

@@ -129,7 +129,8 @@ def show_result(out, fn, result, *, wide: bool = False) -> None:
     out.print(result_table(result, names, title))
     ranked = sorted(result.confirmed, key=lambda r: (_select.cost(r, goal), _select.config_text(r["config"])))
     if ranked and _select.config_text(ranked[0]["config"]) != _select.config_text(winner):
-        out.print("★ the winner: a config must beat the default on the median cost and in most paired rounds; "
+        out.print("★ the winner: a config must beat the default on the median cost and in enough paired rounds "
+                  "(3 of 3, 5 of 6); "
                   "a cheaper median above did not.")
     counts = result.counts()
     out.print(f"{len(result.trials)} trials ({result.sampler} over a space of {result.space_size}): "

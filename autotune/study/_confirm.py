@@ -20,7 +20,7 @@ than it varies within one: a challenger that leads the default by less than
 :data:`PROCESS_NOISE` of its cost must win in a second, fresh worker too. The runner is
 renewed (``Runner.renew``) and the default and every contender that beats it are re-timed there
 in ``rounds`` more interleaved rounds, appended to their rounds (their compile figures stay those
-taken above): the rule then needs a majority of both processes' paired rounds.
+taken above): the rule then needs 5 of the 6 paired rounds of both processes.
 """
 
 from __future__ import annotations

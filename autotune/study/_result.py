@@ -72,7 +72,8 @@ class TuneResult:
 
     Attributes:
         best_config: the winner (:func:`autotune._select.winner` over the confirmed points:
-            a challenger beats the default only on its median cost *and* in most paired rounds).
+            a challenger beats the default only on its median cost *and* in enough paired rounds:
+            3 of 3, 5 of 6, see :func:`autotune._select.wins_needed`).
         best_cost: its cost under ``objective``; ``best`` its confirmed measurement.
         default_cost: the default config's confirmed cost.
         trials: one :class:`TrialRecord` per trial of the study, resumed ones included.
