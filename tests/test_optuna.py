@@ -3,6 +3,7 @@ database do not race, storage errors are one clear line."""
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -72,6 +73,25 @@ def wait_for_running(storage: str, proc, timeout: float = 240.0):
     raise AssertionError("the tuner never started measuring the slow config")
 
 
+def stop_between_writes(proc, storage: str) -> None:
+    """SIGSTOP the tuner at a moment it holds no lock on the SQLite file: a process stopped
+    inside a transaction blocks every other writer (SQLite's rule, which no lease can change),
+    so the stop is retried until the database can be locked exclusively."""
+    for _ in range(100):
+        os.kill(proc.pid, signal.SIGSTOP)
+        con = sqlite3.connect(storage, timeout=0.2)
+        try:
+            con.execute("BEGIN EXCLUSIVE")
+            con.rollback()
+            return
+        except sqlite3.OperationalError:
+            os.kill(proc.pid, signal.SIGCONT)
+            time.sleep(0.05)
+        finally:
+            con.close()
+    raise AssertionError("the tuner held a lock on the study database every time it was stopped")
+
+
 def resume(tmp_path, storage):
     import importlib
     import sys as _sys
@@ -109,7 +129,7 @@ def test_a_stopped_process_loses_its_trial_once_its_lease_runs_out(tmp_path, mon
     proc, storage = start_tuner(tmp_path, AUTOTUNE_LEASE_S="3")
     try:
         name, number = wait_for_running(storage, proc)
-        os.kill(proc.pid, signal.SIGSTOP)  # alive (same host, same pid) but no longer renewing its lease
+        stop_between_writes(proc, storage)  # alive (same host, same pid) but no longer renewing its lease
         monkeypatch.setattr(_optuna, "LEASE_S", 3.0)
         study = _optuna.Study(name, "sqlite:///" + storage, 1)
         try:

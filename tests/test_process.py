@@ -209,6 +209,29 @@ def test_study_file_mode_asks_before_compiling_a_program_it_has_seen(tmp_path):
         np.testing.assert_allclose(other.outputs[0], full.outputs[0], rtol=1e-6)
 
 
+def test_a_restarted_worker_that_gets_other_inputs_says_examples_are_not_deterministic(tmp_path):
+    path = tmp_path / "at_unseeded_study.py"
+    path.write_text(textwrap.dedent('''
+        import os
+        import jax.numpy as jnp
+        import autotune as at
+
+        @at.autotuned
+        def f(x):
+            return at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="l")[0]
+
+        def examples():  # other inputs in every process: as with an unseeded random generator
+            return [(f, (jnp.full(3, float(os.getpid())),))]
+    '''))
+    with WorkerRunner.for_study_file(path, timing=FAST) as runner:
+        runner.measure({})
+        assert runner.renew()
+        with pytest.raises(TrialFailed) as info:
+            runner.measure(FOR)
+        assert info.value.state == "error" and "not deterministic" in info.value.reason
+        assert "seed its random inputs" in info.value.reason
+
+
 def test_a_study_file_location_is_used_when_export_fails(tmp_path):
     path = tmp_path / "at_printing_study.py"
     path.write_text(textwrap.dedent('''

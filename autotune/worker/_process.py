@@ -30,8 +30,8 @@ from ._channel import Dead, WorkerProcess, ready_problem, worker_env
 from ._codec import NotPortable, decode_array
 from ._export import CannotExport, args_message, export, outputs_of, trace_and_lower
 from ._policy import CompilePolicy, compile_policy, jax_env, platform
-from ._protocol import CARRIED_JIT_OPTIONS, Event, Location, Mode, Op, load_import_message
-from ._trial import TrialRun, follow, request_reply, retime_in
+from ._protocol import CARRIED_JIT_OPTIONS, Location, Mode, Op, load_import_message
+from ._trial import TrialRun, follow, load_inputs, request_reply, retime_in
 
 
 class _FellBack(Exception):
@@ -196,8 +196,7 @@ class WorkerRunner:
             self._spawn()
 
     def renew(self) -> bool:
-        """Replace the worker with a fresh process (its kept executables are lost) that starts
-        importing JAX now; False, changing nothing, when measuring in-process."""
+        """Measure in a fresh worker from now on (kept executables are lost); False when in-process."""
         if self._closed or self.fallback_reason is not None:
             return False
         self._discard()
@@ -393,17 +392,9 @@ class WorkerRunner:
             return
         message = {Mode.EXPORT: self._args_line, Mode.IMPORT: self._import_request,
                    Mode.STUDY: {"op": Op.LOAD_STUDY, "path": self.study_file, "index": self.index}}[self.mode]
-        event = request_reply(worker, message, time.monotonic() + self.startup_timeout, "loading the inputs",
-                              self.startup_timeout)
-        if event.get("event") == Event.ERROR:
+        try:
+            self._input_digest = load_inputs(worker, message, self.mode, self._input_digest, self.startup_timeout)
+        except TrialFailed:
             self._discard()
-            raise TrialFailed("error", f"{event.get('type')}: {event.get('message')}")
-        if self._input_digest is None:
-            self._input_digest = event.get("digest")
-        elif event.get("digest") != self._input_digest:
-            self._discard()
-            raise TrialFailed("error", (
-                "the worker decoded other inputs than this process sent" if self.mode == Mode.IMPORT else
-                "the restarted worker got other inputs than the first one (examples() is not deterministic; "
-                "seed its random inputs), so its outputs cannot be compared"))
+            raise
         worker.loaded = True

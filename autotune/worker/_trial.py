@@ -185,3 +185,17 @@ def retime_in(worker: WorkerProcess, rid: int, key: str, timing: dict, timeout_s
     if event.get("event") != Event.RESULT:
         raise TrialFailed("error", f"{event.get('type')}: {event.get('message')}"[:2000])
     return event["measurement"]
+
+
+def load_inputs(worker: WorkerProcess, message: Any, mode: str, digest: str | None, timeout_s: float) -> str | None:
+    """Send the worker its inputs (``message``, by ``mode``) and return their digest, which must
+    equal ``digest`` (the first worker's) when given. Raises :class:`TrialFailed` ("error")."""
+    event = request_reply(worker, message, time.monotonic() + timeout_s, "loading the inputs", timeout_s)
+    if event.get("event") == Event.ERROR:
+        raise TrialFailed("error", f"{event.get('type')}: {event.get('message')}")
+    if digest is not None and event.get("digest") != digest:
+        raise TrialFailed("error", (
+            "the worker decoded other inputs than this process sent" if mode == Mode.IMPORT else
+            "the restarted worker got other inputs than the first one (examples() is not deterministic; "
+            "seed its random inputs), so its outputs cannot be compared"))
+    return event.get("digest") if digest is None else digest
