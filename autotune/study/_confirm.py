@@ -2,9 +2,9 @@
 
 After the search, the contenders (the ``top`` cheapest measured configs, those cheapest at
 some call count, and the default; for a Pareto search the whole measured front) are timed
-again in ``rounds`` interleaved rounds (A B C, B C A, C A B ...). Runtime is re-timed on the executables the warm worker still
-holds (:meth:`Runner.retime`), which costs no compile; a contender whose executable is
-gone is measured in full. Compile time is measured again only where its noise could flip
+again in ``rounds`` interleaved rounds (A B C, B C A, C A B ...). Runtime is re-timed on the
+executables the warm worker still holds (:meth:`Runner.retime`), which costs no compile; a
+contender whose executable is gone is measured in full. Compile time is measured again only where its noise could flip
 the decision: when the winner's margin over the default (or the default's over the best
 challenger) is smaller than :data:`COMPILE_NOISE` of their compile seconds. Those two are
 then judged on compiles taken side by side in confirmation alone, never on the search's
@@ -20,7 +20,7 @@ than it varies within one: a challenger that leads the default by less than
 :data:`PROCESS_NOISE` of its cost must win in a second, fresh worker too. The runner is
 renewed (``Runner.renew``) and the default and every contender that beats it are re-timed there
 in ``rounds`` more interleaved rounds, appended to their rounds (their compile figures stay those
-taken above): the rule then needs 5 of the 6 paired rounds of both processes.
+taken above): with 3 rounds, the rule then needs 5 of the 6 paired rounds of both processes.
 """
 
 from __future__ import annotations
@@ -202,14 +202,16 @@ def confirm(runner, points: Sequence[dict[str, Any]], default: Config, objective
     challengers = second_process(confirmed, default, objective)
     renew = getattr(runner, "renew", None)  # a runner without another process to use has none
     if challengers and renew is not None and renew():
-        pair = challengers + [default]
+        pair, there = challengers + [default], set()
         for r in range(rounds):
             for config in pair[r % len(pair):] + pair[: r % len(pair)]:
                 check()
                 m, _fresh = _sample(runner, config, full=False)  # compiled once there, then re-timed
                 samples[config].append((m, False))  # its compile figure: the ones taken above
+                if m is not None:
+                    there.add(config)
         confirmed = points_now()
         for p in confirmed:
-            if Config.from_dict(p["config"]) in pair:
+            if Config.from_dict(p["config"]) in there:
                 p["processes"] = 2
     return confirmed
