@@ -110,7 +110,8 @@ def test_a_front_point_that_is_never_cheapest_is_not_confirmed_except_for_a_pare
 
 class TwoProcessRunner(CountingRunner):
     """The real runner, its runtimes set per process (``renew`` starts process 2, which loses
-    every executable as a fresh worker does), so a test can say where a challenger wins."""
+    every executable as a fresh worker does), so a test can say where a challenger wins; the
+    key ``"others"`` sets every config not named."""
 
     def __init__(self, run_s: list[dict[at.Config, float]]):
         super().__init__()
@@ -123,7 +124,10 @@ class TwoProcessRunner(CountingRunner):
         return True
 
     def _set(self, m):
-        return None if m is None else m.replace(run_s=self.run_s[self.process][m.config])
+        if m is None:
+            return None
+        table = self.run_s[self.process]
+        return m.replace(run_s=table.get(m.config, table.get("others", m.run_s)))
 
     def measure(self, config, **kw):
         return self._set(super().measure(config, **kw))

@@ -148,3 +148,28 @@ def test_a_password_in_the_storage_or_cache_url_is_never_shown(tmp_path, pg_url)
     r = run("best", "--cache", url, "--json", cwd=tmp_path, env=env)
     assert SECRET not in r.stdout
     assert "--cache 'postgresql://postgres:***@" in json.loads(r.stdout)[0]["retune"]  # the user puts it back
+
+
+def test_the_summary_says_when_a_close_lead_was_re_timed_in_a_second_worker(tmp_path):
+    """A real tune whose runner gives every challenger a 5% runtime lead in both processes."""
+    import types
+
+    import jax.numpy as jnp
+    import test_confirm
+    from rich.console import Console
+
+    import autotune as at
+    from autotune.cli._tune import show_result
+
+    from autotune._space import Space
+
+    x = jnp.ones(4)
+    default = Space(at.sites(test_confirm.loop8, x)).default()  # the study's default, spelled out
+    runner = test_confirm.TwoProcessRunner([{default: 1e-3, "others": 0.95e-3}, {default: 1e-3, "others": 0.96e-3}])
+    r = at.tune(test_confirm.loop8, x, runner=runner, n_trials=3, sampler="grid", expected_calls=1e6,
+                storage=str(tmp_path / "s.db"), progress=False)
+    assert r.default_config == default and runner.renewed == 1 and r.best_config != default
+    assert any(p.get("processes") == 2 for p in r.confirmed)
+    out = Console(record=True, width=100)
+    show_result(out, types.SimpleNamespace(key="test:loop8", cache=types.SimpleNamespace(display_url="c.db")), r)
+    assert "re-timed in a second, fresh worker too" in out.export_text()

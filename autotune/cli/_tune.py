@@ -130,8 +130,12 @@ def show_result(out, fn, result, *, wide: bool = False) -> None:
     ranked = sorted(result.confirmed, key=lambda r: (_select.cost(r, goal), _select.config_text(r["config"])))
     if ranked and _select.config_text(ranked[0]["config"]) != _select.config_text(winner):
         out.print("★ the winner: a config must beat the default on the median cost and in enough paired rounds "
-                  "(3 of 3, 5 of 6); "
-                  "a cheaper median above did not.")
+                  "(3 of 3, 5 of 6); a cheaper median above did not.")
+    if any(p.get("processes") == 2 for p in result.confirmed):
+        from ..study._confirm import PROCESS_NOISE  # here: `import autotune` loads no Optuna
+
+        out.print(f"A lead under {PROCESS_NOISE:.0%} of the default's cost was re-timed in a second, fresh worker "
+                  "too (a program's runtime moves between processes); the rounds of both decided.")
     counts = result.counts()
     out.print(f"{len(result.trials)} trials ({result.sampler} over a space of {result.space_size}): "
               + ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))
