@@ -137,8 +137,10 @@ def test_the_guard_accepts_reordered_float_arithmetic(tmp_path):
     scan = at.measure(folded, (x,), keep_outputs=True, target_s=0.01).outputs
     unrolled = at.measure(folded, (x,), config=FOR, keep_outputs=True, target_s=0.01).outputs
     assert not np.array_equal(scan, unrolled), "XLA no longer folds the unrolled loop differently; pick another workload"
+    # compile_weight=0: no compile budget, so a trace slowed by a loaded machine cannot prune a
+    # config here; what this test checks is that the guard accepts every config's outputs.
     r = at.tune(folded, x, sampler="grid", storage=str(tmp_path / "s.db"), timing=FAST, confirm_rounds=1,
-                confirm_top=1, isolate=False)
+                confirm_top=1, isolate=False, compile_weight=0.0)
     by_config = {t.config: t for t in r.trials}
     assert by_config[at.Config(FOR)].state == "complete", by_config[at.Config(FOR)].reason
     assert all(t.state in ("complete", "shared") for t in r.trials), [(str(t.config), t.state, t.reason) for t in r.trials]
