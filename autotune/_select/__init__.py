@@ -18,8 +18,8 @@ A challenger must beat the default on the median *and* in enough of the rounds m
 side by side (drift on a shared machine hits both members of a pair alike): so many that a
 challenger exactly as good as the default would win them at most 1 time in 8 by chance (a
 one-sided sign test: 3 of 3 rounds, 5 of 6, 7 of 9; all of 1 or 2). A strict majority
-would let a coin pick the winner half of the time between two equal configs. A point without rounds is
-compared on its cost alone. At a call count where two costs are equal, the config that
+would let a coin pick the winner half of the time between two equal configs. A point
+without rounds is compared on its cost alone. At a call count where two costs are equal, the config that
 is cheaper just above it wins (so ``winner`` agrees with the half-open intervals of
 :func:`crossover_intervals`); remaining ties go to the smaller canonical config JSON.
 

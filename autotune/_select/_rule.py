@@ -39,7 +39,6 @@ def wins_needed(n: int) -> int:
     return n
 
 
-
 def config_text(config: Any) -> str:
     """Canonical JSON of a config (a dict or an ``at.Config``): the deterministic tie-break."""
     if hasattr(config, "to_dict"):

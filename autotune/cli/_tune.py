@@ -130,7 +130,7 @@ def show_result(out, fn, result, *, wide: bool = False) -> None:
     ranked = sorted(result.confirmed, key=lambda r: (_select.cost(r, goal), _select.config_text(r["config"])))
     if ranked and _select.config_text(ranked[0]["config"]) != _select.config_text(winner):
         out.print("★ the winner: a config must beat the default on the median cost and in enough paired rounds "
-                  "(3 of 3, 5 of 6); a cheaper median above did not.")
+                  f"({_select.wins_needed(3)} of 3, {_select.wins_needed(6)} of 6); a cheaper median above did not.")
     if any(p.get("processes") == 2 for p in result.confirmed):
         from ..study._confirm import PROCESS_NOISE  # here: `import autotune` loads no Optuna
 

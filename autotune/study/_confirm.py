@@ -4,8 +4,8 @@ After the search, the contenders (the ``top`` cheapest measured configs, those c
 some call count, and the default; for a Pareto search the whole measured front) are timed
 again in ``rounds`` interleaved rounds (A B C, B C A, C A B ...). Runtime is re-timed on the
 executables the warm worker still holds (:meth:`Runner.retime`), which costs no compile; a
-contender whose executable is gone is measured in full. Compile time is measured again only where its noise could flip
-the decision: when the winner's margin over the default (or the default's over the best
+contender whose executable is gone is measured in full. Compile time is measured again only
+where its noise could flip the decision: when the winner's margin over the default (or the default's over the best
 challenger) is smaller than :data:`COMPILE_NOISE` of their compile seconds. Those two are
 then judged on compiles taken side by side in confirmation alone, never on the search's
 (taken minutes apart, under another load: the default's reference rounds come first, in a
@@ -115,11 +115,21 @@ def _point(config: Config, samples: list[tuple[Measurement | None, bool]], known
             "measurement": med.to_dict()}
 
 
+def _rotated(configs: list[Config], r: int) -> list[Config]:
+    """Round ``r``'s order: A B C, then B C A, then C A B ..."""
+    return configs[r % len(configs):] + configs[: r % len(configs)]
+
+
+def _point_of(points: Sequence[dict[str, Any]], config: Config) -> dict[str, Any] | None:
+    """The point of ``config`` among ``points``, or None."""
+    text = _select.config_text(config)
+    return next((p for p in points if _select.config_text(p["config"]) == text), None)
+
+
 def _margin_is_noise(points: list[dict[str, Any]], default: Config, objective: Objective) -> list[Config]:
     """The configs whose compile noise could flip the decision (empty when it cannot)."""
     chosen = _select.winner(points, objective, default)
-    by_text = {_select.config_text(p["config"]): p for p in points}
-    d = by_text.get(_select.config_text(default))
+    d = _point_of(points, default)
     if chosen is None or d is None:
         return []
     if _select.config_text(chosen["config"]) != _select.config_text(default):
@@ -139,7 +149,7 @@ def second_process(points: list[dict[str, Any]], default: Config, objective: Obj
     the winner is not the default and leads it by less than :data:`PROCESS_NOISE` of its cost,
     every contender that beats the default (any of them could win once those rounds count)."""
     text = _select.config_text(default)
-    d = next((p for p in points if _select.config_text(p["config"]) == text), None)
+    d = _point_of(points, default)
     chosen = _select.winner(points, objective, default)
     if chosen is None or d is None or _select.config_text(chosen["config"]) == text:
         return []
@@ -162,7 +172,7 @@ def confirm(runner, points: Sequence[dict[str, Any]], default: Config, objective
     side = {c for c in _margin_is_noise(list(points), default, objective) if c in configs}  # full every round
     samples: dict[Config, list[tuple[Measurement | None, bool]]] = {c: [] for c in configs}
     for r in range(rounds):
-        for config in configs[r % len(configs):] + configs[: r % len(configs)]:
+        for config in _rotated(configs, r):
             check()
             samples[config].append(_sample(runner, config, full=config in side))
     extra: dict[Config, list[Measurement]] = {c: [] for c in configs}
@@ -204,7 +214,7 @@ def confirm(runner, points: Sequence[dict[str, Any]], default: Config, objective
     if challengers and renew is not None and renew():
         pair, there = challengers + [default], set()
         for r in range(rounds):
-            for config in pair[r % len(pair):] + pair[: r % len(pair)]:
+            for config in _rotated(pair, r):
                 check()
                 m, _fresh = _sample(runner, config, full=False)  # compiled once there, then re-timed
                 samples[config].append((m, False))  # its compile figure: the ones taken above

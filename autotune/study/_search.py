@@ -231,9 +231,8 @@ class Search:
             if self.progress.shown:
                 self.progress.update(completed=min(budget, _counted(views)), best=self.best_text(points), status="")
 
-    def best_text(self, points: list[dict[str, Any]] | None = None) -> str:
-        """The progress bar's standing text: the best cost so far (the one selection rule)."""
-        points = self.points() if points is None else points
+    def best_text(self, points: list[dict[str, Any]]) -> str:
+        """The progress bar's standing text: the best cost of ``points`` (the one selection rule)."""
         if not points:
             return "no measured config yet"
         if self.search == "pareto":
