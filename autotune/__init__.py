@@ -1,9 +1,11 @@
 """jax-autotune: tune loop structure (for / scan / fori / unroll) with compile time in the objective.
 
-``import autotune`` loads JAX, NumPy and the decorator; the tuner (Optuna) loads on first
-use of ``tune``, ``TuneResult`` or ``TrialRecord``, and the cache (SQLAlchemy) when a
-decorated function first reads it or on first use of ``Cache`` or ``CacheEntry``: a
-worker process that only measures never pays for either.
+``import autotune`` loads JAX, NumPy, the decorator and ``at.loop``: at most 30 ms more than
+``import jax`` (`scripts/overhead.py`). Everything else loads on first use of its name: the
+tracing and rewriting machinery (``sites``, ``with_config``, ``measure``...; also imported on
+a background thread when a first function is decorated), the tuner (Optuna: ``tune``,
+``TuneResult``, ``TrialRecord``) and the cache (SQLAlchemy: ``Cache``; a decorated function
+reads a SQLite cache without it). A worker process that only measures pays for neither.
 """
 
 from ._config import Config as Config, SiteChoice as SiteChoice
@@ -19,17 +21,15 @@ from ._errors import (
 )
 from ._interrupt import Interrupted as Interrupted
 from ._loop import loop as loop
-from ._measure import Measurement as Measurement, measure as measure
 from ._objective import Objective as Objective
-from ._rewrite import with_config as with_config
-from ._runner import InProcessRunner as InProcessRunner, Outcome as Outcome, Runner as Runner
-from ._runner import TrialFailed as TrialFailed
-from ._select import crossover_intervals as crossover_intervals, pareto_front as pareto_front
-from ._sites import LoopSite as LoopSite, sites as sites
 
 __version__ = "0.2.0"
 
-_LAZY = {"tune": "study", "TuneResult": "study", "TrialRecord": "study", "Cache": "cache", "CacheEntry": "cache"}
+# name -> the module that defines it, imported on first use of the name.
+_LAZY = {"tune": "study", "TuneResult": "study", "TrialRecord": "study", "Cache": "cache", "CacheEntry": "cache",
+         "Measurement": "_measure", "measure": "_measure", "with_config": "_rewrite",
+         "InProcessRunner": "_runner", "Outcome": "_runner", "Runner": "_runner", "TrialFailed": "_runner",
+         "crossover_intervals": "_select", "pareto_front": "_select", "LoopSite": "_sites", "sites": "_sites"}
 
 
 def __getattr__(name: str):

@@ -2,7 +2,8 @@
 
 The abstract JSON, ``{"version": 1, "args": [node, ...], "kwargs": {name: node}}``, where a
 node is one of ``{"shape": [...], "dtype": "float32"}`` (``"weak": true`` for a weakly typed
-leaf, ``"key": impl`` for a PRNG key array), ``{"static": value}``, ``{"tuple": [node...]}``,
+leaf, ``"key": impl`` for a PRNG key array, ``"mesh": "@mesh(data=8)"`` for a leaf on a mesh,
+which makes the call unreplayable), ``{"static": value}``, ``{"tuple": [node...]}``,
 ``{"list": [node...]}``, ``{"dict": [[key, node], ...]}``, ``{"namedtuple": "mod:Name",
 "items": [node...]}``, or ``{"unrecordable": "type name"}``. Static values use the tagged
 JSON of `encode_value`.
@@ -163,6 +164,11 @@ def _leaf(x: Any) -> dict[str, Any]:
 def _node(x: Any, where: str, path: tuple, leaves: list, problems: list[str]) -> dict[str, Any]:
     if _compat.is_tracer(x):
         leaves.append((path, _leaf(x)))
+        mesh = _keys.mesh_text(x)
+        if mesh:  # the spec and devices are not in the traced value: a replay would tune another program
+            leaves[-1][1]["mesh"] = mesh
+            problems.append(f"{where} is on a mesh ({mesh[1:]}), which a replay cannot rebuild (it would tune a "
+                            "one-device program); tune it where it runs, with fn.tune(*args)")
         return leaves[-1][1]
     t = type(x)
     if t in (tuple, list):
@@ -237,7 +243,8 @@ def _node_text(node: Any) -> str:
     if "shape" in node:
         if "key" in node:
             return f"key[{','.join(map(str, node['shape']))}]"
-        return f"{_dtype_text(node['dtype'])}{'~' if node.get('weak') else ''}[{','.join(map(str, node['shape']))}]"
+        return (f"{_dtype_text(node['dtype'])}{'~' if node.get('weak') else ''}[{','.join(map(str, node['shape']))}]"
+                f"{node.get('mesh', '')}")
     if "static" in node:
         return _static_text(node["static"])
     if "tuple" in node:

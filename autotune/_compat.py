@@ -5,53 +5,30 @@ wrapping an open ``Jaxpr``; 0.12 attaches consts to ``Jaxpr`` itself), and scan
 parameters were renamed. Everything here works on both by duck typing. The only
 equation parameter autotune ever writes is a scan's ``unroll``; while loops are
 re-emitted through the public ``lax.while_loop``, reading only their const counts.
-No other module imports ``jax._src``, ``jax.extend`` or ``jax.core``.
+No other module imports ``jax._src``, ``jax.extend`` or ``jax.core``, but this layer's two
+parts re-exported here: ``_compat_axes.py`` (the axis names ``shard_map`` and ``pmap`` bind) and
+``_compat_source.py`` (where an equation came from: scopes, frames, installed files).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import sysconfig
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import jax
 import jax.extend.core as jex_core
 import jax.extend.source_info_util as jex_siu
 
+from ._compat_axes import axis_context, with_manual_axes  # noqa: F401 (axis_context: for _rewrite)
+from ._compat_source import (  # noqa: F401 (re-exported for _sites)
+    Frame, frames, installed_path, library_frame, name_scopes, outermost_frame, user_frame)
 from ._errors import TraceError
 
 _JAXPR_TYPES = tuple({jex_core.Jaxpr, jex_core.ClosedJaxpr})
 # JAX <= 0.11 wraps open jaxprs in ClosedJaxpr; later versions merged the two.
 _CLOSED_TYPE = jex_core.ClosedJaxpr if jex_core.ClosedJaxpr is not jex_core.Jaxpr else None
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-
-# Frames inside this package are not "user" frames: a site's source is the
-# user's line that called at.loop / lax.scan, not ours.
-jex_siu.register_exclusion(_PACKAGE_DIR)
-
-
-def _module_dir(name: str) -> str | None:
-    try:
-        module = __import__(name)
-    except ImportError:
-        return None
-    return os.path.dirname(os.path.abspath(module.__file__)) + os.sep
-
-
-# Where JAX's own machinery lives: a frame there never names a loop. The standard
-# library counts too, but not the site-packages folders that may sit inside it.
-_JAX_DIRS = tuple(d for d in (_module_dir("jax"), _module_dir("jaxlib"), _PACKAGE_DIR + os.sep) if d)
-_STDLIB = sysconfig.get_path("stdlib") or "\0"
-_SITE_DIRS = tuple({p for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib")) if p})
-
-
-def _is_machinery(file: str) -> bool:
-    return file.startswith(_JAX_DIRS) or (file.startswith(_STDLIB) and not file.startswith(_SITE_DIRS))
-
 
 # --- jaxprs -----------------------------------------------------------------------------
 
@@ -106,8 +83,12 @@ def while_const_counts(eqn: Any) -> tuple[int, int]:
 
 
 def has_effects(jx: Any) -> bool:
-    """Whether a jaxpr has side effects (callbacks, prints, ...) that must not run twice."""
-    return bool(getattr(unpack(jx)[0], "effects", ()))
+    """Whether a jaxpr has side effects (callbacks, prints, ...) that must not run twice.
+
+    A collective over a named axis (``psum`` in a ``shard_map`` or ``pmap`` body) marks its
+    jaxpr with the axis name as an effect; running it on a discarded step is harmless."""
+    effs = getattr(unpack(jx)[0], "effects", ()) or ()
+    return any(type(e).__name__ != "NamedAxisEffect" for e in effs)
 
 
 def traced_for(jx: Any) -> str:
@@ -204,9 +185,11 @@ def retrace_like(original: Any, fn, in_avals: list[Any]) -> Any:
     """Trace ``fn`` on ``in_avals`` into a jaxpr that can take ``original``'s place.
 
     A closed jaxpr may come back with consts; an open, const-free one (a scan
-    body on JAX 0.12, a remat body on 0.10) must come back without them.
+    body on JAX 0.12, a remat body on 0.10) must come back without them. Run it
+    under :func:`axis_context` of the equation that holds ``original`` when that
+    equation binds axis names. Inputs keep the manual axes they vary over.
     """
-    traced = jax.make_jaxpr(fn)(*[to_struct(a) for a in in_avals])
+    traced = jax.make_jaxpr(fn)(*[with_manual_axes(to_struct(a), a) for a in in_avals])
     inner, consts = unpack(traced)
     if _CLOSED_TYPE is not None and isinstance(original, _CLOSED_TYPE):
         return traced
@@ -236,88 +219,6 @@ def bind_like(eqn: Any, params: dict[str, Any], invals: list[Any]) -> list[Any]:
     with source_context(eqn):
         out = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(params))
     return out if eqn.primitive.multiple_results else [out]
-
-
-# --- where an equation came from ---------------------------------------------------------------
-
-
-def name_scopes(eqn: Any) -> list[tuple[str, str]]:
-    """An equation's name stack, outermost first, as ``[("scope" | "transform", name)]``.
-
-    ``jax.named_scope`` adds a scope; ``jvp``, ``vmap``, ``transpose``... add transforms.
-    """
-    ns = getattr(getattr(eqn, "source_info", None), "name_stack", None)
-    if ns is None:
-        return []
-    stack = getattr(ns, "stack", None)
-    if stack is None:  # private layout moved: read the printed form, "a/jvp(b)/c"
-        return [("scope", part) for part in str(ns).split("/") if part]
-    return [("transform" if type(el).__name__ == "Transform" else "scope", str(el.name)) for el in stack]
-
-
-@dataclass(frozen=True)
-class Frame:
-    file: str
-    line: int
-    function: str
-
-
-def _frames(eqn: Any) -> list[Frame]:
-    """Every Python frame of the traceback that created ``eqn``, innermost first."""
-    tb = getattr(getattr(eqn, "source_info", None), "traceback", None)
-    if tb is None:
-        return []
-    try:
-        from jax._src import source_info_util
-
-        codes, lastis = tb.raw_frames()
-        frames = [source_info_util.raw_frame_to_frame(c, i) for c, i in zip(codes, lastis)]
-        return [Frame(f.file_name, int(f.start_line), f.function_name) for f in frames]
-    except Exception:  # private API moved: the public frame list has the current line
-        return [Frame(f.file_name, int(f.line_num), f.function_name) for f in getattr(tb, "frames", ())]
-
-
-def user_frame(eqn: Any) -> Frame | None:
-    """The user's frame that emitted ``eqn`` by JAX's own rule, or None.
-
-    JAX skips its own files, the standard library and paths registered with
-    ``register_exclusion`` (this package among them).
-    """
-    src = getattr(eqn, "source_info", None)
-    if src is None or src.traceback is None:
-        return None
-    try:
-        from jax._src import source_info_util
-
-        frame = source_info_util.user_frame(src.traceback)
-        return None if frame is None else Frame(frame.file_name, int(frame.start_line), frame.function_name)
-    except Exception:  # private API moved: fall back to the public summary
-        pass
-    try:
-        text = jex_siu.summarize(src)
-        file, line = text.split(" ")[0].rsplit(":", 2)[:2]
-        return Frame(file, int(line), "")
-    except Exception:
-        return None
-
-
-def library_frame(eqn: Any) -> Frame | None:
-    """The innermost frame outside JAX, jaxlib, autotune and the standard library.
-
-    A loop built by library code JAX treats as excluded (or whose traceback stops at
-    a library's own ``jit``) has no user frame, but it does have this one.
-    """
-    for frame in _frames(eqn):
-        if not _is_machinery(frame.file):
-            return frame
-    return None
-
-
-def outermost_frame(eqn: Any) -> Frame | None:
-    """The outermost recorded frame: for a loop JAX builds inside its own ``jit``ted
-    function, that function's entry (e.g. ``polyval``)."""
-    frames = _frames(eqn)
-    return frames[-1] if frames else None
 
 
 # --- caches ------------------------------------------------------------------------------------

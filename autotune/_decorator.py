@@ -1,7 +1,11 @@
 """`@at.autotuned`: a drop-in for ``jax.jit`` that applies the cached best config.
 
-The tuner (Optuna) is imported only when a function is tuned, so ``import autotune`` and
-a decorated program that only reads the cache stay light.
+The first call per signature costs what ``jax.jit``'s does, plus a hash and one read:
+the function is traced once (`_sites.trace_program`), that trace gives the fingerprint
+and the sites, and the jit emits it by replaying it (`_rewrite.evaluate`) under the
+config found, the default's or a cached one. A SQLite cache is read with the standard
+library (`cache._fastread`); SQLAlchemy loads only for other databases, for writes and
+when a file is not plainly readable. The tuner (Optuna) loads only when a function is tuned.
 """
 
 from __future__ import annotations
@@ -9,47 +13,29 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jax
 
-from . import _keys, _paths, _record, _select
+from . import _keys
 from ._config import Config
 from ._methods import AutotunedMethod, BoundAutotuned, defined_in_class
 from ._errors import AutotuneError, ConfigError, warn_once
-from ._rewrite import with_config
+from ._lookup import Lookup, open_cache, prefetch, read_config
+
+__all__ = ["Autotuned", "Lookup", "autotuned", "controller", "entry_from_result", "open_cache"]
 
 if TYPE_CHECKING:
     from .study import TuneResult
 
 ON_MISS = ("default", "warn", "tune")
-
-@dataclass(frozen=True)
-class Lookup:
-    """Which config a call signature gets, and why.
-
-    Attributes:
-        config: the config applied.
-        source: ``"cache"`` (a tuned entry for this program, signature and device),
-            ``"default"`` (no entry), or ``"default (cache error)"`` (the cache could not be read).
-        entry: the cache entry, or None.
-        fingerprint, signature, device_key: the key that was looked up.
-        error: the cache problem, when there was one.
-    """
-
-    config: Config
-    source: str
-    entry: Any
-    fingerprint: str
-    signature: str
-    device_key: str
-    error: str | None = None
+_ENV_RECORD = "AUTOTUNE_RECORD"  # _record.ENV_RECORD: read here so that _record loads only when recording
 
 
 def entry_from_result(result: TuneResult, function_key: str, retune: str | None = None):
     """The cache entry that records ``result``: the winner, and every confirmed point with
     its rounds, so another call count is re-picked by the same rule."""
+    from . import _select
     from .cache import CacheEntry
 
     best = result.best
@@ -58,7 +44,7 @@ def entry_from_result(result: TuneResult, function_key: str, retune: str | None 
     measurements.update({f"memory_{k}_bytes": v for k, v in best.memory.items()})
     if best.flops is not None:
         measurements["flops"] = best.flops
-    keep = ("config", "compile_s", "run_s", "rounds", "confirmed")
+    keep = ("config", "compile_s", "run_s", "rounds", "confirmed", "equivalent")
     fields = dict(
         function_key=function_key, fingerprint=result.fingerprint, signature=result.signature,
         device=dict(result.device), config=result.best_config.to_dict(),
@@ -79,25 +65,14 @@ def controller(fn: Any) -> Autotuned | None:
     return ctl if isinstance(ctl, Autotuned) else None
 
 
-def open_cache(cache: Any):
-    from .cache import Cache
-
-    return cache if isinstance(cache, Cache) else Cache(cache)
-
-
-def _cache_location(cache_arg: Any, cache: Any) -> str:
-    """The cache as a warning names it (password redacted)."""
-    where = cache if cache is not None else (cache_arg or os.environ.get(_paths.ENV_CACHE))
-    return _paths.redact(where) if where else "the default cache"
-
-
 class Autotuned:
     """A function compiled like ``jax.jit(fun, **jit_kwargs)``, with each loop site
     emitted as the tuning cache says for this program, input signature and device.
 
     The config is looked up when JAX traces (the first call per abstract
     signature); later calls go straight through ``jax.jit``'s dispatch. Any
-    cache problem means the default config and one warning, never an exception.
+    problem of autotune's (the cache, the fingerprint, the replay) means the default
+    config and one warning, never an exception.
     """
 
     def __init__(self, fun: Callable, *, expected_calls: float = 1000, compile_weight: float = 1.0,
@@ -118,14 +93,19 @@ class Autotuned:
                       "a config tuned in one process is not found in another. Pass a stable name: "
                       "@at.autotuned(key='mymodule:myfn').", stacklevel=3)
         self.jit_kwargs = jit_kwargs
-        self._record_arg, self.record_mode = record, _record.mode(record)
+        self._record_arg, self.record_mode = record, None
+        if record not in (False, None) or os.environ.get(_ENV_RECORD, "").strip():
+            from . import _record
+
+            self.record_mode = _record.mode(record)
         self._current = None  # values mode: the call being traced, so its values can be recorded
         self._cache_arg = cache
-        self._cache = None
+        self._reader = None
         self._pending = False
         self._last_lookup: Lookup | None = None
         traced = functools.wraps(fun)(lambda *args, **kwargs: self._traced(*args, **kwargs))
         self._jitted = jax.jit(traced, **jit_kwargs)
+        prefetch()
 
     def function(self) -> Callable:
         """What ``@at.autotuned`` hands out: the ``jax.jit`` object itself (so calls cost
@@ -156,67 +136,79 @@ class Autotuned:
         return out
 
     def _traced(self, *args: Any, **kwargs: Any) -> Any:
-        """Runs once per abstract signature, inside jit's trace."""
-        from ._sites import trace_program
+        """Runs once per abstract signature, inside jit's trace: one trace of the function
+        gives the key and, replayed under the config found, the jit's program.
 
-        lookup = self._lookup(trace_program(self.fun, args, kwargs), _keys.signature(args, kwargs))
+        Nothing here raises where ``jax.jit`` would not: when autotune fails (the trace on
+        abstract values, the fingerprint, the key, the lookup, the replay), the function is
+        traced as ``jax.jit`` traces it, with its default config, and one warning says why.
+        An error of the function itself comes out of that trace, as under ``jax.jit``.
+        """
+        from ._sites import split_args, trace_program
+
+        try:
+            program = trace_program(self.fun, args, kwargs)
+        except Exception as exc:
+            return self._fallback(args, kwargs, "trace it on abstract values", exc)
+        try:
+            signature = _keys.signature(args, kwargs)
+        except Exception as exc:
+            lookup = self._failed("key its call signature", exc)
+        else:
+            lookup = self._lookup(program, signature)
         self._last_lookup = lookup
-        if self.record_mode is not None:
+        if self.record_mode is not None and lookup.source != "default (error)":
+            from . import _record
+
             _record.record_call(self, args, kwargs, lookup)
         if lookup.source != "cache" and self.on_miss == "tune" and lookup.error is None:
             self._pending = True
-        if len(lookup.config) == 0:
-            return self.fun(*args, **kwargs)
-        return with_config(self.fun, lookup.config)(*args, **kwargs)
+        try:
+            from ._rewrite import Plan, evaluate
+
+            leaves, _, dynamic = split_args(args, kwargs)
+            out = evaluate(program.jaxpr, [leaves[i] for i in dynamic], Plan(program.sites, lookup.config))
+            return jax.tree_util.tree_unflatten(program.out_tree, out)
+        except Exception as exc:
+            return self._fallback(args, kwargs, f"emit its config {lookup.config}", exc)
+
+    def _fallback(self, args: tuple, kwargs: dict, what: str, exc: Exception) -> Any:
+        """The function traced as ``jax.jit`` traces it (its default config); then one warning
+        (none when the function itself raises: that error is the user's, as under ``jax.jit``)."""
+        out = self.fun(*args, **kwargs)
+        self._last_lookup = self._failed(what, exc)
+        return out
+
+    def _failed(self, what: str, exc: Exception, signature: str = "?") -> Lookup:
+        """The default config's `Lookup` after a failure of ours, and its one warning."""
+        warn_once(("failed", self.key, type(exc).__name__),
+                  f"autotune: @at.autotuned could not {what} for {self.key} ({type(exc).__name__}: {exc}); it runs "
+                  "its default config, exactly as jax.jit would. This is a bug of autotune: please report it.",
+                  stacklevel=4)
+        return Lookup(Config(), "default (error)", None, "?", signature, "?", f"{type(exc).__name__}: {exc}")
 
     # -- lookups ------------------------------------------------------------------------
     @property
+    def reader(self):
+        """Reads this function's cache: a SQLite file with the standard library, else `Cache`."""
+        if self._reader is None:
+            from .cache._fastread import Reader
+
+            self._reader = Reader(self._cache_arg, open_cache)
+        return self._reader
+
+    @property
     def cache(self):
-        if self._cache is None:
-            self._cache = open_cache(self._cache_arg)
-        return self._cache
+        """The `at.Cache` of this function (opened on first use; it loads SQLAlchemy)."""
+        return self.reader.cache
 
     def _lookup(self, program, signature: str) -> Lookup:
-        fingerprint = program.fingerprint
+        """The config for this program and signature; every failure of ours is the default
+        config and a warning (a cache problem names the cache, anything else the function)."""
         try:
-            device_key = _keys.device_key(_keys.device_info())
-        except Exception as exc:  # no backend: jit itself will say so
-            return Lookup(Config(), "default (cache error)", None, fingerprint, signature, "?", str(exc))
-        try:
-            # Tuned for another call count or weights: the lookup re-picks with the one rule.
-            entry = self.cache.lookup(self.key, fingerprint, signature, device_key,
-                                      expected_calls=self.expected_calls, compile_weight=self.compile_weight,
-                                      runtime_weight=self.runtime_weight)
-            if entry is None:
-                if self.on_miss == "warn":
-                    warn_once(("miss", self.key, signature),
-                              f"autotune: no tuned config for {self.key} with signature {signature} on "
-                              f"{device_key}; running the default config. Tune it with "
-                              f"`{self.__name__}.tune(*args)` or `autotune tune FILE`.", stacklevel=3)
-                return Lookup(Config(), "default", None, fingerprint, signature, device_key)
-            config = Config.from_dict(entry.config)
-            # Validate against this program: a foreign or hand-edited entry must not break the call.
-            from ._rewrite import Plan
-
-            Plan(program.sites, config)
+            return read_config(self, program, signature)
         except Exception as exc:
-            where = _cache_location(self._cache_arg, self._cache)
-            warn_once(("cache-error", where, type(exc).__name__),
-                      f"autotune: the tuning cache {where} could not be used ({type(exc).__name__}: {exc}); "
-                      f"{self.key} runs its default config. Fix or remove the cache, or pass cache= another location.",
-                      stacklevel=3)
-            return Lookup(Config(), "default (cache error)", None, fingerprint, signature, device_key, str(exc))
-        if not entry.covers(self.expected_calls):
-            command = entry.retune_command(self.expected_calls)
-            warn_once(("range", self.key, signature, self.expected_calls),
-                      f"autotune: {self.key} was measured completely only for "
-                      f"{_select.range_text(entry.covered_range)} calls, and expected_calls="
-                      f"{self.expected_calls:g} lies outside, so configs that were not measured for that many calls "
-                      f"could be cheaper; it runs the best measured one ({Config.from_dict(entry.config)}). "
-                      f"Re-tune for {self.expected_calls:g} calls: "
-                      f"{command or f'{self.__name__}.with_options(expected_calls={self.expected_calls:g}).tune(*args)'}",
-                      stacklevel=3)
-        return Lookup(config, "cache", entry, fingerprint, signature, device_key)
+            return self._failed("fingerprint it and look its config up", exc, signature)
 
     def config_for(self, *args: Any, **kwargs: Any) -> Lookup:
         """The config a call with these arguments gets, and where it came from."""
@@ -259,9 +251,13 @@ class Autotuned:
              trial_timeout: float | None = None, trial_memory_gb: float | None = None,
              isolate: bool | str = "auto", retune: str | None = None, location: Any = None,
              confirm_top: int = 3, confirm_rounds: int = 3, seed: int | None = 0, rtol: float | None = None,
-             atol: float | None = None, **kwargs: Any) -> TuneResult | None:
+             atol: float | None = None, reconfirm: bool = False, **kwargs: Any) -> TuneResult | None:
         """Tune this function on these example arguments (exactly a call's arguments) and
-        store the winner in the cache.
+        store the winner in the cache (see :meth:`_store` for when an entry changes).
+
+        Running it again resumes the study; a study with nothing new to measure is finished
+        and returns at once (``result.finished``), unless ``reconfirm=True`` re-times its
+        contenders. The other options are those of :func:`at.tune`.
 
         Returns:
             The :class:`at.TuneResult`; later calls with the same signature use its config.
@@ -277,21 +273,23 @@ class Autotuned:
             join=join, on_ready=on_ready, before_finish=before_finish, timing=timing, objective=objective,
             trial_timeout=trial_timeout, trial_memory_gb=trial_memory_gb, isolate=isolate, retune=retune,
             location=location, confirm_top=confirm_top, confirm_rounds=confirm_rounds, seed=seed, rtol=rtol,
-            atol=atol)
+            atol=atol, reconfirm=reconfirm)
         if result is not None and store:
-            self._store(result, retune)
+            result.stored = self._store(result, retune)
         return result
 
-    def _store(self, result: TuneResult, retune: str | None = None) -> None:
-        """Write the winner, unless the cache already holds a better one from the same study
-        (several boxes finishing one shared study write only improvements)."""
+    def _store(self, result: TuneResult, retune: str | None = None) -> str:
+        """Write the winner unless the cache's entry from the same study stands (the rule:
+        :func:`autotune.study._tune.entry_stands`); returns ``"written"`` or ``"kept"``."""
+        from .study._tune import entry_stands
+
         entry = entry_from_result(result, self.key, retune)
         current = self.cache.lookup(entry.function_key, entry.fingerprint, entry.signature, entry.device_key)
-        if (current is not None and current.study_name == entry.study_name
-                and current.objective == entry.objective and current.cost <= entry.cost):
-            return
+        if entry_stands(current, entry, result):
+            return "kept"
         self.cache.put(entry)
         self.clear_cache()
+        return "written"
 
     def _tune_after_miss(self, args, kwargs) -> None:
         self._pending = False

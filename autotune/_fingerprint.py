@@ -106,8 +106,13 @@ class _Hasher:
             return hit[1], hit[2]
         inner, consts = _compat.unpack(jx)
         env: dict[Any, str] = {}
-        for v, c in zip(inner.constvars, consts):
-            env[v] = _digest(f"const:{_aval(v.aval)}:{self.value(c)}")
+        for i, v in enumerate(inner.constvars):
+            # A bare Jaxpr in a primitive's params (lineax's linear_solve) has constvars but
+            # no values in hand: its caller binds them, so they count by position and type.
+            if i < len(consts):
+                env[v] = _digest(f"const:{_aval(v.aval)}:{self.value(consts[i])}")
+            else:
+                env[v] = _digest(f"constvar:{i}:{_aval(v.aval)}")
         for v, s in zip(inner.invars, seeds):
             env[v] = _digest(f"in:{_aval(v.aval)}:{s}")
 

@@ -8,8 +8,9 @@ Nothing else in autotune computes these. The rules (also in the README's cache s
   the file is imported (``import app``) and when it is tuned as a study file. A lambda or
   a function defined inside another function (``<locals>``) has no stable key: the
   decorator warns once and asks for ``key=``.
-* signature: pytree structure, then per leaf dtype (``~`` = weak type), shape, sharding
-  when multi-device, or the value of a static leaf.
+* signature: pytree structure, then per leaf dtype (``~`` = weak type), shape, the mesh
+  it is on (axis names and sizes, non-Auto axis types, an explicit spec), or the value of
+  a static leaf.
 * device: platform, device kind and count, jax and jaxlib versions.
 """
 
@@ -66,19 +67,48 @@ def unstable_key_reason(key: str) -> str | None:
     return None
 
 
+def _mesh_text(aval: Any) -> str:
+    """``@mesh(data=8)`` for a leaf on a mesh, with the axis types when not all ``Auto`` and the
+    spec when the type carries one (explicit axes); ``""`` for a single-device leaf.
+
+    Read from the abstract value (``jax.typeof``), which is the same for a concrete array,
+    a ``ShapeDtypeStruct`` and the tracer jit traces with, so the decorator's lookup and the
+    tuner compute the same text. jit traces again for another mesh, so a config tuned on a
+    2x4 mesh is never applied on 8x1 or on other axis names.
+    """
+    sharding = getattr(aval, "sharding", None)
+    mesh = getattr(sharding, "mesh", None)
+    names = tuple(getattr(mesh, "axis_names", ()) or ())
+    if not names:
+        return ""
+    sizes = tuple(getattr(mesh, "axis_sizes", None) or dict(mesh.shape).values())
+    text = ",".join(f"{n}={k}" for n, k in zip(names, sizes))
+    types = [getattr(t, "name", str(t)) for t in (getattr(mesh, "axis_types", None) or ())]
+    if any(t != "Auto" for t in types):
+        text += ";" + ",".join(types)
+    spec = tuple(getattr(sharding, "spec", ()) or ())
+    used = "".join("" if e is None else repr(e) for e in spec)
+    return f"@mesh({text})" + (f"P{spec!r}" if used else "")
+
+
+def _aval(x: Any) -> Any:
+    try:
+        return jax.typeof(x) if hasattr(jax, "typeof") else x
+    except TypeError:
+        return x
+
+
+def mesh_text(x: Any) -> str:
+    """``@mesh(data=8)`` for an array, abstract array or tracer on a mesh, else ``""``."""
+    return _mesh_text(_aval(x))
+
+
 def _leaf_text(x: Any) -> str:
     if isinstance(x, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)):
-        try:
-            aval = jax.typeof(x) if hasattr(jax, "typeof") and not isinstance(x, jax.ShapeDtypeStruct) else x
-        except TypeError:
-            aval = x
+        aval = _aval(x)
         weak = "~" if getattr(aval, "weak_type", False) else ""
         shape = ",".join(str(d) for d in np.shape(x))
-        sharding = getattr(x, "sharding", None)
-        shard = ""
-        if sharding is not None and len(getattr(sharding, "device_set", ())) > 1:
-            shard = f"@{_ADDRESS_RE.sub('', repr(sharding))}"
-        return f"{_dtype_name(x.dtype)}{weak}[{shape}]{shard}"
+        return f"{_dtype_name(x.dtype)}{weak}[{shape}]{_mesh_text(aval)}"
     return "static:" + " ".join(_ADDRESS_RE.sub("", repr(x)).split())
 
 
@@ -92,8 +122,15 @@ def _dtype_name(dtype: Any) -> str:
 
 
 def signature(args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> str:
-    """Canonical text of the abstract signature: tree structure, then per leaf
-    dtype (``~`` = weak type), shape, sharding when multi-device, or the value of a static leaf."""
+    """Canonical text of the abstract signature: tree structure, then per leaf dtype (``~`` =
+    weak type), shape, mesh (``@mesh(data=8)``, see :func:`_mesh_text`), or the value of a
+    static leaf.
+
+    Example::
+
+        >>> signature((np.ones((2, 3), np.float32), 4))
+        'PyTreeDef(((*, *), {}))|float32[2,3];static:4'
+    """
     leaves, treedef = jax.tree_util.tree_flatten((tuple(args), dict(kwargs or {})))
     text = " ".join(f"{treedef}|".split()) + ";".join(_leaf_text(x) for x in leaves)
     if len(text) > MAX_SIGNATURE_CHARS:  # huge pytrees: keep a readable head, key by the hash of all

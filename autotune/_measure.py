@@ -5,14 +5,15 @@ runner, the worker process in every mode and the benchmark scripts all time thro
 primitives here: :func:`time_stages` (trace, lower, hash, compile), :func:`compile_config`
 (the same with JAX's caches cleared and the persistent cache off), :func:`time_calls`
 (adaptive runtime sampling) and :func:`run_measurement` (a :class:`Measurement` from
-compiled stages).
+compiled stages). Each stage is timed in wall seconds and in the process's CPU seconds (all
+threads: XLA compiles on threads of its own); load stretches the first, not the second, which
+the objective charges (:attr:`Measurement.compile_cost_s`; README, "Measuring honestly").
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
 import math
 import statistics
 import time
@@ -24,9 +25,11 @@ import jax
 
 from . import _compat
 from ._config import Config
+from ._jitargs import donates, dynamic_args, jit_option_set  # noqa: F401 (imported from here too)
 from ._rewrite import with_config
 
 TIMING_OPTIONS = ("warmup", "min_reps", "max_reps", "target_s")  # what runners pass on to time_calls
+OPTIONAL_SECONDS = ("trace_cpu_s", "lower_cpu_s", "compile_cpu_s", "run_p10_s")  # None in older records
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,9 @@ class Measurement:
         flops: flops XLA's cost analysis reports, or None.
         program_hash: sha256 of the lowered program's text (computed before compiling):
             two configs with the same hash compile to the same program.
+        trace_cpu_s, lower_cpu_s, compile_cpu_s: the process's CPU seconds (all threads)
+            over the same three stages, or None where not measured (older records).
+        run_p10_s: the 10th percentile of the per-call seconds (None in older records).
     """
 
     trace_s: float
@@ -57,28 +63,48 @@ class Measurement:
     flops: float | None = None
     program_hash: str | None = None
     outputs: Any = field(default=None, compare=False, repr=False)
+    trace_cpu_s: float | None = None
+    lower_cpu_s: float | None = None
+    compile_cpu_s: float | None = None
+    run_p10_s: float | None = None
+
+    @property
+    def run_cost_s(self) -> float:
+        """The per-call seconds the objective charges: :attr:`run_p10_s` (a call another
+        process preempts takes longer, never shorter), else ``run_s``."""
+        return self.run_s if self.run_p10_s is None else self.run_p10_s
 
     @property
     def compile_total_s(self) -> float:
-        """Everything paid once per signature: trace + lower + compile."""
+        """Everything paid once per signature, in wall seconds: trace + lower + compile."""
         return self.trace_s + self.lower_s + self.compile_s
 
+    @property
+    def compile_total_cpu_s(self) -> float | None:
+        """trace + lower + compile in process CPU seconds; None if a stage's is unknown."""
+        cpu = (self.trace_cpu_s, self.lower_cpu_s, self.compile_cpu_s)
+        return None if None in cpu else sum(cpu)
+
+    @property
+    def compile_cost_s(self) -> float:
+        """The one-off seconds the objective charges: :attr:`compile_total_cpu_s` (load stretches
+        wall time, a compile waiting for a core, not CPU time), else the wall seconds."""
+        return self.compile_total_s if self.compile_total_cpu_s is None else self.compile_total_cpu_s
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "trace_s": self.trace_s, "lower_s": self.lower_s, "compile_s": self.compile_s,
-            "run_s": self.run_s, "run_iqr_s": self.run_iqr_s, "reps": self.reps,
-            "config": self.config.to_dict(), "memory": dict(self.memory), "flops": self.flops,
-            "program_hash": self.program_hash,
-        }
+        return {"trace_s": self.trace_s, "lower_s": self.lower_s, "compile_s": self.compile_s,
+                "run_s": self.run_s, "run_iqr_s": self.run_iqr_s, "reps": self.reps,
+                "config": self.config.to_dict(), "memory": dict(self.memory), "flops": self.flops,
+                "program_hash": self.program_hash, "trace_cpu_s": self.trace_cpu_s,
+                "lower_cpu_s": self.lower_cpu_s, "compile_cpu_s": self.compile_cpu_s, "run_p10_s": self.run_p10_s}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Measurement:
-        return cls(
-            trace_s=float(d["trace_s"]), lower_s=float(d["lower_s"]), compile_s=float(d["compile_s"]),
-            run_s=float(d["run_s"]), run_iqr_s=float(d.get("run_iqr_s", 0.0)), reps=int(d.get("reps", 0)),
-            config=Config.from_dict(d.get("config") or {}), memory=dict(d.get("memory") or {}),
-            flops=d.get("flops"), program_hash=d.get("program_hash"),
-        )
+        return cls(trace_s=float(d["trace_s"]), lower_s=float(d["lower_s"]), compile_s=float(d["compile_s"]),
+                   run_s=float(d["run_s"]), run_iqr_s=float(d.get("run_iqr_s", 0.0)), reps=int(d.get("reps", 0)),
+                   config=Config.from_dict(d.get("config") or {}), memory=dict(d.get("memory") or {}),
+                   flops=d.get("flops"), program_hash=d.get("program_hash"),
+                   **{k: None if d.get(k) is None else float(d[k]) for k in OPTIONAL_SECONDS})
 
     def replace(self, **changes: Any) -> Measurement:
         return dataclasses.replace(self, **changes)
@@ -98,6 +124,9 @@ class Stages:
     compile_s: float = 0.0
     program_hash: str | None = None
     reused: Any = None
+    trace_cpu_s: float | None = None
+    lower_cpu_s: float | None = None
+    compile_cpu_s: float | None = None
 
 
 def program_hash(lowered: Any) -> str:
@@ -120,27 +149,27 @@ def time_stages(jitted: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | 
             ``Stages.reused``.
         compile: False stops after lowering.
 
-    Hook time is not counted in any stage.
+    Hook time is not counted in any stage; each stage's process CPU seconds go to ``*_cpu_s``.
     """
     kwargs = kwargs or {}
     stages = Stages(jitted)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     stages.traced = jitted.trace(*args, **kwargs)
-    stages.trace_s = time.perf_counter() - t0
+    stages.trace_s, stages.trace_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     if on_traced is not None:
         on_traced(stages)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     stages.lowered = stages.traced.lower()
-    stages.lower_s = time.perf_counter() - t0
+    stages.lower_s, stages.lower_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     stages.program_hash = program_hash(stages.lowered)
     if on_lowered is not None:
         stages.reused = on_lowered(stages)
         if stages.reused is not None:
             return stages
     if compile:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         stages.compiled = stages.lowered.compile()
-        stages.compile_s = time.perf_counter() - t0
+        stages.compile_s, stages.compile_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     return stages
 
 
@@ -159,56 +188,14 @@ def compile_config(fn: Callable, args: Sequence[Any], kwargs: dict[str, Any] | N
                            on_lowered=on_lowered, compile=compile)
 
 
-def jit_option_set(jit_kwargs: dict[str, Any], name: str) -> set:
-    """A ``jax.jit`` option that takes one or several argument numbers or names, as a set
-    (``static_argnums=0`` is argument 0, not "none")."""
-    value = jit_kwargs.get(name)
-    if value is None:
-        return set()
-    return {value} if isinstance(value, (int, str)) else set(value)
-
-
-def dynamic_args(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict) -> tuple[tuple, dict]:
-    """The arguments a compiled executable takes: the static ones removed.
-
-    Like ``jax.jit``, a static argument declared by number may be passed by
-    keyword and one declared by name may be passed by position.
-    """
-    nums, names = jit_option_set(jit_kwargs, "static_argnums"), jit_option_set(jit_kwargs, "static_argnames")
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    nums = {n % len(positional) if positional and n < 0 else n for n in nums}
-    for i, name in enumerate(positional):
-        if name in names:
-            nums.add(i)
-        if i in nums:
-            names.add(name)
-    if args and not positional:
-        nums = {n % len(args) for n in nums}
-    return (
-        tuple(a for i, a in enumerate(args) if i not in nums),
-        {k: v for k, v in kwargs.items() if k not in names},
-    )
-
-
-def donates(jit_kwargs: dict[str, Any]) -> bool:
-    return bool(jit_option_set(jit_kwargs, "donate_argnums") or jit_option_set(jit_kwargs, "donate_argnames"))
-
-
 def _memory(compiled) -> dict[str, int]:
     try:
         stats = compiled.memory_analysis()
     except Exception:
         return {}
-    out = {}
-    for key in ("temp", "generated_code", "argument", "output"):
-        value = getattr(stats, f"{key}_size_in_bytes", None)
-        if value is not None:
-            out[key] = int(value)
-    return out
+    sizes = {k: getattr(stats, f"{k}_size_in_bytes", None) for k in ("temp", "generated_code", "argument",
+                                                                     "output")}
+    return {key: int(value) for key, value in sizes.items() if value is not None}
 
 
 def _flops(compiled) -> float | None:
@@ -222,24 +209,20 @@ def _flops(compiled) -> float | None:
     return float(value) if value is not None and math.isfinite(value) and value >= 0 else None
 
 
-def _quartiles(samples: Sequence[float]) -> tuple[float, float]:
+def _quartiles(samples: Sequence[float]) -> tuple[float, float, float]:
+    """(median, IQR, 10th percentile). Inclusive quantiles: the default (exclusive) method
+    extrapolates below the fastest sample, and a few samples with one slow outlier gave a
+    negative 10th percentile."""
     if len(samples) < 4:
-        return statistics.median(samples), 0.0
-    q1, _, q3 = statistics.quantiles(samples, n=4)
-    return statistics.median(samples), q3 - q1
+        return statistics.median(samples), 0.0, min(samples)
+    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    return statistics.median(samples), q3 - q1, statistics.quantiles(samples, n=10, method="inclusive")[0]
 
 
-def time_calls(
-    call: Callable[[], Any],
-    *,
-    warmup: int = 2,
-    min_reps: int = 5,
-    max_reps: int = 2000,
-    target_s: float = 0.5,
-    min_sample_s: float = 2e-4,
-    fresh_inputs: bool = False,
-) -> tuple[float, float, int]:
-    """Median and IQR of seconds per call of ``call`` (which must block).
+def time_calls(call: Callable[[], Any], *, warmup: int = 2, min_reps: int = 5, max_reps: int = 2000,
+               target_s: float = 0.5, min_sample_s: float = 2e-4,
+               fresh_inputs: bool = False) -> tuple[float, float, int, float]:
+    """Median, IQR, count and 10th percentile of seconds per call of ``call`` (which must block).
 
     The number of samples adapts to the function's speed: about ``target_s``
     of timing in all, at least ``min_reps`` samples, at most ``max_reps``. Calls
@@ -259,8 +242,8 @@ def time_calls(
         for _ in range(batch):
             call()
         samples.append((time.perf_counter() - t0) / batch)
-    median, iqr = _quartiles(samples)
-    return median, iqr, reps * batch
+    median, iqr, p10 = _quartiles(samples)
+    return median, iqr, reps * batch, p10
 
 
 def _copy(x):
@@ -268,8 +251,8 @@ def _copy(x):
 
 
 def time_compiled(compiled: Any, args: tuple, kwargs: dict, *, donating: bool = False,
-                  **timing: Any) -> tuple[float, float, int, Any]:
-    """(median s, IQR s, reps, outputs of the last call) of calling ``compiled`` on the
+                  **timing: Any) -> tuple[float, float, int, float, Any]:
+    """(median s, IQR s, reps, p10 s, outputs of the last call) of calling ``compiled`` on the
     dynamic ``args``/``kwargs``; donated inputs are copied fresh for every call."""
     outputs = None
 
@@ -278,19 +261,19 @@ def time_compiled(compiled: Any, args: tuple, kwargs: dict, *, donating: bool = 
         a, k = jax.tree_util.tree_map(_copy, (args, kwargs)) if donating else (args, kwargs)
         outputs = jax.block_until_ready(compiled(*a, **k))
 
-    run_s, iqr_s, reps = time_calls(call, fresh_inputs=donating, **timing)
-    return run_s, iqr_s, reps, outputs
+    return (*time_calls(call, fresh_inputs=donating, **timing), outputs)
 
 
 def run_measurement(stages: Stages, args: tuple, kwargs: dict, *, config: Config | dict | None = None,
                     donating: bool = False, keep_outputs: bool = False, **timing: Any) -> Measurement:
     """Time the runtime of compiled ``stages`` and return the whole :class:`Measurement`."""
-    run_s, iqr_s, reps, outputs = time_compiled(stages.compiled, args, kwargs, donating=donating, **timing)
+    run_s, iqr_s, reps, p10, outputs = time_compiled(stages.compiled, args, kwargs, donating=donating, **timing)
     return Measurement(
         trace_s=stages.trace_s, lower_s=stages.lower_s, compile_s=stages.compile_s, run_s=run_s,
         run_iqr_s=iqr_s, reps=reps, config=Config.from_dict(config), memory=_memory(stages.compiled),
         flops=_flops(stages.compiled), program_hash=stages.program_hash,
-        outputs=outputs if keep_outputs else None,
+        outputs=outputs if keep_outputs else None, trace_cpu_s=stages.trace_cpu_s,
+        lower_cpu_s=stages.lower_cpu_s, compile_cpu_s=stages.compile_cpu_s, run_p10_s=p10,
     )
 
 
@@ -299,7 +282,8 @@ def reuse(earlier: Measurement, stages: Stages, config: Config | dict | None) ->
     its own trace and lower seconds, the earlier one's compile, runtime, memory, flops
     and outputs."""
     return earlier.replace(trace_s=stages.trace_s, lower_s=stages.lower_s, config=Config.from_dict(config),
-                           program_hash=stages.program_hash)
+                           program_hash=stages.program_hash, trace_cpu_s=stages.trace_cpu_s,
+                           lower_cpu_s=stages.lower_cpu_s)
 
 
 @dataclass
@@ -315,9 +299,9 @@ class Executable:
 
     def retime(self, **timing: Any) -> Measurement:
         """Time the runtime again: the new runtime figures, the kept compile figures."""
-        run_s, iqr_s, reps, _ = time_compiled(self.compiled, self.args, self.kwargs, donating=self.donating,
-                                              **timing)
-        return self.measurement.replace(run_s=run_s, run_iqr_s=iqr_s, reps=reps, outputs=None)
+        run_s, iqr_s, reps, p10, _ = time_compiled(self.compiled, self.args, self.kwargs, donating=self.donating,
+                                                   **timing)
+        return self.measurement.replace(run_s=run_s, run_iqr_s=iqr_s, reps=reps, run_p10_s=p10, outputs=None)
 
 
 def measure_executable(
@@ -354,21 +338,11 @@ def measure_executable(
     return m, Executable(stages.compiled, dyn_args, dyn_kwargs, donates(jit_kwargs), m.replace(outputs=None))
 
 
-def measure(
-    fn: Callable,
-    args: Sequence[Any],
-    kwargs: dict[str, Any] | None = None,
-    config: Config | dict | None = None,
-    *,
-    jit_kwargs: dict[str, Any] | None = None,
-    warmup: int = 2,
-    min_reps: int = 5,
-    max_reps: int = 2000,
-    target_s: float = 0.5,
-    clear_caches: bool = True,
-    keep_outputs: bool = False,
-    on_lowered: Callable[[str], Measurement | None] | None = None,
-) -> Measurement:
+def measure(fn: Callable, args: Sequence[Any], kwargs: dict[str, Any] | None = None,
+            config: Config | dict | None = None, *, jit_kwargs: dict[str, Any] | None = None, warmup: int = 2,
+            min_reps: int = 5, max_reps: int = 2000, target_s: float = 0.5, clear_caches: bool = True,
+            keep_outputs: bool = False,
+            on_lowered: Callable[[str], Measurement | None] | None = None) -> Measurement:
     """Compile ``fn`` under ``config`` and time every stage.
 
     Arguments:

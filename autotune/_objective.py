@@ -12,6 +12,10 @@ from ._errors import ConfigError
 class Objective:
     """``cost = compile_weight * (trace + lower + compile) + runtime_weight * expected_calls * run``.
 
+    The one-off seconds are the process CPU seconds of trace + lower + compile and the per-call
+    seconds the 10th percentile of the timed calls (:attr:`Measurement.compile_cost_s`,
+    :attr:`Measurement.run_cost_s`): load from other processes stretches wall times and medians.
+
     Arguments:
         expected_calls: how many times the compiled function runs per compile.
         compile_weight: weight of the one-off seconds (trace, lower, compile).
@@ -37,8 +41,8 @@ class Objective:
         return self.compile_weight * compile_s + self.runtime_weight * self.expected_calls * run_s
 
     def cost(self, measurement) -> float:
-        """The cost of a :class:`Measurement`."""
-        return self.cost_of(measurement.compile_total_s, measurement.run_s)
+        """The cost of a :class:`Measurement` (its ``compile_cost_s`` and ``run_cost_s``)."""
+        return self.cost_of(measurement.compile_cost_s, measurement.run_cost_s)
 
     def to_dict(self) -> dict[str, float]:
         return {"expected_calls": self.expected_calls, "compile_weight": self.compile_weight,

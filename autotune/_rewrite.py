@@ -113,7 +113,7 @@ def evaluate(jx: Any, args: list[Any], plan: Plan, path: tuple = ()) -> list[Any
             params = eqn.params
             if here in plan.dirty:
                 new = {
-                    addr: _rewrite_sub(sub, plan, here + addr)
+                    addr: _rewrite_sub(eqn, sub, plan, here + addr)
                     for addr, sub in _compat.sub_jaxprs(params)
                     if here + addr in plan.dirty
                 }
@@ -126,10 +126,13 @@ def evaluate(jx: Any, args: list[Any], plan: Plan, path: tuple = ()) -> list[Any
     return [read(v) for v in inner.outvars]
 
 
-def _rewrite_sub(sub: Any, plan: Plan, path: tuple) -> Any:
+def _rewrite_sub(eqn: Any, sub: Any, plan: Plan, path: tuple) -> Any:
+    """``sub`` (a body of ``eqn``) re-traced through the plan, with the axis names ``eqn``
+    binds for it (``shard_map``, ``pmap``) bound, as when JAX traced it."""
     inner, _ = _compat.unpack(sub)
     in_avals = [v.aval for v in inner.invars]
-    return _compat.retrace_like(sub, lambda *a: evaluate(sub, list(a), plan, path), in_avals)
+    with _compat.axis_context(eqn):
+        return _compat.retrace_like(sub, lambda *a: evaluate(sub, list(a), plan, path), in_avals)
 
 
 def _expand_loop(eqn, entry, invals, plan: Plan, here: tuple) -> list[Any]:
@@ -276,3 +279,17 @@ def with_config(fn: Callable, config: Config | dict | None) -> Callable:
 
     configured.config = config  # type: ignore[attr-defined]
     return configured
+
+
+def rewrite_error(fn: Callable, args: tuple, kwargs: dict | None, jit_kwargs: dict | None,
+                  config: Config | dict | None) -> str | None:
+    """Trace ``jax.jit(with_config(fn, config), **jit_kwargs)`` on the arguments, without
+    lowering: None when it traces, else the error as ``"Type: message"``."""
+    jitted = jax.jit(with_config(fn, config), **dict(jit_kwargs or {}))
+    try:
+        stage = getattr(jitted, "trace", None) or jitted.lower  # jax without .trace lowers too
+        stage(*args, **dict(kwargs or {}))
+    except Exception as exc:  # what makes the rewrite fail is the answer, whatever it is
+        return f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:500]
+    return None
+

@@ -226,7 +226,8 @@ class ExecutableStore:
             return None
         program, m = held
         return self._programs[program].retime(**timing).replace(
-            trace_s=m.trace_s, lower_s=m.lower_s, config=m.config)
+            trace_s=m.trace_s, lower_s=m.lower_s, trace_cpu_s=m.trace_cpu_s, lower_cpu_s=m.lower_cpu_s,
+            config=m.config)
 
     def clear(self) -> None:
         self._programs.clear()

@@ -25,10 +25,13 @@ class LoopSite:
         id: stable, readable id: an ``at.loop``'s name, or for any other loop its
             parent's id, ``/``, then ``<form>@<where>``: ``scan@file.py:line``,
             ``fori@...`` for a fori_loop, ``while@...`` for a while_loop. ``<where>`` is
-            the user's line that wrote the loop; for a loop built by library code with
-            no user frame, the nearest library frame, else the traced body's
-            definition line or name, never ``?``. ``#2``, ``#3``... tell apart loops
-            that would otherwise share an id.
+            the user's line that wrote the loop: the nearest frame outside installed
+            packages (site-packages, the standard library, JAX, autotune), following the
+            call through the ``jit`` or loop bodies it was traced in; so a flax
+            ``nn.scan`` is named where the user applies it, not in flax. With no user
+            frame at all, the nearest library frame, else the traced body's definition
+            line or name, never ``?``. ``#2``, ``#3``... tell apart loops that would
+            otherwise share an id.
         kind: how the site is tuned: ``"loop"`` for ``at.loop``, ``"while"`` for a
             ``lax.while_loop`` (and a ``fori_loop`` with a traced trip count), ``"scan"``
             for everything else (``lax.scan``, a static ``fori_loop``, derived loops).
@@ -38,6 +41,9 @@ class LoopSite:
         parent: the id of the innermost enclosing site, or None.
         source: ``"file:line"`` of the code that wrote the loop (a library's line when
             the user's is not in the traceback), or None when no frame is known.
+        library_source: ``"path:line"`` of the library code that built the loop, when that
+            is not ``source``: ``flax/core/axes_scan.py:200``, the path relative to the
+            installed folder (site-packages) it lies in; None for a loop the user wrote.
         name: the ``at.loop`` name, else None.
         has_ys: whether the loop stacks per-iteration outputs (then ``"fori"`` is invalid).
         num_carry: how many carry values the loop threads.
@@ -65,13 +71,14 @@ class LoopSite:
     derived: bool = False
     effects: bool = field(default=False, compare=False, repr=False)
     path: tuple = field(default=(), compare=False, repr=False)
+    library_source: str | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id, "kind": self.kind, "length": self.length, "depth": self.depth,
             "parent": self.parent, "source": self.source, "name": self.name,
             "has_ys": self.has_ys, "default": self.default.to_dict(),
-            "form": self.form, "derived": self.derived,
+            "form": self.form, "derived": self.derived, "library_source": self.library_source,
         }
 
 
@@ -103,22 +110,56 @@ def _xs_count(eqn, body) -> int:
     return n
 
 
-def _where(eqn, body) -> tuple[str, str | None]:
-    """(readable place for the id, ``file:line`` source or None): never ``?``."""
+def _user_frame(eqn, outer: tuple) -> _compat.Frame | None:
+    """The innermost frame outside installed packages. JAX cuts a traceback where it starts
+    tracing a body, so the search goes on through the equations that enclose ``eqn``
+    (``outer``, outermost first): a loop in optimistix's jitted ``root_find`` is named by
+    the user's call to ``root_find``. Code without a file (``<string>``: ``python -c``, but
+    also the methods ``dataclasses`` generates) counts only when no file of the user's does."""
+    fileless = None
+    for e in (eqn, *reversed(outer)):
+        for frame in _compat.frames(e):
+            if _compat.installed_path(frame.file) is None:
+                if not frame.file.startswith("<"):
+                    return frame
+                fileless = fileless or frame
+    return fileless
+
+
+def _library_where(eqn, body) -> tuple[str, str | None, int | None]:
+    """(name, file, line) that names a loop with no user frame, as before user frames were
+    searched past installed packages: JAX's user frame (a library's), else the innermost
+    frame JAX does not own, else the traced body's definition, else the outermost frame."""
     frame = _compat.user_frame(eqn) or _compat.library_frame(eqn)
     if frame is not None:
-        return f"{os.path.basename(frame.file)}:{frame.line}", f"{frame.file}:{frame.line}"
+        return "", frame.file, frame.line
     name, file, line = _compat.traced_function(body)
     if file is not None and line is not None:  # built inside JAX: where its body is defined
-        return f"{os.path.basename(file)}:{line}", f"{file}:{line}"
+        return name, file, line
     frame = _compat.outermost_frame(eqn)
-    if frame is not None:
-        return f"{os.path.basename(frame.file)}:{frame.line}", f"{frame.file}:{frame.line}"
-    return (name or "anonymous"), None
+    return (name, frame.file, frame.line) if frame is not None else (name, None, None)
+
+
+def _where(eqn, body, outer: tuple) -> tuple[str, str | None, str | None]:
+    """(readable place for the id, ``file:line`` source or None, the library's line when the
+    user's names the loop): never ``?``. Ids name files by base name, so no folder counts."""
+    name, file, line = _library_where(eqn, body)
+    frame = _user_frame(eqn, outer)
+    if frame is None:
+        if file is None:
+            return (name or "anonymous"), None, None
+        return f"{os.path.basename(file)}:{line}", f"{file}:{line}", None
+    lib = _compat.library_frame(eqn)  # the innermost library frame, even one JAX skips
+    if lib is not None:
+        file, line = lib.file, lib.line
+    library = None
+    if file is not None and (file, line) != (frame.file, frame.line):
+        library = f"{_compat.installed_path(file) or file}:{line}"
+    return f"{os.path.basename(frame.file)}:{frame.line}", f"{frame.file}:{frame.line}", library
 
 
 def _make_site(eqn, path: tuple, parent: str | None, depth: int, taken: set[str],
-               tag: LoopTag | None, transposed: bool) -> LoopSite:
+               tag: LoopTag | None, transposed: bool, outer: tuple) -> LoopSite:
     reverse = bool(eqn.params.get("reverse", False))
     if eqn.primitive.name == "while":
         (_, cond), (_, body) = _compat.while_jaxprs(eqn)
@@ -142,7 +183,7 @@ def _make_site(eqn, path: tuple, parent: str | None, depth: int, taken: set[str]
             form = "loop" if tag is not None else ("fori" if _compat.traced_for(body) == "fori_loop" else "scan")
             unroll = int(eqn.params.get("unroll", 1)) or length
             default = SiteChoice("for") if length > 1 and unroll >= length else SiteChoice("scan", max(1, unroll))
-    where, source = _where(eqn, body)
+    where, source, library = _where(eqn, body, outer)
     if kind == "loop":
         base = name
     else:
@@ -157,7 +198,7 @@ def _make_site(eqn, path: tuple, parent: str | None, depth: int, taken: set[str]
         id=site_id, kind=kind, length=length, depth=depth, parent=parent, source=source,
         name=name, has_ys=len(eqn.outvars) > num_carry, num_carry=num_carry,
         num_xs=num_xs, reverse=reverse, default=default, form=form, derived=derived,
-        effects=effects, path=path,
+        effects=effects, path=path, library_source=library,
     )
 
 
@@ -175,7 +216,7 @@ def discover(jaxpr: Any) -> list[LoopSite]:
     sites: list[LoopSite] = []
     taken: set[str] = set()
 
-    def visit(jx, path, parent, depth, pending: LoopTag | None, transposed: bool):
+    def visit(jx, path, parent, depth, pending: LoopTag | None, transposed: bool, outer: tuple):
         inner, _ = _compat.unpack(jx)
         for i, eqn in enumerate(inner.eqns):
             here = path + (i,)
@@ -184,15 +225,15 @@ def discover(jaxpr: Any) -> list[LoopSite]:
             under = transposed or any(k == "transform" and n == "transpose" for k, n in scopes)
             site = None
             if eqn.primitive.name in LOOP_PRIMITIVES:
-                site = _make_site(eqn, here, parent, depth, taken, tag, under)
+                site = _make_site(eqn, here, parent, depth, taken, tag, under, outer)
                 sites.append(site)
             for addr, sub in _compat.sub_jaxprs(eqn.params):
                 if site is None:
-                    visit(sub, here + addr, parent, depth, tag, under)
+                    visit(sub, here + addr, parent, depth, tag, under, outer + (eqn,))
                 else:
-                    visit(sub, here + addr, site.id, depth + 1, None, under)
+                    visit(sub, here + addr, site.id, depth + 1, None, under, outer + (eqn,))
 
-    visit(jaxpr, (), None, 0, None, False)
+    visit(jaxpr, (), None, 0, None, False, ())
     return sites
 
 

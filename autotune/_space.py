@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ._config import GUARDS, Config, SiteChoice
+from ._rewrite import rewrite_error
 from ._sites import LoopSite
 
 WHILE_UNROLLS = (1, 2, 4, 8)
@@ -129,6 +130,25 @@ def _site_space(s: LoopSite) -> SiteSpace:
     return SiteSpace(s, reprs, tuple(unroll_options(s.length, default_unroll)))
 
 
+def _default_only(e: SiteSpace) -> SiteSpace:
+    d = e.site.default
+    return SiteSpace(e.site, (d.repr,), (max(1, d.unroll),), (d.guard,) if d.guard else ())
+
+
+def probe_choices(e: SiteSpace, first: SiteChoice | None = None) -> list[SiteChoice]:
+    """Up to two choices of a site other than its default, ``first`` (when given) first and then
+    the most different one (another representation where there is one): a rewrite that fails
+    on both fails for a reason that is not particular to the choice."""
+    others = [c for c in e.choices if c != e.site.default]
+    out = [first] if first is not None and first != e.site.default else []
+    lead = out[0] if out else (others[0] if others else None)
+    if lead is None:
+        return []
+    rest = [c for c in others if c != lead]
+    rest.sort(key=lambda c: (c.repr == lead.repr, c.repr == "for", c.unroll))  # another representation first
+    return [lead, *rest[:1]]
+
+
 class Space:
     """Every tunable site of a program and the choices each offers.
 
@@ -183,6 +203,24 @@ class Space:
             total[s.id] = own[s.id] * (total[parent.id] if parent is not None else 1)
         return total
 
+    def pinned(self, site_ids) -> Space:
+        """This space with the sites ``site_ids`` held at their default (the only choice left).
+
+        A site the rewrite cannot re-emit at all (see :func:`unrewritable`) is
+        pinned so that a search stops proposing configs that fail the same way.
+        """
+        ids = set(site_ids)
+        out = Space.__new__(Space)
+        out.all_sites, out.sites = self.all_sites, self.sites
+        out.entries = [e if e.site.id not in ids else _default_only(e) for e in self.entries]
+        return out
+
+    def with_defaults(self, config: Config, site_ids) -> Config:
+        """``config`` with the sites ``site_ids`` set to their default."""
+        ids = set(site_ids)
+        return Config({e.site.id: e.site.default if e.site.id in ids
+                       else config.get(e.site.id, e.site.default) for e in self.entries})
+
     def to_params(self, config: Config) -> dict[str, Any]:
         """Optuna params that reproduce ``config`` (a trial is created with them)."""
         params: dict[str, Any] = {}
@@ -231,3 +269,42 @@ class Space:
                 guard = trial.suggest_categorical(e.guard_param, list(e.guards))
             choices[e.site.id] = SiteChoice(rep, unroll, guard)
         return Config(choices)
+
+
+def unrewritable(fn: Callable, args: tuple, kwargs: dict | None, jit_kwargs: dict | None, space: Any,
+                 config: Config | None = None) -> dict[str, str]:
+    """The sites of ``space`` the rewrite cannot re-emit at all: ``{site id: why}``.
+
+    A site is unrewritable when the program, with only that site changed, fails to trace
+    for two different choices of it (another representation where it has one) while the
+    default traces. With ``config`` (a config that failed), only the sites it changes are
+    tried, each first with its choice in ``config``; without, every site. Either way the whole
+    config is traced first: one trace when it traces (as is usual), and nothing is blamed.
+
+    Example::
+
+        >>> space = Space(at.sites(f, x))
+        >>> unrewritable(f, (x,), {}, {}, space)  # {} unless a loop cannot be re-emitted
+        {}
+    """
+    entries = [e for e in space.entries if probe_choices(e)]
+    if config is not None:
+        entries = [e for e in entries if config.get(e.site.id, e.site.default) != e.site.default]
+    every = config if config is not None else Config({e.site.id: probe_choices(e)[0] for e in entries})
+    if not entries or rewrite_error(fn, args, kwargs, jit_kwargs, every) is None:
+        return {}  # it traces: what failed (a compile, a run) is not the rewrite
+    if rewrite_error(fn, args, kwargs, jit_kwargs, Config()) is not None:
+        return {}  # the program fails as it is: no site is to blame
+    found: dict[str, str] = {}
+    for e in entries:
+        first = config.get(e.site.id) if config is not None else None
+        errors = []
+        for choice in probe_choices(e, first):
+            why = rewrite_error(fn, args, kwargs, jit_kwargs, Config({e.site.id: choice}))
+            if why is None:
+                break
+            errors.append(why)
+        else:
+            if errors:
+                found[e.site.id] = errors[0]
+    return found

@@ -4,10 +4,18 @@ Everything that can go wrong in the user's file (it does not import, ``examples(
 raises or returns something else than ``[(fn, args[, kwargs])]``, an example passes
 arguments its function does not take) is a :class:`StudyError` naming the file, the
 example and the fix: one line at the command line, never a traceback.
+
+A study that needs several devices (a ``Mesh`` of 8 host CPU devices) says so with a
+top-level ``HOST_DEVICES = 8``: it is read from the file's text before the file is
+imported, and the process asks XLA for that many host devices
+(``XLA_FLAGS=--xla_force_host_platform_device_count=8``) while JAX has not started yet;
+worker processes inherit the flag. A process whose JAX already runs with fewer devices
+gets a one-line StudyError naming the command that runs the study in a process of its own.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib.util
 import inspect
@@ -70,6 +78,54 @@ def _signature_text(fn: Any) -> str:
         return "(...)"
 
 
+HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
+
+
+def host_devices(path: str) -> int:
+    """The devices a study file declares it needs (``HOST_DEVICES = 8`` at its top level, a
+    literal whole number), read from its text without importing it; 1 where it says nothing."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read(), path)
+    except (OSError, SyntaxError, ValueError):  # the import that follows reports it
+        return 1
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets = [node.target]
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == "HOST_DEVICES" for t in targets):
+            value = getattr(node.value, "value", None) if isinstance(node.value, ast.Constant) else None
+            if type(value) is not int or value < 1:
+                raise StudyError(f"Study file {path!r}: HOST_DEVICES must be a whole number written as a "
+                                 "literal, e.g. HOST_DEVICES = 8, so it can be read before JAX starts.")
+            return value
+    return 1
+
+
+def provide_host_devices(path: str, n: int) -> None:
+    """Give this process ``n`` devices: XLA's host-device flag where ``XLA_FLAGS`` does not set
+    it yet (read when JAX starts its backends; the worker processes inherit it), then check."""
+    before = os.environ.get("XLA_FLAGS")
+    if HOST_DEVICES_FLAG not in (before or ""):
+        os.environ["XLA_FLAGS"] = f"{before or ''} {HOST_DEVICES_FLAG}={n}".strip()
+    import jax
+
+    devices = jax.devices()
+    if len(devices) >= n:
+        return
+    if before is None:  # the flag came too late for this process: its children should not get it either
+        os.environ.pop("XLA_FLAGS", None)
+    else:
+        os.environ["XLA_FLAGS"] = before
+    raise StudyError(f"Study file {path!r} needs {n} devices (HOST_DEVICES = {n}), but JAX runs with "
+                     f"{len(devices)} {devices[0].platform} device(s) in this process; run it in a process "
+                     f"of its own: XLA_FLAGS={HOST_DEVICES_FLAG}={n} autotune tune {path} (add "
+                     "JAX_PLATFORMS=cpu on a GPU or TPU machine).")
+
+
 def load_module(path: str):
     """Import ``path`` as a module named after its file stem (its folder goes on sys.path),
     so function keys match an ordinary ``import`` of the same file."""
@@ -84,6 +140,9 @@ def load_module(path: str):
         sys.path.insert(0, folder)
     if name in sys.modules and getattr(sys.modules[name], "__file__", None) == os.path.abspath(path):
         return sys.modules[name]
+    devices = host_devices(path)
+    if devices > 1:
+        provide_host_devices(path, devices)
     spec = importlib.util.spec_from_file_location(name, os.path.abspath(path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

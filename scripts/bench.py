@@ -40,6 +40,7 @@ import os
 import platform
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -54,10 +55,13 @@ STUDY_DIR = os.path.join(ROOT, "studies")
 STUDIES = ["lambda_returns", "seed_rollout", "gru_encoder", "ode_rk4", "kalman", "hmc", "scan_layers", "rl_cartpole"]
 QUICK_STUDIES = ["lambda_returns", "seed_rollout"]
 # The studies of real third-party code (studies/real_*.py), lightest first, and what each
-# imports: they need `pip install -e '.[examples]'`.
+# imports: they need `pip install -e '.[examples]'`. A study that declares HOST_DEVICES
+# (the 8-device mesh ones) runs in a bench process of its own started with that many devices.
 REAL_STUDIES = {
     "real_numpyro_ar": ("numpyro",), "real_flax_lstm": ("flax",), "real_optax_train": ("optax",),
-    "real_blackjax_hmc": ("blackjax",), "real_diffrax_ode": ("diffrax", "equinox"),
+    "real_optimistix_newton": ("optimistix", "lineax"), "real_equinox_stack": ("equinox",),
+    "real_blackjax_hmc": ("blackjax",), "real_flax_transformer": ("flax",),
+    "real_sharded_train": (), "real_shard_map": (), "real_diffrax_ode": ("diffrax", "equinox"),
 }
 QUICK_REAL_STUDIES = ["real_numpyro_ar"]
 STUDY_SETS = ("default", "real", "all")
@@ -233,6 +237,39 @@ def tune_supports(name: str) -> bool:
     from autotune import tune
 
     return name in inspect.signature(tune).parameters
+
+
+def host_devices(name: str) -> int:
+    """The devices a study declares it needs (``HOST_DEVICES``), read without importing it."""
+    from autotune._studyfile import host_devices as declared
+
+    return declared(os.path.join(STUDY_DIR, f"{name}.py"))
+
+
+def run_own_process(name: str, devices: int, a: argparse.Namespace) -> list[dict[str, Any]]:
+    """Run one study in a bench process started with ``devices`` host devices (XLA's flag must
+    be set before JAX starts, and this process's JAX already runs) and return its rows."""
+    from autotune._studyfile import HOST_DEVICES_FLAG
+
+    argv = ["--grid-max", str(a.grid_max), "--budget-frac", str(a.budget_frac), "--min-trials", str(a.min_trials),
+            "--sampler", a.sampler, "--rounds", str(a.rounds), "--target-s", str(a.target_s), "--seed", str(a.seed)]
+    for flag, value in (("--confirm-top", a.confirm_top), ("--confirm-rounds", a.confirm_rounds)):
+        if value is not None:
+            argv += [flag, str(value)]
+    flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(HOST_DEVICES_FLAG))
+    env = dict(os.environ, XLA_FLAGS=f"{flags} {HOST_DEVICES_FLAG}={devices}".strip())
+    with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
+        out = os.path.join(tmp, "result.json")
+        log(a, f"== {name}: in a process of its own with {devices} host devices")
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--study", name, "--json", out, *argv,
+                               *(["--quiet"] if a.quiet else [])], env=env, stdout=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{name}: its bench process (with {devices} host devices) exited {proc.returncode}")
+        with open(out) as fh:
+            child = json.load(fh)
+    for row in child["studies"]:
+        row["device"] = child["device"]  # the main report's device line names this process's devices
+    return child["studies"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -576,7 +613,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     for i, name in enumerate(a.studies):
         t0 = time.perf_counter()
-        result["studies"].extend(run_study(name, a))
+        devices = host_devices(name)
+        own = devices > jax.device_count()
+        result["studies"].extend(run_own_process(name, devices, a) if own else run_study(name, a))
         result["partial"] = i + 1 < len(a.studies)  # written after every study, so a long run leaves results
         text = write(result, a, started)
         log(a, f"   {name}: {time.perf_counter() - t0:.0f}s")

@@ -132,3 +132,15 @@ def test_a_huge_tree_is_summarised_not_refused():
 def test_dtype_names_include_ml_dtypes():
     assert _abstract.dtype_named("bfloat16") == jnp.bfloat16
     assert _abstract.dtype_named("float32") == np.float32
+
+
+def test_a_leaf_on_a_mesh_is_shown_and_makes_the_call_unreplayable():
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = Mesh(np.array(jax.devices()[:1]).reshape(1), ("data",))
+    x = jax.device_put(jnp.ones((4, 3)), NamedSharding(mesh, P("data")))
+    abstract, why, _ = traced_describe(lambda a, b: a, x, jnp.ones(2))
+    assert abstract["args"][0] == {"shape": [4, 3], "dtype": "float32", "mesh": "@mesh(data=1)"}
+    assert why.startswith("argument 0 (a) is on a mesh (mesh(data=1)), which a replay cannot rebuild")
+    assert short_signature(abstract) == "(f32[4,3]@mesh(data=1), f32[2])"

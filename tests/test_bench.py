@@ -108,3 +108,32 @@ def test_summary_and_markdown():
     check_shape(result)
     md = bench.markdown(result)
     assert "| fake | 1000 | 8 | grid |" in md and "target <= 1.02: met" in md
+
+
+@pytest.mark.slow
+def test_e2e_bench_smallest_mode_writes_its_table_and_json(tmp_path):
+    """scripts/e2e_bench.py for one study, one run, ten calls: the shape of what it writes, not the speed."""
+    out_json, out_md = tmp_path / "e2e.json", tmp_path / "e2e.md"
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "e2e_bench.py"), "--study", "lambda_returns",
+           "--trials", "2", "--runs", "1", "--calls", "10", "--run-seconds", "0.02", "--quiet",
+           "--json", str(out_json), "--out", str(out_md)]
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out_json.read_text())
+    assert isinstance(result["jax"], str) and isinstance(result["device"], str)
+    assert result["settings"]["runs"] == 1 and result["settings"]["calls"] == 10
+    (st,) = result["scripts"]
+    assert st["script"] == "lambda_returns" and st["path"] == os.path.join("studies", "lambda_returns.py")
+    (fn,) = st["functions"]
+    assert fn["function"] == "lambda_returns:advantages" and fn["expected_calls"] == 20_000
+    assert fn["best_cost"] > 0 and fn["default_cost"] > 0 and isinstance(fn["best_config"], dict)
+    assert st["calls"] == [10] and st["tuning_wall_s"] > 0
+    for mode in ("plain", "tuned"):
+        (run,) = st["runs"][mode]
+        assert run["wall_s"] > run["import_s"] + run["first_call_s"] + run["calls_s"] > 0, run
+        assert run["cpu_s"] > 0
+        assert st["median"][mode]["wall_s"] == run["wall_s"]
+    assert set(st["ratio"]) == {"wall_s", "cpu_s", "first_call_s", "calls_s"} and all(v > 0 for v in st["ratio"].values())
+    assert st["met"] == (st["ratio"]["wall_s"] <= result["settings"]["target"])
+    assert "| lambda_returns |" in out_md.read_text() and "| lambda_returns |" in proc.stdout

@@ -55,3 +55,28 @@ def test_values_that_cannot_cross_say_what_they_are():
         encode_tree({1: jnp.ones(2)})
     with pytest.raises(NotPortable, match="weakly typed array of shape"):
         encode_tree(jnp.broadcast_to(jnp.asarray(1.0), (3,)))
+
+
+def test_a_committed_array_comes_back_on_its_device_and_a_missing_device_is_named():
+    import jax
+
+    from autotune.worker._shardings import decode_sharding, encode_sharding, placement
+
+    device = jax.devices()[0]
+    pinned = jax.device_put(jnp.arange(4.0), device)
+    wire = json.loads(json.dumps(encode_tree({"pinned": pinned, "loose": jnp.ones(2), "host": np.ones(3)})))
+    assert wire["dict"]["pinned"]["sharding"] == {"kind": "single", "device": device.id,
+                                                 "platform": device.platform, "memory_kind": "device"}
+    assert "sharding" not in wire["dict"]["loose"] and "sharding" not in wire["dict"]["host"]
+    back = decode_tree(wire)
+    assert back["pinned"].committed and back["pinned"].sharding == pinned.sharding
+    assert not back["loose"].committed  # jit places it, as it places the user's
+    assert placement([pinned, jnp.ones(2), np.ones(3)]) == {"devices": [device.id], "bytes_per_device": 16,
+                                                            "loose_bytes": 8 + 24}
+    elsewhere = dict(encode_sharding(pinned), device=device.id + 64)
+    with pytest.raises(NotPortable, match=r"device ids \[\d+\], but this process sees 1 cpu device"):
+        decode_sharding(elsewhere)
+    mesh = {"devices": [device.id + 64], "shape": [1], "axes": ["data"], "axis_types": None, "platform": "cpu"}
+    with pytest.raises(NotPortable, match="device ids"):
+        decode_tree({"array": encode_array(np.ones(2)), "jax": True,
+                     "sharding": {"kind": "named", "mesh": mesh, "spec": ["data"], "memory_kind": None}})

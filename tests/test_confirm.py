@@ -1,18 +1,24 @@
-"""Confirmation: contenders re-timed side by side, compiled again only where compile noise matters."""
+"""Confirmation: one contender per program, measured side by side; only paired figures decide."""
 
 from __future__ import annotations
 
+import statistics
+
 import jax.numpy as jnp
+import pytest
 
 import autotune as at
-from autotune._runner import InProcessRunner
 from autotune import _select
-from autotune.study._confirm import COMPILE_NOISE, PROCESS_NOISE, confirm, contenders, second_process
+from autotune._measure import compile_config
+from autotune._runner import InProcessRunner
+from autotune.study._confirm import PROCESS_NOISE, by_program, confirm, contenders, second_process, simplest_key
 
 FAST = {"target_s": 0.01, "min_reps": 3, "warmup": 1}
 DEFAULT = at.Config({})
 UNROLL2 = at.Config({"l": {"repr": "scan", "unroll": 2}})
 FOR = at.Config({"l": {"repr": "for"}})
+FORI1 = at.Config({"l": {"repr": "fori", "unroll": 1}})  # lowers to the default's program
+RUNTIME = at.Objective(expected_calls=1e6)  # runtime decides: compile seconds are noise here
 
 
 def loop8(x):
@@ -41,53 +47,171 @@ def search_points(runner: CountingRunner, default_s: float, rival_s: float) -> l
     with pinned compile figures (far above the real ones, so a test can tell them apart)."""
     d, r = runner.measure(DEFAULT), runner.measure(UNROLL2)
     runner.measured.clear()
-    return [{"config": DEFAULT.to_dict(), "compile_s": default_s, "run_s": d.run_s,
-             "rounds": [[default_s, d.run_s]] * 3},
-            {"config": UNROLL2.to_dict(), "compile_s": rival_s, "run_s": r.run_s}]
+    return [{"config": DEFAULT.to_dict(), "compile_s": default_s, "run_s": d.run_cost_s,
+             "rounds": [[default_s, d.run_cost_s]] * 3},
+            {"config": UNROLL2.to_dict(), "compile_s": rival_s, "run_s": r.run_cost_s}]
 
 
-def fresh(point) -> bool:
+def from_confirmation(point) -> bool:
     """Every round's compile is a real one from confirmation, none a pinned search figure."""
     return all(c < 0.5 for c, _ in point["rounds"])
 
 
-def test_a_margin_within_compile_noise_is_decided_on_compiles_taken_side_by_side():
+def test_round_one_compiles_every_contender_side_by_side_and_later_rounds_carry_that_compile():
+    # A million calls and runtimes 20% apart: compile seconds cannot flip anything, so rounds 2
+    # and 3 only re-time.
+    runner = ScriptedRuntimes({DEFAULT: [1e-3] * 20, UNROLL2: [0.8e-3] * 20})
+    confirmed = confirm(runner, search_points(runner, 1.0, 1.6), DEFAULT, RUNTIME, top=3, rounds=3)
+    assert sorted(map(str, runner.measured)) == sorted(map(str, [DEFAULT, UNROLL2])) and len(runner.retimed) == 4
+    for p in confirmed:
+        compiles = [c for c, _ in p["rounds"]]
+        # The search's figures (1.0, 1.6, taken minutes earlier) never enter; each side's later
+        # rounds carry its own round-1 compile, taken side by side with the other's.
+        assert from_confirmation(p) and len(set(compiles)) == 1 and p["compiles"] == 1
+        assert compiles[0] == pytest.approx(p["measurement"]["trace_cpu_s"] + p["measurement"]["lower_cpu_s"]
+                                            + p["measurement"]["compile_cpu_s"])
+
+
+def test_a_margin_within_compile_noise_compiles_every_contender_in_every_round():
     runner = CountingRunner()
-    # At 0 calls the cost is compile time alone, and the search gave both the same compile
-    # figure: the margin (0) is within COMPILE_NOISE, so every round compiles both afresh.
+    # At 0 calls the cost is compile time alone: equal compiles are within COMPILE_NOISE.
     confirmed = confirm(runner, search_points(runner, 1.0, 1.0), DEFAULT, at.Objective(expected_calls=0),
                         top=3, rounds=3)
-    assert runner.measured == [UNROLL2, DEFAULT, DEFAULT, UNROLL2, UNROLL2, DEFAULT]  # interleaved
-    assert runner.retimed == []
+    assert runner.retimed == [] and len(runner.measured) == 6
+    assert runner.measured[2:4] == runner.measured[0:2][::-1] and runner.measured[4:6] == runner.measured[0:2]
     by = {at.Config.from_dict(p["config"]): p for p in confirmed}
-    # The search's figures (taken earlier, the default's first of all) do not enter the decision.
-    assert fresh(by[DEFAULT]) and fresh(by[UNROLL2]) and all(len(p["rounds"]) == 3 for p in confirmed)
-    assert by[DEFAULT]["measurement"]["compile_s"] < 0.5 and "recompiled" not in by[DEFAULT]
+    assert from_confirmation(by[DEFAULT]) and from_confirmation(by[UNROLL2])
+    assert all(len(p["rounds"]) == 3 and p["compiles"] == 3 for p in confirmed)
+    # Each round takes its own compile: three real samples, not one carried.
+    assert len({c for c, _ in by[DEFAULT]["rounds"]}) == 3
 
 
-def test_a_margin_beyond_compile_noise_compiles_nothing():
-    runner = CountingRunner()
-    points = search_points(runner, 1.0, 1.0 * (1 + 4 * COMPILE_NOISE))  # far beyond the noise at 0 calls
-    confirmed = confirm(runner, points, DEFAULT, at.Objective(expected_calls=0), top=3, rounds=3)
-    assert runner.measured == [] and len(runner.retimed) == 6
-    by = {at.Config.from_dict(p["config"]): p for p in confirmed}  # re-timed rounds keep the search's compiles
-    assert [c for c, _ in by[DEFAULT]["rounds"]] == [1.0] * 3 and [c for c, _ in by[UNROLL2]["rounds"]] == [1.6] * 3
+class ScriptedRuntimes(CountingRunner):
+    """The real runner, with each config's runtime per sample scripted (compiles stay real), so a
+    test can say what the later rounds see."""
+
+    def __init__(self, run_s: dict[at.Config, list[float]]):
+        super().__init__()
+        self.run_s, self.seen = run_s, {c: 0 for c in run_s}
+
+    def _set(self, m):
+        if m is None:
+            return None
+        i, self.seen[m.config] = self.seen[m.config], self.seen[m.config] + 1
+        run_s = self.run_s[m.config][min(i, len(self.run_s[m.config]) - 1)]
+        return m.replace(run_s=run_s, run_p10_s=run_s)
+
+    def measure(self, config, **kw):
+        return self._set(super().measure(config, **kw))
+
+    def retime(self, config):
+        return self._set(super().retime(config))
 
 
-def test_a_margin_that_falls_within_noise_on_re_timing_tops_up_fresh_compiles_to_the_rounds():
-    runner = CountingRunner()
-    points = search_points(runner, 1.0, 1.6)  # beyond the noise on the search's figures
-    runner.store.clear()  # as after a worker was replaced: nothing left to re-time
-    confirmed = confirm(runner, points, DEFAULT, at.Objective(expected_calls=0), top=3, rounds=3)
-    # Round 1's re-times find nothing, so both are measured in full (which keeps their
-    # executables); rounds 2 and 3 re-time them.
-    assert runner.measured[:2] == [DEFAULT, UNROLL2] and len(runner.retimed) == 6
-    # Their medians (1.0 of [1, 1, 1, fresh]; 0.8 of [1.6, fresh]) now lie within the noise,
-    # so each gets two more fresh compiles, interleaved, to hold three from confirmation.
-    assert runner.measured[2:] == [DEFAULT, UNROLL2, DEFAULT, UNROLL2]
+class EvenLater(CountingRunner):
+    """The real runner at 100 calls: round 1 has UNROLL2 run in half the default's 1 ms; its
+    re-timed rounds make the two cost the same to the nanosecond once each carries its round-1
+    compile (so the medians differ by less than any compile noise)."""
+
+    def __init__(self):
+        super().__init__()
+        self.first: dict[at.Config, float] = {}
+
+    def measure(self, config, **kw):
+        m = super().measure(config, **kw)
+        self.first.setdefault(m.config, m.compile_cost_s)
+        run_s = 0.5e-3 if m.config == UNROLL2 and len(self.first) <= 2 else 1e-3
+        return m.replace(run_s=run_s, run_p10_s=run_s)
+
+    def retime(self, config):
+        m = super().retime(config)
+        gap = (self.first[DEFAULT] - self.first[UNROLL2]) / 100 if m.config == UNROLL2 else 0.0
+        return m.replace(run_s=1e-3 + gap, run_p10_s=1e-3 + gap)
+
+
+def test_re_timed_rounds_that_come_within_compile_noise_are_compiled_again_in_every_round():
+    runner = EvenLater()
+    points = search_points(runner, 1.0, 1.6)
+    runner.first.clear()
+    confirmed = confirm(runner, points, DEFAULT, at.Objective(expected_calls=100), top=3, rounds=3)
+    # Round 1 compiles both (50 ms apart: far beyond compile noise); rounds 2-3 re-time (4) and
+    # bring them level, so rounds 2-3 are measured again in full (4 more compiles).
+    assert len(runner.retimed) == 4 and len(runner.measured) == 6
+    for p in confirmed:
+        assert p["compiles"] == 3 and from_confirmation(p) and len({c for c, _ in p["rounds"]}) == 3
+
+
+class SlowerAfterSearch(InProcessRunner):
+    """The real in-process runner on a 16-step loop, whose compiles get slower after the search:
+    from ``slow_down()`` on, each measure also compiles its config twice more, really, and counts
+    that time (wall and CPU) in its compile stage, as a loaded or throttled machine would."""
+
+    def __init__(self):
+        super().__init__(loop16, (jnp.ones(4),), {}, {}, FAST)
+        self.extra = 0
+
+    def slow_down(self):
+        self.extra = 2
+
+    def measure(self, config, **kw):
+        m = super().measure(config, **kw)
+        for _ in range(self.extra):
+            st = compile_config(self.fn, self.args, self.kwargs, config)
+            m = m.replace(compile_s=m.compile_s + st.trace_s + st.lower_s + st.compile_s,
+                          compile_cpu_s=m.compile_cpu_s + st.trace_cpu_s + st.lower_cpu_s + st.compile_cpu_s)
+        return m
+
+
+def loop16(x):
+    return at.loop(lambda c, _: (jnp.sin(c) * 0.5 + 1.0, None), x, length=16, name="l")[0]
+
+
+def test_a_challenger_never_wins_on_its_search_compile_set_against_the_defaults_slower_confirmation_compiles():
+    # Issue 21's training step: the search left the default's reference rounds, a config close to
+    # the default (here fori×1, its very program, recorded without the hash as an older study
+    # would) and a fully unrolled loop that compiles more slowly than either. Then compiles got
+    # slower. Judged on its search compile against the default's confirmation compiles, the
+    # unrolled loop would "win"; on paired figures it cannot.
+    runner, objective = SlowerAfterSearch(), at.Objective(expected_calls=0)  # compile seconds alone decide
+    reference = [runner.measure(DEFAULT) for _ in range(3)]
+    close, rival = runner.measure(FORI1), runner.measure(FOR)
+    d_s = statistics.median(m.compile_cost_s for m in reference)
+    points = [{"config": DEFAULT.to_dict(), "compile_s": d_s, "run_s": reference[1].run_cost_s,
+               "rounds": [[m.compile_cost_s, m.run_cost_s] for m in reference]},
+              {"config": FORI1.to_dict(), "compile_s": 0.95 * d_s, "run_s": close.run_cost_s},
+              {"config": FOR.to_dict(), "compile_s": rival.compile_cost_s, "run_s": rival.run_cost_s}]
+    runner.slow_down()  # from here on a compile takes three times as long
+    confirmed = confirm(runner, points, DEFAULT, objective, top=3, rounds=3)
     by = {at.Config.from_dict(p["config"]): p for p in confirmed}
-    assert by[DEFAULT]["recompiled"] == 2 and by[UNROLL2]["recompiled"] == 2
-    assert fresh(by[DEFAULT]) and fresh(by[UNROLL2])
+    mixed = [by[DEFAULT], points[2]]  # the rival's search figure against the default's confirmation compiles
+    assert at.Config.from_dict(_select.winner(mixed, objective, DEFAULT.to_dict())["config"]) == FOR
+    # Paired figures only: every compile in the rival's rounds is a slow one from confirmation...
+    assert all(c > 2 * rival.compile_cost_s for c, _ in by[FOR]["rounds"])
+    # ...and the default's program stays (fori×1 lowers to it, so it may tie its way in).
+    chosen = _select.winner(confirmed, objective, DEFAULT.to_dict())
+    assert chosen["measurement"]["program_hash"] == reference[0].program_hash
+
+
+def test_configs_that_lower_to_one_program_are_one_contender_named_by_the_simplest():
+    runner = CountingRunner()
+    fori2 = at.Config({"l": {"repr": "fori", "unroll": 2}})
+    points = []
+    for config in (DEFAULT, fori2, UNROLL2):  # fori×2 measured first; scan×2 lowers to the same program
+        m = runner.measure(config)
+        points.append({"config": config.to_dict(), "compile_s": m.compile_cost_s, "run_s": m.run_cost_s,
+                       "program": m.program_hash})
+    assert points[1]["program"] == points[2]["program"]
+    runner.measured.clear()
+    assert contenders(points, DEFAULT, RUNTIME, top=3) in ([UNROLL2, DEFAULT], [DEFAULT, UNROLL2])
+    confirmed = confirm(runner, points, DEFAULT, RUNTIME, top=3, rounds=3)
+    assert fori2 not in runner.measured + runner.retimed
+    by = {at.Config.from_dict(p["config"]): p for p in confirmed}
+    assert set(by) == {DEFAULT, UNROLL2} and by[UNROLL2]["equivalent"] == [fori2.to_dict()]
+    assert simplest_key(UNROLL2) < simplest_key(fori2) < simplest_key(FOR)
+    # A group holding the default is named by the default (what jax.jit runs).
+    grouped = by_program([dict(points[0], program="p"), {"config": FORI1.to_dict(), "compile_s": 0.1,
+                                                         "run_s": 1e-3, "program": "p"}], DEFAULT)
+    assert [g["config"] for g in grouped] == [DEFAULT.to_dict()] and grouped[0]["equivalent"] == [FORI1.to_dict()]
 
 
 def test_the_default_is_always_a_contender_and_the_cheapest_come_first():
@@ -127,7 +251,8 @@ class TwoProcessRunner(CountingRunner):
         if m is None:
             return None
         table = self.run_s[self.process]
-        return m.replace(run_s=table.get(m.config, table.get("others", m.run_s)))
+        run_s = table.get(m.config, table.get("others", m.run_s))
+        return m.replace(run_s=run_s, run_p10_s=run_s)
 
     def measure(self, config, **kw):
         return self._set(super().measure(config, **kw))
@@ -139,12 +264,9 @@ class TwoProcessRunner(CountingRunner):
 def runtime_points(runner, lead: float) -> list[dict]:
     d, r = runner.measure(DEFAULT), runner.measure(UNROLL2)
     runner.measured.clear()
-    return [{"config": DEFAULT.to_dict(), "compile_s": d.compile_total_s, "run_s": 1e-3,
-             "rounds": [[d.compile_total_s, 1e-3]] * 3},
-            {"config": UNROLL2.to_dict(), "compile_s": r.compile_total_s, "run_s": 1e-3 * (1 - lead)}]
-
-
-RUNTIME = at.Objective(expected_calls=1e6)  # runtime decides: compile seconds are noise here
+    return [{"config": DEFAULT.to_dict(), "compile_s": d.compile_cost_s, "run_s": 1e-3,
+             "rounds": [[d.compile_cost_s, 1e-3]] * 3},
+            {"config": UNROLL2.to_dict(), "compile_s": r.compile_cost_s, "run_s": 1e-3 * (1 - lead)}]
 
 
 def test_a_close_lead_must_hold_in_a_second_process_or_the_default_stays():
@@ -193,3 +315,15 @@ def test_an_in_process_runner_has_no_second_process():
     assert runner.renew() is False
     confirmed = confirm(runner, runtime_points(runner, 0.01), DEFAULT, RUNTIME, top=3, rounds=3)
     assert all(len(p["rounds"]) == 3 for p in confirmed)
+
+
+def test_a_tune_confirms_one_contender_per_program_and_lists_the_others_as_equivalent(tmp_path):
+    r = at.tune(loop8, jnp.ones(4), expected_calls=1000, sampler="grid", storage=str(tmp_path / "s.db"),
+                isolate=False, timing=FAST, progress=False)
+    shared = [t for t in r.trials if t.state == "shared"]
+    assert shared  # fori×k lowers to scan×k's program (and fori×1 to the default's)
+    confirmed = {_select.config_text(p["config"]): p for p in r.confirmed}
+    named = {_select.config_text(e) for p in r.confirmed for e in p.get("equivalent", [])}
+    assert not named & set(confirmed)  # an equivalent config is never a contender of its own
+    default = confirmed[_select.config_text(r.default_config)]  # the default names its program
+    assert [_select.config_text(e) for e in default["equivalent"]] == [_select.config_text(FORI1)]

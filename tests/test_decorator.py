@@ -1,5 +1,6 @@
 """@at.autotuned: a drop-in for jax.jit that applies the cached config."""
 
+import json
 import os
 import subprocess
 import sys
@@ -162,11 +163,222 @@ def test_a_shared_study_writes_only_improvements(tmp_path):
     storage = str(tmp_path / "s.db")
     r = f.tune(x, xs, n_trials=2, sampler="random", storage=storage, timing=FAST)
     cache = at.Cache(str(tmp_path / "c.db"))
-    lookup = f.config_for(x, xs)
-    better = dataclasses.replace(lookup.entry, cost=r.best_cost / 1000, config={"l": {"repr": "for", "unroll": 1}})
-    cache.put(better)  # as if another box on the same study had found something cheaper
-    f.tune(x, xs, n_trials=3, sampler="random", storage=storage, timing=FAST)
-    kept = f.config_for(x, xs).entry
-    assert kept.cost == better.cost and kept.config == better.config
+    first = f.config_for(x, xs).entry
+    # The same study again with nothing new to measure: the entry is not rewritten.
+    again = f.tune(x, xs, n_trials=2, sampler="random", storage=storage, timing=FAST)
+    assert again.finished and again.stored == "kept" and f.config_for(x, xs).entry == first
+    # An entry that claims this study but names a config the study never confirmed (a hand edit)
+    # is no measurement of it: its cost, from another moment, is never set against this run's
+    # rounds, so the study's next confirmation replaces it.
+    foreign = dataclasses.replace(first, cost=r.best_cost / 1000, config={"l": {"repr": "for", "unroll": 1}})
+    cache.put(foreign)
+    r3 = f.tune(x, xs, n_trials=3, sampler="random", storage=storage, timing=FAST)
+    assert r3.stored == "written" and f.config_for(x, xs).entry.config == r3.best_config.to_dict()
     other = f.tune(x, xs, n_trials=2, sampler="random", storage=storage, study_name="a-new-study", timing=FAST)
     assert f.config_for(x, xs).entry.study_name == other.study_name == "a-new-study"
+
+
+# ------------------------------------------- programs the project never saw: optimistix, lineax
+
+EXAMPLES = "install the examples extra: pip install -e '.[examples]' (CI does: make test EXTRAS=test,examples)"
+
+
+def newton_root(y0, a):
+    """A vmapped Newton root find: lineax's linear_solve holds a bare Jaxpr with constvars."""
+    optx = pytest.importorskip("optimistix", reason=f"needs optimistix and lineax: {EXAMPLES}")
+    return optx.root_find(lambda y, args: jnp.tanh(y) - 0.5 * y + args, optx.Newton(rtol=1e-6, atol=1e-6),
+                          y0, args=a).value
+
+
+def root_loss(a, y0):
+    return jnp.sum(jax.vmap(newton_root)(y0, a) ** 2)
+
+
+Y0, A = jnp.ones((4, 3)), jnp.linspace(0.0, 1.0, 12).reshape(4, 3)
+
+
+def assert_runs_as_jit(fn, args, cache, key, recwarn):
+    tuned = at.autotuned(fn, cache=cache, key=key)
+    got, want = tuned(*args), jax.jit(fn)(*args)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(g, w)
+    assert not [str(w.message) for w in recwarn if "autotune" in str(w.message)]
+    return tuned
+
+
+def test_a_vmapped_optimistix_newton_root_find_runs_as_under_jit(tmp_path, recwarn):
+    tuned = assert_runs_as_jit(jax.vmap(newton_root), (Y0, A), str(tmp_path / "c.db"), "tests:root", recwarn)
+    assert tuned.autotune._last_lookup.source == "default"
+
+
+def test_value_and_grad_through_a_root_find_runs_as_under_jit(tmp_path, recwarn):
+    """The implicit adjoint: the backward pass solves a linear system through lineax."""
+    assert_runs_as_jit(jax.value_and_grad(root_loss), (A, Y0), str(tmp_path / "c.db"), "tests:root_vg", recwarn)
+
+
+@pytest.mark.slow
+def test_tuning_a_root_find_stores_an_entry_the_next_call_applies(tmp_path, recwarn):
+    cache = str(tmp_path / "c.db")
+    tuned = assert_runs_as_jit(jax.value_and_grad(root_loss), (A, Y0), cache, "tests:root_tune", recwarn)
+    result = tuned.tune(A, Y0, n_trials=2, isolate=False, progress=False, timing=FAST,
+                        storage=str(tmp_path / "s.db"))
+    assert result is not None and tuned.config_for(A, Y0).source == "cache"
+    fresh = at.autotuned(jax.value_and_grad(root_loss), cache=cache, key="tests:root_tune")
+    value, grad = fresh(A, Y0)
+    assert fresh.autotune._last_lookup.source == "cache"
+    want_value, want_grad = jax.jit(jax.value_and_grad(root_loss))(A, Y0)
+    np.testing.assert_allclose(value, want_value, rtol=1e-5)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------ a failure of ours: the default, one warning
+
+class NoRepr:
+    """A value jax.jit takes as a static argument or primitive parameter (hashable, comparable)
+    that has no text form: the key and the fingerprint, which describe it, cannot."""
+
+    def __hash__(self):
+        return 7
+
+    def __eq__(self, other):
+        return isinstance(other, NoRepr)
+
+    def __repr__(self):
+        raise RuntimeError("NoRepr has no text form")
+
+
+def tagged_primitive():
+    from jax.extend import core as jex
+    from jax.interpreters import mlir
+
+    prim = jex.Primitive("autotune_test_tagged")
+
+    def impl(x, *, tag):
+        return jnp.sin(x) + 1.0
+
+    prim.def_impl(impl)
+    prim.def_abstract_eval(lambda x, *, tag: x)
+    mlir.register_lowering(prim, mlir.lower_fun(impl, multiple_results=False))
+    return prim
+
+
+TAGGED = tagged_primitive()
+
+
+def smooth_static(x, tag):
+    return at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="l")[0]
+
+
+def smooth_tagged(x):
+    return TAGGED.bind(at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="l")[0], tag=NoRepr())
+
+
+@pytest.mark.parametrize("fn, static, step", [(smooth_static, (1,), "key its call signature"),
+                                              (smooth_tagged, (), "fingerprint it")])
+def test_a_failure_of_ours_runs_the_default_with_one_warning_naming_the_function(tmp_path, fn, static, step):
+    import warnings
+
+    key = f"tests:{fn.__name__}"  # warnings are once per process, function and error type
+    tuned = at.autotuned(fn, cache=str(tmp_path / "c.db"), key=key, static_argnums=static)
+    plain = jax.jit(fn, static_argnums=static)
+    extra = (NoRepr(),) if static else ()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in (3, 4):  # a second signature fails the same way: no second warning
+            np.testing.assert_array_equal(tuned(jnp.ones(n), *extra), plain(jnp.ones(n), *extra))
+    ours = [str(w.message) for w in caught if "autotune" in str(w.message)]
+    assert len(ours) == 1, ours
+    assert step in ours[0] and key in ours[0] and "RuntimeError: NoRepr has no text form" in ours[0]
+    assert tuned.autotune._last_lookup.source == "default (error)"
+
+
+def test_an_error_of_the_function_itself_is_raised_as_under_jit(tmp_path, recwarn):
+    def bad(x):
+        return x @ jnp.ones((5, 5))  # shapes do not fit: jax.jit raises TypeError
+
+    with pytest.raises(TypeError) as under_jit:
+        jax.jit(bad)(jnp.ones(3))
+    with pytest.raises(TypeError) as under_autotune:
+        at.autotuned(bad, cache=str(tmp_path / "c.db"), key="tests:bad")(jnp.ones(3))
+    assert str(under_autotune.value) == str(under_jit.value)
+    assert not [w for w in recwarn if "autotune" in str(w.message)]
+
+
+# ------------------------------------------- the first call: no SQLAlchemy, the config applied
+
+FIRST_CALL = textwrap.dedent("""
+    import json, sys
+    import jax, jax.numpy as jnp
+    import first_call_app as app
+    x = jnp.linspace(0.0, 1.0, int(sys.argv[1]))
+    y = app.smooth(x)
+    loaded = "sqlalchemy" in sys.modules
+    lookup = app.smooth.autotune._last_lookup
+    same = bool(jnp.allclose(y, jax.jit(app.smooth.autotune.fun)(x), rtol=1e-6))
+    print(json.dumps({"sqlalchemy": loaded, "source": lookup.source, "config": lookup.config.to_json(),
+                      "loops_in_hlo": app.smooth.lower(x).as_text().count("stablehlo.while"), "same": same}))
+""")
+
+
+@pytest.mark.slow
+def test_the_first_call_reads_the_cache_without_sqlalchemy_and_applies_the_entry(tmp_path):
+    cache = str(tmp_path / "c.db")
+    (tmp_path / "first_call_app.py").write_text(textwrap.dedent(f"""
+        import jax.numpy as jnp, autotune as at
+        @at.autotuned(cache={cache!r}, key="tests:first_call")
+        def smooth(x):
+            return at.loop(lambda c, _: (jnp.sin(c) * 0.5 + 1.0, None), x, length=8, name="l")[0]
+    """))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import first_call_app as app
+    finally:
+        sys.path.remove(str(tmp_path))
+    lookup = app.smooth.config_for(jnp.zeros(16))
+    at.Cache(cache).put(at.CacheEntry(  # "for": the loop is unrolled, no while loop is left in the program
+        function_key="tests:first_call", fingerprint=lookup.fingerprint, signature=lookup.signature,
+        device=at._keys.device_info(), config={"l": {"repr": "for", "unroll": 1}},
+        sites={"l": {"kind": "loop", "length": 8, "has_ys": False}}, measurements={},
+        objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0}, cost=1.0))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), root, os.environ.get("PYTHONPATH", "")]))
+
+    def first_call(n):
+        out = subprocess.run([sys.executable, "-c", FIRST_CALL, str(n)], capture_output=True, text=True, env=env,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    hit, miss = first_call(16), first_call(5)  # 16: the entry's signature; 5: none stored
+    assert hit["source"] == "cache" and at.Config.from_json(hit["config"]) == at.Config({"l": {"repr": "for"}})
+    assert miss["source"] == "default" and miss["config"] == at.Config().to_json()
+    assert hit["loops_in_hlo"] == 0 and miss["loops_in_hlo"] == 1, (hit, miss)
+    assert hit["same"] and miss["same"]
+    assert not hit["sqlalchemy"] and not miss["sqlalchemy"], (hit, miss)
+
+
+LIGHT = textwrap.dedent("""
+    import sys, threading
+    import autotune as at
+    loaded = lambda *names: [n for n in names if n in sys.modules]
+    print(loaded("sqlalchemy", "optuna", "autotune._compat", "autotune._sites"))
+    f = at.autotuned(lambda x: x, key="tests:light")
+    for t in threading.enumerate():  # the first call's modules load on a background thread
+        if t.name == "autotune-prefetch":
+            t.join()
+    print(loaded("sqlalchemy", "optuna", "autotune._sites", "autotune._rewrite", "autotune.cache._fastread"))
+""")
+
+
+def test_import_loads_the_decorator_only_and_decorating_prefetches_the_call_path():
+    from autotune import _decorator, _record
+
+    assert _decorator._ENV_RECORD == _record.ENV_RECORD
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    env.pop("AUTOTUNE_RECORD", None)
+    out = subprocess.run([sys.executable, "-c", LIGHT], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    after_import, after_decorating = [eval(line) for line in out.stdout.strip().splitlines()[-2:]]
+    assert after_import == []
+    assert after_decorating == ["autotune._sites", "autotune._rewrite", "autotune.cache._fastread"]

@@ -130,3 +130,19 @@ def test_invalid_v2_fields_are_refused_by_name(case):
     with pytest.raises(CacheImportError) as info:
         CacheEntry.from_dict({**v2_entry().to_dict(), **changes})
     assert re.search(words, str(info.value)), str(info.value)
+
+
+def test_a_point_keeps_the_configs_that_lowered_to_its_program(tmp_path):
+    fori2 = {"outer": {"repr": "scan", "unroll": 2}, "inner": {"repr": "fori", "unroll": 2}}
+    points = [dict(POINTS[0]), {**POINTS[1], "equivalent": [fori2]}]
+    e = v2_entry(pareto=points)
+    assert CacheEntry.from_dict(e.to_dict()).pareto[1]["equivalent"] == [fori2]
+    with Cache(tmp_path / "c.db") as cache:
+        cache.put(e)
+        (got,) = cache.entries()
+        assert got.pareto[1]["equivalent"] == [fori2]
+    bad = [dict(POINTS[0]), {**POINTS[1], "equivalent": [{"nosuch": {"repr": "scan", "unroll": 2}}]}]
+    with pytest.raises(CacheImportError, match=r"pareto\[1\]\.equivalent\[0\]"):
+        CacheEntry.from_dict(v2_entry(pareto=bad).to_dict())
+    with pytest.raises(CacheImportError, match=r"'pareto\[1\]\.equivalent' must be a list of configs"):
+        CacheEntry.from_dict(v2_entry(pareto=[dict(POINTS[0]), {**POINTS[1], "equivalent": "scan×2"}]).to_dict())

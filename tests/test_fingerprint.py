@@ -387,3 +387,48 @@ def test_a_program_traced_in_set_order_has_one_fingerprint_across_hash_seeds(tmp
         prints.add(p.stdout.split("RESULT ")[-1].strip())
     assert len(orders) > 1  # the seeds did draw different orders
     assert len(prints) == 1, prints
+
+
+# --------------------------------------------------------- jaxprs held in a primitive's params
+
+def bare_jaxpr_primitive():
+    """A primitive like lineax's ``linear_solve``: its params hold a bare ``Jaxpr`` whose
+    constvars are bound by the primitive's first operands, not held beside it."""
+    from jax.extend import core as jex
+    from jax.interpreters import mlir
+
+    prim = jex.Primitive("autotune_test_apply_bare_jaxpr")
+
+    def impl(c, d, x, *, jaxpr):
+        return jnp.sin(x) * c + d
+
+    prim.def_impl(impl)
+    prim.def_abstract_eval(lambda c, d, x, *, jaxpr: x)  # the result's type is x's
+    mlir.register_lowering(prim, mlir.lower_fun(impl, multiple_results=False))
+    return prim
+
+
+PRIM = bare_jaxpr_primitive()
+
+
+def with_bare_jaxpr(op=jnp.sin, shape=3):
+    c, d = jnp.arange(float(shape)), jnp.full(shape, 2.0)
+    closed = jax.make_jaxpr(lambda x: op(x) * c + d)(jnp.zeros(shape))
+    bare = getattr(closed, "jaxpr", closed)  # jax <= 0.11: constvars without their values
+    return lambda x: PRIM.bind(c, d, x * 2.0, jaxpr=bare) + 1.0
+
+
+def test_a_bare_jaxpr_with_constvars_in_params_is_hashed_with_its_constants_bound():
+    x = jnp.ones(3)
+    base = fp(with_bare_jaxpr(), x)
+    assert base == fp(with_bare_jaxpr(), x)
+    assert fp(with_bare_jaxpr(op=jnp.cos), x) != base   # the held program counts
+    assert fp(with_bare_jaxpr(shape=4), jnp.ones(4)) != fp(with_bare_jaxpr(shape=4, op=jnp.cos), jnp.ones(4))
+
+
+def test_a_decorated_function_holding_a_bare_jaxpr_runs_as_under_jit(tmp_path, recwarn):
+    fn = with_bare_jaxpr()
+    tuned = at.autotuned(fn, cache=str(tmp_path / "c.db"), key="tests:bare")
+    np.testing.assert_array_equal(tuned(jnp.ones(3)), jax.jit(fn)(jnp.ones(3)))
+    assert tuned.autotune._last_lookup.source == "default"
+    assert not [w for w in recwarn if "autotune" in str(w.message)]

@@ -93,3 +93,26 @@ def test_a_typed_prng_key_argument_has_a_signature_and_tunes(tmp_path):
     assert "key<fry>" in _keys.signature((key, jnp.zeros(2)))
     out = noisy(key, jnp.zeros(2))
     assert out.shape == (2,) and noisy.config_for(key, jnp.zeros(2)).source == "default"
+
+
+def test_a_leaf_on_a_mesh_has_its_axes_in_the_signature_the_same_concrete_abstract_and_traced():
+    import jax
+    import numpy as np
+    from jax.sharding import AxisType, Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    devices = np.array(jax.devices()[:1]).reshape(1, 1)
+    x = jnp.ones((4, 2))
+    on = {axes: jax.device_put(x, NamedSharding(Mesh(devices, axes), P(axes[0]))) for axes in (("a", "b"), ("c", "b"))}
+    texts = {axes: _keys.signature((v,)) for axes, v in on.items()}
+    assert texts[("a", "b")].endswith("float32[4,2]@mesh(a=1,b=1)") and "@mesh(c=1,b=1)" in texts[("c", "b")]
+    assert "@" not in _keys.signature((x,)) and "@" not in _keys.signature((jax.device_put(x, jax.devices()[0]),))
+    # The tuner (program_key traces a probe), the decorator (inside jit's trace) and a
+    # ShapeDtypeStruct all read the same abstract value.
+    a = on[("a", "b")]
+    assert _keys.program_key(lambda v: v * 2, (a,), {}, {})[1] == texts[("a", "b")]
+    struct = jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding)
+    assert _keys.signature((struct,)) == texts[("a", "b")]
+    explicit = Mesh(devices, ("a", "b"), axis_types=(AxisType.Explicit, AxisType.Auto))
+    text = _keys.signature((jax.device_put(x, NamedSharding(explicit, P("a"))),))
+    assert text.endswith("@mesh(a=1,b=1;Explicit,Auto)P('a', None)"), text  # explicit axes: the spec is in the type

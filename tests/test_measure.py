@@ -291,3 +291,34 @@ def test_argument_zero_can_be_static_or_donated():
     np.testing.assert_allclose(m.outputs, np.arange(3.0) * 2)
     m = at.measure(lambda v: v * 2.0, (x,), jit_kwargs={"donate_argnums": 0}, keep_outputs=True, min_reps=3, **FAST)
     assert m.reps >= 3 and not x.is_deleted()  # a fresh copy is donated on every call
+
+
+def test_the_objective_charges_cpu_seconds_of_each_stage_and_the_10th_percentile_call():
+    m = at.measure(unrolled_64, (jnp.ones(8),), **FAST)
+    for stage in ("trace", "lower", "compile"):
+        cpu = getattr(m, f"{stage}_cpu_s")
+        assert isinstance(cpu, float) and cpu > 0, (stage, cpu)
+    assert m.compile_cost_s == m.compile_total_cpu_s == pytest.approx(m.trace_cpu_s + m.lower_cpu_s + m.compile_cpu_s)
+    # Per call the objective charges the 10th percentile of the timed calls (preemption only adds time).
+    assert 0 < m.run_p10_s <= m.run_s and m.run_cost_s == m.run_p10_s
+    assert at.Objective(expected_calls=10).cost(m) == pytest.approx(m.compile_cost_s + 10 * m.run_p10_s)
+    assert at.Measurement.from_dict(json.loads(json.dumps(m.to_dict()))) == m
+    # A record written before CPU seconds existed is charged its wall seconds.
+    old = at.Measurement.from_dict({"trace_s": 1, "lower_s": 2, "compile_s": 3, "run_s": 4})
+    assert old.compile_total_cpu_s is None and old.compile_cost_s == 6 and old.run_cost_s == 4
+
+
+def test_a_config_sharing_a_program_keeps_its_own_trace_and_lower_cpu_seconds():
+    earlier = at.measure(unrolled_64, (jnp.ones(8),), **FAST)
+    m = at.measure(unrolled_64, (jnp.ones(8),), on_lowered=lambda h: earlier, **FAST)
+    assert m.compile_cpu_s == earlier.compile_cpu_s and m.trace_cpu_s is not None and m.lower_cpu_s is not None
+
+
+def test_the_tenth_percentile_never_falls_below_the_fastest_sample():
+    # Exclusive quantiles extrapolate: 5 samples with one slow outlier gave a negative p10,
+    # which a round then rejected as negative seconds.
+    from autotune._measure import _quartiles
+
+    for samples in ([2.0e-3, 2.1e-3, 2.05e-3, 2.2e-3, 0.5], [1.0, 1.1, 1.2, 9.0], [3e-6] * 4 + [1e-3]):
+        median, iqr, p10 = _quartiles(samples)
+        assert min(samples) <= p10 <= median and iqr >= 0

@@ -5,6 +5,7 @@ expected ``source`` and id of a site are computed from where that tag is in this
 file, so the tests keep working when lines move.
 """
 
+import functools
 import importlib.util
 import json
 import os
@@ -505,6 +506,23 @@ def test_fingerprint_changes_when_a_loop_moves_or_its_length_changes():
 
 # --- readable ids for loops without a user frame -------------------------------------------------
 
+
+def test_installed_code_is_never_the_users(tmp_path):
+    import numpy as np
+
+    from autotune import _compat
+
+    assert _compat.installed_path(jax.__file__) == os.path.join("jax", "__init__.py")
+    assert _compat.installed_path(np.__file__) == os.path.join("numpy", "__init__.py")  # site-packages
+    assert _compat.installed_path(os.__file__) == "os.py"  # the standard library
+    assert _compat.installed_path(at.__file__) == os.path.join("autotune", "__init__.py")
+    assert _compat.installed_path("<frozen runpy>") is not None
+    assert _compat.installed_path(THIS) is None and _compat.installed_path("<string>") is None
+    link = tmp_path / "linked-site"  # another spelling of site-packages is still site-packages
+    link.symlink_to(os.path.dirname(os.path.dirname(np.__file__)))
+    assert _compat.installed_path(str(link / "numpy" / "__init__.py")) == os.path.join("numpy", "__init__.py")
+
+
 LIBRARY = '''
 import jax
 import jax.numpy as jnp
@@ -537,32 +555,55 @@ def import_library(tmp_path, name):
     return mod, d / f"{name}.py", line
 
 
-def test_a_loop_in_jitted_library_code_is_named_by_the_library_line(tmp_path):
+def test_a_loop_in_jitted_library_code_is_named_by_the_users_call_and_keeps_the_library_line(tmp_path):
+    """JAX cuts the loop's traceback at the library's jit: the user's line is in the
+    traceback of the jit equation around it."""
     lib, path, line = import_library(tmp_path, "smoothlib")
-    (site,) = at.sites(lambda x: lib.smooth(x) * 2.0, X)
-    assert site.id == f"scan@smoothlib.py:{line['LIB-SCAN']}"
-    assert site.source == f"{path}:{line['LIB-SCAN']}"
-    assert at.sites(lambda x: lib.smooth(x) * 2.0, X)[0].id == site.id  # stable
+    def user(x):
+        return lib.smooth(x) * 2.0  # T:jit-lib-call
+
+    (site,) = at.sites(user, X)
+    assert site.id == local("T:jit-lib-call")
+    check_source(site, "T:jit-lib-call")
+    assert site.library_source == f"site-packages-like/smoothlib.py:{line['LIB-SCAN']}"
+    assert at.sites(user, X)[0].id == site.id  # stable
+
+
+def test_with_no_user_frame_the_library_line_names_the_loop(tmp_path):
+    lib, path, line = import_library(tmp_path, "smoothlib2")
+    (site,) = at.sites(lib.smooth, X)  # the traced function is the library's own
+    assert site.id == f"scan@smoothlib2.py:{line['LIB-SCAN']}"
+    assert site.source == f"{path}:{line['LIB-SCAN']}" and site.library_source is None
 
 
 def test_a_loop_in_plain_library_code_is_named_by_the_users_call(tmp_path):
-    lib, _, _ = import_library(tmp_path, "settlelib")
+    lib, _, line = import_library(tmp_path, "settlelib")
     (site,) = at.sites(lambda x: lib.settle(x), X)  # T:lib-call
     assert site.id == local("T:lib-call", "while")
+    assert site.library_source == f"site-packages-like/settlelib.py:{line['LIB-WHILE']}"
+
+
+def test_a_loop_the_user_writes_has_no_library_line():
+    (site,) = at.sites(lambda x: lax.scan(sin_body, x, x)[0], X)
+    assert site.library_source is None and site.to_dict()["library_source"] is None
 
 
 def test_loops_jax_builds_inside_its_own_jitted_functions_get_readable_ids():
     """jax.scipy.special.bessel_jn and jax.random.poisson build their loops inside their own
-    jit: no frame of the traceback is user code. The id names JAX's file and line instead."""
-    programs = [(lambda x: jax.scipy.special.bessel_jn(x, v=2), X),
-                (lambda k: jax.random.poisson(k, 3.0, (3,)), jax.random.key(0))]
-    for fn, arg in programs:
+    jit: the user's call names them, JAX's line is kept as the library line. Traced on their
+    own, no frame is user code: the id names JAX's file and line instead."""
+    programs = [(lambda x: jax.scipy.special.bessel_jn(x, v=2), X, "T:bessel"),  # T:bessel
+                (lambda k: jax.random.poisson(k, 3.0, (3,)), jax.random.key(0), "T:poisson")]  # T:poisson
+    for fn, arg, tag in programs:
         sites = at.sites(fn, arg)
         assert sites, "this JAX version builds no loop here"
         for site in sites:
-            assert "?" not in site.id and re.fullmatch(r"(scan|while|fori)@\w+\.py:\d+(#\d+)?", site.id), site.id
-            assert site.source is not None and site.source.endswith(site.id.split("@")[1].split("#")[0])
+            assert re.fullmatch(re.escape(local(tag, site.id.split("@")[0])) + r"(#\d+)?", site.id), site.id
+            assert site.library_source and re.match(r"jax/.*\.py:\d+$", site.library_source), site
         assert [s.id for s in at.sites(fn, arg)] == [s.id for s in sites]
+    for site in at.sites(functools.partial(jax.scipy.special.bessel_jn, v=2), X):
+        assert "?" not in site.id and re.fullmatch(r"(scan|while|fori)@\w+\.py:\d+(#\d+)?", site.id), site.id
+        assert site.source is not None and site.source.endswith(site.id.split("@")[1].split("#")[0])
 
 
 # --- form and derived ------------------------------------------------------------------------------

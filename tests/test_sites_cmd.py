@@ -1,9 +1,11 @@
 """autotune/cli/_sites.py: `autotune sites` names each loop as the user wrote it (fori, at.loop,
-while), marks the loops JAX derives under grad, and fits 80 columns."""
+while), marks the loops JAX derives under grad, and fits 80 columns; a loop a library built is named
+by the user's line, and --wide adds the library's."""
 
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 
 import pytest
@@ -72,3 +74,50 @@ def test_json_stays_alone_on_stdout_when_the_function_prints_while_traced(tmp_pa
     assert r.returncode == 0, r.stderr
     assert [s["id"] for s in json.loads(r.stdout)] == ["smooth"]
     assert "study file imported" in r.stderr and "tracing smooth" in r.stderr
+
+
+FLAX_STUDY = textwrap.dedent("""
+    import flax.linen as nn
+    import jax, jax.numpy as jnp
+    import autotune as at
+
+    class Block(nn.Module):
+        @nn.compact
+        def __call__(self, x, _):
+            return jnp.tanh(nn.Dense(4)(x)), None
+
+    Stack = nn.scan(Block, variable_axes={"params": 0}, split_rngs={"params": True}, length=3)
+
+    class Model(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return Stack(name="stack")(x, None)[0]  # T:stack
+
+    MODEL, X = Model(), jnp.ones((2, 4))
+
+    @at.autotuned
+    def forward(params, x):
+        return MODEL.apply(params, x)
+
+    def examples():
+        return [(forward, (MODEL.init(jax.random.key(0), X), X))]
+""")
+
+
+def test_a_flax_scan_is_named_by_the_users_line_and_wide_shows_flaxs(tmp_path, capsys):
+    pytest.importorskip("flax", reason="this test needs flax: pip install -e '.[examples]'")
+    path = tmp_path / "flax_sites_study.py"
+    path.write_text(FLAX_STUDY)
+    line = next(i for i, text in enumerate(FLAX_STUDY.splitlines(), 1) if text.endswith("# T:stack"))
+    assert cli.main(["sites", str(path)]) == 0
+    narrow = capsys.readouterr().out
+    assert f"flax_sites_study.py:{line}" in narrow and "axes_scan" not in narrow
+    assert cli.main(["sites", str(path), "--wide"]) == 0
+    wide = capsys.readouterr().out
+    [row] = [r for r in wide.splitlines() if r.startswith("scan@")]
+    assert row.split()[0] == f"scan@flax_sites_study.py:{line}" and "library" in wide
+    assert re.search(r" flax/core/axes_scan\.py:\d+$", row), row
+    assert cli.main(["sites", str(path), "--json"]) == 0
+    [site] = json.loads(capsys.readouterr().out)
+    assert site["id"] == f"scan@flax_sites_study.py:{line}"
+    assert site["library_source"].startswith("flax/core/")

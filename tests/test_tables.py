@@ -74,3 +74,12 @@ def test_trials_without_a_measurement_are_listed_with_their_reasons_wrapped():
     words = [w for line in lines[2:] for w in line.split() if w != "…"]
     assert words == reason.splitlines()[0].split()[:len(words)]  # whole words, in order, at most two lines
     assert len(lines) == 4
+
+
+def test_configs_of_one_program_are_listed_as_equivalent_beside_its_contender():
+    scan2, fori2 = ({SITES[1]["id"]: {"repr": r, "unroll": 2}} for r in ("scan", "fori"))
+    points = [{"config": {SITES[1]["id"]: {"repr": "scan", "unroll": 1}}, "compile_s": 1.0, "run_s": 2.0 ** -7},
+              {"config": scan2, "compile_s": 1.5, "run_s": 2.0 ** -9, "equivalent": [fori2]}]
+    names = SiteNames(wide=True).add(SITES)
+    text = render(crossover_table(points, names=names, chosen=scan2), width=200)
+    assert "=scan×2 ★ ≡ algo_iters/scan@seed_rollout.py:53=fori×2" in text

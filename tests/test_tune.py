@@ -214,9 +214,10 @@ def test_pareto_search_with_nsga2(tmp_path):
     assert study.user_attrs["search"] == "pareto"
     complete = [t for t in study.get_trials() if t.state.name == "COMPLETE"]
     assert len(study.get_trials()) == 6 and complete
-    for t in complete:  # both objectives: total compile seconds and run seconds
+    for t in complete:  # both objectives: the compile seconds charged (CPU) and run seconds
         m = t.user_attrs["measurement"]
-        assert t.values == pytest.approx([m["trace_s"] + m["lower_s"] + m["compile_s"], m["run_s"]])
+        charged = at.Measurement.from_dict(m)
+        assert t.values == pytest.approx([charged.compile_cost_s, charged.run_cost_s])
     # The winner is the confirmed config cheapest for expected_calls; the trials have costs.
     assert r.best_cost == _select.choose(r.confirmed, r.objective, default=r.default_config.to_dict()).cost
     assert all(t.cost is not None for t in r.trials if t.state == "complete")
@@ -259,3 +260,133 @@ def test_cli_tune_objective_pareto_stores_a_pareto_entry(tmp_path, capsys):
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     names = optuna.study.get_all_study_names(storage="sqlite:///" + str(tmp_path / "studies.db"))
     assert names == [res["study"]]
+
+
+# --------------------------------------------------------------- a finished study stays finished
+
+
+class CountingRunner(at.InProcessRunner):
+    """A real in-process runner that counts what it was asked to measure."""
+
+    def __init__(self, fn, *args):
+        super().__init__(fn, args, {}, {}, FAST)
+        self.calls = 0
+
+    def measure(self, config, **kw):
+        self.calls += 1
+        return super().measure(config, **kw)
+
+    def retime(self, config):
+        self.calls += 1
+        return super().retime(config)
+
+
+def test_a_finished_study_measures_nothing_until_its_budget_grows(tmp_path):
+    storage, x = str(tmp_path / "s.db"), jnp.ones(())
+
+    def run(n, **kw):
+        runner = CountingRunner(tiny, x)
+        return at.tune(tiny, x, runner=runner, n_trials=n, sampler="random", storage=storage, confirm_rounds=2,
+                       progress=False, **kw), runner
+
+    (first, r1), (again, r2) = run(2), run(2)
+    assert not first.finished and first.new_trials == 2 and r1.calls > 0
+    assert again.finished and again.new_trials == 0 and r2.calls == 0
+    assert again.confirmed == first.confirmed and again.best_config == first.best_config
+    assert again.best_cost == first.best_cost and len(again.trials) == len(first.trials)
+    (more, r3), (retimed, r4) = run(3), run(3, reconfirm=True)
+    assert not more.finished and more.new_trials == 1 and len(measured(more.trials)) == 3 and r3.calls > 0
+    assert not retimed.finished and retimed.new_trials == 0 and r4.calls > 0
+    assert retimed.confirmed != more.confirmed  # re-timed: new figures, the same trials
+    assert [t.number for t in retimed.trials] == [t.number for t in more.trials]
+
+
+def _entry_row(cache: str):
+    import sqlite3
+
+    with sqlite3.connect(cache) as db:
+        return db.execute("SELECT * FROM autotune_entries").fetchall()
+
+
+def test_fn_tune_again_keeps_the_entry_byte_for_byte_and_reconfirm_changes_it_only_on_a_win(tmp_path):
+    cache = str(tmp_path / "cache.db")
+    fn = at.autotuned(tiny, cache=cache, key="test:finished")
+    tune = lambda **kw: fn.tune(jnp.ones(()), n_trials=3, timing=FAST, confirm_rounds=2, isolate=False,
+                                progress=False, **kw)
+    first = tune()
+    row = _entry_row(cache)
+    assert first.stored == "written" and len(row) == 1
+    again = tune()
+    assert again.finished and again.stored == "kept" and again.new_trials == 0
+    assert _entry_row(cache) == row  # not even rewritten with the same values
+    retimed = tune(reconfirm=True)
+    assert not retimed.finished and retimed.confirmed != first.confirmed
+    # Only a challenger that beat the stored winner in these paired rounds replaces the entry.
+    assert (retimed.stored == "kept") == (retimed.best_config == first.best_config)
+    assert (_entry_row(cache) == row) == (retimed.stored == "kept")
+    # A fresh cache for the same finished study gets the entry, from the stored confirmation.
+    other = fn.autotune.with_options(cache=str(tmp_path / "other.db"))
+    restored = other.tune(jnp.ones(()), n_trials=3, storage=str(tmp_path / "studies.db"), isolate=False,
+                          progress=False)
+    assert restored.finished and restored.stored == "written"
+    assert restored.best_config == retimed.best_config
+
+
+def _pt(name, rounds):
+    cfg = {"s": {"repr": "scan", "unroll": name}}
+    return {"config": cfg, "compile_s": sorted(c for c, _ in rounds)[1], "run_s": sorted(r for _, r in rounds)[1],
+            "rounds": [list(r) for r in rounds]}
+
+
+def test_a_new_pick_replaces_the_studys_winner_only_by_beating_it_in_the_paired_rounds():
+    from autotune.study._tune import keep_or_replace
+
+    goal = at.Objective(expected_calls=0)  # cost = compile seconds
+    d, x = _pt(1, [(1.0, 0), (1.0, 0), (1.0, 0)]), _pt(2, [(0.8, 0), (0.8, 0), (0.8, 0)])
+    w = _pt(4, [(0.7, 0), (0.9, 0), (0.7, 0)])  # beats the default in every round, the incumbent in 2 of 3
+    default = at.Config.from_dict(d["config"])
+    assert keep_or_replace([d, x, w], goal, default, None)["config"] == w["config"]  # no incumbent: the rule
+    assert keep_or_replace([d, x, w], goal, default, x["config"])["config"] == x["config"]
+    w2 = _pt(4, [(0.7, 0), (0.7, 0), (0.7, 0)])
+    assert keep_or_replace([d, x, w2], goal, default, x["config"])["config"] == w2["config"]
+    # The incumbent no longer beats the default, but the default does not beat it in every round: it stays.
+    x2 = _pt(2, [(1.1, 0), (0.9, 0), (1.1, 0)])
+    assert keep_or_replace([d, x2], goal, default, x2["config"])["config"] == x2["config"]
+    x3 = _pt(2, [(1.1, 0), (1.2, 0), (1.1, 0)])
+    assert keep_or_replace([d, x3], goal, default, x3["config"])["config"] == d["config"]
+    # An incumbent that was not re-timed cannot be compared: the rule's pick.
+    assert keep_or_replace([d, w], goal, default, x["config"])["config"] == w["config"]
+
+
+def test_a_finished_pareto_study_re_picks_for_another_call_count_without_measuring(tmp_path):
+    storage, x = str(tmp_path / "s.db"), jnp.zeros(16)
+
+    def run(calls):
+        runner = CountingRunner(smooth, x)
+        return at.tune(smooth, x, runner=runner, objective="pareto", n_trials=3, storage=storage,
+                       expected_calls=calls, confirm_rounds=1, progress=False), runner
+
+    (first, _), (other, counted) = run(1000), run(1)
+    assert other.finished and counted.calls == 0 and other.confirmed == first.confirmed
+    pick = _select.winner(first.confirmed, at.Objective(expected_calls=1), first.default_config.to_dict())
+    assert other.best_config == at.Config.from_dict(pick["config"])
+
+
+def test_a_stored_entry_of_the_same_study_stands_unless_beaten_in_these_paired_rounds():
+    from types import SimpleNamespace as NS
+
+    from autotune.study._tune import entry_stands
+
+    goal = at.Objective(expected_calls=0)
+    x, w = _pt(2, [(0.8, 0), (0.8, 0), (0.8, 0)]), _pt(4, [(0.7, 0), (0.9, 0), (0.7, 0)])
+    entry = lambda p, study="s": NS(study_name=study, objective=goal.to_dict(), config=p["config"])  # noqa: E731
+    result = lambda **kw: NS(**{"finished": False, "new_trials": 0, "confirmed": [x, w], "objective": goal, **kw})
+    assert not entry_stands(None, entry(w), result())  # nothing stored
+    assert not entry_stands(entry(x, "another study"), entry(w), result())
+    assert entry_stands(entry(x), entry(w), result(finished=True))  # nothing was measured
+    assert entry_stands(entry(x), entry(x), result())  # the same winner, only re-timed
+    assert not entry_stands(entry(x), entry(x), result(new_trials=2))  # the same winner, more evidence
+    assert entry_stands(entry(x), entry(w), result())  # w wins 2 of 3 rounds against x: not enough
+    w3 = _pt(4, [(0.7, 0), (0.7, 0), (0.7, 0)])
+    assert not entry_stands(entry(x), entry(w3), result(confirmed=[x, w3]))
+    assert not entry_stands(entry(x), entry(w), result(confirmed=[w]))  # x not re-timed: no comparison

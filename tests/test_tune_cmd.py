@@ -136,10 +136,10 @@ def test_a_password_in_the_storage_or_cache_url_is_never_shown(tmp_path, pg_url)
     assert SECRET not in r.stdout + r.stderr
     (res,) = json.loads(r.stdout)
     assert "postgres:***@" in res["storage"] and "postgres:***@" in res["cache"]
-    r = run("tune", "tiny_study.py", "--wide", *common, cwd=tmp_path, env=env)
+    # --reconfirm: a finished study would stop before naming the cache (that is tested elsewhere).
+    r = run("tune", "tiny_study.py", "--wide", "--reconfirm", *common, cwd=tmp_path, env=env)
     assert r.returncode == 0 and SECRET not in r.stdout + r.stderr
-    assert "stored in the cache postgresql+psycopg://postgres:***@" in r.stdout or \
-        "stored in the cache postgresql://postgres:***@" in r.stdout, r.stdout
+    assert re.search(r"(stored in the cache|the cache) postgresql(\+psycopg)?://postgres:\*\*\*@", r.stdout), r.stdout
     r = run("report", "--study", res["study"], "--storage", url, "--out", "rep", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     for name in ("report.html", "report.json"):
@@ -173,3 +173,36 @@ def test_the_summary_says_when_a_close_lead_was_re_timed_in_a_second_worker(tmp_
     out = Console(record=True, width=100)
     show_result(out, types.SimpleNamespace(key="test:loop8", cache=types.SimpleNamespace(display_url="c.db")), r)
     assert "re-timed in a second, fresh worker too" in out.export_text()
+
+
+def _entries(folder):
+    import sqlite3
+
+    with sqlite3.connect(folder / "cache.db") as db:
+        return db.execute("SELECT * FROM autotune_entries").fetchall()
+
+
+def test_a_finished_study_says_so_stops_and_keeps_its_entry(tmp_path):
+    (tmp_path / "tiny_study.py").write_text(STUDY)
+    env = cli_env(tmp_path)
+    args = ("tune", "tiny_study.py", "--trials", "3", *FAST)
+    r = run(*args, "--json", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (first,) = json.loads(r.stdout)
+    row = _entries(tmp_path)
+    assert first["finished"] is False and first["new_trials"] == 3 and first["stored"] == "written"
+    status, out = run_in_pty(*args, cwd=tmp_path, env=env, columns=100)
+    lines = visible_lines(out)
+    assert status == 0, out[-3000:]
+    assert any("tiny_study:smooth: finished, nothing new to measure (3 trials" in ln for ln in lines), lines
+    assert not any("confirming" in ln or "re-timed side by side" in ln for ln in lines), lines
+    bars = [ln for ln in lines if ln.startswith("tuning ")]
+    assert bars and all(" 0/3 " not in ln for ln in bars) and any(" 3/3 " in ln for ln in bars), bars
+    assert _entries(tmp_path) == row  # not rewritten, not even with the same values
+    r = run(*args, "--json", "--reconfirm", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (again,) = json.loads(r.stdout)
+    assert again["finished"] is False and again["new_trials"] == 0 and again["confirmed"] != first["confirmed"]
+    assert [t["number"] for t in again["trials"]] == [t["number"] for t in first["trials"]]
+    assert (again["stored"] == "kept") == (again["best_config"] == first["best_config"])
+    assert (_entries(tmp_path) == row) == (again["stored"] == "kept")

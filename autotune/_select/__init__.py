@@ -2,7 +2,9 @@
 
 Each config is a *point* ``{"config": {...}, "compile_s": s, "run_s": s, "rounds": [[c, r], ...]}``:
 its median seconds, and (when it was re-measured) the per-round samples, paired by
-index with the default's rounds. Under an objective a round costs
+index with the default's rounds. ``compile_s`` is the one-off seconds the objective charges,
+``Measurement.compile_cost_s`` (the CPU seconds of trace + lower + compile); the rounds of
+confirmed points were all taken side by side in confirmation (``study/_confirm.py``). Under an objective a round costs
 ``compile_weight * c + runtime_weight * N * r``, a line in the call count N; a point's
 cost is the median of its round costs. The rules, in plain Python::
 

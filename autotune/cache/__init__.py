@@ -1,24 +1,41 @@
 """The tuning cache: best configs per (function, program, input signature, device), and the
 pending records of calls recorded for tuning later.
 
-This package is the only part of autotune that imports SQLAlchemy. Modules: `_url`
-(locations, `redact`), `_sqlite` (SQLite engines, locks, file modes), `_schema` (version,
-migrations), `_models` (tables), `_entry` / `_pending` (the JSON records and their
-validation), `_rows` (records <-> rows), `_session` (transactions, errors), `_transfer`
-(export files), `_cache` (the `Cache` class).
+This package is the only part of autotune that imports SQLAlchemy, and only when `Cache`
+(or another name below that needs it) is first used: the decorator reads a SQLite cache
+through `_fastread` with the standard library alone. Modules: `_url` (locations,
+`redact`), `_sqlite` (SQLite engines, locks, file modes), `_schema` (version, migrations),
+`_layout` (table names, versions, columns, rows -> records; no SQLAlchemy), `_models`
+(tables), `_entry` / `_pending` (the JSON records and their validation), `_rows` (records
+-> rows), `_session` (transactions, errors), `_transfer` (export files), `_cache` (the
+`Cache` class), `_fastread` (the decorator's read path).
 """
 
 from .._keys import device_key as device_key
 from .._paths import default_cache_location as default_cache_location
-from ._cache import Cache as Cache
-from ._cache import TransferCount as TransferCount
+from .._paths import redact as redact
 from ._entry import CacheEntry as CacheEntry
 from ._entry import best_for as best_for
-from ._models import SCHEMA_VERSION as SCHEMA_VERSION
+from ._layout import SCHEMA_VERSION as SCHEMA_VERSION
 from ._pending import PendingRecord as PendingRecord
-from ._sqlite import LOCK_WAIT_BUDGET_S as LOCK_WAIT_BUDGET_S
-from ._transfer import MAX_IMPORT_BYTES as MAX_IMPORT_BYTES
-from ._url import redact as redact
+
+# name -> the module that defines it; these import SQLAlchemy, so they load on first use.
+_LAZY = {"Cache": "_cache", "TransferCount": "_cache", "LOCK_WAIT_BUDGET_S": "_sqlite",
+         "MAX_IMPORT_BYTES": "_transfer"}
 
 __all__ = ["LOCK_WAIT_BUDGET_S", "MAX_IMPORT_BYTES", "SCHEMA_VERSION", "Cache", "CacheEntry", "PendingRecord",
            "TransferCount", "best_for", "default_cache_location", "device_key", "redact"]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'autotune.cache' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

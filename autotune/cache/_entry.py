@@ -34,7 +34,7 @@ UNRANGED_WHY = ("the entry records no complete range (it was tuned before ranges
 _REQUIRED = ("function_key", "fingerprint", "signature", "device", "config", "sites",
              "measurements", "objective", "cost")
 _OPTIONAL = ("default_cost", "pareto", "study_name", "created_at", "default_config", "complete_range", "retune")
-_POINT_KEYS = ("config", "compile_s", "run_s", "rounds", "confirmed")
+_POINT_KEYS = ("config", "compile_s", "run_s", "rounds", "confirmed", "equivalent")
 _RANGE_KEYS = ("from_calls", "to_calls", "why")
 
 
@@ -298,6 +298,11 @@ def _point(name: str, value: Any, sites: Mapping[str, Mapping[str, Any]]) -> dic
         out["confirmed"] = v.flag(f"{name}.confirmed", item["confirmed"])
     if "rounds" in item:
         out["rounds"] = _rounds(f"{name}.rounds", item["rounds"])
+    if "equivalent" in item:  # configs that lowered to this point's program (one contender)
+        same = item["equivalent"]
+        if not isinstance(same, list):
+            raise FieldError(f"{name}.equivalent", f"must be a list of configs, not {type(same).__name__}")
+        out["equivalent"] = [_config(f"{name}.equivalent[{i}]", c, sites) for i, c in enumerate(same)]
     return out
 
 

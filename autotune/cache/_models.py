@@ -12,13 +12,12 @@ from __future__ import annotations
 from sqlalchemy import Boolean, CheckConstraint, Float, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+# The version, names and key columns live in _layout, which the decorator's reader imports
+# without SQLAlchemy; bump SCHEMA_VERSION there (and add a migration in `_schema`).
+from ._layout import ENTRIES_TABLE, KEY_COLUMNS, PENDING_TABLE, SCHEMA_VERSION, VERSION_TABLE
 from ._validate import MAX_TEXT
 
-SCHEMA_VERSION = 2
-"""Version of the tables below; bump it (and add a migration in `_schema`) whenever they change."""
-
-KEY_COLUMNS = ("function_key", "fingerprint", "signature", "device_key")
-"""The columns that make an entry (and a pending record) unique."""
+__all__ = ["SCHEMA_VERSION", "KEY_COLUMNS", "BaseModel", "SchemaVersionModel", "EntryModel", "PendingModel"]
 
 
 class BaseModel(DeclarativeBase):
@@ -28,7 +27,7 @@ class BaseModel(DeclarativeBase):
 class SchemaVersionModel(BaseModel):
     """The single row that records which schema version wrote the database."""
 
-    __tablename__ = "autotune_schema_version"
+    __tablename__ = VERSION_TABLE
     __table_args__ = (CheckConstraint("id = 1", name="ck_autotune_schema_version_single_row"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
@@ -50,7 +49,7 @@ class _Keyed:
 class EntryModel(_Keyed, BaseModel):
     """One cache entry; unique per (function key, fingerprint, signature, device key)."""
 
-    __tablename__ = "autotune_entries"
+    __tablename__ = ENTRIES_TABLE
     __table_args__ = (UniqueConstraint(*KEY_COLUMNS, name="uq_autotune_entries_key"),)
 
     config: Mapped[str] = mapped_column(Text, nullable=False)
@@ -71,7 +70,7 @@ class EntryModel(_Keyed, BaseModel):
 class PendingModel(_Keyed, BaseModel):
     """One recorded call signature; unique per (function key, fingerprint, signature, device key)."""
 
-    __tablename__ = "autotune_pending"
+    __tablename__ = PENDING_TABLE
     __table_args__ = (UniqueConstraint(*KEY_COLUMNS, name="uq_autotune_pending_key"),)
 
     location: Mapped[str] = mapped_column(Text, nullable=False)

@@ -14,20 +14,13 @@ from typing import Any
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection
 
-from .._errors import CacheError
 from . import _validate as v
-from ._entry import CacheEntry, parse_entry
+from ._entry import CacheEntry
+# Reading a row needs no SQLAlchemy: the decoding lives in _layout (the decorator's reader uses it too).
+from ._layout import (ENTRY_JSON, ENTRY_NULLABLE_JSON, ENTRY_PLAIN, PENDING_JSON,  # noqa: F401 (re-exported)
+                      PENDING_NULLABLE_JSON, PENDING_PLAIN, entry_from_row, pending_from_row)
 from ._models import KEY_COLUMNS, EntryModel, PendingModel
-from ._pending import VALUE_FILE_RE, PendingRecord, parse_pending
-from ._validate import FieldError
-
-ENTRY_PLAIN = ("function_key", "fingerprint", "signature", "cost", "default_cost", "study_name", "created_at",
-               "retune")
-ENTRY_JSON = ("device", "config", "sites", "measurements", "objective", "pareto")
-ENTRY_NULLABLE_JSON = ("default_config", "complete_range")
-PENDING_PLAIN = ("function_key", "fingerprint", "signature", "replayable", "why_not", "created_at")
-PENDING_JSON = ("device", "location", "abstract", "objective", "options")
-PENDING_NULLABLE_JSON = ("values",)
+from ._pending import VALUE_FILE_RE, PendingRecord
 
 ENTRIES = EntryModel.__table__
 PENDING = PendingModel.__table__
@@ -52,56 +45,6 @@ def pending_row(rec: PendingRecord) -> dict[str, Any]:
     row["values"] = None if rec.values is None else v.dumps(rec.values)
     row["device_key"] = rec.device_key
     return row
-
-
-def _decode(row: Mapping[str, Any], plain: Sequence[str], json_cols: Sequence[str],
-            nullable: Sequence[str]) -> dict[str, Any]:
-    d = {name: row[name] for name in plain if name in row}
-    for name in json_cols:
-        d[name] = v.loads(row[name])
-    for name in nullable:
-        if name in row and row[name] is not None:
-            d[name] = v.loads(row[name])
-    return d
-
-
-def entry_from_row(row: Mapping[str, Any], where: str) -> CacheEntry:
-    """Rebuild the entry of a row (v1 rows lack the v2 columns: those fields are None).
-
-    Raises:
-        CacheError: the row does not hold a valid entry, or its columns disagree.
-    """
-    try:
-        entry = parse_entry(_decode(row, ENTRY_PLAIN, ENTRY_JSON, ENTRY_NULLABLE_JSON))
-    except (FieldError, ValueError, TypeError, OverflowError) as e:
-        raise _bad_row(where, "entry", row, f"holds an unreadable entry: {e}") from None
-    if entry.device_key != row["device_key"]:
-        raise _bad_row(where, "entry", row, f"is inconsistent: its device JSON gives the device key "
-                       f"{entry.device_key!r} but its device_key column says {row['device_key']!r} (edited by hand "
-                       "or damaged), so it is never applied")
-    return entry
-
-
-def pending_from_row(row: Mapping[str, Any], where: str) -> PendingRecord:
-    """Rebuild the pending record of a row; raise `CacheError` like `entry_from_row`."""
-    try:
-        d = _decode(row, PENDING_PLAIN, PENDING_JSON, PENDING_NULLABLE_JSON)
-        d["replayable"] = bool(d["replayable"])
-        rec = parse_pending(d)
-    except (FieldError, ValueError, TypeError, OverflowError) as e:
-        raise _bad_row(where, "pending record", row, f"holds an unreadable record: {e}") from None
-    if rec.device_key != row["device_key"]:
-        raise _bad_row(where, "pending record", row, f"is inconsistent: its device JSON gives the device key "
-                       f"{rec.device_key!r} but its device_key column says {row['device_key']!r}")
-    return rec
-
-
-def _bad_row(where: str, kind: str, row: Mapping[str, Any], problem: str) -> CacheError:
-    fk = str(row.get("function_key"))[:100]
-    table = "autotune_pending" if kind == "pending record" else "autotune_entries"
-    delete = "Cache.delete_pending" if kind == "pending record" else "Cache.delete"
-    return CacheError(f"{where}: the {kind} in row {row.get('id')} of {table} (function {fk!r}) {problem}. "
-                      f"Delete it ({delete}({fk!r}) deletes that function's rows) or use another cache.")
 
 
 def value_files_of(values_json: str | None) -> list[str]:

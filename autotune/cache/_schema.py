@@ -24,23 +24,10 @@ from sqlalchemy.engine import Connection
 
 from .._errors import CacheSchemaError
 from .._paths import ENV_CACHE
+# Versions and columns are plain data in _layout (read without SQLAlchemy by `_fastread`).
+from ._layout import (OLDEST_READABLE, V1_ENTRY_COLUMNS, V2_ENTRY_COLUMNS,  # noqa: F401 (re-exported)
+                      entry_columns, has_pending)
 from ._models import SCHEMA_VERSION, BaseModel, EntryModel, PendingModel, SchemaVersionModel
-
-OLDEST_READABLE = 1
-
-V1_ENTRY_COLUMNS = ("id", "function_key", "fingerprint", "signature", "device_key", "device", "config", "sites",
-                    "measurements", "objective", "pareto", "cost", "default_cost", "study_name", "created_at")
-V2_ENTRY_COLUMNS = V1_ENTRY_COLUMNS + ("default_config", "complete_range", "retune")
-
-
-def entry_columns(version: int) -> tuple[str, ...]:
-    """The columns of ``autotune_entries`` in a database of ``version``."""
-    return V1_ENTRY_COLUMNS if version < 2 else V2_ENTRY_COLUMNS
-
-
-def has_pending(version: int) -> bool:
-    """Whether a database of ``version`` has the ``autotune_pending`` table."""
-    return version >= 2
 
 
 def _v1_to_v2(conn: Connection) -> None:

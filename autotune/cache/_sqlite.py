@@ -31,6 +31,7 @@ from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import IntegrityError
 
 from .._paths import create_private_file, make_private_dirs
+from ._fastread import read_only_path  # one rule for both read paths
 
 WRITE_BUSY_TIMEOUT_MS = 30000
 LOCK_WAIT_BUDGET_S = 3.0
@@ -94,12 +95,6 @@ def _on_begin(conn: Any) -> None:
     # Only queued writers let SQLite wait; reads and hot writes retry against LOCK_WAIT.
     conn.exec_driver_sql(f"PRAGMA busy_timeout={WRITE_BUSY_TIMEOUT_MS if mode == WRITE else 0}")
     conn.exec_driver_sql("BEGIN" if mode == READ else "BEGIN IMMEDIATE")
-
-
-def read_only_path(path: str) -> bool:
-    """Whether reads of ``path`` need the immutable read-only connection."""
-    return (not os.access(os.path.dirname(path), os.W_OK)
-            and not (os.path.exists(path + "-wal") and os.path.exists(path + "-shm")))
 
 
 def create_sqlite_engine(url: URL, path: str | None, *, write: bool) -> tuple[bool, Engine]:

@@ -14,9 +14,9 @@ from typing import Any
 DESCRIPTION = "Tune the loop structure of JAX programs (for / scan / fori / unroll), and inspect the tuning cache."
 HELPER_ONLY = ("join_study", "example")
 """Hidden ``tune`` options that only a ``--workers`` helper gets."""
-NOT_FOR_HELPERS = ("workers", "json", "wide", "storage") + HELPER_ONLY
-"""``tune`` options a helper does not inherit: it starts no helpers, prints nothing, and gets
-its storage through the environment (a password in argv would show in ``ps``)."""
+NOT_FOR_HELPERS = ("workers", "json", "wide", "storage", "reconfirm") + HELPER_ONLY
+"""``tune`` options a helper does not inherit: it starts no helpers, prints nothing, confirms
+nothing, and gets its storage through the environment (a password in argv would show in ``ps``)."""
 
 
 def positive_int(text: str) -> int:
@@ -101,6 +101,9 @@ def _tune_parser(sub) -> None:
                    help="worker processes on one study (one per device is the rule)")
     p.add_argument("--run-seconds", type=nonneg_float, default=None, metavar="S",
                    help="seconds of runtime sampling per trial (default 0.5; more for noisy machines)")
+    p.add_argument("--reconfirm", action="store_true",
+                   help="re-time the contenders of a finished study (one with nothing new to measure, which "
+                        "otherwise stops at once); its cache entry changes only if a challenger beats it")
     p.add_argument("--json", action="store_true", help="print the results as JSON (nothing else on stdout)")
     _wide_arg(p)
     p.add_argument("--join-study", default=None, help=argparse.SUPPRESS)  # internal: a --workers helper

@@ -2,7 +2,10 @@
 
 The form column says what the user wrote (``scan``, ``fori``, ``at.loop``, ``while``); a
 loop JAX derived from one of them (the backward pass under ``jax.grad``, a
-``jax.checkpoint`` copy) is marked ``derived``; a while loop's length is ``dynamic``.
+``jax.checkpoint`` copy) is marked ``derived``; a while loop's length is ``dynamic``. A loop a
+library built is named by the user's line; ``--wide`` adds the library's own line. A site
+the rewrite cannot re-emit for any choice (a loop inside a Pallas kernel) is named below its
+table, with the reason: tuning leaves it at its default.
 """
 
 from __future__ import annotations
@@ -40,13 +43,24 @@ def _source(site: dict[str, Any], wide: bool) -> str:
     return src if wide else os.path.basename(src)
 
 
+def _unrewritable(ex, sites: list) -> dict[str, str]:
+    """``{site id: why}`` for the sites of an example the rewrite cannot re-emit for any choice
+    (one extra trace of the function when every site can be rewritten)."""
+    from .._space import Space, unrewritable
+
+    with ex.traced():
+        return unrewritable(ex.fn.fun, tuple(ex.args), dict(ex.kwargs), dict(ex.fn.jit_kwargs), Space(sites))
+
+
 def cmd_sites(a: argparse.Namespace) -> int:
     from .._studyfile import load_examples
 
     with stdout_to_stderr(a.json):  # the study file's prints while it loads and traces go to stderr
         groups = []
         for ex in load_examples(a.file):
-            groups.append((ex.fn.key, [s.to_dict() for s in ex.sites()]))
+            found = ex.sites()
+            bad = _unrewritable(ex, found)
+            groups.append((ex.fn.key, [{**s.to_dict(), "rewrite_error": bad.get(s.id)} for s in found]))
     if a.json:
         emit_json([{"function": key, **s} for key, sites in groups for s in sites])
         return 0
@@ -55,7 +69,7 @@ def cmd_sites(a: argparse.Namespace) -> int:
     derived = False
     for key, sites in groups:
         names.add(sites)
-        cols = ("site", "form", "length", "depth", "parent", "default", "source") if a.wide else \
+        cols = ("site", "form", "length", "depth", "parent", "default", "source", "library") if a.wide else \
             ("site", "form", "length", "parent", "source")
         t = table(f"loop sites of {key}" + ("" if sites else ": none"), cols, right=("length", "depth"))
         for s in sites:
@@ -63,11 +77,17 @@ def cmd_sites(a: argparse.Namespace) -> int:
             parent = names.name(s["parent"]) if s.get("parent") else "-"
             row = [names.name(s["id"]), form_text(s), length_text(s)]
             if a.wide:
-                row += [str(s.get("depth", 0)), parent, choice_label(s.get("default") or {}), _source(s, True)]
+                row += [str(s.get("depth", 0)), parent, choice_label(s.get("default") or {}),
+                        _source(s, True), s.get("library_source") or "-"]
             else:
                 row += [parent, _source(s, False)]
             t.add_row(*row)
         out.print(t)
+        for s in sites:
+            if s.get("rewrite_error"):
+                why = s["rewrite_error"]
+                out.print(f"site {names.name(s['id'])} cannot be rewritten ({why}): tuning leaves it at its "
+                          "default", highlight=False, markup=False)
     print_legend(out, names)
     if derived:
         out.print(DERIVED_NOTE)

@@ -133,8 +133,8 @@ def crossover_table(points: Sequence[Mapping[str, Any]], compile_weight: float =
         intervals = _select.crossover_intervals(list(points), compile_weight, runtime_weight, default=default)
     t = table(title, ("config", "compile", "run", "cheapest for calls"), right=("compile", "run"))
     for p in _display.listed_points(points, intervals, chosen):
-        t.add_row(marked(names, p["config"], chosen, default), _display.seconds(p["compile_s"]),
-                  _display.seconds(p["run_s"]), _spans(intervals, p["config"]))
+        t.add_row(with_equivalents(names, p, marked(names, p["config"], chosen, default)),
+                  _display.seconds(p["compile_s"]), _display.seconds(p["run_s"]), _spans(intervals, p["config"]))
     return t
 
 
@@ -146,6 +146,12 @@ def marked(names: SiteNames, config: Any, chosen: Any = None, default: Any = Non
     return names.config(config) + mark + tag
 
 
+def with_equivalents(names: SiteNames, point: Mapping[str, Any], label: str) -> str:
+    """``label`` followed by `` ≡ `` and each config that lowered to the same program as
+    ``point`` (one contender, named by its simplest form)."""
+    return label + "".join(" ≡ " + names.config(e) for e in point.get("equivalent") or ())
+
+
 def result_table(result, names: SiteNames, title: str | None = None):
     """The configs a tune confirmed side by side, cheapest first; ★ marks the winner."""
     goal = result.objective
@@ -154,7 +160,8 @@ def result_table(result, names: SiteNames, title: str | None = None):
     for row in sorted(result.confirmed, key=lambda r: (_select.cost(r, goal), _select.config_text(r["config"]))):
         c = _select.cost(row, goal)
         is_default = _select.config_text(row["config"]) == _select.config_text(default)
-        t.add_row(marked(names, row["config"], winner), _display.seconds(row["compile_s"]),
+        label = with_equivalents(names, row, marked(names, row["config"], winner))
+        t.add_row(label, _display.seconds(row["compile_s"]),
                   _display.seconds(row["run_s"]), _display.cost(c),
                   "default" if is_default else _display.ratio(result.default_cost / c) if c > 0 else "-")
     return t

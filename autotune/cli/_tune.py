@@ -21,7 +21,7 @@ from ._output import console, emit_json, stdout_to_stderr
 from ._parser import HELPER_ONLY, repeat_argv
 from ._tables import SiteNames, crossover_table, print_legend, result_table, trial_lines
 
-NOT_FOR_RETUNE = ("json", "wide", "expected_calls", "workers") + HELPER_ONLY
+NOT_FOR_RETUNE = ("json", "wide", "expected_calls", "workers", "reconfirm") + HELPER_ONLY
 
 
 def cmd_tune(a: argparse.Namespace) -> int:
@@ -51,7 +51,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
             result = fn.tune(*ex.args, n_trials=a.trials, timeout=a.timeout, sampler=a.sampler,
                              storage=a.storage, progress=False if a.json else None, on_ready=helpers.start,
                              before_finish=helpers.wait, location=Location.study_file(a.file, ex.index),
-                             retune=retune_template(a), **trial_options(a), **ex.kwargs)
+                             retune=retune_template(a), reconfirm=a.reconfirm, **trial_options(a), **ex.kwargs)
             results.append((fn, result))
             if not a.json:
                 show_result(out, fn, result, wide=a.wide)
@@ -117,14 +117,24 @@ def result_json(fn, r) -> dict[str, Any]:
             "storage": redact(r.storage), "cache": fn.cache.display_url,
             "complete_range": _select.range_json(r.complete_range),
             "in_range": _select.in_range(r.complete_range, calls),
-            "trials": [t.to_dict() for t in r.trials], "confirmed": r.confirmed, "pareto": r.pareto}
+            "trials": [t.to_dict() for t in r.trials], "confirmed": r.confirmed, "pareto": r.pareto,
+            "finished": r.finished, "new_trials": r.new_trials, "stored": r.stored,
+            "unrewritable": dict(getattr(r, "unrewritable", {}) or {})}
 
 
 def show_result(out, fn, result, *, wide: bool = False) -> None:
-    """The tables and lines ``autotune tune`` prints for one function."""
+    """The tables and lines ``autotune tune`` prints for one function (one line for a
+    finished study, which measured nothing)."""
     names = SiteNames(wide).add(result.sites)
     goal = result.objective
     winner, default = result.best_config.to_dict(), result.default_config.to_dict()
+    if result.finished:
+        where = "unchanged" if result.stored != "written" else f"written to {fn.cache.display_url}"
+        out.print(f"{fn.key}: finished, nothing new to measure ({len(result.trials)} trials, confirmed); winner "
+                  f"{names.config(winner)} ({_display.ratio(result.speedup)} the default's cost), cache entry "
+                  f"{where}; --reconfirm re-times it", markup=False, highlight=False)
+        print_legend(out, names)
+        return
     title = f"{fn.key}: the contenders re-timed side by side, for {_select.format_calls(goal.expected_calls)} calls"
     out.print(result_table(result, names, title))
     ranked = sorted(result.confirmed, key=lambda r: (_select.cost(r, goal), _select.config_text(r["config"])))
@@ -141,9 +151,16 @@ def show_result(out, fn, result, *, wide: bool = False) -> None:
               + ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))
     for line in trial_lines(result.trials, names, out.width):
         out.print(line, highlight=False, markup=False)
+    for site_id, why in (getattr(result, "unrewritable", None) or {}).items():
+        out.print(f"site {names.name(site_id)} cannot be rewritten ({why}): it stays at its default",
+                  highlight=False, markup=False)
     out.print(f"winner for {fn.key}: [bold]{names.config(winner)}[/bold]  cost {_display.cost(result.best_cost)} "
               f"(default {_display.cost(result.default_cost)}, {_display.ratio(result.speedup)})")
-    out.print(f"stored in the cache {fn.cache.display_url}", markup=False)
+    if result.stored == "kept":
+        out.print(f"the cache {fn.cache.display_url} keeps its entry from this study: no new trial, or no "
+                  "challenger beat its config in these paired rounds", markup=False)
+    else:
+        out.print(f"stored in the cache {fn.cache.display_url}", markup=False)
     if wide:
         out.print(f"study {result.study_name} in {redact(result.storage)}", markup=False)
     intervals = _select.crossover_intervals(result.confirmed, goal.compile_weight, goal.runtime_weight,

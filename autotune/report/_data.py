@@ -16,6 +16,7 @@ from typing import Any
 from .. import _display, _select
 from .._config import config_label
 from .._errors import StudyError
+from .._measure import Measurement
 from .._objective import Objective
 from .._paths import redact
 from .._runner import Outcome
@@ -197,7 +198,12 @@ def _trial_row(view, frozen, objective: Objective) -> TrialRow:
     if frozen is not None and frozen.datetime_start is not None and frozen.datetime_complete is not None:
         row.duration_s = (frozen.datetime_complete - frozen.datetime_start).total_seconds()
     if row.compile_s is not None and row.run_s is not None:
-        row.cost = _select.cost({"compile_s": row.compile_s, "run_s": row.run_s}, objective)
+        try:  # the figures the objective charges (CPU compile, fast-call runtime), as the study's points
+            charged = Measurement.from_dict(m)
+            figures = {"compile_s": charged.compile_cost_s, "run_s": charged.run_cost_s}
+        except (KeyError, TypeError, ValueError):  # an older or partial record: its wall figures
+            figures = {"compile_s": row.compile_s, "run_s": row.run_s}
+        row.cost = _select.cost(figures, objective)
     return row
 
 

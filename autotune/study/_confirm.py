@@ -1,26 +1,38 @@
 """Confirmation: re-measure the contenders side by side, so one noisy sample cannot win.
 
-After the search, the contenders (the ``top`` cheapest measured configs, those cheapest at
-some call count, and the default; for a Pareto search the whole measured front) are timed
-again in ``rounds`` interleaved rounds (A B C, B C A, C A B ...). Runtime is re-timed on the
-executables the warm worker still holds (:meth:`Runner.retime`), which costs no compile; a
-contender whose executable is gone is measured in full. Compile time is measured again only
-where its noise could flip the decision: when the winner's margin over the default (or the default's over the best
-challenger) is smaller than :data:`COMPILE_NOISE` of their compile seconds. Those two are
-then judged on compiles taken side by side in confirmation alone, never on the search's
-(taken minutes apart, under another load: the default's reference rounds come first, in a
-fresh worker): when the search's figures already put them within noise, each of their
-rounds is a full measurement; when the re-timed figures do, each is compiled again until it
-holds ``rounds`` fresh compile samples. Any other re-timed round takes the median of every
-compile sample of its config. Each contender becomes a *point* with per-round samples
-``[[compile_s, run_s], ...]`` paired by round index, which :mod:`autotune._select` decides on.
+**One contender per program.** Configs that lower to the same program (the search records the
+later ones ``shared``) are one contender, named by the simplest of them
+(:func:`simplest_key`: the default if it is one of them, else the fewest body copies, then
+``scan`` before ``fori`` before ``while`` before ``for``, then the canonical JSON); the others
+are listed on its confirmed point as ``"equivalent"``.
 
-A program's runtime also differs between two processes (code and buffer placement), by more
-than it varies within one: a challenger that leads the default by less than
-:data:`PROCESS_NOISE` of its cost must win in a second, fresh worker too. The runner is
-renewed (``Runner.renew``) and the default and every contender that beats it are re-timed there
-in ``rounds`` more interleaved rounds, appended to their rounds (their compile figures stay those
-taken above): with 3 rounds, the rule then needs 5 of the 6 paired rounds of both processes.
+**Contenders.** The ``top`` cheapest programs, those cheapest at some call count, and the
+default (for a Pareto search the whole measured front) are measured again in ``rounds``
+interleaved rounds (A B C, B C A, C A B ...).
+
+**Paired figures only.** Every figure a decision compares was taken in confirmation, in the
+same process, in the same rounds: a figure from the search never enters (the default's
+reference rounds come first, in a fresh worker, minutes before anything else). Round 1
+measures every contender in full, compiled side by side. Later rounds re-time the executables
+the worker holds (:meth:`Runner.retime`, no compile) and every contender's later rounds carry
+its own round-1 compile figure, so all sides reuse compiles from one moment; except where the
+compile noise of one sample could flip the decision (a challenger within :data:`COMPILE_NOISE`
+of their compile seconds of the default, in round 1 or once all rounds are in): then every
+contender is compiled again in every round, each round's cost taking that round's own compile.
+A round measured in full because an executable was gone still carries round 1's compile when
+the others' do. Each contender becomes a *point* with per-round samples ``[[compile_s, run_s],
+...]`` paired by round index, which :mod:`autotune._select` decides on; ``compile_s`` there is
+:attr:`Measurement.compile_cost_s` (CPU seconds) and ``run_s`` :attr:`Measurement.run_cost_s`.
+
+**A second process for a close call.** A program's runtime also differs between two processes
+(code and buffer placement) by more than it varies within one: a challenger that leads the
+default by less than :data:`PROCESS_NOISE` of its cost must win in a second, fresh worker too.
+The runner is renewed (``Runner.renew``) and the default and every contender that beats it are
+measured there by the same procedure (round 1 in full, then re-timed or compiled again),
+appended to their rounds: with 3 rounds, the rule then needs 5 of the 6 paired rounds.
+
+Cost: one compile per contender and process more than re-timing alone, ``rounds`` compiles
+each where compile noise decides.
 """
 
 from __future__ import annotations
@@ -43,17 +55,56 @@ the runtime of a fully unrolled bidirectional GRU (``studies/gru_encoder.py``) o
 default's, in five fresh processes on a 2-core CPU, ranged 1.28-1.67 (a ±13% spread), while
 within each process it held to a few percent."""
 
+_REPR_ORDER = {"scan": 0, "fori": 1, "while": 2, "for": 3}
+_FOR_COPIES = 1 << 30  # a full unroll: more body copies than any partial one of the same site
+
+
+def simplest_key(config: Config | dict) -> tuple[int, int, str]:
+    """How complicated a config's form is (smaller is simpler): the body copies it asks for
+    (each site's unroll factor summed, ``for`` counting as the most), then how far its
+    representations are from a plain ``scan`` (scan < fori < while < for), then its canonical JSON.
+
+    Example::
+
+        >>> a = {"l": {"repr": "fori", "unroll": 2}}; b = {"l": {"repr": "scan", "unroll": 2}}
+        >>> min([a, b], key=simplest_key) == b
+        True
+    """
+    c = Config.from_dict(config)
+    copies = sum(_FOR_COPIES if ch.repr == "for" else ch.unroll for ch in c.values())
+    return copies, sum(_REPR_ORDER.get(ch.repr, 4) for ch in c.values()), _select.config_text(c)
+
+
+def by_program(points: Sequence[dict[str, Any]], default: Config) -> list[dict[str, Any]]:
+    """One point per lowered program (``point["program"]``, the program hash; a point without
+    it is a program of its own): the point of its simplest config (the default's where the
+    default is one of them), with the other configs in ``"equivalent"`` (simplest first)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for p in points:
+        key = p.get("program") or "config:" + _select.config_text(p["config"])
+        groups.setdefault(key, []).append(p)
+    dtext, out = _select.config_text(default), []
+    for members in groups.values():
+        members = sorted(members, key=lambda p: (_select.config_text(p["config"]) != dtext,
+                                                  simplest_key(p["config"])))
+        head = dict(members[0])
+        if len(members) > 1:
+            head["equivalent"] = [dict(m["config"]) for m in members[1:]]
+        out.append(head)
+    return out
+
 
 def contenders(points: Sequence[dict[str, Any]], default: Config, objective: Objective, top: int,
                front_cap: int = 6, whole_front: bool = False) -> list[Config]:
-    """The configs to confirm: the ``top`` cheapest, the configs cheapest at some call count
-    (capped), the default.
+    """The configs to confirm, one per program (:func:`by_program`): the ``top`` cheapest, the
+    configs cheapest at some call count (capped), the default.
 
     The configs cheapest at some call count are the lower envelope of the cost lines
     (:func:`autotune._select.crossover_intervals`): a point on the Pareto front above that
     envelope is never the winner for any call count, so re-timing it decides nothing. A Pareto
     search (``whole_front``) confirms the whole front, which is what it reports.
     """
+    points = by_program(points, default)
     ranked = sorted(points, key=lambda p: (_select.cost(p, objective), _select.config_text(p["config"])))
     if whole_front:
         front = _select.pareto_front(points)
@@ -84,37 +135,6 @@ def _sample(runner, config: Config, full: bool) -> tuple[Measurement | None, boo
         return None, True
 
 
-def known_compiles(points: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
-    """Every compile sample the search took of each config (the default's reference rounds too)."""
-    out: dict[str, list[float]] = {}
-    for p in points:
-        samples = [float(r[0]) for r in p["rounds"]] if p.get("rounds") else [float(p["compile_s"])]
-        out.setdefault(_select.config_text(p["config"]), []).extend(samples)
-    return out
-
-
-def _point(config: Config, samples: list[tuple[Measurement | None, bool]], known: list[float]) -> dict[str, Any] | None:
-    """A confirmed point. A re-timed round takes the median of ``known`` and the fresh
-    compile samples, so a config whose executable had to be compiled again is not judged on
-    one loaded compile against another's kept one."""
-    ms = [(m, fresh) for m, fresh in samples if m is not None]
-    if not ms:
-        return None
-    compiles = list(known) + [m.compile_total_s for m, fresh in ms if fresh]
-    typical = statistics.median(compiles) if compiles else statistics.median(m.compile_total_s for m, _ in ms)
-    rounds = [[m.compile_total_s if fresh else typical, m.run_s] for m, fresh in ms]
-    only = [m for m, _ in ms]
-    med = Measurement(
-        trace_s=statistics.median(m.trace_s for m in only), lower_s=statistics.median(m.lower_s for m in only),
-        compile_s=statistics.median(m.compile_s for m in only), run_s=statistics.median(m.run_s for m in only),
-        run_iqr_s=statistics.median(m.run_iqr_s for m in only), reps=sum(m.reps for m in only), config=config,
-        memory=only[-1].memory, flops=only[-1].flops)
-    # Rounds stay paired by index; a round that failed is left out of the pairing for this config.
-    return {"config": config.to_dict(), "compile_s": statistics.median(r[0] for r in rounds),
-            "run_s": statistics.median(r[1] for r in rounds), "rounds": rounds, "confirmed": True,
-            "measurement": med.to_dict()}
-
-
 def _rotated(configs: list[Config], r: int) -> list[Config]:
     """Round ``r``'s order: A B C, then B C A, then C A B ..."""
     return configs[r % len(configs):] + configs[: r % len(configs)]
@@ -126,22 +146,16 @@ def _point_of(points: Sequence[dict[str, Any]], config: Config) -> dict[str, Any
     return next((p for p in points if _select.config_text(p["config"]) == text), None)
 
 
-def _margin_is_noise(points: list[dict[str, Any]], default: Config, objective: Objective) -> list[Config]:
-    """The configs whose compile noise could flip the decision (empty when it cannot)."""
-    chosen = _select.winner(points, objective, default)
+def compile_could_flip(points: Sequence[dict[str, Any]], default: Config, objective: Objective) -> bool:
+    """Whether one compile sample's noise could change a challenger's standing against the
+    default: a cost gap under ``compile_weight * COMPILE_NOISE * (their compile seconds)``."""
     d = _point_of(points, default)
-    if chosen is None or d is None:
-        return []
-    if _select.config_text(chosen["config"]) != _select.config_text(default):
-        rival = chosen
-    else:
-        others = [p for p in points if p is not d]
-        if not others:
-            return []
-        rival = min(others, key=lambda p: _select.cost(p, objective))
-    gap = abs(_select.cost(d, objective) - _select.cost(rival, objective))
-    noise = objective.compile_weight * COMPILE_NOISE * (d["compile_s"] + rival["compile_s"])
-    return [default, Config.from_dict(rival["config"])] if gap < noise else []
+    if d is None or objective.compile_weight <= 0:
+        return False
+    d_cost = _select.cost(d, objective)
+    return any(abs(_select.cost(p, objective) - d_cost)
+               < objective.compile_weight * COMPILE_NOISE * (p["compile_s"] + d["compile_s"])
+               for p in points if p is not d)
 
 
 def second_process(points: list[dict[str, Any]], default: Config, objective: Objective) -> list[Config]:
@@ -160,68 +174,109 @@ def second_process(points: list[dict[str, Any]], default: Config, objective: Obj
             and _select.config_text(_select.winner([p, d], objective, default)["config"]) != text]
 
 
+Round = tuple[Measurement, bool]  # a round's measurement and whether it compiled afresh
+
+
+class _Rounds:
+    """The rounds of one process: every config's samples, round by round (None: it failed)."""
+
+    def __init__(self, configs: list[Config], rounds: int):
+        self.configs = configs
+        self.samples: dict[Config, list[Round | None]] = {c: [None] * rounds for c in configs}
+        self.each_round = False  # compiled again in every round (else round 1's compile is carried)
+
+    def take(self, runner, rounds: range, full: bool, check: Callable[[], None]) -> None:
+        """Measure rounds ``rounds`` (again, if taken before), interleaved."""
+        for r in rounds:
+            for config in _rotated(self.configs, r):
+                check()
+                m, fresh = _sample(runner, config, full)
+                self.samples[config][r] = None if m is None else (m, fresh)
+
+    def rows(self, config: Config) -> list[list[float]]:
+        """``[[compile_s, run_s], ...]``: each round's own compile, or round 1's where carried."""
+        got = [s for s in self.samples[config] if s is not None]
+        if not got:
+            return []
+        first = next((m.compile_cost_s for m, fresh in got if fresh), got[0][0].compile_cost_s)
+        return [[m.compile_cost_s if self.each_round and fresh else first, m.run_cost_s] for m, fresh in got]
+
+
+def _point(config: Config, processes: list[_Rounds], equivalent: list[dict] | None) -> dict[str, Any] | None:
+    """A confirmed point: its rounds from every process it was measured in, paired by index."""
+    rows = [row for rounds in processes if config in rounds.samples for row in rounds.rows(config)]
+    ms = [m for rounds in processes if config in rounds.samples for s in rounds.samples[config] if s
+          for m in [s[0]]]
+    fresh = [s[0] for rounds in processes if config in rounds.samples for s in rounds.samples[config]
+             if s and s[1]]
+    if not rows:
+        return None
+
+    def med(name: str, of: list[Measurement]) -> Any:
+        values = [getattr(m, name) for m in of if getattr(m, name) is not None]
+        return statistics.median(values) if values else None
+
+    compiled = fresh or ms  # compile figures from the compiles confirmation took
+    summary = Measurement(
+        trace_s=med("trace_s", compiled), lower_s=med("lower_s", compiled), compile_s=med("compile_s", compiled),
+        trace_cpu_s=med("trace_cpu_s", compiled), lower_cpu_s=med("lower_cpu_s", compiled),
+        compile_cpu_s=med("compile_cpu_s", compiled), run_s=med("run_s", ms), run_iqr_s=med("run_iqr_s", ms),
+        run_p10_s=med("run_p10_s", ms),
+        reps=sum(m.reps for m in ms), config=config, memory=ms[-1].memory, flops=ms[-1].flops,
+        program_hash=ms[-1].program_hash)
+    point = {"config": config.to_dict(), "compile_s": statistics.median(r[0] for r in rows),
+             "run_s": statistics.median(r[1] for r in rows), "rounds": rows, "confirmed": True,
+             "measurement": summary.to_dict(), "compiles": len(fresh)}
+    if equivalent:
+        point["equivalent"] = equivalent
+    return point
+
+
+def _measure_rounds(runner, configs: list[Config], rounds: int, default: Config, objective: Objective,
+                    check: Callable[[], None], each_round: bool | None = None) -> _Rounds:
+    """One process's rounds (see the module docstring); ``each_round`` forces the compile mode."""
+    got = _Rounds(configs, rounds)
+    got.take(runner, range(1), True, check)  # round 1: every contender compiled, side by side
+
+    def points() -> list[dict[str, Any]]:
+        return [p for c in configs if (p := _point(c, [got], None)) is not None]
+
+    got.each_round = each_round if each_round is not None else compile_could_flip(points(), default, objective)
+    got.take(runner, range(1, rounds), got.each_round, check)
+    if each_round is None and not got.each_round and rounds > 1 and compile_could_flip(points(), default,
+                                                                                         objective):
+        got.each_round = True  # the re-timed rounds brought them within compile noise: compile them again
+        got.take(runner, range(1, rounds), True, check)
+    return got
+
+
 def confirm(runner, points: Sequence[dict[str, Any]], default: Config, objective: Objective, *, top: int = 3,
             rounds: int = 3, check: Callable[[], None] = lambda: None,
             whole_front: bool = False) -> list[dict[str, Any]]:
     """Confirmed points of the contenders (see the module docstring); the default's always among them
-    when it can be measured at all."""
+    when it can be measured at all. A point lists the configs that lowered to its program in
+    ``"equivalent"`` and how many compiles confirmation took of it in ``"compiles"``."""
     rounds = max(1, int(rounds))
     configs = contenders(points, default, objective, top, whole_front=whole_front)
+    equivalent = {_select.config_text(p["config"]): p.get("equivalent") for p in by_program(points, default)}
     runner.retain(configs)
-    known = known_compiles(points)
-    side = {c for c in _margin_is_noise(list(points), default, objective) if c in configs}  # full every round
-    samples: dict[Config, list[tuple[Measurement | None, bool]]] = {c: [] for c in configs}
-    for r in range(rounds):
-        for config in _rotated(configs, r):
-            check()
-            samples[config].append(_sample(runner, config, full=config in side))
-    extra: dict[Config, list[Measurement]] = {c: [] for c in configs}
+    first = _measure_rounds(runner, configs, rounds, default, objective, check)
+    processes = [first]
 
-    def points_now() -> list[dict[str, Any]]:
-        out = []
-        for c in configs:
-            if c not in side:
-                p = _point(c, samples[c], known.get(c.to_json(), []))
-            elif (p := _point(c, samples[c], [m.compile_total_s for m in extra[c]])) is not None:
-                fresh = [m for m, f in samples[c] if m is not None and f] + extra[c]
-                for k in ("trace_s", "lower_s", "compile_s") if fresh else ():
-                    p["measurement"][k] = statistics.median(getattr(m, k) for m in fresh)
-                if extra[c]:
-                    p["recompiled"] = len(extra[c])
-            if p is not None:
-                out.append(p)
-        return out
+    def confirmed_now() -> list[dict[str, Any]]:
+        return [p for c in configs
+                if (p := _point(c, processes, equivalent.get(_select.config_text(c)))) is not None]
 
-    confirmed = points_now()
-    # The winner may change with each pair compiled again, so look again (each config at most once).
-    while True:
-        recompile = [c for c in _margin_is_noise(confirmed, default, objective) if c not in side]
-        if not recompile:
-            break
-        side.update(recompile)
-        need = {c: rounds - sum(1 for m, fresh in samples[c] if m is not None and fresh) for c in recompile}
-        while any(n > 0 for n in need.values()):
-            for c in recompile:  # interleaved, as the rounds are
-                if need[c] > 0:
-                    need[c] -= 1
-                    check()
-                    m, _fresh = _sample(runner, c, full=True)
-                    if m is not None:
-                        extra[c].append(m)
-        confirmed = points_now()
+    confirmed = confirmed_now()
     challengers = second_process(confirmed, default, objective)
     renew = getattr(runner, "renew", None)  # a runner without another process to use has none
     if challengers and renew is not None and renew():
-        pair, there = challengers + [default], set()
-        for r in range(rounds):
-            for config in _rotated(pair, r):
-                check()
-                m, _fresh = _sample(runner, config, full=False)  # compiled once there, then re-timed
-                samples[config].append((m, False))  # its compile figure: the ones taken above
-                if m is not None:
-                    there.add(config)
-        confirmed = points_now()
+        pair = challengers + [default]
+        processes.append(_measure_rounds(runner, pair, rounds, default, objective, check,
+                                         each_round=first.each_round))
+        confirmed = confirmed_now()
         for p in confirmed:
-            if Config.from_dict(p["config"]) in there:
+            c = Config.from_dict(p["config"])
+            if c in pair and any(s is not None for s in processes[1].samples[c]):
                 p["processes"] = 2
     return confirmed

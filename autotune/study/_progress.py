@@ -28,9 +28,11 @@ class Progress:
         total: how many steps.
         title: the bold text before the bar (``tuning``, ``report``).
         transient: remove the bar when done.
+        completed: the steps done already (a resumed study's trials): the first frame shows them.
     """
 
-    def __init__(self, enabled: bool, total: int, title: str = "tuning", transient: bool = False):
+    def __init__(self, enabled: bool, total: int, title: str = "tuning", transient: bool = False,
+                 completed: int = 0):
         self.bar = None
         self._status = ""
         if not enabled:
@@ -55,7 +57,7 @@ class Progress:
             TextColumn(f"[bold]{title}[/bold]"), BarColumn(bar_width=bar_width), MofNCompleteColumn(),
             TimeElapsedColumn(), TextColumn("{task.fields[best]}"), TextColumn("{task.fields[status]}"),
             console=console, transient=transient)
-        self.task = self.bar.add_task(title, total=max(1, total), status="", best="")
+        self.task = self.bar.add_task(title, total=max(1, total), completed=completed, status="", best="")
         self.bar.start()
 
     @property

@@ -7,6 +7,9 @@ uniformly from the configs not taken; TPE and NSGA-II keep their model: they dra
 the study's trials so far (without recording a trial) and draw again when the draw is
 taken, and after ``redraws`` taken draws the nearest config not taken to the model's last
 draw is measured instead.
+
+A site the rewrite cannot re-emit at all is *pinned* (:meth:`pin`): from then on every
+proposal holds it at its default, so a study spends one trial on such a site, not many.
 """
 
 from __future__ import annotations
@@ -51,13 +54,27 @@ def random_config(space, rng: random.Random) -> Config:
     return Config({e.site.id: rng.choice(e.choices) for e in space.entries})
 
 
-class GridProposer:
+class _Pinning:
+    """``pin(site_ids)``: propose only configs that hold those sites at their default."""
+
+    full: Any
+    space: Any
+    pinned: frozenset = frozenset()
+
+    def pin(self, site_ids) -> None:
+        ids = frozenset(site_ids)
+        if ids != self.pinned:
+            self.pinned = ids
+            self.space = self.full.pinned(ids)
+
+
+class GridProposer(_Pinning):
     """Every config of the space in order, the default first."""
 
     kind = "grid"
 
     def __init__(self, space):
-        self.space = space
+        self.full = self.space = space
 
     def propose(self, taken: set[str]) -> Config | None:
         for config in self.space.configs():
@@ -66,13 +83,14 @@ class GridProposer:
         return None
 
 
-class RandomProposer:
+class RandomProposer(_Pinning):
     """A uniform draw among the configs not taken."""
 
     kind = "random"
 
     def __init__(self, space, seed: int | None):
-        self.space, self.rng = space, random.Random(seed)
+        self.full = self.space = space
+        self.rng = random.Random(seed)
 
     def propose(self, taken: set[str]) -> Config | None:
         if len(self.space) <= ENUMERATE_LIMIT:
@@ -85,16 +103,23 @@ class RandomProposer:
         return None
 
 
-class SamplerProposer:
-    """An Optuna sampler's draw (TPE, NSGA-II), redrawn while taken, then the nearest free config."""
+class SamplerProposer(_Pinning):
+    """An Optuna sampler's draw (TPE, NSGA-II), redrawn while taken, then the nearest free config.
+
+    The sampler draws from the whole space (its model keeps the study's parameters); a pinned
+    site of a draw is set to its default.
+    """
 
     def __init__(self, kind: str, study, space, sampler: Any, seed: int | None, redraws: int = 12):
-        self.kind, self.study, self.space, self.sampler = kind, study, space, sampler
+        self.kind, self.study, self.sampler = kind, study, sampler
+        self.full = self.space = space
         self.rng, self.redraws = random.Random(seed), redraws
         self.walks = 0  # proposals that came from the nearest-config walk, for the record
 
     def propose(self, taken: set[str]) -> Config | None:
-        draws = self.study.sample(self.sampler, self.space, self.redraws)
+        draws = self.study.sample(self.sampler, self.full, self.redraws)
+        if self.pinned:
+            draws = [self.full.with_defaults(c, self.pinned) for c in draws]
         for config in draws:
             if config.to_json() not in taken:
                 return config

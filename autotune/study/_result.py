@@ -54,8 +54,8 @@ class TrialRecord:
         m = self.measurement
         if self.outcome is None or not self.outcome.counts or not m:
             return None
-        compile_s = float(m["trace_s"]) + float(m["lower_s"]) + float(m["compile_s"])
-        point = {"config": self.config.to_dict(), "compile_s": compile_s, "run_s": float(m["run_s"])}
+        charged = Measurement.from_dict(m)  # the seconds the objective charges
+        point = {"config": self.config.to_dict(), "compile_s": charged.compile_cost_s, "run_s": charged.run_cost_s}
         if m.get("rounds"):
             point["rounds"] = m["rounds"]
         return point
@@ -82,6 +82,13 @@ class TuneResult:
         complete_range: the call counts over which the measurements are complete
             (:func:`autotune._select.complete_range`): outside it a config the study did not
             measure (or stopped) could be cheaper.
+        finished: the study already held its trials and a confirmation of exactly them, so
+            nothing was measured: every figure is the stored confirmation's (``reconfirm=True``
+            re-times anyway). ``new_trials``: measured trials this run added.
+        stored: ``"written"`` or ``"kept"`` once ``fn.tune`` stored it (the cache keeps an
+            entry of the same study unless this run's paired rounds beat it), else None.
+        unrewritable: the sites the rewrite could not re-emit for any choice (``{site id:
+            why}``): each cost the study one error trial and stayed at its default after it.
     """
 
     best_config: Config
@@ -104,6 +111,10 @@ class TuneResult:
     complete_range: dict[str, Any] | None = None
     wall_s: float = 0.0
     search: str = "cost"  # "cost" (one weighted objective) | "pareto" (NSGA-II on compile_s, run_s)
+    finished: bool = False  # the study had nothing new to measure: no trial, no confirmation ran
+    new_trials: int = 0  # measured trials this run added to the study (any worker)
+    stored: str | None = None  # what the cache did: "written", "kept" (see Autotuned.tune), None: not stored
+    unrewritable: dict[str, str] = field(default_factory=dict)  # site id -> why it stayed at its default
 
     @property
     def pareto(self) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .. import _select
@@ -51,8 +52,11 @@ class Search:
     """One process's share of a study's trials."""
 
     def __init__(self, study: Study, space, runner, objective: Objective, search: str, proposer,
-                 device_key: str, *, rtol: float | None, atol: float | None, progress, latch):
+                 device_key: str, *, rtol: float | None, atol: float | None, progress, latch,
+                 unrewritable: Callable[[Config], dict[str, str]] | None = None):
         self.study, self.space, self.runner, self.objective = study, space, runner, objective
+        # (config that failed) -> {site id: why} for the sites it changes that cannot be re-emitted
+        self.unrewritable = unrewritable
         self.search, self.proposer, self.device_key = search, proposer, device_key
         self.rtol, self.atol, self.progress, self.latch = rtol, atol, progress, latch
         self.default = space.default()
@@ -66,16 +70,21 @@ class Search:
         return [record_of(v, self.objective) for v in self.study.trials(self.space)]
 
     def points(self, records: list[TrialRecord] | None = None) -> list[dict[str, Any]]:
-        """One point per measured config (the first trial that measured it)."""
+        """One point per measured config (the first trial that measured it), with its
+        program's hash in ``"program"`` (confirmation takes one contender per program)."""
         out: dict[str, dict[str, Any]] = {}
         for r in records if records is not None else self.records():
             p = r.point()
             if p is not None:
+                if r.measurement.get("program_hash"):
+                    p["program"] = r.measurement["program_hash"]
+                p["compile_wall_s"] = Measurement.from_dict(r.measurement).compile_total_s
                 out.setdefault(r.config.to_json(), p)
         return list(out.values())
 
     def budget(self, points: list[dict[str, Any]]) -> float | None:
-        """Compile seconds past which a config cannot win: best cost so far, plus noise margin."""
+        """Compile seconds past which a config cannot win: best cost so far, plus noise margin, in
+        the wall seconds a runner's budget counts (stretched by the default's wall/CPU ratio: load)."""
         if self.search != "cost" or self.objective.compile_weight <= 0 or not points:
             return None
         best = _select.choose(points, self.objective, default=self.default.to_dict())
@@ -84,20 +93,22 @@ class Search:
         if d is not None and d.get("rounds"):
             compiles = [c for c, _ in d["rounds"]]
             margin = max(margin, (max(compiles) - min(compiles)) / max(statistics.median(compiles), 1e-9))
-        return best.cost * (1 + margin) / self.objective.compile_weight
+        stretch = 1.0
+        if d is not None and d["compile_s"] > 0:
+            stretch = max(1.0, d.get("compile_wall_s", 0.0) / d["compile_s"])
+        return best.cost * (1 + margin) * stretch / self.objective.compile_weight
 
     def _learn(self, records: list[TrialRecord]) -> None:
         for r in records:
             if r.number not in self._observed and r.state == Outcome.COMPLETE.value and r.measurement:
                 self._observed.add(r.number)
-                m = r.measurement
-                self.predictor.observe(r.config, float(m["trace_s"]) + float(m["lower_s"]) + float(m["compile_s"]))
+                self.predictor.observe(r.config, Measurement.from_dict(r.measurement).compile_cost_s)
 
     # -- trials -------------------------------------------------------------------------
     def _value(self, m: Measurement, rounds: list[list[float]] | None = None) -> Any:
         if self.search == "pareto":
-            return [m.compile_total_s, m.run_s]
-        point = {"config": {}, "compile_s": m.compile_total_s, "run_s": m.run_s}
+            return [m.compile_cost_s, m.run_cost_s]
+        point = {"config": {}, "compile_s": m.compile_cost_s, "run_s": m.run_cost_s}
         if rounds:
             point["rounds"] = rounds
         return _select.cost(point, self.objective)
@@ -161,19 +172,20 @@ class Search:
         try:
             if got == self.default and self.reference is None:
                 ms = self._measure_default()
-                m, rounds = _median(ms), [[x.compile_total_s, x.run_s] for x in ms]
+                m, rounds = _median(ms), [[x.compile_cost_s, x.run_cost_s] for x in ms]
             else:
                 m = self.runner.measure(got, compile_budget_s=budget_s, on_lowered=on_lowered)
                 rounds = None
         except TrialFailed as exc:
-            self.study.finish(trial, exc.outcome, reason=exc.reason, compile_s_at_least=exc.compile_s_at_least)
+            reason = exc.reason + (self._pin(got) if exc.outcome == Outcome.ERROR else "")
+            self.study.finish(trial, exc.outcome, reason=reason, compile_s_at_least=exc.compile_s_at_least)
             return
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: close this trial, keep the others
             name = exc.name if isinstance(exc, Interrupted) else "SIGINT"
             self.study.finish(trial, Outcome.INTERRUPTED, reason=f"interrupted ({name}) while being measured")
             raise
         except Exception as exc:  # a config that does not compile or run is a result, not a crash
-            self.study.finish(trial, Outcome.ERROR, reason=f"{type(exc).__name__}: {exc}")
+            self.study.finish(trial, Outcome.ERROR, reason=f"{type(exc).__name__}: {exc}{self._pin(got)}")
             return
         if self.reference is None:
             self.reference = m.outputs
@@ -191,6 +203,25 @@ class Search:
                           program_hash=m.program_hash, shared_with=shared.get("from"))
         if m.program_hash and not shared:
             self._by_hash[m.program_hash] = (trial.number, m)
+
+    def _pin(self, got: Config) -> str:
+        """After a config failed: the sites it changes that cannot be re-emitted for any choice are
+        recorded in the study (``unrewritable``: site id -> why) and held at their default from
+        then on; the text says so, for the trial's reason ("" when no site is to blame)."""
+        if self.unrewritable is None or got == self.default:
+            return ""
+        try:
+            found = self.unrewritable(got)
+        except Exception:  # the diagnosis is best effort: the trial stays an ordinary error
+            return ""
+        if not found:
+            return ""
+        with self.study.proposal_lock():
+            known = dict(self.study.attrs.get("unrewritable") or {})
+            self.study.set_attrs(unrewritable={**found, **known})
+        names = ", ".join(repr(k) for k in found)
+        return (f"; site{'s' if len(found) > 1 else ''} {names} cannot be rewritten for any choice (the loop could "
+                "not be re-traced), so the study leaves it at its default from now on")
 
     def run(self, budget: int, deadline: float | None) -> None:
         """Trials until the study holds ``budget`` counted trials, the deadline passes, or
@@ -219,6 +250,8 @@ class Search:
                     if v.outcome == Outcome.COMPLETE and m and m.get("program_hash"):
                         self._by_hash.setdefault(m["program_hash"], (v.number, Measurement.from_dict(m)))
                 budget_s = self.budget(self.points(records))
+                if hasattr(self.proposer, "pin"):  # sites found unrewritable, by any worker of the study
+                    self.proposer.pin(self.study.attrs.get("unrewritable") or {})
                 opened = self.open(views, {v.config_json for v in views if v.takes_config})
             if opened is None:
                 return
@@ -259,6 +292,9 @@ def _median(ms: list[Measurement]) -> Measurement:
         return ms[0]
     med = {k: statistics.median(getattr(m, k) for m in ms) for k in ("trace_s", "lower_s", "compile_s", "run_s",
                                                                      "run_iqr_s")}
+    for k in ("trace_cpu_s", "lower_cpu_s", "compile_cpu_s", "run_p10_s"):
+        values = [getattr(m, k) for m in ms if getattr(m, k) is not None]
+        med[k] = statistics.median(values) if values else None
     first = ms[0]
     return Measurement(reps=sum(m.reps for m in ms), config=first.config, memory=first.memory, flops=first.flops,
-                       outputs=first.outputs, **med)
+                       outputs=first.outputs, program_hash=first.program_hash, **med)

@@ -24,8 +24,9 @@ from .._config import Config
 from .._errors import StudyError
 from .._measure import Executable, Stages, compile_config, donates, dynamic_args, reuse, run_measurement, time_stages
 from .._runner import ExecutableStore
-from ._codec import array_leaves, decode_array, decode_tree, digest, encode_array
+from ._codec import array_leaves, decode_array, decode_tree, digest, encode_array, jax_leaves
 from ._protocol import OOM_WORDS, PROTOCOL, Event, Location, Mode, Op, import_location
+from ._shardings import place, placement
 
 
 class Child:
@@ -59,8 +60,10 @@ class Child:
     def serve(self) -> None:
         import jax
 
-        self.emit(event=Event.READY, protocol=PROTOCOL, pid=os.getpid(), platform=jax.devices()[0].platform,
-                  jax=jax.__version__, xla_flags=os.environ.get("XLA_FLAGS", ""))
+        devices = jax.devices()
+        self.emit(event=Event.READY, protocol=PROTOCOL, pid=os.getpid(), platform=devices[0].platform,
+                  jax=jax.__version__, xla_flags=os.environ.get("XLA_FLAGS", ""),
+                  device_ids=[int(d.id) for d in devices])
         handlers = {Op.LOAD_STUDY: self.load_study, Op.LOAD_IMPORT: self.load_import, Op.LOAD_ARGS: self.load_args,
                     Op.TRIAL: self.trial, Op.RETIME: self.retime, Op.RETAIN: self.retain}
         while True:
@@ -105,14 +108,14 @@ class Child:
         args, kwargs = decode_tree(req["args"])
         self.args, self.kwargs = tuple(args), dict(kwargs)
         self.jit_kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in (req.get("jit_kwargs") or {}).items()}
-        self.emit(event=Event.LOADED, digest=digest(array_leaves((self.args, self.kwargs))))
+        self.emit(event=Event.LOADED, digest=digest(array_leaves((self.args, self.kwargs))),
+                  placement=placement(jax_leaves((self.args, self.kwargs))))
 
     def load_args(self, req: dict[str, Any]) -> None:
-        import jax.numpy as jnp
-
         arrays = [decode_array(d) for d in req["leaves"]]
-        self.leaves = [jnp.asarray(a) for a in arrays]
-        self.emit(event=Event.LOADED, digest=digest(arrays))
+        meshes: dict = {}
+        self.leaves = [place(a, d.get("sharding"), meshes) for a, d in zip(arrays, req["leaves"])]
+        self.emit(event=Event.LOADED, digest=digest(arrays), placement=placement(self.leaves))
 
     # -- trials -------------------------------------------------------------------------------
     def trial(self, req: dict[str, Any]) -> None:
@@ -127,7 +130,8 @@ class Child:
                 if kept is not None:
                     self.store.alias(key, reuse(kept.measurement, stages, config))
                 self.emit(event=Event.RESULT, id=rid, skipped=True, measurement={
-                    "trace_s": stages.trace_s, "lower_s": stages.lower_s, "program_hash": stages.program_hash})
+                    "trace_s": stages.trace_s, "lower_s": stages.lower_s, "program_hash": stages.program_hash,
+                    "trace_cpu_s": stages.trace_cpu_s, "lower_cpu_s": stages.lower_cpu_s})
                 return
             dyn_args, dyn_kwargs = dynamic_args(self.fn, self.args, self.kwargs, self.jit_kwargs)
             donating = donates(self.jit_kwargs)
@@ -196,6 +200,7 @@ class Child:
 
             stages = time_stages(jax.jit(flat_call, **options), tuple(self.leaves), on_lowered=lowered)
         stages.trace_s, stages.lower_s = float(req["trace_s"]), float(req["lower_s"])
+        stages.trace_cpu_s, stages.lower_cpu_s = req.get("trace_cpu_s"), req.get("lower_cpu_s")  # the parent's
         stages.program_hash = req.get("program_hash")
         return stages
 

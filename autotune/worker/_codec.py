@@ -15,9 +15,7 @@ from typing import Any
 
 import numpy as np
 
-
-class NotPortable(TypeError):
-    """A value that cannot cross to the worker process as JSON; the message says which and why."""
+from ._shardings import NotPortable, encode_sharding, place
 
 
 def encode_array(x: Any) -> dict[str, Any]:
@@ -91,8 +89,9 @@ def encode_tree(value: Any, where: str = "the arguments") -> Any:
             if value.ndim != 0:
                 raise NotPortable(f"{where} hold a weakly typed array of shape {value.shape}, which "
                                   "cannot be rebuilt exactly in another process")
-            return {"weak": value.item()}
-        return {"array": encode_array(value), "jax": isinstance(value, jax.Array)}
+            return _placed({"weak": value.item()}, value, where)
+        node = _placed({"jax": isinstance(value, jax.Array)}, value, where)  # first: it refuses what cannot cross
+        return {"array": encode_array(value), **node}
     if isinstance(value, tuple) and type(value) is tuple:
         return {"tuple": [encode_tree(v, where) for v in value]}
     if isinstance(value, list) and type(value) is list:
@@ -106,26 +105,36 @@ def encode_tree(value: Any, where: str = "the arguments") -> Any:
                       "lists and dicts can)")
 
 
-def decode_tree(value: Any) -> Any:
-    """The arguments :func:`encode_tree` wrote (JAX arrays back on the default device)."""
+def _placed(node: dict[str, Any], value: Any, where: str) -> dict[str, Any]:
+    """``node`` with the array's sharding when it is committed (see ``_shardings``)."""
+    sharding = encode_sharding(value, where)
+    return node if sharding is None else {**node, "sharding": sharding}
+
+
+def decode_tree(value: Any, meshes: dict | None = None) -> Any:
+    """The arguments :func:`encode_tree` wrote: JAX arrays back where they were committed
+    (the same mesh, sharding or device), uncommitted ones on the default device. Raises
+    ``NotPortable`` when this process lacks a device they were on."""
+    meshes = {} if meshes is None else meshes
     if not isinstance(value, dict):
         return value
     if "array" in value:
         a = decode_array(value["array"])
-        if value.get("jax"):
-            import jax.numpy as jnp
-
-            return jnp.asarray(a)
-        return a
+        return place(a, value.get("sharding"), meshes) if value.get("jax") else a
     if "weak" in value:
-        import jax.numpy as jnp
-
-        return jnp.asarray(value["weak"])
+        return place(value["weak"], value.get("sharding"), meshes)
     if "tuple" in value:
-        return tuple(decode_tree(v) for v in value["tuple"])
+        return tuple(decode_tree(v, meshes) for v in value["tuple"])
     if "list" in value:
-        return [decode_tree(v) for v in value["list"]]
-    return {k: decode_tree(v) for k, v in value["dict"].items()}
+        return [decode_tree(v, meshes) for v in value["list"]]
+    return {k: decode_tree(v, meshes) for k, v in value["dict"].items()}
+
+
+def jax_leaves(tree: Any) -> list[Any]:
+    """The array leaves of a call's arguments as they are (for ``_shardings.placement``)."""
+    import jax
+
+    return [x for x in jax.tree_util.tree_leaves(tree) if _is_array(x)]
 
 
 def array_leaves(tree: Any) -> list[np.ndarray]:

@@ -1,10 +1,13 @@
 """Export mode, the parent's side: trace and lower here (timed: the trial's ``trace_s`` and
 ``lower_s``), serialise the program with ``jax.export``, and build the worker's request.
 
-Only the lowered program crosses, so closures work. Programs ``jax.export`` cannot
-serialise (host callbacks, custom calls without a stability guarantee, several devices)
-raise :class:`CannotExport`; the runner then imports the function in the worker instead
-(when it has a :class:`~autotune.worker.Location`) or measures in-process.
+Only the lowered program crosses, so closures work. A multi-device program crosses too:
+its arguments go with their meshes and shardings (``_shardings``), and the worker places
+them on the devices with the same ids before it compiles. Programs ``jax.export`` cannot
+serialise (host callbacks, custom calls without a stability guarantee, several devices
+that the arguments do not name) raise :class:`CannotExport`; the runner then imports the
+function in the worker instead (when it has a :class:`~autotune.worker.Location`) or
+measures in-process.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from .._measure import Stages, compile_config, dynamic_args, jit_option_set
 from .._runner import TrialFailed
 from ._codec import encode_array
 from ._protocol import Mode, Op
+from ._shardings import encode_sharding
 
 
 class CannotExport(Exception):
@@ -40,16 +44,20 @@ class Exported:
     out_tree: Any = None
 
 
-def _export_flat(stages: Stages):
+def _export_flat(stages: Stages, leaves: list):
     """The same program exported with a plain calling convention: flat array inputs and
     outputs. ``jax.export`` can serialise only pytrees it knows, so a method of an
-    ``eqx.Module`` or a ``flax.struct`` dataclass (``self`` traced) crosses this way."""
+    ``eqx.Module`` or a ``flax.struct`` dataclass (``self`` traced) crosses this way.
+    ``leaves`` (the call's dynamic leaves) give each input the sharding it has in the call."""
     import jax
 
     from .. import _compat
 
     run, avals = _compat.jaxpr_function(stages.traced.jaxpr)
-    structs = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False)) for a in avals]
+    if len(leaves) != len(avals):
+        leaves = [None] * len(avals)
+    structs = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False),
+                                    sharding=_committed_sharding(x)) for a, x in zip(avals, leaves)]
     exported = jax.export.export(jax.jit(lambda *xs: run(*xs)))(*structs)
     return exported, exported.serialize()
 
@@ -78,6 +86,8 @@ def export(stages: Stages, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: 
     from .. import _compat
 
     flat = False
+    dyn_args, dyn_kwargs = dynamic_args(fn, args, kwargs, jit_kwargs)
+    leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
     with _compat.no_persistent_cache():
         try:
             try:
@@ -86,17 +96,19 @@ def export(stages: Stages, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: 
             except Exception as exc:
                 if "pytree" not in str(exc).lower():
                     raise
-                exported, program = _export_flat(stages)
+                exported, program = _export_flat(stages, leaves)
                 flat = True
         except Exception as exc:
             why = f"jax.export cannot serialize it ({type(exc).__name__}: {str(exc).splitlines()[0][:300]})"
             if isinstance(exc, ImportError):
                 why += "; `pip install flatbuffers` enables worker isolation"
             raise CannotExport(why) from exc
-    if getattr(exported, "nr_devices", 1) != 1:
-        raise CannotExport(f"the program uses {exported.nr_devices} devices; the worker runs single-device programs")
-    dyn_args, dyn_kwargs = dynamic_args(fn, args, kwargs, jit_kwargs)
-    leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
+    devices = getattr(exported, "nr_devices", 1)
+    named = {d for x in leaves if _committed_sharding(x) is not None for d in x.sharding.device_set}
+    if devices != 1 or len(named) > 1:
+        if len(named) != devices:  # the worker gets its devices from the arguments' shardings only
+            raise CannotExport(f"the program runs on {devices} device(s) and its arguments are committed to "
+                               f"{len(named)}, so the devices come from elsewhere (a mesh in the function)")
     if (not flat and tree != exported.in_tree) or len(leaves) != len(exported.in_avals):
         raise CannotExport("its arguments do not flatten like the exported program's inputs")
     out_tree = jax.tree_util.tree_structure(stages.traced.out_info) if flat else exported.out_tree
@@ -107,19 +119,35 @@ def export(stages: Stages, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: 
         "donate": donated_leaves(fn, args, kwargs, jit_kwargs),
         "compiler_options": jit_kwargs.get("compiler_options"),
         "trace_s": stages.trace_s, "lower_s": stages.lower_s,
+        "trace_cpu_s": stages.trace_cpu_s, "lower_cpu_s": stages.lower_cpu_s,
         "timing": timing, "keep_outputs": True,
     }
     return Exported(stages, exported, request, out_tree)
 
 
-def args_message(exported: Any, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict) -> tuple[bytes, list]:
-    """The ``load_args`` request line (the exported program's flat inputs) and those arrays."""
+def _committed_sharding(x: Any) -> Any:
     import jax
 
-    dyn_args, dyn_kwargs = dynamic_args(fn, args, kwargs, jit_kwargs)
-    leaves = jax.tree_util.tree_leaves((dyn_args, dyn_kwargs))
+    return x.sharding if isinstance(x, jax.Array) and getattr(x, "committed", False) else None
+
+
+def call_leaves(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict) -> list:
+    """The dynamic leaves of a call as they are (placed where the user has them)."""
+    import jax
+
+    return jax.tree_util.tree_leaves(dynamic_args(fn, args, kwargs, jit_kwargs))
+
+
+def args_message(exported: Any, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict) -> tuple[bytes, list]:
+    """The ``load_args`` request line (the exported program's flat inputs, each with its
+    sharding when committed) and those arrays. Raises ``NotPortable`` for a sharding that
+    cannot cross."""
+    leaves = call_leaves(fn, args, kwargs, jit_kwargs)
+    shardings = [encode_sharding(x, f"argument leaf {i}") for i, x in enumerate(leaves)]
     arrays = [np.asarray(x, dtype=aval.dtype) for x, aval in zip(leaves, exported.in_avals)]
-    line = json.dumps({"op": Op.LOAD_ARGS, "leaves": [encode_array(a) for a in arrays]}) + "\n"
+    encoded = [encode_array(a) if s is None else {**encode_array(a), "sharding": s}
+               for a, s in zip(arrays, shardings)]
+    line = json.dumps({"op": Op.LOAD_ARGS, "leaves": encoded}) + "\n"
     return line.encode(), arrays
 
 

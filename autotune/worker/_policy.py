@@ -84,13 +84,19 @@ def compile_policy(platform: str, environ: dict[str, str] | None = None) -> Comp
 
 
 def jax_env() -> dict[str, str]:
-    """The tuning process's JAX settings that decide what the worker computes."""
+    """The tuning process's JAX settings that decide what the worker computes: x64, the
+    platforms and the host device count set with ``jax.config`` (``XLA_FLAGS``, e.g.
+    ``--xla_force_host_platform_device_count``, is inherited with the environment), so the
+    worker sees the devices a sharded call runs on."""
     import jax
 
     env = {"JAX_ENABLE_X64": "1" if jax.config.jax_enable_x64 else "0"}
     platforms = getattr(jax.config, "jax_platforms", None)
     if platforms:
         env["JAX_PLATFORMS"] = str(platforms)
+    cpu_devices = getattr(jax.config, "jax_num_cpu_devices", -1)
+    if isinstance(cpu_devices, int) and cpu_devices >= 0:
+        env["JAX_NUM_CPU_DEVICES"] = str(cpu_devices)
     return env
 
 

@@ -6,14 +6,15 @@ Three ways to get the function into the worker (``Mode``): export mode (what
 program; closures work), import mode (a program ``jax.export`` cannot serialise, e.g. with
 host callbacks, and a :class:`Location`: the worker imports the function, gets the arguments
 as JSON and traces it itself) and study-file mode (:meth:`WorkerRunner.for_study_file`).
-Only without a location does such a program fall back to in-process measurement, with one
-warning. The memory cap is ``RLIMIT_DATA`` in the worker (heap and anonymous mappings, where
-XLA allocates; ``RLIMIT_AS`` is unusable: XLA reserves large virtual ranges at start-up).
+Arguments cross with their meshes and shardings: a sharded call is measured as it runs. Such
+a program without a location, a sharding that cannot cross, or a worker that cannot place the
+arguments as the call has them (fewer devices) means in-process measurement, with one warning.
+The memory cap is ``RLIMIT_DATA`` in the worker (heap and anonymous mappings, where XLA
+allocates; ``RLIMIT_AS`` is unusable: XLA reserves large virtual ranges at start-up).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import time
@@ -27,11 +28,12 @@ from .._errors import StudyError
 from .._measure import TIMING_OPTIONS, Measurement, Stages, reuse
 from .._runner import RECENT, InProcessRunner, TrialFailed, stage_guard
 from ._channel import Dead, WorkerProcess, ready_problem, worker_env
-from ._codec import NotPortable, decode_array
-from ._export import CannotExport, args_message, export, outputs_of, trace_and_lower
+from ._codec import NotPortable, decode_array, jax_leaves
+from ._export import CannotExport, args_message, call_leaves, export, outputs_of, trace_and_lower
 from ._policy import CompilePolicy, compile_policy, jax_env, platform
 from ._protocol import CARRIED_JIT_OPTIONS, Location, Mode, Op, load_import_message
-from ._trial import TrialRun, follow, load_inputs, request_reply, retime_in
+from ._shardings import placement
+from ._trial import Misplaced, TrialRun, follow, latch, load_inputs, request_reply, retime_in
 
 
 class _FellBack(Exception):
@@ -52,10 +54,9 @@ class WorkerRunner:
         isolate: ``"auto"`` measures in-process, with one warning, a program the worker
             cannot take; ``True`` raises :class:`StudyError` instead.
         startup_timeout: seconds to wait for a new worker to import JAX.
-        prune_grace_s: a trial over its compile budget is killed once it is over budget *and*
-            its compile has run at least this long. None (default) uses the time the last
-            worker took to start: killing a compile that would finish sooner than a new
-            worker starts would cost more wall time than it saves (0: kill at the budget).
+        prune_grace_s: a trial over its compile budget is killed once its compile has also run
+            this long. None (default): the time the last worker took to start (killing a compile
+            that would end sooner than a new worker starts costs more than it saves; 0: at once).
         python: the worker's interpreter (default: this one).
         location: where the worker can import ``fn`` from (:class:`Location`), used when
             ``jax.export`` cannot serialise the program (import mode).
@@ -101,12 +102,11 @@ class WorkerRunner:
         self.worker_info: dict[str, Any] = {}   # the current worker's "ready" event
         self._worker: WorkerProcess | None = None
         self._in_process_runner: InProcessRunner | None = None
-        self._starts = 0
-        self._ever_ready = False
-        self._trial_id = 0
+        self._starts, self._ever_ready, self._trial_id = 0, False, 0
         self._args_line: bytes | None = None
         self._import_request: dict[str, Any] | None = None
         self._input_digest: str | None = None
+        self._placement: dict[str, Any] | None = None  # where the call's arguments live (the worker's must match)
         self._closed = False
         if fn is not None:
             extra = sorted(set(self.jit_kwargs) - CARRIED_JIT_OPTIONS)
@@ -148,7 +148,7 @@ class WorkerRunner:
             raise StudyError("This WorkerRunner is closed.")
         config = Config.from_dict(config)
         if self.fallback_reason is None:
-            with self._latch():
+            with latch():
                 try:
                     _interrupt.check()
                     if self.mode == Mode.EXPORT:
@@ -176,7 +176,7 @@ class WorkerRunner:
         if worker is None or not worker.alive() or not worker.loaded:
             return None
         self._trial_id += 1
-        with self._latch():
+        with latch():
             try:
                 _interrupt.check()
                 m = retime_in(worker, self._trial_id, config.to_json(), self.timing, self.trial_timeout)
@@ -220,7 +220,7 @@ class WorkerRunner:
     def close(self) -> None:
         """Stop the worker (politely, then by SIGKILL) and reap it. Idempotent."""
         self._closed = True
-        if self._worker is not None:
+        if self._worker is not None and self._worker.ready is not None:  # one still starting has nothing to end
             self._worker.exit()
         self._discard()
         if self._in_process_runner is not None:
@@ -233,7 +233,7 @@ class WorkerRunner:
         self.close()
 
     # -- in-process fallback --------------------------------------------------------------
-    def _fall_back(self, reason: str) -> None:
+    def _fall_back(self, reason: str) -> _FellBack:
         if self.strict:
             self._discard()
             raise StudyError(f"Cannot measure this function in a worker process: {reason}. "
@@ -245,6 +245,7 @@ class WorkerRunner:
         warnings.warn(f"autotune: measuring in-process, without isolation: {reason}{lost}.",
                       RuntimeWarning, stacklevel=5)
         self._discard()
+        return _FellBack()  # for the caller to raise: from now on it measures in-process
 
     def _in_process(self) -> InProcessRunner:
         if self.fn is None:  # study-file mode never falls back
@@ -253,12 +254,6 @@ class WorkerRunner:
             self._in_process_runner = InProcessRunner(self.fn, self.args, self.kwargs, self.jit_kwargs, self.timing,
                                                       recent=self.recent)
         return self._in_process_runner
-
-    @staticmethod
-    def _latch():
-        """The active interrupt latch, or one of our own while we wait on the worker (so a
-        signal stops the wait at once and never lands inside a garbage-collector callback)."""
-        return contextlib.nullcontext() if _interrupt.current() is not None else _interrupt.InterruptLatch()
 
     # -- export mode ----------------------------------------------------------------------
     def _measure_export(self, config: Config, budget: float | None, on_lowered) -> Measurement:
@@ -276,7 +271,11 @@ class WorkerRunner:
             self._switch_to_import(str(exc))
             return self._measure_traced(config, budget, on_lowered)
         if self._args_line is None:
-            self._args_line, _ = args_message(ex.exported, self.fn, self.args, self.kwargs, self.jit_kwargs)
+            try:
+                self._args_line, _ = args_message(ex.exported, self.fn, self.args, self.kwargs, self.jit_kwargs)
+            except NotPortable as exc:
+                raise self._fall_back(str(exc)) from None
+            self._placement = placement(call_leaves(self.fn, self.args, self.kwargs, self.jit_kwargs))
         request = dict(ex.request, config=config.to_dict())
         done, _ = self._run(request, budget, started, parent_s=stages.trace_s + stages.lower_s)
         return Measurement.from_dict(done["measurement"]).replace(
@@ -286,17 +285,16 @@ class WorkerRunner:
         """Export failed: let the worker import the function (or fall back without a location)."""
         loc = self.location
         if loc is None:
-            self._fall_back(reason)
-            raise _FellBack()
+            raise self._fall_back(reason)
         if loc.is_study_file:
             self.mode, self.study_file, self.index = Mode.STUDY, loc.file, loc.index
         else:
             try:
                 self._import_request, self._input_digest = load_import_message(loc, self.args, self.kwargs,
                                                                                self.jit_kwargs)
+                self._placement = placement(jax_leaves((self.args, self.kwargs)))
             except NotPortable as exc:
-                self._fall_back(f"{reason}, and {exc}")
-                raise _FellBack() from None
+                raise self._fall_back(f"{reason}, and {exc}") from None
             self.mode = Mode.IMPORT
         self.import_reason = reason
         if self._worker is not None:
@@ -312,7 +310,8 @@ class WorkerRunner:
         if done.get("skipped"):
             m = done["measurement"]
             return reuse(reused, Stages(None, trace_s=float(m["trace_s"]), lower_s=float(m["lower_s"]),
-                                        program_hash=m.get("program_hash")), config)
+                                        program_hash=m.get("program_hash"), trace_cpu_s=m.get("trace_cpu_s"),
+                                        lower_cpu_s=m.get("lower_cpu_s")), config)
         outputs = [decode_array(d) for d in done.get("outputs") or []]
         return Measurement.from_dict(done["measurement"]).replace(config=config, outputs=outputs)
 
@@ -371,8 +370,7 @@ class WorkerRunner:
             first = not self._ever_ready
             self._discard()
             if first and self.fn is not None:
-                self._fall_back(f"the worker process could not start ({why})")
-                raise _FellBack() from exc
+                raise self._fall_back(f"the worker process could not start ({why})") from exc
             raise TrialFailed("oom" if state == "oom" else "crashed",
                               f"the worker process could not start: {why}") from None
         problem = ready_problem(event, self.startup_timeout)
@@ -380,8 +378,7 @@ class WorkerRunner:
             self._discard()
             if problem[0] != "error" or self.fn is None:
                 raise TrialFailed(*problem)
-            self._fall_back(problem[1])
-            raise _FellBack()
+            raise self._fall_back(problem[1])
         worker.ready = self.worker_info = event
         self._ever_ready = True
         self.startup_s = time.monotonic() - worker.spawned_at
@@ -393,7 +390,10 @@ class WorkerRunner:
         message = {Mode.EXPORT: self._args_line, Mode.IMPORT: self._import_request,
                    Mode.STUDY: {"op": Op.LOAD_STUDY, "path": self.study_file, "index": self.index}}[self.mode]
         try:
-            self._input_digest = load_inputs(worker, message, self.mode, self._input_digest, self.startup_timeout)
+            self._input_digest = load_inputs(worker, message, self.mode, self._input_digest, self.startup_timeout,
+                                             None if self.mode == Mode.STUDY else self._placement)
+        except Misplaced as exc:  # measuring here beats measuring another program there
+            raise self._fall_back(f"the worker process cannot run the program as the call does: {exc}") from None
         except TrialFailed:
             self._discard()
             raise

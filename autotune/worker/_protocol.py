@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-PROTOCOL = 2
+PROTOCOL = 3
 
 
 class Op:

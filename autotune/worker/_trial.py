@@ -10,11 +10,13 @@ already spent (``TrialFailed.compile_s_at_least``).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import _interrupt
 from .._measure import Measurement
 from .._runner import TrialFailed
 from ._channel import Dead, WorkerProcess
@@ -127,6 +129,12 @@ def follow(run: TrialRun) -> dict[str, Any]:
             raise TrialFailed("error", text[:2000])
 
 
+def latch():
+    """The active interrupt latch, or one of our own while we wait on the worker (so a
+    signal stops the wait at once and never lands inside a garbage-collector callback)."""
+    return contextlib.nullcontext() if _interrupt.current() is not None else _interrupt.InterruptLatch()
+
+
 def _reply(worker: WorkerProcess, message: dict[str, Any]) -> None:
     try:
         worker.send(message)
@@ -187,12 +195,29 @@ def retime_in(worker: WorkerProcess, rid: int, key: str, timing: dict, timeout_s
     return event["measurement"]
 
 
-def load_inputs(worker: WorkerProcess, message: Any, mode: str, digest: str | None, timeout_s: float) -> str | None:
+class Misplaced(Exception):
+    """The worker could not place the arguments where the call has them; the message says how."""
+
+
+def load_inputs(worker: WorkerProcess, message: Any, mode: str, digest: str | None, timeout_s: float,
+                placement: dict[str, Any] | None = None) -> str | None:
     """Send the worker its inputs (``message``, by ``mode``) and return their digest, which must
-    equal ``digest`` (the first worker's) when given. Raises :class:`TrialFailed` ("error")."""
+    equal ``digest`` (the first worker's) when given. Raises :class:`TrialFailed` ("error"), or
+    :class:`Misplaced` when the worker's ``placement`` of the arguments is not the given one."""
+    from ._shardings import differs
+
+    seen = (worker.ready or {}).get("device_ids") or ()
+    if placement is not None and not set(placement["devices"]) <= set(seen):
+        raise Misplaced(f"the arguments are on devices {placement['devices']}, but the worker process sees "
+                        f"only devices {list(seen)} (its XLA_FLAGS: {(worker.ready or {}).get('xla_flags')!r})")
     event = request_reply(worker, message, time.monotonic() + timeout_s, "loading the inputs", timeout_s)
     if event.get("event") == Event.ERROR:
+        if event.get("type") == "NotPortable":
+            raise Misplaced(str(event.get("message")))
         raise TrialFailed("error", f"{event.get('type')}: {event.get('message')}")
+    why = None if placement is None else differs(placement, event.get("placement"))
+    if why is not None:
+        raise Misplaced(why)
     if digest is not None and event.get("digest") != digest:
         raise TrialFailed("error", (
             "the worker decoded other inputs than this process sent" if mode == Mode.IMPORT else

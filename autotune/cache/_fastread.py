@@ -1,0 +1,155 @@
+"""The decorator's read path: one entry looked up with the standard library's ``sqlite3``.
+
+A decorated function looks its entry up inside its first call (jit's trace). Importing
+SQLAlchemy and building an engine there would cost that call 0.3-0.9 s, more than the
+gains a config is tuned for, so `Reader` reads a SQLite file (a path, ``sqlite:///path``,
+or the default cache) itself: one short read transaction, decoded by `_layout` exactly
+as `Cache` decodes its rows, re-picked for the caller's objective by
+`CacheEntry.for_objective` (the one winner rule, `autotune._select`).
+
+Everything else goes to `Cache` (SQLAlchemy): other databases and URLs with options, and
+every SQLite file that is not plainly readable (locked, corrupt, foreign, of another
+schema version), so waiting on locks (at most `LOCK_WAIT_BUDGET_S` per process) and every
+error message stay those of `Cache`. Reads never create or change anything: a missing file
+is no entry, and a file in a directory this process cannot write is opened immutable.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+from .._paths import default_cache_location
+from ._entry import CacheEntry
+from ._layout import ENTRIES_TABLE, VERSION_TABLE, entry_columns, entry_from_row, readable
+
+_UNREAD = object()
+"""`_read` could not decide: `Cache` reads it (and says what is wrong, if anything is)."""
+
+
+def read_only_path(path: str) -> bool:
+    """Whether reads of ``path`` need the immutable read-only connection: the directory is
+    not writable and the ``-wal``/``-shm`` files are absent (SQLite cannot open a WAL
+    database read-only without them)."""
+    return (not os.access(os.path.dirname(path), os.W_OK)
+            and not (os.path.exists(path + "-wal") and os.path.exists(path + "-shm")))
+
+
+def sqlite_path(location: Any) -> str | None:
+    """The absolute path of the SQLite file ``location`` names, or None when only `Cache`
+    can tell (another database, a URL with options or escapes, an in-memory database).
+
+    Arguments:
+        location: what ``cache=`` takes: None (``$AUTOTUNE_CACHE`` or the user cache),
+            a file path, a URL, or an ``at.Cache``.
+    """
+    cache = _given_cache(location)
+    if cache is not None:
+        return cache._db.path if cache._db.backend == "sqlite" else None
+    if location is None:
+        location = default_cache_location()
+    if not isinstance(location, (str, os.PathLike)):
+        return None
+    text = os.fspath(location)
+    if not isinstance(text, str) or not text.strip():
+        return None
+    if "://" not in text:
+        return os.path.abspath(os.path.expanduser(text))
+    prefix = "sqlite:///"
+    path = text[len(prefix):] if text.startswith(prefix) else ""
+    if not path or path == ":memory:" or path.startswith("file:") or any(c in path for c in "?%#"):
+        return None
+    return os.path.abspath(os.path.expanduser(path))
+
+
+class Reader:
+    """Looks entries up in one cache location; `Cache` is opened only when it must be.
+
+    Arguments:
+        location: what ``cache=`` takes (see `sqlite_path`).
+        open_cache: ``location -> Cache``, called when `Cache` must read (the caller owns
+            that import, so this module never loads SQLAlchemy itself).
+
+    Example::
+
+        >>> reader = Reader("/tmp/no-such-dir/cache.db", open_cache=None)
+        >>> reader.lookup("m:f", "0" * 32, "sig", "cpu|cpu|1|jax=0|jaxlib=0") is None
+        True
+    """
+
+    def __init__(self, location: Any, open_cache: Callable[[Any], Any]):
+        self.location, self._open = location, open_cache
+        self.path = sqlite_path(location)
+        self._cache = _given_cache(location)
+
+    @property
+    def opened(self) -> Any:
+        """The `Cache` when one was opened (or given), else None."""
+        return self._cache
+
+    @property
+    def cache(self) -> Any:
+        """The `Cache` of this location (imports SQLAlchemy on first use)."""
+        if self._cache is None:
+            self._cache = self._open(self.location)
+        return self._cache
+
+    def lookup(self, function_key: str, fingerprint: str, signature: str, device_key: str, *,
+               expected_calls: float | None = None, compile_weight: float | None = None,
+               runtime_weight: float | None = None) -> CacheEntry | None:
+        """As `Cache.lookup`: the entry for an exact key, re-picked for the given objective.
+
+        Raises:
+            CacheError: the cache cannot be read, or the row is inconsistent.
+        """
+        key = (function_key, fingerprint, signature, device_key)
+        entry = _UNREAD if self.path is None else _read(self.path, key)
+        if entry is _UNREAD:
+            return self.cache.lookup(*key, expected_calls=expected_calls, compile_weight=compile_weight,
+                                     runtime_weight=runtime_weight)
+        if entry is None or (expected_calls, compile_weight, runtime_weight) == (None, None, None):
+            return entry
+        return entry.for_objective(expected_calls, compile_weight, runtime_weight)
+
+
+def _given_cache(location: Any) -> Any:
+    """``location`` if it is an ``at.Cache`` (then SQLAlchemy is loaded already), else None."""
+    module = sys.modules.get(f"{__package__}._cache")
+    return location if module is not None and isinstance(location, module.Cache) else None
+
+
+def _read(path: str, key: tuple[str, str, str, str]) -> Any:
+    """The entry of ``key`` in the SQLite file ``path``, None, or `_UNREAD`."""
+    if not os.path.exists(path):
+        return None
+    where = f"The autotune cache at sqlite:///{path}"
+    mode = "mode=ro&immutable=1" if read_only_path(path) else "mode=rw"
+    try:
+        # busy timeout 0: a locked file goes to Cache, which waits within the process's lock budget.
+        con = sqlite3.connect(f"file:{urllib.parse.quote(path)}?{mode}", uri=True, timeout=0,
+                              isolation_level=None, check_same_thread=False)
+    except sqlite3.Error:
+        return _UNREAD
+    try:
+        con.execute("PRAGMA query_only=1")
+        con.execute("BEGIN")
+        tables = {name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if VERSION_TABLE not in tables:
+            return _UNREAD if ENTRIES_TABLE in tables else None  # foreign tables: Cache says so
+        found = con.execute(f"SELECT version FROM {VERSION_TABLE} WHERE id = 1").fetchone()
+        if found is None or not readable(found[0]):
+            return _UNREAD
+        columns = entry_columns(found[0])
+        names = ", ".join(f'"{c}"' for c in columns)
+        row = con.execute(f"SELECT {names} FROM {ENTRIES_TABLE} WHERE function_key = ? AND fingerprint = ? "
+                          "AND signature = ? AND device_key = ?", key).fetchone()
+        con.execute("COMMIT")
+    except sqlite3.Error:
+        return _UNREAD
+    finally:
+        con.close()
+    return None if row is None else entry_from_row(dict(zip(columns, row)), where)

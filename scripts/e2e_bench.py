@@ -1,0 +1,295 @@
+"""End-to-end benchmark: a user's whole script with plain ``jax.jit`` against ``@at.autotuned``.
+
+For each study file (``studies/*.py``, and the training step of issue 21,
+``tests/fixtures/gru_train.py``: a GRU over T=64, B=8 under ``jax.value_and_grad`` with a
+5-step Newton–Schulz ``fori_loop``):
+
+1. tune it once, in its own process, with the CLI a user runs:
+   ``autotune tune FILE --cache TMP/cache.db --storage TMP/studies.db --json``;
+2. run a whole fresh process that does what a user's script does: import the study module,
+   build its inputs, make the first call of each function, then ``expected_calls`` more calls
+   (the call count it was tuned for), ``jax.block_until_ready``. The *plain* process calls
+   ``jax.jit(fun)``, the *tuned* one the ``@at.autotuned`` function, which reads the tuned entry
+   from the cache. Both import the study file (so both import ``autotune``: the difference is the
+   decorator's work and the tuned program, not the import; ``scripts/overhead.py`` measures
+   ``import autotune``);
+3. alternate the two (plain first in even runs, tuned first in odd ones), ``--runs`` times each
+   after one untimed pair that also checks the tuned process really used the cache entry;
+   medians, and the median of the per-pair ratios tuned/plain.
+
+Target (issue 21): tuned/plain wall ratio <= 1.02 for every script, below 1 where the tuner
+found room.
+
+    python scripts/e2e_bench.py --quick                 # lambda_returns, seed_rollout, gru_train
+    python scripts/e2e_bench.py                         # every default study + gru_train, 7 runs
+    python scripts/e2e_bench.py --study kalman --runs 9
+    python scripts/e2e_bench.py --study real_flax_lstm  # a real_* study (needs the examples extra)
+
+Writes ``docs/results/e2e.json`` and ``docs/results/e2e.md`` (``--json``, ``--out``), shape
+``{"jax", "device", "date", "commit", "settings", "scripts": [{"script", "path", "functions",
+"tuning_wall_s", "runs": {"plain": [run], "tuned": [run]}, "median": {mode: run}, "ratio":
+{"wall_s", "cpu_s", "first_call_s", "calls_s"}, "met"}]}`` with ``run = {"wall_s", "cpu_s",
+"import_s", "first_call_s", "calls_s"}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import glob
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STUDY_DIR = os.path.join(ROOT, "studies")
+TRAIN = os.path.join(ROOT, "tests", "fixtures", "gru_train.py")
+QUICK = ["lambda_returns", "seed_rollout", "gru_train"]
+TARGET = 1.02
+MODES = ("plain", "tuned")
+MARK = "E2E_RESULT "
+
+# What a user's script does, timed from its first line. argv: mode, study file, calls (0: the
+# decorator's expected_calls), verify (1: after the timing, say which config each call used).
+CHILD = r'''
+import time
+t0 = time.perf_counter()
+import importlib, json, os, sys
+import jax
+mode, path, calls, verify = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+module = importlib.import_module(os.path.splitext(os.path.basename(path))[0])
+work = []
+for item in module.examples():
+    fn, args, kwargs = item[0], item[1], (item[2] if len(item) > 2 else {})
+    ctl = getattr(fn, "autotune", fn)
+    f = fn if mode == "tuned" else jax.jit(ctl.fun, **ctl.jit_kwargs)
+    work.append((f, ctl, args, kwargs, calls or int(ctl.expected_calls)))
+jax.block_until_ready([(a, k) for _, _, a, k, _ in work])
+t1 = time.perf_counter()
+jax.block_until_ready([f(*a, **k) for f, _, a, k, _ in work])
+t2 = time.perf_counter()
+for f, _, a, k, n in work:
+    for _ in range(n):
+        out = f(*a, **k)
+    jax.block_until_ready(out)
+t3 = time.perf_counter()
+res = {"import_s": t1 - t0, "first_call_s": t2 - t1, "calls_s": t3 - t2, "calls": [w[4] for w in work]}
+if verify and mode == "tuned":
+    res["lookups"] = [[ctl.key, (lk := ctl.config_for(*a, **k)).source, lk.config.to_dict()]
+                      for _, ctl, a, k, _ in work]
+print("''' + MARK + r'''" + json.dumps(res), flush=True)
+'''
+
+
+def scripts(a: argparse.Namespace) -> list[tuple[str, str]]:
+    """(name, path) of the scripts to run."""
+    found = {os.path.basename(p)[:-3]: p for p in sorted(glob.glob(os.path.join(STUDY_DIR, "*.py")))}
+    found["gru_train"] = TRAIN
+    if a.study:
+        missing = [n for n in a.study if n not in found]
+        if missing:
+            raise SystemExit(f"e2e_bench: no study {missing} under studies/ (nor gru_train); choose from "
+                             f"{sorted(found)}.")
+        return [(n, found[n]) for n in a.study]
+    names = QUICK if a.quick else [n for n in found if not n.startswith("real_")]
+    return [(n, found[n]) for n in names]
+
+
+def child_env(tmp: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTOTUNE_", "JAX_COMPILATION_CACHE"))}
+    env["AUTOTUNE_CACHE"] = os.path.join(tmp, "cache.db")
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])
+    return env
+
+
+def tune(path: str, tmp: str, a: argparse.Namespace) -> tuple[list[dict[str, Any]], float]:
+    """Tune ``path`` once with the CLI into the temporary cache; its functions and the wall."""
+    cmd = [sys.executable, "-m", "autotune", "tune", path, "--cache", os.path.join(tmp, "cache.db"),
+           "--storage", os.path.join(tmp, "studies.db"), "--json"]
+    if a.trials:
+        cmd += ["--trials", str(a.trials)]
+    if a.run_seconds is not None:
+        cmd += ["--run-seconds", str(a.run_seconds)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env(tmp), stdin=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0 and "No module named" in proc.stderr:  # a real_* study without its extra
+        raise ImportError(proc.stderr.strip().splitlines()[-1])
+    if proc.returncode != 0:
+        raise RuntimeError(f"tuning {path} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    out = []
+    for r in json.loads(proc.stdout):
+        default = r["best_config"] == r["trials"][0]["config"]  # trial 0 is the default config
+        out.append({"function": r["function"], "winner": "default" if default else short(r["best_config"]),
+                    "best_config": r["best_config"], "is_default": default,
+                    "best_cost": r["best_cost"], "default_cost": r["default_cost"],
+                    "tuned_speedup": r["default_cost"] / r["best_cost"] if r["best_cost"] else None,
+                    "expected_calls": r["objective"]["expected_calls"]})
+    return out, wall
+
+
+def short(config: dict[str, Any]) -> str:
+    """A config in the one notation, an ``at.loop`` by its name, other sites as s1, s2... in id order."""
+    from autotune._config import Config
+
+    c = Config.from_dict(config)
+    names = legend(config)
+    return ", ".join(f"{names.get(sid, sid)}={c[sid]}" for sid in c)
+
+
+def legend(config: dict[str, Any]) -> dict[str, str]:
+    """``{site id: s1, s2...}`` for the sites of ``config`` that are not named ``at.loop``s."""
+    return {sid: f"s{k}" for k, sid in enumerate(sorted(s for s in config if "@" in s), 1)}
+
+
+def run_once(mode: str, path: str, tmp: str, calls: int, verify: bool = False) -> dict[str, Any]:
+    """One whole process; ``wall_s`` is from its start to its exit, as the parent saw it, and
+    ``cpu_s`` the CPU seconds it used (user + system, all threads): what load moves less."""
+    cmd = [sys.executable, "-c", CHILD, mode, path, str(calls), "1" if verify else "0"]
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env(tmp), stdin=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    now = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (now.ru_utime - used.ru_utime) + (now.ru_stime - used.ru_stime)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"the {mode} process of {path} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return {"wall_s": wall, "cpu_s": cpu, **json.loads(lines[-1][len(MARK):])}
+
+
+def bench_script(name: str, path: str, a: argparse.Namespace, say) -> dict[str, Any]:
+    tmp = tempfile.mkdtemp(prefix=f"e2e-{name}-")
+    say(f"{name}: tuning with `autotune tune` ...")
+    functions, tuning_wall = tune(path, tmp, a)
+    for f in functions:
+        say(f"  {f['function']}: {f['winner']} ({f['tuned_speedup']:.3f}x the default's cost), "
+            f"tuned in {tuning_wall:.1f} s")
+    check = run_once("tuned", path, tmp, a.calls, verify=True)
+    run_once("plain", path, tmp, a.calls)
+    used = {key: (source, config) for key, source, config in check["lookups"]}
+    for f in functions:
+        source, config = used.get(f["function"], ("missing", None))
+        if source != "cache" or config != f["best_config"]:
+            raise RuntimeError(f"{name}: the tuned process did not use the tuned entry of {f['function']} "
+                               f"(source {source}, config {config}, tuned {f['best_config']}).")
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
+    for i in range(a.runs):
+        for mode in (MODES if i % 2 == 0 else MODES[::-1]):
+            runs[mode].append(run_once(mode, path, tmp, a.calls))
+        say(f"  run {i + 1}/{a.runs}: plain {runs['plain'][-1]['wall_s']:.3f} s, "
+            f"tuned {runs['tuned'][-1]['wall_s']:.3f} s")
+    keys = ("wall_s", "cpu_s", "import_s", "first_call_s", "calls_s")
+    median = {m: {k: statistics.median(r[k] for r in runs[m]) for k in keys} for m in MODES}
+    ratio = {k: statistics.median(t[k] / p[k] for t, p in zip(runs["tuned"], runs["plain"]))
+             for k in ("wall_s", "cpu_s", "first_call_s", "calls_s")}
+    found_room = any(not f["is_default"] for f in functions)
+    return {"script": name, "path": os.path.relpath(path, ROOT), "functions": functions,
+            "calls": check["calls"], "tuning_wall_s": tuning_wall, "runs": runs, "median": median,
+            "ratio": ratio, "found_room": found_room, "met": ratio["wall_s"] <= TARGET}
+
+
+def commit() -> str | None:
+    """The checkout's commit, ``+changes`` when its working tree differs from it."""
+    try:
+        git = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True,  # noqa: E731
+                                        timeout=10).stdout.strip()
+        head = git("rev-parse", "--short", "HEAD")
+        return None if not head else head + ("+changes" if git("status", "--porcelain", "--untracked-files=no")
+                                             else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def table(result: dict[str, Any]) -> str:
+    rows = ["| script | winner (tuned cost vs default) | wall plain | wall tuned | wall ratio | CPU ratio | "
+            "first call plain / tuned | calls plain / tuned | calls ratio | target |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for s in result["scripts"]:
+        win = "; ".join(f"{f['winner']} ({f['tuned_speedup']:.2f}×)" for f in s["functions"])
+        p, t, r = s["median"]["plain"], s["median"]["tuned"], s["ratio"]
+        rows.append(f"| {s['script']} | {win} | {p['wall_s']:.3f} s | {t['wall_s']:.3f} s | {r['wall_s']:.3f} | "
+                    f"{r['cpu_s']:.3f} | {p['first_call_s'] * 1e3:.0f} / {t['first_call_s'] * 1e3:.0f} ms | "
+                    f"{p['calls_s']:.3f} / {t['calls_s']:.3f} s | {r['calls_s']:.3f} | "
+                    f"{'met' if s['met'] else '**not met**'} |")
+    return "\n".join(rows)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    st = result["settings"]
+    met = sum(s["met"] for s in result["scripts"])
+    return "\n".join([
+        "# End to end: a whole script with plain `jax.jit` against `@at.autotuned`", "",
+        f"{result['date']} at {result['commit']}, jax {result['jax']}, {result['device']}, {result['machine']}; "
+        f"load average {result['load_at_start']} at start. Generated by `python scripts/e2e_bench.py"
+        f"{' --quick' if st['quick'] else ''}` ({st['runs']} alternating runs per mode after one untimed "
+        f"pair; tuning: `autotune tune FILE`{' --trials ' + str(st['trials']) if st['trials'] else ''}).", "",
+        "Each run is a fresh process that imports the study module, builds its inputs, makes the first call "
+        "of each function and then its `expected_calls` calls (the call count it was tuned for), "
+        "`block_until_ready`. *wall* is the whole process as its parent saw it (interpreter start to exit), "
+        "medians over runs; ratios are medians of the per-pair ratios tuned/plain; *CPU* is the process's "
+        "user + system seconds (all threads), which load moves less than wall time. Target: wall ratio <= "
+        f"{TARGET} on every script, below 1 where the tuner found room. Met on {met} of {len(result['scripts'])}.",
+        "", table(result), "",
+        *[f"{f['function']}: " + ", ".join(f"{n} = `{sid}`" for sid, n in legend(f["best_config"]).items())
+          for s in result["scripts"] for f in s["functions"] if not f["is_default"]], "",
+        f"The figures are noisy: the machine was shared by other jobs while this ran (load average "
+        f"{result['load_at_start']} at start, {result.get('load_at_end')} at the end); a ratio within a few "
+        "percent of 1 is inside that noise.", ""])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--study", action="append", default=None, metavar="NAME",
+                   help="a study under studies/ or gru_train (repeatable; default: every non-real study and "
+                        "gru_train, or with --quick " + ", ".join(QUICK) + ")")
+    p.add_argument("--quick", action="store_true", help="three scripts, 5 runs, 8 trials, short timing")
+    p.add_argument("--runs", type=int, default=None, help="timed runs per mode (default 7, 5 with --quick)")
+    p.add_argument("--calls", type=int, default=0,
+                   help="calls after the first (default: each function's expected_calls)")
+    p.add_argument("--trials", type=int, default=None, help="autotune tune --trials (default: its own; 8 quick)")
+    p.add_argument("--run-seconds", type=float, default=None, help="autotune tune --run-seconds")
+    p.add_argument("--json", default=os.path.join(ROOT, "docs", "results", "e2e.json"))
+    p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "e2e.md"))
+    p.add_argument("--quiet", action="store_true")
+    a = p.parse_args(argv)
+    a.runs = a.runs or (5 if a.quick else 7)
+    if a.quick:
+        a.trials = a.trials or 8
+        a.run_seconds = 0.1 if a.run_seconds is None else a.run_seconds
+    say = (lambda *_: None) if a.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+    sys.path.insert(0, ROOT)
+    import jax
+
+    result = {"jax": jax.__version__, "device": str(jax.devices()[0].device_kind), "commit": commit(),
+              "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+              "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+              "load_at_start": round(os.getloadavg()[0], 2),
+              "settings": {"quick": a.quick, "runs": a.runs, "calls": a.calls or None, "trials": a.trials,
+                           "run_seconds": a.run_seconds, "target": TARGET},
+              "scripts": []}
+    for name, path in scripts(a):
+        try:
+            result["scripts"].append(bench_script(name, path, a, say))
+        except ImportError as exc:
+            say(f"{name}: skipped ({exc})")
+    result["load_at_end"] = round(os.getloadavg()[0], 2)
+    print(table(result))
+    for path, text in ((a.json, json.dumps(result, indent=2)), (a.out, markdown(result))):
+        if path:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            with open(path, "w") as fh:
+                fh.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
