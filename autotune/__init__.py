@@ -20,6 +20,7 @@ from ._errors import (
     TraceError as TraceError,
 )
 from ._interrupt import Interrupted as Interrupted
+from ._lazy import lazy_attributes
 from ._loop import loop as loop
 from ._objective import Objective as Objective
 
@@ -32,15 +33,4 @@ _LAZY = {"tune": "study", "TuneResult": "study", "TrialRecord": "study", "Cache"
          "crossover_intervals": "_select", "pareto_front": "_select", "LoopSite": "_sites", "sites": "_sites"}
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'autotune' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(_LAZY))
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)

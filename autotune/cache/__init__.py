@@ -17,6 +17,7 @@ from .._paths import redact as redact
 from ._entry import CacheEntry as CacheEntry
 from ._entry import best_for as best_for
 from ._layout import SCHEMA_VERSION as SCHEMA_VERSION
+from .._lazy import lazy_attributes
 from ._pending import PendingRecord as PendingRecord
 
 # name -> the module that defines it; these import SQLAlchemy, so they load on first use.
@@ -27,15 +28,4 @@ __all__ = ["LOCK_WAIT_BUDGET_S", "MAX_IMPORT_BYTES", "SCHEMA_VERSION", "Cache", 
            "TransferCount", "best_for", "default_cache_location", "device_key", "redact"]
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'autotune.cache' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
