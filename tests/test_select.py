@@ -229,3 +229,17 @@ def test_a_grid_with_stopped_configs_is_complete_only_up_to_where_they_could_win
     choice = _select.choose(pts, at.Objective(expected_calls=10 ** 6), default=SCAN, complete=r)
     assert choice.config == UNROLL and not choice.in_range
     assert json.loads(json.dumps(_select.range_json(full)))["to_calls"] is None
+
+
+def test_beats_is_the_winner_rule_with_the_holder_in_the_defaults_place():
+    from autotune import _select
+
+    goal = {"expected_calls": 0, "compile_weight": 1.0, "runtime_weight": 1.0}
+    holder = {"config": {"l": {"repr": "scan", "unroll": 1}}, "compile_s": 2.5, "run_s": 0.0,
+              "rounds": [[1.0, 0.0], [3.0, 0.0], [2.5, 0.0]]}
+    lucky = {"config": {"l": {"repr": "scan", "unroll": 2}}, "compile_s": 2.0, "run_s": 0.0,
+             "rounds": [[1.1, 0.0], [3.1, 0.0], [2.0, 0.0]]}  # a lower median, 1 of 3 paired rounds
+    clear = {"config": {"l": {"repr": "for", "unroll": 1}}, "compile_s": 0.5, "run_s": 0.0,
+             "rounds": [[0.5, 0.0], [0.6, 0.0], [0.4, 0.0]]}
+    assert not _select.beats(lucky, holder, goal) and _select.beats(clear, holder, goal)
+    assert not _select.beats(holder, clear, goal) and not _select.beats(holder, holder, goal)

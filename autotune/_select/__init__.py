@@ -38,6 +38,7 @@ from ._range import intervals_json as intervals_json
 from ._range import range_json as range_json
 from ._range import range_text as range_text
 from ._rule import Choice as Choice
+from ._rule import beats as beats
 from ._rule import best_at as best_at
 from ._rule import choose as choose
 from ._rule import config_text as config_text

@@ -167,6 +167,14 @@ def winner(points: Sequence[Mapping[str, Any]], objective: Any, default: Any = N
     return dict(_winner(lines, _find_default(lines, default), _calls(n)).point)
 
 
+def beats(challenger: Mapping[str, Any], holder: Mapping[str, Any], objective: Any) -> bool:
+    """Whether ``challenger`` replaces ``holder`` under the rule above, ``holder`` standing
+    where the default stands (the default itself, or a study's earlier winner, or a stored
+    entry's config): a lower median and enough paired rounds."""
+    picked = winner([holder, challenger], objective, holder["config"])
+    return config_text(picked["config"]) == config_text(challenger["config"]) != config_text(holder["config"])
+
+
 @dataclass(frozen=True)
 class Choice:
     """What :func:`choose` picked for one objective.

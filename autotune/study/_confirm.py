@@ -140,16 +140,18 @@ def _rotated(configs: list[Config], r: int) -> list[Config]:
     return configs[r % len(configs):] + configs[: r % len(configs)]
 
 
-def _point_of(points: Sequence[dict[str, Any]], config: Config) -> dict[str, Any] | None:
-    """The point of ``config`` among ``points``, or None."""
+def point_of(points: Sequence[dict[str, Any]], config: Any) -> dict[str, Any] | None:
+    """The point of ``config``, or of its program (a config listed in a point's ``"equivalent"``
+    lowered to the same program), or None."""
     text = _select.config_text(config)
-    return next((p for p in points if _select.config_text(p["config"]) == text), None)
+    return next((p for p in points if _select.config_text(p["config"]) == text
+                 or any(_select.config_text(e) == text for e in p.get("equivalent") or ())), None)
 
 
 def compile_could_flip(points: Sequence[dict[str, Any]], default: Config, objective: Objective) -> bool:
     """Whether one compile sample's noise could change a challenger's standing against the
     default: a cost gap under ``compile_weight * COMPILE_NOISE * (their compile seconds)``."""
-    d = _point_of(points, default)
+    d = point_of(points, default)
     if d is None or objective.compile_weight <= 0:
         return False
     d_cost = _select.cost(d, objective)
@@ -163,15 +165,14 @@ def second_process(points: list[dict[str, Any]], default: Config, objective: Obj
     the winner is not the default and leads it by less than :data:`PROCESS_NOISE` of its cost,
     every contender that beats the default (any of them could win once those rounds count)."""
     text = _select.config_text(default)
-    d = _point_of(points, default)
+    d = point_of(points, default)
     chosen = _select.winner(points, objective, default)
     if chosen is None or d is None or _select.config_text(chosen["config"]) == text:
         return []
     d_cost = _select.cost(d, objective)
     if d_cost - _select.cost(chosen, objective) >= PROCESS_NOISE * d_cost:
         return []
-    return [Config.from_dict(p["config"]) for p in points if p is not d
-            and _select.config_text(_select.winner([p, d], objective, default)["config"]) != text]
+    return [Config.from_dict(p["config"]) for p in points if p is not d and _select.beats(p, d, objective)]
 
 
 Round = tuple[Measurement, bool]  # a round's measurement and whether it compiled afresh

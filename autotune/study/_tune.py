@@ -14,7 +14,7 @@ from .._measure import Measurement
 from .._objective import Objective
 from .._runner import InProcessRunner, Outcome
 from .._space import Space, unrewritable
-from ._confirm import confirm, contenders
+from ._confirm import confirm, contenders, point_of
 from ._optuna import Study
 from ._progress import Progress, wanted
 from ._propose import make_proposer
@@ -243,14 +243,6 @@ def _top_with(points: list[dict[str, Any]], incumbent: Any, default: Config, goa
     return top
 
 
-def point_of(points: list[dict[str, Any]], config: Any) -> dict[str, Any] | None:
-    """The point of ``config``, or of its program (a config listed in a point's ``"equivalent"``
-    lowered to the same program), or None."""
-    text = _select.config_text(config)
-    return next((p for p in points if _select.config_text(p["config"]) == text
-                 or any(_select.config_text(e) == text for e in p.get("equivalent") or ())), None)
-
-
 def keep_or_replace(confirmed: list[dict[str, Any]], goal: Objective, default: Config,
                     incumbent: Any) -> dict[str, Any]:
     """The winner of a confirmation: the rule's pick against the default; when the study
@@ -261,8 +253,7 @@ def keep_or_replace(confirmed: list[dict[str, Any]], goal: Objective, default: C
     kept = None if incumbent is None else point_of(confirmed, incumbent)
     if kept is None or _select.config_text(kept["config"]) == _select.config_text(pick["config"]):
         return pick
-    duel = _select.winner([kept, pick], goal, kept["config"])
-    return pick if _select.config_text(duel["config"]) == _select.config_text(pick["config"]) else kept
+    return pick if _select.beats(pick, kept, goal) else kept
 
 
 def entry_stands(current: Any, entry: Any, result: TuneResult) -> bool:
@@ -285,8 +276,7 @@ def entry_stands(current: Any, entry: Any, result: TuneResult) -> bool:
     old, won = point_of(result.confirmed, current.config), point_of(result.confirmed, entry.config)
     if old is None or won is None or old is won:  # not re-timed, or the same program under another name
         return False
-    duel = _select.winner([old, won], result.objective, old["config"])
-    return duel["config"] == old["config"]
+    return not _select.beats(won, old, result.objective)
 
 
 def _result(study: Study, space: Space, program, signature: str, device: dict, goal: Objective, search: str,
