@@ -205,11 +205,10 @@ class _Rounds:
 
 def _point(config: Config, processes: list[_Rounds], equivalent: list[dict] | None) -> dict[str, Any] | None:
     """A confirmed point: its rounds from every process it was measured in, paired by index."""
-    rows = [row for rounds in processes if config in rounds.samples for row in rounds.rows(config)]
-    ms = [m for rounds in processes if config in rounds.samples for s in rounds.samples[config] if s
-          for m in [s[0]]]
-    fresh = [s[0] for rounds in processes if config in rounds.samples for s in rounds.samples[config]
-             if s and s[1]]
+    mine = [rounds for rounds in processes if config in rounds.samples]
+    rows = [row for rounds in mine for row in rounds.rows(config)]
+    taken = [s for rounds in mine for s in rounds.samples[config] if s is not None]
+    ms, fresh = [m for m, _ in taken], [m for m, compiled in taken if compiled]
     if not rows:
         return None
 
