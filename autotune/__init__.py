@@ -8,15 +8,30 @@ a background thread when a first function is decorated), the tuner (Optuna: ``tu
 reads a SQLite cache without it). A worker process that only measures pays for neither.
 """
 
-from ._config import Config as Config, SiteChoice as SiteChoice
-from ._decorator import Autotuned as Autotuned, Lookup as Lookup, autotuned as autotuned
+from ._config import Config as Config
+from ._config import SiteChoice as SiteChoice
+from ._decorator import Autotuned as Autotuned
+from ._decorator import Lookup as Lookup
+from ._decorator import autotuned as autotuned
 from ._errors import (
     AutotuneError as AutotuneError,
+)
+from ._errors import (
     CacheError as CacheError,
+)
+from ._errors import (
     CacheImportError as CacheImportError,
+)
+from ._errors import (
     CacheSchemaError as CacheSchemaError,
+)
+from ._errors import (
     ConfigError as ConfigError,
+)
+from ._errors import (
     StudyError as StudyError,
+)
+from ._errors import (
     TraceError as TraceError,
 )
 from ._interrupt import Interrupted as Interrupted
@@ -27,10 +42,24 @@ from ._objective import Objective as Objective
 __version__ = "0.2.0"
 
 # name -> the module that defines it, imported on first use of the name.
-_LAZY = {"tune": "study", "TuneResult": "study", "TrialRecord": "study", "Cache": "cache", "CacheEntry": "cache",
-         "Measurement": "_measure", "measure": "_measure", "with_config": "_rewrite",
-         "InProcessRunner": "_runner", "Outcome": "_runner", "Runner": "_runner", "TrialFailed": "_runner",
-         "crossover_intervals": "_select", "pareto_front": "_select", "LoopSite": "_sites", "sites": "_sites"}
+_LAZY = {
+    "tune": "study",
+    "TuneResult": "study",
+    "TrialRecord": "study",
+    "Cache": "cache",
+    "CacheEntry": "cache",
+    "Measurement": "_measure",
+    "measure": "_measure",
+    "with_config": "_rewrite",
+    "InProcessRunner": "_runner",
+    "Outcome": "_runner",
+    "Runner": "_runner",
+    "TrialFailed": "_runner",
+    "crossover_intervals": "_select",
+    "pareto_front": "_select",
+    "LoopSite": "_sites",
+    "sites": "_sites",
+}
 
 
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY)

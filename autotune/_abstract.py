@@ -32,6 +32,7 @@ class Unrecordable(ValueError):
 
 # ------------------------------------------------------------------ static values as JSON
 
+
 def ref_of(obj: Any) -> str | None:
     """``"module:qualname"`` when importing that gives back ``obj`` itself (a class, a
     function, ``jnp.float32``...), else None. A script's ``__main__`` counts as its module name."""
@@ -87,8 +88,10 @@ def encode_value(v: Any, where: str) -> Any:
     ref = ref_of(v)
     if ref is not None:
         return {"ref": ref}
-    raise Unrecordable(f"{where} is a {type_name(t)}, which cannot be stored as JSON (numbers, "
-                       "strings, None, tuples, lists, dicts, dtypes, enums and importable classes or functions can)")
+    raise Unrecordable(
+        f"{where} is a {type_name(t)}, which cannot be stored as JSON (numbers, "
+        "strings, None, tuples, lists, dicts, dtypes, enums and importable classes or functions can)"
+    )
 
 
 def decode_value(j: Any, resolve: Any = None) -> Any:
@@ -99,7 +102,7 @@ def decode_value(j: Any, resolve: Any = None) -> Any:
         return j
     if "enum" in j:
         return resolve(j["enum"])[j["name"]]
-    (tag, body), = j.items()
+    ((tag, body),) = j.items()
     if tag == "float":
         return float(body)
     if tag == "complex":
@@ -141,10 +144,14 @@ def dtype_named(name: str) -> np.dtype:
 
 # ------------------------------------------------------------------ the argument tree
 
+
 def _param_names(fun: Any) -> list[str]:
     try:
-        return [p.name for p in inspect.signature(fun).parameters.values()
-                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return [
+            p.name
+            for p in inspect.signature(fun).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
     except (TypeError, ValueError):
         return []
 
@@ -167,8 +174,10 @@ def _node(x: Any, where: str, path: tuple, leaves: list, problems: list[str]) ->
         mesh = _keys.mesh_text(x)
         if mesh:  # the spec and devices are not in the traced value: a replay would tune another program
             leaves[-1][1]["mesh"] = mesh
-            problems.append(f"{where} is on a mesh ({mesh[1:]}), which a replay cannot rebuild (it would tune a "
-                            "one-device program); tune it where it runs, with fn.tune(*args)")
+            problems.append(
+                f"{where} is on a mesh ({mesh[1:]}), which a replay cannot rebuild (it would tune a "
+                "one-device program); tune it where it runs, with fn.tune(*args)"
+            )
         return leaves[-1][1]
     t = type(x)
     if t in (tuple, list):
@@ -176,18 +185,27 @@ def _node(x: Any, where: str, path: tuple, leaves: list, problems: list[str]) ->
     if t is dict:
         try:
             keys = sorted(x)  # jax flattens a dict in sorted key order
-            return {"dict": [[encode_value(k, f"{where} key"), _node(x[k], f"{where}[{k!r}]", path + (k,), leaves,
-                                                                       problems)] for k in keys]}
+            return {
+                "dict": [
+                    [encode_value(k, f"{where} key"), _node(x[k], f"{where}[{k!r}]", path + (k,), leaves, problems)]
+                    for k in keys
+                ]
+            }
         except (TypeError, Unrecordable) as e:
             problems.append(f"{where} is a dict whose keys cannot be stored ({e})")
             return {"unrecordable": "dict"}
     if isinstance(x, tuple) and hasattr(t, "_fields") and ref_of(t) is not None:
-        return {"namedtuple": ref_of(t),
-                "items": [_node(c, f"{where}.{f}", path + (i,), leaves, problems) for i, (f, c) in
-                          enumerate(zip(t._fields, x))]}
+        return {
+            "namedtuple": ref_of(t),
+            "items": [
+                _node(c, f"{where}.{f}", path + (i,), leaves, problems) for i, (f, c) in enumerate(zip(t._fields, x))
+            ],
+        }
     if any(_compat.is_tracer(leaf) for leaf in jax.tree_util.tree_leaves(x)):
-        problems.append(f"{where} is a pytree of type {type_name(t)}, which cannot be rebuilt "
-                        "from JSON (tuples, lists, dicts and importable namedtuples of arrays can)")
+        problems.append(
+            f"{where} is a pytree of type {type_name(t)}, which cannot be rebuilt "
+            "from JSON (tuples, lists, dicts and importable namedtuples of arrays can)"
+        )
         return {"unrecordable": f"{type_name(t)}"}
     try:
         value = encode_value(x, where)
@@ -234,8 +252,8 @@ _SHORT = {"float": "f", "int": "i", "uint": "u", "complex": "c", "bfloat": "bf"}
 
 def _dtype_text(name: str) -> str:
     for long, short in _SHORT.items():
-        if name.startswith(long) and name[len(long):].isdigit():
-            return short + name[len(long):]
+        if name.startswith(long) and name[len(long) :].isdigit():
+            return short + name[len(long) :]
     return name
 
 
@@ -243,8 +261,10 @@ def _node_text(node: Any) -> str:
     if "shape" in node:
         if "key" in node:
             return f"key[{','.join(map(str, node['shape']))}]"
-        return (f"{_dtype_text(node['dtype'])}{'~' if node.get('weak') else ''}[{','.join(map(str, node['shape']))}]"
-                f"{node.get('mesh', '')}")
+        return (
+            f"{_dtype_text(node['dtype'])}{'~' if node.get('weak') else ''}[{','.join(map(str, node['shape']))}]"
+            f"{node.get('mesh', '')}"
+        )
     if "static" in node:
         return _static_text(node["static"])
     if "tuple" in node:

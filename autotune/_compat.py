@@ -23,7 +23,14 @@ import jax.extend.source_info_util as jex_siu
 
 from ._compat_axes import axis_context, with_manual_axes  # noqa: F401 (axis_context: for _rewrite)
 from ._compat_source import (  # noqa: F401 (re-exported for _sites)
-    Frame, frames, installed_path, library_frame, name_scopes, outermost_frame, user_frame)
+    Frame,
+    frames,
+    installed_path,
+    library_frame,
+    name_scopes,
+    outermost_frame,
+    user_frame,
+)
 from ._errors import TraceError
 
 _JAXPR_TYPES = tuple({jex_core.Jaxpr, jex_core.ClosedJaxpr})

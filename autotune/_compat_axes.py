@@ -127,4 +127,4 @@ def _extend_axis_env(pairs: list[tuple[Any, int]]):
 
         return _core.extend_axis_env_nd(pairs)
     except (ImportError, AttributeError):  # private API moved: the re-trace then fails with JAX's
-        return contextlib.nullcontext()    # unbound-axis error, and a study holds that site at its default
+        return contextlib.nullcontext()  # unbound-axis error, and a study holds that site at its default

@@ -63,8 +63,7 @@ class SiteChoice:
                 raise ConfigError(f"A while choice has guard={self.guard!r}; valid guards are {list(GUARDS)}.")
         elif self.guard is not None and self.repr != "while":
             raise ConfigError(
-                f"A {self.repr!r} choice has guard={self.guard!r}, but a guard applies only to "
-                'repr "while"; remove it.'
+                f'A {self.repr!r} choice has guard={self.guard!r}, but a guard applies only to repr "while"; remove it.'
             )
         else:  # while×1 is the original loop: there is nothing to guard
             object.__setattr__(self, "guard", None)
@@ -134,17 +133,14 @@ def _parse_choice(site_id: str, value: Any) -> SiteChoice:
         )
     rep = value.get("repr", "scan")
     if not isinstance(rep, str) or rep not in REPRS:
-        raise ConfigError(
-            f"Config entry for site {site_id!r} has repr={rep!r}; valid choices are {list(REPRS)}."
-        )
+        raise ConfigError(f"Config entry for site {site_id!r} has repr={rep!r}; valid choices are {list(REPRS)}.")
     unroll = value.get("unroll", 1)
     if isinstance(unroll, bool) or not isinstance(unroll, int):
         if isinstance(unroll, float) and math.isfinite(unroll) and unroll == int(unroll):
             unroll = int(unroll)
         else:
             raise ConfigError(
-                f"Config entry for site {site_id!r} has unroll={unroll!r}; "
-                "unroll must be a positive integer."
+                f"Config entry for site {site_id!r} has unroll={unroll!r}; unroll must be a positive integer."
             )
     if unroll < 1:
         raise ConfigError(

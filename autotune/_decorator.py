@@ -19,9 +19,9 @@ import jax
 
 from . import _keys
 from ._config import Config
-from ._methods import AutotunedMethod, BoundAutotuned, defined_in_class
 from ._errors import AutotuneError, ConfigError, warn_once
 from ._lookup import Lookup, open_cache, prefetch, read_config
+from ._methods import AutotunedMethod, BoundAutotuned, defined_in_class
 
 __all__ = ["Autotuned", "Lookup", "autotuned", "controller", "entry_from_result", "open_cache"]
 
@@ -39,21 +39,35 @@ def entry_from_result(result: TuneResult, function_key: str, retune: str | None 
     from .cache import CacheEntry
 
     best = result.best
-    measurements = {"trace_s": best.trace_s, "lower_s": best.lower_s, "compile_s": best.compile_s,
-                    "run_s": best.run_s, "run_iqr_s": best.run_iqr_s, "reps": best.reps}
+    measurements = {
+        "trace_s": best.trace_s,
+        "lower_s": best.lower_s,
+        "compile_s": best.compile_s,
+        "run_s": best.run_s,
+        "run_iqr_s": best.run_iqr_s,
+        "reps": best.reps,
+    }
     measurements.update({f"memory_{k}_bytes": v for k, v in best.memory.items()})
     if best.flops is not None:
         measurements["flops"] = best.flops
     keep = ("config", "compile_s", "run_s", "rounds", "confirmed", "equivalent")
     fields = dict(
-        function_key=function_key, fingerprint=result.fingerprint, signature=result.signature,
-        device=dict(result.device), config=result.best_config.to_dict(),
+        function_key=function_key,
+        fingerprint=result.fingerprint,
+        signature=result.signature,
+        device=dict(result.device),
+        config=result.best_config.to_dict(),
         sites={s.id: {"kind": s.kind, "length": s.length, "has_ys": s.has_ys} for s in result.sites},
-        measurements=measurements, objective=result.objective.to_dict(), cost=result.best_cost,
-        default_cost=result.default_cost, study_name=result.study_name,
+        measurements=measurements,
+        objective=result.objective.to_dict(),
+        cost=result.best_cost,
+        default_cost=result.default_cost,
+        study_name=result.study_name,
         pareto=[{k: p[k] for k in keep if k in p} for p in result.confirmed],
-        default_config=result.default_config.to_dict(), complete_range=_select.range_json(result.complete_range),
-        retune=retune)
+        default_config=result.default_config.to_dict(),
+        complete_range=_select.range_json(result.complete_range),
+        retune=retune,
+    )
     return CacheEntry(**fields)
 
 
@@ -75,9 +89,19 @@ class Autotuned:
     config and one warning, never an exception.
     """
 
-    def __init__(self, fun: Callable, *, expected_calls: float = 1000, compile_weight: float = 1.0,
-                 runtime_weight: float = 1.0, cache: Any = None, on_miss: str = "default",
-                 key: str | None = None, record: bool | str = False, **jit_kwargs: Any):
+    def __init__(
+        self,
+        fun: Callable,
+        *,
+        expected_calls: float = 1000,
+        compile_weight: float = 1.0,
+        runtime_weight: float = 1.0,
+        cache: Any = None,
+        on_miss: str = "default",
+        key: str | None = None,
+        record: bool | str = False,
+        **jit_kwargs: Any,
+    ):
         if not callable(fun):
             raise AutotuneError(f"at.autotuned needs a function, got {type(fun).__name__}.")
         if on_miss not in ON_MISS:
@@ -88,10 +112,13 @@ class Autotuned:
         self.on_miss = on_miss
         self.key = key or _keys.function_key(fun)
         if key is None and _keys.unstable_key_reason(self.key):
-            warn_once(("unstable-key", self.key),
-                      f"autotune: {self.key} has no stable function key ({_keys.unstable_key_reason(self.key)}), so "
-                      "a config tuned in one process is not found in another. Pass a stable name: "
-                      "@at.autotuned(key='mymodule:myfn').", stacklevel=3)
+            warn_once(
+                ("unstable-key", self.key),
+                f"autotune: {self.key} has no stable function key ({_keys.unstable_key_reason(self.key)}), so "
+                "a config tuned in one process is not found in another. Pass a stable name: "
+                "@at.autotuned(key='mymodule:myfn').",
+                stacklevel=3,
+            )
         self.jit_kwargs = jit_kwargs
         self._record_arg, self.record_mode = record, None
         if record not in (False, None) or os.environ.get(_ENV_RECORD, "").strip():
@@ -181,10 +208,12 @@ class Autotuned:
 
     def _failed(self, what: str, exc: Exception, signature: str = "?") -> Lookup:
         """The default config's `Lookup` after a failure of ours, and its one warning."""
-        warn_once(("failed", self.key, type(exc).__name__),
-                  f"autotune: @at.autotuned could not {what} for {self.key} ({type(exc).__name__}: {exc}); it runs "
-                  "its default config, exactly as jax.jit would. This is a bug of autotune: please report it.",
-                  stacklevel=4)
+        warn_once(
+            ("failed", self.key, type(exc).__name__),
+            f"autotune: @at.autotuned could not {what} for {self.key} ({type(exc).__name__}: {exc}); it runs "
+            "its default config, exactly as jax.jit would. This is a bug of autotune: please report it.",
+            stacklevel=4,
+        )
         return Lookup(Config(), "default (error)", None, "?", signature, "?", f"{type(exc).__name__}: {exc}")
 
     # -- lookups ------------------------------------------------------------------------
@@ -236,22 +265,48 @@ class Autotuned:
 
     def with_options(self, **overrides: Any) -> Autotuned:
         """A copy with some options replaced (None keeps the current value)."""
-        opts = dict(expected_calls=self.expected_calls, compile_weight=self.compile_weight,
-                    runtime_weight=self.runtime_weight, cache=self._cache_arg, on_miss=self.on_miss,
-                    key=self.key, record=self._record_arg, **self.jit_kwargs)
+        opts = dict(
+            expected_calls=self.expected_calls,
+            compile_weight=self.compile_weight,
+            runtime_weight=self.runtime_weight,
+            cache=self._cache_arg,
+            on_miss=self.on_miss,
+            key=self.key,
+            record=self._record_arg,
+            **self.jit_kwargs,
+        )
         opts.update({k: v for k, v in overrides.items() if v is not None})
         return Autotuned(self.fun, **opts)
 
     # -- tuning ---------------------------------------------------------------------------
-    def tune(self, *args: Any, n_trials: int | None = None, timeout: float | None = None,
-             sampler: str = "auto", storage: str | None = None, study_name: str | None = None,
-             progress: bool | None = None, store: bool = True, join: bool = False,
-             on_ready: Callable | None = None, before_finish: Callable | None = None,
-             timing: dict[str, Any] | None = None, objective: str = "cost",
-             trial_timeout: float | None = None, trial_memory_gb: float | None = None,
-             isolate: bool | str = "auto", retune: str | None = None, location: Any = None,
-             confirm_top: int = 3, confirm_rounds: int = 3, seed: int | None = 0, rtol: float | None = None,
-             atol: float | None = None, reconfirm: bool = False, **kwargs: Any) -> TuneResult | None:
+    def tune(
+        self,
+        *args: Any,
+        n_trials: int | None = None,
+        timeout: float | None = None,
+        sampler: str = "auto",
+        storage: str | None = None,
+        study_name: str | None = None,
+        progress: bool | None = None,
+        store: bool = True,
+        join: bool = False,
+        on_ready: Callable | None = None,
+        before_finish: Callable | None = None,
+        timing: dict[str, Any] | None = None,
+        objective: str = "cost",
+        trial_timeout: float | None = None,
+        trial_memory_gb: float | None = None,
+        isolate: bool | str = "auto",
+        retune: str | None = None,
+        location: Any = None,
+        confirm_top: int = 3,
+        confirm_rounds: int = 3,
+        seed: int | None = 0,
+        rtol: float | None = None,
+        atol: float | None = None,
+        reconfirm: bool = False,
+        **kwargs: Any,
+    ) -> TuneResult | None:
         """Tune this function on these example arguments (exactly a call's arguments) and
         store the winner in the cache (see :meth:`_store` for when an entry changes).
 
@@ -266,14 +321,37 @@ class Autotuned:
 
         retune = retune or f"{self.__name__}.with_options(expected_calls={{calls}}).tune(*args)"
         result = tune(
-            self.fun, *args, kwargs=kwargs, expected_calls=self.expected_calls,
-            compile_weight=self.compile_weight, runtime_weight=self.runtime_weight, n_trials=n_trials,
-            timeout=timeout, sampler=sampler, storage=storage or _storage_beside(self._cache_arg),
-            study_name=study_name, function_key=self.key, jit_kwargs=self.jit_kwargs, progress=progress,
-            join=join, on_ready=on_ready, before_finish=before_finish, timing=timing, objective=objective,
-            trial_timeout=trial_timeout, trial_memory_gb=trial_memory_gb, isolate=isolate, retune=retune,
-            location=location, confirm_top=confirm_top, confirm_rounds=confirm_rounds, seed=seed, rtol=rtol,
-            atol=atol, reconfirm=reconfirm)
+            self.fun,
+            *args,
+            kwargs=kwargs,
+            expected_calls=self.expected_calls,
+            compile_weight=self.compile_weight,
+            runtime_weight=self.runtime_weight,
+            n_trials=n_trials,
+            timeout=timeout,
+            sampler=sampler,
+            storage=storage or _storage_beside(self._cache_arg),
+            study_name=study_name,
+            function_key=self.key,
+            jit_kwargs=self.jit_kwargs,
+            progress=progress,
+            join=join,
+            on_ready=on_ready,
+            before_finish=before_finish,
+            timing=timing,
+            objective=objective,
+            trial_timeout=trial_timeout,
+            trial_memory_gb=trial_memory_gb,
+            isolate=isolate,
+            retune=retune,
+            location=location,
+            confirm_top=confirm_top,
+            confirm_rounds=confirm_rounds,
+            seed=seed,
+            rtol=rtol,
+            atol=atol,
+            reconfirm=reconfirm,
+        )
         if result is not None and store:
             result.stored = self._store(result, retune)
         return result
@@ -294,16 +372,22 @@ class Autotuned:
     def _tune_after_miss(self, args, kwargs) -> None:
         self._pending = False
         if self.jit_kwargs.get("donate_argnums") or self.jit_kwargs.get("donate_argnames"):
-            warn_once(("donate-tune", self.key),
-                      f"autotune: on_miss='tune' cannot tune {self.key} on donated arguments; "
-                      f"call {self.__name__}.tune(*args) with fresh inputs instead.", stacklevel=3)
+            warn_once(
+                ("donate-tune", self.key),
+                f"autotune: on_miss='tune' cannot tune {self.key} on donated arguments; "
+                f"call {self.__name__}.tune(*args) with fresh inputs instead.",
+                stacklevel=3,
+            )
             return
         try:
             self.tune(*args, n_trials=8, **kwargs)
         except Exception as exc:
-            warn_once(("tune-error", self.key, type(exc).__name__),
-                      f"autotune: on_miss='tune' could not tune {self.key} ({type(exc).__name__}: {exc}); "
-                      "it keeps running its default config.", stacklevel=3)
+            warn_once(
+                ("tune-error", self.key, type(exc).__name__),
+                f"autotune: on_miss='tune' could not tune {self.key} ({type(exc).__name__}: {exc}); "
+                "it keeps running its default config.",
+                stacklevel=3,
+            )
 
     def __repr__(self) -> str:
         return f"<autotuned {self.key} expected_calls={self.expected_calls}>"
@@ -323,9 +407,18 @@ def _storage_beside(cache_arg: Any) -> str | None:
     return default_storage_url(os.fspath(url))
 
 
-def autotuned(fun: Callable | None = None, *, expected_calls: float = 1000, compile_weight: float = 1.0,
-              runtime_weight: float = 1.0, cache: Any = None, on_miss: str = "default",
-              key: str | None = None, record: bool | str = False, **jit_kwargs: Any):
+def autotuned(
+    fun: Callable | None = None,
+    *,
+    expected_calls: float = 1000,
+    compile_weight: float = 1.0,
+    runtime_weight: float = 1.0,
+    cache: Any = None,
+    on_miss: str = "default",
+    key: str | None = None,
+    record: bool | str = False,
+    **jit_kwargs: Any,
+):
     """Decorate a function like ``jax.jit``; its loops follow the tuned config in the cache.
 
     Arguments:
@@ -360,10 +453,19 @@ def autotuned(fun: Callable | None = None, *, expected_calls: float = 1000, comp
         >>> smooth(jnp.zeros(4)).shape
         (4,)
     """
+
     def wrap(f: Callable):
-        ctl = Autotuned(f, expected_calls=expected_calls, compile_weight=compile_weight,
-                        runtime_weight=runtime_weight, cache=cache, on_miss=on_miss, key=key, record=record,
-                        **jit_kwargs)
+        ctl = Autotuned(
+            f,
+            expected_calls=expected_calls,
+            compile_weight=compile_weight,
+            runtime_weight=runtime_weight,
+            cache=cache,
+            on_miss=on_miss,
+            key=key,
+            record=record,
+            **jit_kwargs,
+        )
         return ctl if on_miss == "tune" or ctl.record_mode == "values" else ctl.function()
 
     return wrap if fun is None else wrap(fun)

@@ -100,7 +100,7 @@ def wrap(text: str | None, width: int, *, max_lines: int | None = None) -> list[
     words = " ".join(_shorten_token(w, width) for w in one_line(text).split(" ") if w)
     lines = textwrap.wrap(words, width, break_long_words=False, break_on_hyphens=False)
     if max_lines is not None and len(lines) > max_lines:
-        lines = lines[: max_lines - 1] + [shorten(" ".join(lines[max_lines - 1:]), width)]
+        lines = lines[: max_lines - 1] + [shorten(" ".join(lines[max_lines - 1 :]), width)]
     return lines
 
 
@@ -112,8 +112,9 @@ def first_sentence(text: str | None) -> str:
     return ""
 
 
-def listed_points(points: Sequence[Mapping[str, Any]], intervals: Sequence[Mapping[str, Any]],
-                  chosen: Any = None) -> list[Mapping[str, Any]]:
+def listed_points(
+    points: Sequence[Mapping[str, Any]], intervals: Sequence[Mapping[str, Any]], chosen: Any = None
+) -> list[Mapping[str, Any]]:
     """The points a by-call-count table or figure shows: the Pareto front of ``points``,
     plus every point :func:`autotune._select.crossover_intervals` gives an interval to or
     that was ``chosen`` (the winner rule can pick a dominated default: a challenger must

@@ -141,11 +141,17 @@ class _Hasher:
         n_in, n_out = len(eqn.invars), len(eqn.outvars)
         subs = {k: v for k, v in params.items() if _compat.is_jaxpr(v)}
         branches = params.get("branches") if name == "cond" else None
-        plain = {k: v for k, v in params.items()
-                 if k not in _SKIPPED_PARAMS and k not in subs and not (branches and k == "branches")}
+        plain = {
+            k: v
+            for k, v in params.items()
+            if k not in _SKIPPED_PARAMS and k not in subs and not (branches and k == "branches")
+        }
         ctx = self.value(_compat.eqn_context(eqn))
-        if name in _LOOP_PRIMITIVES or branches or (
-                len(subs) == 1 and _arity(next(iter(subs.values()))) == (n_in, n_out)):
+        if (
+            name in _LOOP_PRIMITIVES
+            or branches
+            or (len(subs) == 1 and _arity(next(iter(subs.values()))) == (n_in, n_out))
+        ):
             # A call: per-operand and per-result parameters (donation, shardings, `linear`)
             # travel with their operand or result, so reordering operands changes nothing.
             ins, aligned_out = list(ins), [""] * n_out
@@ -171,12 +177,15 @@ class _Hasher:
             body = params["jaxpr"]
             first, _ = self.run(body, tuple(ins))
             # The second pass says which result feeds which carry.
-            seeds = ins[:nc] + [_digest(f"carry:{i}:{o}") for i, o in zip(ins[nc:nc + ncarry], first)] \
-                + ins[nc + ncarry:]
+            seeds = (
+                ins[:nc]
+                + [_digest(f"carry:{i}:{o}") for i, o in zip(ins[nc : nc + ncarry], first)]
+                + ins[nc + ncarry :]
+            )
             return self.run(body, tuple(seeds))
         if name == "while":
             cn, bn = params["cond_nconsts"], params["body_nconsts"]
-            cconsts, bconsts, carry = ins[:cn], ins[cn:cn + bn], ins[cn + bn:]
+            cconsts, bconsts, carry = ins[:cn], ins[cn : cn + bn], ins[cn + bn :]
             first, _ = self.run(params["body_jaxpr"], tuple(bconsts + carry))
             carry = [_digest(f"carry:{i}:{o}") for i, o in zip(carry, first)]
             outs, effects = self.run(params["body_jaxpr"], tuple(bconsts + carry))
@@ -216,8 +225,9 @@ class _Hasher:
             return f"dtype:{x.str}:{x.name}"
         if _compat.is_tracer(x):
             return f"tracer:{_aval(_compat.aval_of(x))}"
-        if isinstance(x, (np.ndarray, np.generic)) or (hasattr(x, "dtype") and hasattr(x, "shape")
-                                                       and not _compat.is_aval(x)):
+        if isinstance(x, (np.ndarray, np.generic)) or (
+            hasattr(x, "dtype") and hasattr(x, "shape") and not _compat.is_aval(x)
+        ):
             return _array(x)
         if _compat.is_aval(x):
             return f"aval:{_aval(x)}"
@@ -226,8 +236,11 @@ class _Hasher:
         if isinstance(x, (tuple, list)):
             return f"({','.join(self.value(i) for i in x)})"
         if isinstance(x, Mapping):
-            return "{" + ",".join(f"{self.value(k)}:{self.value(v)}" for k, v in
-                                  sorted(x.items(), key=lambda kv: repr(kv[0]))) + "}"
+            return (
+                "{"
+                + ",".join(f"{self.value(k)}:{self.value(v)}" for k, v in sorted(x.items(), key=lambda kv: repr(kv[0])))
+                + "}"
+            )
         if isinstance(x, (set, frozenset)):
             return "{" + ",".join(sorted(self.value(i) for i in x)) + "}"
         if _is_function(x):

@@ -18,8 +18,11 @@ import signal
 import threading
 from typing import Any
 
-SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None),
-                            getattr(signal, "SIGHUP", None)) if s is not None)
+SIGNALS = tuple(
+    s
+    for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
+    if s is not None
+)
 
 _active: list[InterruptLatch] = []
 

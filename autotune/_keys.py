@@ -134,7 +134,7 @@ def signature(args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> str:
     leaves, treedef = jax.tree_util.tree_flatten((tuple(args), dict(kwargs or {})))
     text = " ".join(f"{treedef}|".split()) + ";".join(_leaf_text(x) for x in leaves)
     if len(text) > MAX_SIGNATURE_CHARS:  # huge pytrees: keep a readable head, key by the hash of all
-        text = f"{text[:MAX_SIGNATURE_CHARS - 80]}...sha256:{hashlib.sha256(text.encode()).hexdigest()}"
+        text = f"{text[: MAX_SIGNATURE_CHARS - 80]}...sha256:{hashlib.sha256(text.encode()).hexdigest()}"
     return text
 
 
@@ -163,19 +163,20 @@ def device_key(info: dict[str, Any]) -> str:
     )
 
 
-def study_name(function_key: str, fingerprint: str, signature: str, device: dict, objective: Any,
-               search: str = "cost") -> str:
+def study_name(
+    function_key: str, fingerprint: str, signature: str, device: dict, objective: Any, search: str = "cost"
+) -> str:
     """The default study name: function, program, signature, device and objective.
 
     A ``search="pareto"`` study does not depend on the objective (it minimises compile and
     run seconds separately), so its name ends in ``/pareto`` and every call count re-uses it.
     """
-    head = (f"{function_key}@{fingerprint[:10]}/{short_hash(signature, 8)}/"
-            f"{device['platform']}:{device['device_kind']}/")
+    head = f"{function_key}@{fingerprint[:10]}/{short_hash(signature, 8)}/{device['platform']}:{device['device_kind']}/"
     if search == "pareto":
         return head + "pareto"
-    return head + (f"calls={objective.expected_calls:g},"
-                   f"cw={objective.compile_weight:g},rw={objective.runtime_weight:g}")
+    return head + (
+        f"calls={objective.expected_calls:g},cw={objective.compile_weight:g},rw={objective.runtime_weight:g}"
+    )
 
 
 def program_key(fn: Callable, args: Sequence[Any], kwargs: dict[str, Any], jit_kwargs: dict[str, Any]):

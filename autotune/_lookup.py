@@ -91,14 +91,24 @@ def read_config(ctl: Any, program: Any, signature: str) -> Lookup:
         return Lookup(Config(), "default (cache error)", None, fingerprint, signature, "?", str(exc))
     try:
         # Tuned for another call count or weights: the lookup re-picks with the one rule.
-        entry = ctl.reader.lookup(ctl.key, fingerprint, signature, device_key, expected_calls=ctl.expected_calls,
-                                  compile_weight=ctl.compile_weight, runtime_weight=ctl.runtime_weight)
+        entry = ctl.reader.lookup(
+            ctl.key,
+            fingerprint,
+            signature,
+            device_key,
+            expected_calls=ctl.expected_calls,
+            compile_weight=ctl.compile_weight,
+            runtime_weight=ctl.runtime_weight,
+        )
         if entry is None:
             if ctl.on_miss == "warn":
-                warn_once(("miss", ctl.key, signature),
-                          f"autotune: no tuned config for {ctl.key} with signature {signature} on "
-                          f"{device_key}; running the default config. Tune it with "
-                          f"`{ctl.__name__}.tune(*args)` or `autotune tune FILE`.", stacklevel=4)
+                warn_once(
+                    ("miss", ctl.key, signature),
+                    f"autotune: no tuned config for {ctl.key} with signature {signature} on "
+                    f"{device_key}; running the default config. Tune it with "
+                    f"`{ctl.__name__}.tune(*args)` or `autotune tune FILE`.",
+                    stacklevel=4,
+                )
             return Lookup(Config(), "default", None, fingerprint, signature, device_key)
         config = Config.from_dict(entry.config)
         # Validate against this program: a foreign or hand-edited entry must not break the call.
@@ -107,20 +117,24 @@ def read_config(ctl: Any, program: Any, signature: str) -> Lookup:
         Plan(program.sites, config)
     except Exception as exc:
         where = cache_location(ctl._cache_arg, ctl.reader.opened)
-        warn_once(("cache-error", where, type(exc).__name__),
-                  f"autotune: the tuning cache {where} could not be used ({type(exc).__name__}: {exc}); "
-                  f"{ctl.key} runs its default config. Fix or remove the cache, or pass cache= another location.",
-                  stacklevel=4)
+        warn_once(
+            ("cache-error", where, type(exc).__name__),
+            f"autotune: the tuning cache {where} could not be used ({type(exc).__name__}: {exc}); "
+            f"{ctl.key} runs its default config. Fix or remove the cache, or pass cache= another location.",
+            stacklevel=4,
+        )
         return Lookup(Config(), "default (cache error)", None, fingerprint, signature, device_key, str(exc))
     if not entry.covers(ctl.expected_calls):
         from . import _select
 
         calls, covered = ctl.expected_calls, _select.range_text(entry.covered_range)
-        command = (entry.retune_command(calls)
-                   or f"{ctl.__name__}.with_options(expected_calls={calls:g}).tune(*args)")
-        warn_once(("range", ctl.key, signature, calls),
-                  f"autotune: {ctl.key} was measured completely only for {covered} "
-                  f"calls, and expected_calls={calls:g} lies outside, so configs that were not measured for that "
-                  f"many calls could be cheaper; it runs the best measured one ({config}). "
-                  f"Re-tune for {calls:g} calls: {command}", stacklevel=4)
+        command = entry.retune_command(calls) or f"{ctl.__name__}.with_options(expected_calls={calls:g}).tune(*args)"
+        warn_once(
+            ("range", ctl.key, signature, calls),
+            f"autotune: {ctl.key} was measured completely only for {covered} "
+            f"calls, and expected_calls={calls:g} lies outside, so configs that were not measured for that "
+            f"many calls could be cheaper; it runs the best measured one ({config}). "
+            f"Re-tune for {calls:g} calls: {command}",
+            stacklevel=4,
+        )
     return Lookup(config, "cache", entry, fingerprint, signature, device_key)

@@ -15,7 +15,9 @@ from ._errors import ConfigError
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _TAG_PREFIX = "autotune.loop:"
-_TAG_RE = re.compile(r"^autotune\.loop:(?P<name>[A-Za-z0-9_.\-]+):(?P<reverse>[01]):(?P<repr>scan|for|fori):(?P<unroll>\d+)$")
+_TAG_RE = re.compile(
+    r"^autotune\.loop:(?P<name>[A-Za-z0-9_.\-]+):(?P<reverse>[01]):(?P<repr>scan|for|fori):(?P<unroll>\d+)$"
+)
 
 
 @dataclass(frozen=True)
@@ -120,11 +122,11 @@ def loop(
             raise ConfigError(f"at.loop {name!r}: pass length= when xs is None.")
         length = lengths.pop()
     if lengths and lengths != {length}:
-        raise ConfigError(
-            f"at.loop {name!r}: xs leading axes {sorted(lengths)} disagree with length={length}."
-        )
+        raise ConfigError(f"at.loop {name!r}: xs leading axes {sorted(lengths)} disagree with length={length}.")
     # The default is stored clamped to the trip count, so it is always a valid choice.
-    default = SiteChoice("for") if repr == "for" else SiteChoice(repr, scan_unroll(SiteChoice(repr, unroll), int(length)))
+    default = (
+        SiteChoice("for") if repr == "for" else SiteChoice(repr, scan_unroll(SiteChoice(repr, unroll), int(length)))
+    )
     tag = LoopTag(name=name, reverse=bool(reverse), default=default)
     with jax.named_scope(tag.encode()):
         carry, ys = lax.scan(body, init, xs, length=length, reverse=reverse, unroll=scan_unroll(default, int(length)))

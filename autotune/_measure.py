@@ -92,19 +92,38 @@ class Measurement:
         return self.compile_total_s if self.compile_total_cpu_s is None else self.compile_total_cpu_s
 
     def to_dict(self) -> dict[str, Any]:
-        return {"trace_s": self.trace_s, "lower_s": self.lower_s, "compile_s": self.compile_s,
-                "run_s": self.run_s, "run_iqr_s": self.run_iqr_s, "reps": self.reps,
-                "config": self.config.to_dict(), "memory": dict(self.memory), "flops": self.flops,
-                "program_hash": self.program_hash, "trace_cpu_s": self.trace_cpu_s,
-                "lower_cpu_s": self.lower_cpu_s, "compile_cpu_s": self.compile_cpu_s, "run_p10_s": self.run_p10_s}
+        return {
+            "trace_s": self.trace_s,
+            "lower_s": self.lower_s,
+            "compile_s": self.compile_s,
+            "run_s": self.run_s,
+            "run_iqr_s": self.run_iqr_s,
+            "reps": self.reps,
+            "config": self.config.to_dict(),
+            "memory": dict(self.memory),
+            "flops": self.flops,
+            "program_hash": self.program_hash,
+            "trace_cpu_s": self.trace_cpu_s,
+            "lower_cpu_s": self.lower_cpu_s,
+            "compile_cpu_s": self.compile_cpu_s,
+            "run_p10_s": self.run_p10_s,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Measurement:
-        return cls(trace_s=float(d["trace_s"]), lower_s=float(d["lower_s"]), compile_s=float(d["compile_s"]),
-                   run_s=float(d["run_s"]), run_iqr_s=float(d.get("run_iqr_s", 0.0)), reps=int(d.get("reps", 0)),
-                   config=Config.from_dict(d.get("config") or {}), memory=dict(d.get("memory") or {}),
-                   flops=d.get("flops"), program_hash=d.get("program_hash"),
-                   **{k: None if d.get(k) is None else float(d[k]) for k in OPTIONAL_SECONDS})
+        return cls(
+            trace_s=float(d["trace_s"]),
+            lower_s=float(d["lower_s"]),
+            compile_s=float(d["compile_s"]),
+            run_s=float(d["run_s"]),
+            run_iqr_s=float(d.get("run_iqr_s", 0.0)),
+            reps=int(d.get("reps", 0)),
+            config=Config.from_dict(d.get("config") or {}),
+            memory=dict(d.get("memory") or {}),
+            flops=d.get("flops"),
+            program_hash=d.get("program_hash"),
+            **{k: None if d.get(k) is None else float(d[k]) for k in OPTIONAL_SECONDS},
+        )
 
     def replace(self, **changes: Any) -> Measurement:
         return dataclasses.replace(self, **changes)
@@ -135,9 +154,15 @@ def program_hash(lowered: Any) -> str:
     return hashlib.sha256(lowered.as_text().encode()).hexdigest()
 
 
-def time_stages(jitted: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
-                on_traced: Callable[[Stages], None] | None = None,
-                on_lowered: Callable[[Stages], Any] | None = None, compile: bool = True) -> Stages:
+def time_stages(
+    jitted: Any,
+    args: Sequence[Any] = (),
+    kwargs: dict[str, Any] | None = None,
+    *,
+    on_traced: Callable[[Stages], None] | None = None,
+    on_lowered: Callable[[Stages], Any] | None = None,
+    compile: bool = True,
+) -> Stages:
     """Trace, lower and compile ``jitted`` on ``args``, timing each stage apart.
 
     Arguments:
@@ -173,10 +198,18 @@ def time_stages(jitted: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | 
     return stages
 
 
-def compile_config(fn: Callable, args: Sequence[Any], kwargs: dict[str, Any] | None = None,
-                   config: Config | dict | None = None, *, jit_kwargs: dict[str, Any] | None = None,
-                   clear_caches: bool = True, on_traced: Callable[[Stages], None] | None = None,
-                   on_lowered: Callable[[Stages], Any] | None = None, compile: bool = True) -> Stages:
+def compile_config(
+    fn: Callable,
+    args: Sequence[Any],
+    kwargs: dict[str, Any] | None = None,
+    config: Config | dict | None = None,
+    *,
+    jit_kwargs: dict[str, Any] | None = None,
+    clear_caches: bool = True,
+    on_traced: Callable[[Stages], None] | None = None,
+    on_lowered: Callable[[Stages], Any] | None = None,
+    compile: bool = True,
+) -> Stages:
     """:func:`time_stages` of ``jax.jit(with_config(fn, config), **jit_kwargs)``, cold: JAX's
     in-memory caches cleared first (unless ``clear_caches=False``) and the persistent
     compilation cache neither read nor written."""
@@ -184,8 +217,9 @@ def compile_config(fn: Callable, args: Sequence[Any], kwargs: dict[str, Any] | N
     with _compat.no_persistent_cache():
         if clear_caches:
             _compat.clear_jax_caches()
-        return time_stages(jitted, tuple(args), dict(kwargs or {}), on_traced=on_traced,
-                           on_lowered=on_lowered, compile=compile)
+        return time_stages(
+            jitted, tuple(args), dict(kwargs or {}), on_traced=on_traced, on_lowered=on_lowered, compile=compile
+        )
 
 
 def _memory(compiled) -> dict[str, int]:
@@ -193,8 +227,7 @@ def _memory(compiled) -> dict[str, int]:
         stats = compiled.memory_analysis()
     except Exception:
         return {}
-    sizes = {k: getattr(stats, f"{k}_size_in_bytes", None) for k in ("temp", "generated_code", "argument",
-                                                                     "output")}
+    sizes = {k: getattr(stats, f"{k}_size_in_bytes", None) for k in ("temp", "generated_code", "argument", "output")}
     return {key: int(value) for key, value in sizes.items() if value is not None}
 
 
@@ -219,9 +252,16 @@ def _quartiles(samples: Sequence[float]) -> tuple[float, float, float]:
     return statistics.median(samples), q3 - q1, statistics.quantiles(samples, n=10, method="inclusive")[0]
 
 
-def time_calls(call: Callable[[], Any], *, warmup: int = 2, min_reps: int = 5, max_reps: int = 2000,
-               target_s: float = 0.5, min_sample_s: float = 2e-4,
-               fresh_inputs: bool = False) -> tuple[float, float, int, float]:
+def time_calls(
+    call: Callable[[], Any],
+    *,
+    warmup: int = 2,
+    min_reps: int = 5,
+    max_reps: int = 2000,
+    target_s: float = 0.5,
+    min_sample_s: float = 2e-4,
+    fresh_inputs: bool = False,
+) -> tuple[float, float, int, float]:
     """Median, IQR, count and 10th percentile of seconds per call of ``call`` (which must block).
 
     The number of samples adapts to the function's speed: about ``target_s``
@@ -250,8 +290,9 @@ def _copy(x):
     return x.copy() if isinstance(x, jax.Array) else x
 
 
-def time_compiled(compiled: Any, args: tuple, kwargs: dict, *, donating: bool = False,
-                  **timing: Any) -> tuple[float, float, int, float, Any]:
+def time_compiled(
+    compiled: Any, args: tuple, kwargs: dict, *, donating: bool = False, **timing: Any
+) -> tuple[float, float, int, float, Any]:
     """(median s, IQR s, reps, p10 s, outputs of the last call) of calling ``compiled`` on the
     dynamic ``args``/``kwargs``; donated inputs are copied fresh for every call."""
     outputs = None
@@ -264,16 +305,34 @@ def time_compiled(compiled: Any, args: tuple, kwargs: dict, *, donating: bool = 
     return (*time_calls(call, fresh_inputs=donating, **timing), outputs)
 
 
-def run_measurement(stages: Stages, args: tuple, kwargs: dict, *, config: Config | dict | None = None,
-                    donating: bool = False, keep_outputs: bool = False, **timing: Any) -> Measurement:
+def run_measurement(
+    stages: Stages,
+    args: tuple,
+    kwargs: dict,
+    *,
+    config: Config | dict | None = None,
+    donating: bool = False,
+    keep_outputs: bool = False,
+    **timing: Any,
+) -> Measurement:
     """Time the runtime of compiled ``stages`` and return the whole :class:`Measurement`."""
     run_s, iqr_s, reps, p10, outputs = time_compiled(stages.compiled, args, kwargs, donating=donating, **timing)
     return Measurement(
-        trace_s=stages.trace_s, lower_s=stages.lower_s, compile_s=stages.compile_s, run_s=run_s,
-        run_iqr_s=iqr_s, reps=reps, config=Config.from_dict(config), memory=_memory(stages.compiled),
-        flops=_flops(stages.compiled), program_hash=stages.program_hash,
-        outputs=outputs if keep_outputs else None, trace_cpu_s=stages.trace_cpu_s,
-        lower_cpu_s=stages.lower_cpu_s, compile_cpu_s=stages.compile_cpu_s, run_p10_s=p10,
+        trace_s=stages.trace_s,
+        lower_s=stages.lower_s,
+        compile_s=stages.compile_s,
+        run_s=run_s,
+        run_iqr_s=iqr_s,
+        reps=reps,
+        config=Config.from_dict(config),
+        memory=_memory(stages.compiled),
+        flops=_flops(stages.compiled),
+        program_hash=stages.program_hash,
+        outputs=outputs if keep_outputs else None,
+        trace_cpu_s=stages.trace_cpu_s,
+        lower_cpu_s=stages.lower_cpu_s,
+        compile_cpu_s=stages.compile_cpu_s,
+        run_p10_s=p10,
     )
 
 
@@ -281,9 +340,14 @@ def reuse(earlier: Measurement, stages: Stages, config: Config | dict | None) ->
     """The measurement of a config that lowered to the same program as ``earlier``'s:
     its own trace and lower seconds, the earlier one's compile, runtime, memory, flops
     and outputs."""
-    return earlier.replace(trace_s=stages.trace_s, lower_s=stages.lower_s, config=Config.from_dict(config),
-                           program_hash=stages.program_hash, trace_cpu_s=stages.trace_cpu_s,
-                           lower_cpu_s=stages.lower_cpu_s)
+    return earlier.replace(
+        trace_s=stages.trace_s,
+        lower_s=stages.lower_s,
+        config=Config.from_dict(config),
+        program_hash=stages.program_hash,
+        trace_cpu_s=stages.trace_cpu_s,
+        lower_cpu_s=stages.lower_cpu_s,
+    )
 
 
 @dataclass
@@ -299,15 +363,23 @@ class Executable:
 
     def retime(self, **timing: Any) -> Measurement:
         """Time the runtime again: the new runtime figures, the kept compile figures."""
-        run_s, iqr_s, reps, p10, _ = time_compiled(self.compiled, self.args, self.kwargs, donating=self.donating,
-                                                   **timing)
+        run_s, iqr_s, reps, p10, _ = time_compiled(
+            self.compiled, self.args, self.kwargs, donating=self.donating, **timing
+        )
         return self.measurement.replace(run_s=run_s, run_iqr_s=iqr_s, reps=reps, run_p10_s=p10, outputs=None)
 
 
 def measure_executable(
-    fn: Callable, args: Sequence[Any], kwargs: dict[str, Any] | None = None, config: Config | dict | None = None,
-    *, jit_kwargs: dict[str, Any] | None = None, timing: dict[str, Any] | None = None, clear_caches: bool = True,
-    keep_outputs: bool = False, on_stage: Callable[[str, Stages], None] | None = None,
+    fn: Callable,
+    args: Sequence[Any],
+    kwargs: dict[str, Any] | None = None,
+    config: Config | dict | None = None,
+    *,
+    jit_kwargs: dict[str, Any] | None = None,
+    timing: dict[str, Any] | None = None,
+    clear_caches: bool = True,
+    keep_outputs: bool = False,
+    on_stage: Callable[[str, Stages], None] | None = None,
     on_lowered: Callable[[str], Measurement | None] | None = None,
 ) -> tuple[Measurement, Executable | None]:
     """:func:`measure`, also returning the :class:`Executable` (None when ``on_lowered``
@@ -328,21 +400,39 @@ def measure_executable(
             on_stage("lower", st)
         return None if on_lowered is None else on_lowered(st.program_hash)
 
-    stages = compile_config(fn, args, kwargs, config, jit_kwargs=jit_kwargs, clear_caches=clear_caches,
-                            on_traced=traced, on_lowered=lowered)
+    stages = compile_config(
+        fn, args, kwargs, config, jit_kwargs=jit_kwargs, clear_caches=clear_caches, on_traced=traced, on_lowered=lowered
+    )
     if stages.reused is not None:
         return reuse(stages.reused, stages, config), None
     dyn_args, dyn_kwargs = dynamic_args(fn, args, kwargs, jit_kwargs)
-    m = run_measurement(stages, dyn_args, dyn_kwargs, config=config, donating=donates(jit_kwargs),
-                        keep_outputs=keep_outputs, **dict(timing or {}))
+    m = run_measurement(
+        stages,
+        dyn_args,
+        dyn_kwargs,
+        config=config,
+        donating=donates(jit_kwargs),
+        keep_outputs=keep_outputs,
+        **dict(timing or {}),
+    )
     return m, Executable(stages.compiled, dyn_args, dyn_kwargs, donates(jit_kwargs), m.replace(outputs=None))
 
 
-def measure(fn: Callable, args: Sequence[Any], kwargs: dict[str, Any] | None = None,
-            config: Config | dict | None = None, *, jit_kwargs: dict[str, Any] | None = None, warmup: int = 2,
-            min_reps: int = 5, max_reps: int = 2000, target_s: float = 0.5, clear_caches: bool = True,
-            keep_outputs: bool = False,
-            on_lowered: Callable[[str], Measurement | None] | None = None) -> Measurement:
+def measure(
+    fn: Callable,
+    args: Sequence[Any],
+    kwargs: dict[str, Any] | None = None,
+    config: Config | dict | None = None,
+    *,
+    jit_kwargs: dict[str, Any] | None = None,
+    warmup: int = 2,
+    min_reps: int = 5,
+    max_reps: int = 2000,
+    target_s: float = 0.5,
+    clear_caches: bool = True,
+    keep_outputs: bool = False,
+    on_lowered: Callable[[str], Measurement | None] | None = None,
+) -> Measurement:
     """Compile ``fn`` under ``config`` and time every stage.
 
     Arguments:
@@ -370,5 +460,14 @@ def measure(fn: Callable, args: Sequence[Any], kwargs: dict[str, Any] | None = N
         True
     """
     timing = {"warmup": warmup, "min_reps": min_reps, "max_reps": max_reps, "target_s": target_s}
-    return measure_executable(fn, args, kwargs, config, jit_kwargs=jit_kwargs, timing=timing,
-                              clear_caches=clear_caches, keep_outputs=keep_outputs, on_lowered=on_lowered)[0]
+    return measure_executable(
+        fn,
+        args,
+        kwargs,
+        config,
+        jit_kwargs=jit_kwargs,
+        timing=timing,
+        clear_caches=clear_caches,
+        keep_outputs=keep_outputs,
+        on_lowered=on_lowered,
+    )[0]

@@ -45,5 +45,8 @@ class Objective:
         return self.cost_of(measurement.compile_cost_s, measurement.run_cost_s)
 
     def to_dict(self) -> dict[str, float]:
-        return {"expected_calls": self.expected_calls, "compile_weight": self.compile_weight,
-                "runtime_weight": self.runtime_weight}
+        return {
+            "expected_calls": self.expected_calls,
+            "compile_weight": self.compile_weight,
+            "runtime_weight": self.runtime_weight,
+        }

@@ -59,8 +59,9 @@ def storage_url(value: str | os.PathLike) -> str:
 _SECRET_QUERY_KEYS = ("password", "passwd", "pwd", "sslpassword")
 # scheme://user:password@  anywhere in a text, for URLs SQLAlchemy cannot parse
 _USERINFO_RE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s'\"]*):(?P<secret>[^@\s'\"]*)@")
-_QUERY_RE = re.compile(r"(?P<head>[?&;\s](?:%s)=)(?P<secret>[^&\s'\"]*)" % "|".join(_SECRET_QUERY_KEYS),
-                       re.IGNORECASE)
+_QUERY_RE = re.compile(
+    r"(?P<head>[?&;\s](?:" + "|".join(_SECRET_QUERY_KEYS) + r")=)(?P<secret>[^&\s'\"]*)", re.IGNORECASE
+)
 
 
 def redact(url: Any) -> str:
@@ -121,7 +122,7 @@ def storage_file(url: str) -> str | None:
     None (another database, or an in-memory one)."""
     if not url.startswith("sqlite:///"):
         return None
-    path = url[len("sqlite:///"):]
+    path = url[len("sqlite:///") :]
     return None if path in ("", ":memory:") or path.startswith("file:") else path
 
 

@@ -55,9 +55,12 @@ def mode(record: bool | str | None = False) -> str | None:
     env = raw.strip().lower()
     env_mode = "values" if env == "values" else ("shapes" if env in _ON else None)
     if env not in _ON + _OFF + ("values",):
-        warn_once(("env", raw), f"autotune: {ENV_RECORD}={raw!r} is not 1, values or 0; recording stays off. "
-                  f"Set {ENV_RECORD}=1 to record the shapes of calls, or {ENV_RECORD}=values to keep their "
-                  "values too.")
+        warn_once(
+            ("env", raw),
+            f"autotune: {ENV_RECORD}={raw!r} is not 1, values or 0; recording stays off. "
+            f"Set {ENV_RECORD}=1 to record the shapes of calls, or {ENV_RECORD}=values to keep their "
+            "values too.",
+        )
     arg_mode = "values" if record == "values" else ("shapes" if record in (True, "shapes") else None)
     modes = {arg_mode, env_mode}
     return "values" if "values" in modes else ("shapes" if "shapes" in modes else None)
@@ -73,8 +76,11 @@ def max_bytes() -> int:
         if not math.isfinite(mb) or mb < 0:
             raise ValueError
     except ValueError:
-        warn_once(("max", raw), f"autotune: {ENV_MAX_MB}={raw!r} is not a number of MiB >= 0; recording "
-                  f"keeps at most the default {DEFAULT_MAX_MB:g} MiB of values per signature.")
+        warn_once(
+            ("max", raw),
+            f"autotune: {ENV_MAX_MB}={raw!r} is not a number of MiB >= 0; recording "
+            f"keeps at most the default {DEFAULT_MAX_MB:g} MiB of values per signature.",
+        )
         mb = DEFAULT_MAX_MB
     return int(mb * 2**20)
 
@@ -92,8 +98,10 @@ def location_of(fun: Any) -> tuple[dict[str, Any], str | None]:
         loc.update(module=_keys.main_module_name(), main=True)
     why = None
     if "<lambda>" in qualname or "<locals>" in qualname:
-        why = f"{qualname} is {'a lambda' if '<lambda>' in qualname else 'defined inside another function'}, so " \
-              "another process cannot import it; define it at module level"
+        why = (
+            f"{qualname} is {'a lambda' if '<lambda>' in qualname else 'defined inside another function'}, so "
+            "another process cannot import it; define it at module level"
+        )
     elif loc["module"] == "__main__" or not file:
         why = "it is defined in an interactive session, not in a file, so another process cannot import it"
     return loc, why
@@ -110,6 +118,7 @@ def jit_options(jit_kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ values
+
 
 def npy_bytes(a: np.ndarray) -> bytes:
     """``a`` as ``.npy`` bytes, no pickle; a dtype ``.npy`` cannot name (``bfloat16``...) is
@@ -157,13 +166,18 @@ def host_copies(leaves: list[tuple], call: tuple | None, cap: int) -> tuple[list
     for path, leaf in leaves:
         x = _at(call, path)
         if _compat.is_tracer(x):
-            return [], "the call ran under a transformation (vmap, grad...), so its values were not concrete: shapes only"
+            return (
+                [],
+                "the call ran under a transformation (vmap, grad...), so its values were not concrete: shapes only",
+            )
         a = np.array(jax.random.key_data(x) if "key" in leaf else x)  # a copy: the call may donate x
         if "key" not in leaf and a.dtype != dtype_named(leaf["dtype"]):
             a = a.astype(dtype_named(leaf["dtype"]))  # a Python or NumPy float64 that jit made float32
         if list(a.shape) != leaf["shape"]:
-            return [], ("the call's values do not have the traced shapes (another thread's call interleaved), so "
-                        "they were not kept: shapes only")
+            return [], (
+                "the call's values do not have the traced shapes (another thread's call interleaved), so "
+                "they were not kept: shapes only"
+            )
         arrays.append(a)
     return arrays, None
 
@@ -182,6 +196,7 @@ def write_values(cache: Any, arrays: list[np.ndarray], note: str | None, stem: s
 
 
 # ------------------------------------------------------------------ the decorator's hook
+
 
 def record_call(ctl: Any, args: tuple, kwargs: dict, lookup: Any) -> bool:
     """Record this call for tuning later (the decorator's traced path calls this once per
@@ -210,9 +225,11 @@ def record_call(ctl: Any, args: tuple, kwargs: dict, lookup: Any) -> bool:
 
 
 def _failed(key: str, exc: BaseException) -> None:
-    warn_once(("record-error", key, type(exc).__name__),
-              f"autotune: could not record {key} for tuning later ({type(exc).__name__}: {exc}); the program "
-              "runs on unchanged, but `autotune tune --recorded` will not see this signature.")
+    warn_once(
+        ("record-error", key, type(exc).__name__),
+        f"autotune: could not record {key} for tuning later ({type(exc).__name__}: {exc}); the program "
+        "runs on unchanged, but `autotune tune --recorded` will not see this signature.",
+    )
 
 
 def _prepare(ctl: Any, args: tuple, kwargs: dict, lookup: Any, token: tuple):
@@ -228,11 +245,21 @@ def _prepare(ctl: Any, args: tuple, kwargs: dict, lookup: Any, token: tuple):
             return None  # recorded before: do not copy or write its values again
         arrays, note = host_copies(leaves, getattr(ctl, "_current", None), max_bytes())
     fields = dict(
-        function_key=ctl.key, fingerprint=lookup.fingerprint, signature=lookup.signature,
-        device=_keys.device_info(), location=location, abstract=abstract,
-        objective={"expected_calls": float(ctl.expected_calls), "compile_weight": float(ctl.compile_weight),
-                   "runtime_weight": float(ctl.runtime_weight)},
-        options=jit_options(ctl.jit_kwargs), replayable=(loc_why or why_not) is None, why_not=loc_why or why_not)
+        function_key=ctl.key,
+        fingerprint=lookup.fingerprint,
+        signature=lookup.signature,
+        device=_keys.device_info(),
+        location=location,
+        abstract=abstract,
+        objective={
+            "expected_calls": float(ctl.expected_calls),
+            "compile_weight": float(ctl.compile_weight),
+            "runtime_weight": float(ctl.runtime_weight),
+        },
+        options=jit_options(ctl.jit_kwargs),
+        replayable=(loc_why or why_not) is None,
+        why_not=loc_why or why_not,
+    )
 
     def write() -> None:
         values = None

@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from . import _keys
+from ._abstract import decode_value, dtype_named, resolve_ref, short_signature
 from ._decorator import Autotuned, controller
 from ._errors import AutotuneError
-from ._abstract import decode_value, dtype_named, resolve_ref, short_signature
 from ._record import jit_options
 from .cache import Cache, PendingRecord
 
@@ -75,6 +75,7 @@ class PendingStatus:
 
 
 # ------------------------------------------------------------------ import
+
 
 def _add_root(module: str, file: str) -> None:
     """Put the folder ``module`` is importable from (given its file) first on sys.path."""
@@ -136,6 +137,7 @@ def import_recorded(location: dict[str, Any]) -> Autotuned:
 
 
 # ------------------------------------------------------------------ inputs
+
 
 def _scalar(a: np.ndarray) -> Any:
     kind = a.dtype.kind
@@ -221,8 +223,7 @@ def build_inputs(rec: PendingRecord, values_dir: str, seed: int = 0) -> tuple[tu
             if "dict" in node:
                 return {decode_value(k): build(c, f"{where}[{k!r}]") for k, c in node["dict"]}
             if "namedtuple" in node:
-                return resolve_ref(node["namedtuple"])(*[build(c, f"{where}.{i}") for i, c in
-                                                         enumerate(node["items"])])
+                return resolve_ref(node["namedtuple"])(*[build(c, f"{where}.{i}") for i, c in enumerate(node["items"])])
         except Skip:
             raise
         except Exception as e:
@@ -264,16 +265,20 @@ def rebuild(rec: PendingRecord, values_dir: str) -> tuple[Autotuned, tuple, dict
     try:
         program, signature = _keys.program_key(ctl.fun, args, kwargs, ctl.jit_kwargs)
     except Exception as e:
-        raise Skip(f"it no longer traces on the recorded inputs ({type(e).__name__}: {str(e).splitlines()[0]})") \
-            from None
+        raise Skip(
+            f"it no longer traces on the recorded inputs ({type(e).__name__}: {str(e).splitlines()[0]})"
+        ) from None
     if program.fingerprint != rec.fingerprint:
         upgrade = rec.device.get("jax") != _keys.device_info().get("jax")
-        raise Skip(f"the program changed since it was recorded (fingerprint {rec.fingerprint[:10]} then, "
-                   f"{program.fingerprint[:10]} now{'; a jax upgrade changes it too' if upgrade else ''}); run "
-                   "the program with AUTOTUNE_RECORD=1 again to record it")
+        raise Skip(
+            f"the program changed since it was recorded (fingerprint {rec.fingerprint[:10]} then, "
+            f"{program.fingerprint[:10]} now{'; a jax upgrade changes it too' if upgrade else ''}); run "
+            "the program with AUTOTUNE_RECORD=1 again to record it"
+        )
     if signature != rec.signature:
-        raise Skip(f"the rebuilt inputs have the signature {signature[-80:]!r}, not the recorded "
-                   f"{rec.signature[-80:]!r}")
+        raise Skip(
+            f"the rebuilt inputs have the signature {signature[-80:]!r}, not the recorded {rec.signature[-80:]!r}"
+        )
     return ctl, args, kwargs, inputs
 
 
@@ -296,11 +301,20 @@ def describe_record(rec: PendingRecord) -> str:
 
 # ------------------------------------------------------------------ tune and list
 
-def tune_recorded(cache: Cache, *, function: str | None = None, n_trials: int | None = None,
-                  timeout: float | None = None, expected_calls: float | None = None,
-                  compile_weight: float | None = None, runtime_weight: float | None = None,
-                  say: Callable[[str], None] = print, cache_flag: str | None = None,
-                  **tune_options: Any) -> list[Replayed]:
+
+def tune_recorded(
+    cache: Cache,
+    *,
+    function: str | None = None,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    expected_calls: float | None = None,
+    compile_weight: float | None = None,
+    runtime_weight: float | None = None,
+    say: Callable[[str], None] = print,
+    cache_flag: str | None = None,
+    **tune_options: Any,
+) -> list[Replayed]:
     """Tune every recorded signature (of ``function`` when given) on this machine's device.
 
     Arguments:
@@ -326,8 +340,12 @@ def tune_recorded(cache: Cache, *, function: str | None = None, n_trials: int | 
         rw = float(obj["runtime_weight"] if runtime_weight is None else runtime_weight)
         if function is None:
             entry = cache.lookup(rec.function_key, rec.fingerprint, rec.signature, device_key)
-            if (entry is not None and entry.covers(calls) and float(entry.objective["compile_weight"]) == cw
-                    and float(entry.objective["runtime_weight"]) == rw):
+            if (
+                entry is not None
+                and entry.covers(calls)
+                and float(entry.objective["compile_weight"]) == cw
+                and float(entry.objective["runtime_weight"]) == rw
+            ):
                 say(f"tuned before: {describe_record(rec)} (autotune best --function {shlex.quote(rec.function_key)})")
                 out.append(Replayed(rec, "tuned before"))
                 continue
@@ -337,8 +355,9 @@ def tune_recorded(cache: Cache, *, function: str | None = None, n_trials: int | 
             say(f"skipped {describe_record(rec)}: {' '.join(str(e).split())}")
             out.append(Replayed(rec, "skipped", str(e)))
             continue
-        retune = (f"autotune tune --recorded --function {shlex.quote(rec.function_key)} --expected-calls {{calls}}"
-                  + (f" --cache {shlex.quote(cache_flag)}" if cache_flag else ""))
+        retune = f"autotune tune --recorded --function {shlex.quote(rec.function_key)} --expected-calls {{calls}}" + (
+            f" --cache {shlex.quote(cache_flag)}" if cache_flag else ""
+        )
         fn = ctl.with_options(expected_calls=calls, compile_weight=cw, runtime_weight=rw, cache=cache)
         say(f"tuning {describe_record(rec)} on {inputs} (expected_calls={calls:g})")
         try:
@@ -358,7 +377,8 @@ def pending_status(cache: Cache) -> list[PendingStatus]:
     rows = []
     for rec in cache.pending():
         tuned = cache.lookup(rec.function_key, rec.fingerprint, rec.signature, device_key) is not None
-        stored = bool(rec.value_files) and all(os.path.isfile(os.path.join(cache.values_dir, f))
-                                                for f in rec.value_files)
+        stored = bool(rec.value_files) and all(
+            os.path.isfile(os.path.join(cache.values_dir, f)) for f in rec.value_files
+        )
         rows.append(PendingStatus(rec, tuned, stored))
     return rows

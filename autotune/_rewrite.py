@@ -137,7 +137,7 @@ def _rewrite_sub(eqn: Any, sub: Any, plan: Plan, path: tuple) -> Any:
 
 def _expand_loop(eqn, entry, invals, plan: Plan, here: tuple) -> list[Any]:
     site, choice = entry
-    (addr, body), = list(_compat.sub_jaxprs(eqn.params))[:1]
+    ((addr, body),) = list(_compat.sub_jaxprs(eqn.params))[:1]
     body_path = here + addr
     n_consts = len(invals) - site.num_carry - site.num_xs
     consts = invals[:n_consts]
@@ -146,6 +146,7 @@ def _expand_loop(eqn, entry, invals, plan: Plan, here: tuple) -> list[Any]:
     reverse = site.reverse
     length = site.length
     if choice.repr == "fori":
+
         def fori_body(i, c):
             idx = length - 1 - i if reverse else i
             x_i = [lax.dynamic_index_in_dim(x, idx, keepdims=False) for x in xs]
@@ -153,7 +154,7 @@ def _expand_loop(eqn, entry, invals, plan: Plan, here: tuple) -> list[Any]:
 
         return list(lax.fori_loop(0, length, fori_body, tuple(carry), unroll=choice.unroll))
     ys_per_step = []
-    for i in (reversed(range(length)) if reverse else range(length)):
+    for i in reversed(range(length)) if reverse else range(length):
         x_i = [lax.index_in_dim(x, i, keepdims=False) for x in xs]
         outs = evaluate(body, [*consts, *carry, *x_i], plan, body_path)
         carry, ys = outs[: site.num_carry], outs[site.num_carry :]
@@ -179,8 +180,8 @@ def _expand_while(eqn, choice: SiteChoice, invals, plan: Plan, here: tuple) -> l
     """
     (cond_addr, cond), (body_addr, body) = _compat.while_jaxprs(eqn)
     n_cond, n_body = _compat.while_const_counts(eqn)
-    cond_consts, body_consts = invals[:n_cond], invals[n_cond:n_cond + n_body]
-    init = tuple(invals[n_cond + n_body:])
+    cond_consts, body_consts = invals[:n_cond], invals[n_cond : n_cond + n_body]
+    init = tuple(invals[n_cond + n_body :])
     batched = bool(_compat.unpack(cond)[0].outvars[0].aval.shape)
 
     def pred(carry):
@@ -190,10 +191,13 @@ def _expand_while(eqn, choice: SiteChoice, invals, plan: Plan, here: tuple) -> l
         return tuple(evaluate(body, [*body_consts, *carry], plan, here + body_addr))
 
     def keep_where(go, new, old):
-        return tuple(lax.select(lax.broadcast_in_dim(go, jnp.shape(n), tuple(range(jnp.ndim(go)))), n, o)
-                     for n, o in zip(new, old))
+        return tuple(
+            lax.select(lax.broadcast_in_dim(go, jnp.shape(n), tuple(range(jnp.ndim(go)))), n, o)
+            for n, o in zip(new, old)
+        )
 
     if batched:
+
         def step(carry):  # the lanes whose predicate is false keep their state
             return keep_where(pred(carry), apply(carry), carry)
 
@@ -223,7 +227,9 @@ def _signature_key(leaves, treedef, dynamic) -> Any:
         hash(statics)
     except TypeError:
         return None
-    avals = tuple(_compat.aval_of(leaves[i]) if not isinstance(leaves[i], jax.ShapeDtypeStruct) else leaves[i] for i in dynamic)
+    avals = tuple(
+        _compat.aval_of(leaves[i]) if not isinstance(leaves[i], jax.ShapeDtypeStruct) else leaves[i] for i in dynamic
+    )
     try:
         key = (treedef, statics, tuple(str(a) + str(getattr(a, "weak_type", "")) for a in avals))
         hash(key)
@@ -281,8 +287,9 @@ def with_config(fn: Callable, config: Config | dict | None) -> Callable:
     return configured
 
 
-def rewrite_error(fn: Callable, args: tuple, kwargs: dict | None, jit_kwargs: dict | None,
-                  config: Config | dict | None) -> str | None:
+def rewrite_error(
+    fn: Callable, args: tuple, kwargs: dict | None, jit_kwargs: dict | None, config: Config | dict | None
+) -> str | None:
     """Trace ``jax.jit(with_config(fn, config), **jit_kwargs)`` on the arguments, without
     lowering: None when it traces, else the error as ``"Type: message"``."""
     jitted = jax.jit(with_config(fn, config), **dict(jit_kwargs or {}))
@@ -292,4 +299,3 @@ def rewrite_error(fn: Callable, args: tuple, kwargs: dict | None, jit_kwargs: di
     except Exception as exc:  # what makes the rewrite fail is the answer, whatever it is
         return f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:500]
     return None
-

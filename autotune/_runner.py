@@ -21,20 +21,20 @@ from ._errors import AutotuneError
 from ._measure import TIMING_OPTIONS, Executable, Measurement, Stages, measure_executable
 
 
-class Outcome(str, enum.Enum):
+class Outcome(enum.StrEnum):
     """What a trial came to. The value is what studies, reports and JSON output show."""
 
-    COMPLETE = "complete"          # measured, and its outputs matched the default's
-    SHARED = "shared"              # lowered to the same program as an earlier config: its measurement is shared
-    DUPLICATE = "duplicate"        # the same config as an earlier trial (two workers drew it at once)
-    REJECTED = "rejected"          # the correctness guard: its outputs differ from the default's
-    PRUNED = "pruned"              # its compile alone could not beat the best cost (measured or predicted)
-    TIMEOUT = "timeout"            # over the trial time limit
-    CRASHED = "crashed"            # the worker died (signal, abort, exit)
-    OOM = "oom"                    # out of memory
-    ERROR = "error"                # the config raised while tracing, lowering, compiling or running
-    INTERRUPTED = "interrupted"    # Ctrl-C, SIGTERM or SIGHUP while it was measured
-    ABANDONED = "abandoned"        # the process measuring it died; the config is free to measure again
+    COMPLETE = "complete"  # measured, and its outputs matched the default's
+    SHARED = "shared"  # lowered to the same program as an earlier config: its measurement is shared
+    DUPLICATE = "duplicate"  # the same config as an earlier trial (two workers drew it at once)
+    REJECTED = "rejected"  # the correctness guard: its outputs differ from the default's
+    PRUNED = "pruned"  # its compile alone could not beat the best cost (measured or predicted)
+    TIMEOUT = "timeout"  # over the trial time limit
+    CRASHED = "crashed"  # the worker died (signal, abort, exit)
+    OOM = "oom"  # out of memory
+    ERROR = "error"  # the config raised while tracing, lowering, compiling or running
+    INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM or SIGHUP while it was measured
+    ABANDONED = "abandoned"  # the process measuring it died; the config is free to measure again
 
     def __str__(self) -> str:
         return self.value
@@ -123,8 +123,13 @@ class Runner(Protocol):
 
     isolated: bool
 
-    def measure(self, config: Config, *, compile_budget_s: float | None = None,
-                on_lowered: Callable[[str], Measurement | None] | None = None) -> Measurement: ...
+    def measure(
+        self,
+        config: Config,
+        *,
+        compile_budget_s: float | None = None,
+        on_lowered: Callable[[str], Measurement | None] | None = None,
+    ) -> Measurement: ...
 
     def retime(self, config: Config) -> Measurement | None: ...
 
@@ -137,8 +142,9 @@ RECENT = 8
 """How many of the most recently measured configs a runner keeps compiled for ``retime``."""
 
 
-def stage_guard(budget: float | None, trial_timeout: float | None = None, started: float | None = None,
-                where: str = "") -> Callable[[str, Stages], None]:
+def stage_guard(
+    budget: float | None, trial_timeout: float | None = None, started: float | None = None, where: str = ""
+) -> Callable[[str, Stages], None]:
     """An ``on_stage`` hook for :func:`autotune._measure.measure_executable`: after tracing
     and after lowering, stop a config whose trace + lower already reached the compile
     ``budget`` (``"pruned"``) or whose trial passed ``trial_timeout`` seconds since
@@ -150,14 +156,23 @@ def stage_guard(budget: float | None, trial_timeout: float | None = None, starte
         spent = st.trace_s + (st.lower_s if stage == "lower" else 0.0)
         doing = {"trace": "tracing", "lower": "lowering"}.get(stage, stage)
         if budget is not None and spent >= budget:
-            raise TrialFailed("pruned", (
-                f"pruned after {doing}: trace+lower already took {spent:.3g} s, over the compile budget of "
-                f"{budget:.3g} s (best cost / compile weight), so this config cannot win"), compile_s_at_least=spent)
+            raise TrialFailed(
+                "pruned",
+                (
+                    f"pruned after {doing}: trace+lower already took {spent:.3g} s, over the compile budget of "
+                    f"{budget:.3g} s (best cost / compile weight), so this config cannot win"
+                ),
+                compile_s_at_least=spent,
+            )
         if trial_timeout is not None and started is not None and time.monotonic() - started >= trial_timeout:
-            raise TrialFailed("timeout", (
-                f"{doing}{where} took {time.monotonic() - started:.3g} s, over the trial timeout of "
-                f"{trial_timeout:g} s (it cannot be stopped midway, so it is checked when it finishes)"),
-                compile_s_at_least=spent)
+            raise TrialFailed(
+                "timeout",
+                (
+                    f"{doing}{where} took {time.monotonic() - started:.3g} s, over the trial timeout of "
+                    f"{trial_timeout:g} s (it cannot be stopped midway, so it is checked when it finishes)"
+                ),
+                compile_s_at_least=spent,
+            )
 
     return check
 
@@ -225,9 +240,17 @@ class ExecutableStore:
         if held is None:
             return None
         program, m = held
-        return self._programs[program].retime(**timing).replace(
-            trace_s=m.trace_s, lower_s=m.lower_s, trace_cpu_s=m.trace_cpu_s, lower_cpu_s=m.lower_cpu_s,
-            config=m.config)
+        return (
+            self._programs[program]
+            .retime(**timing)
+            .replace(
+                trace_s=m.trace_s,
+                lower_s=m.lower_s,
+                trace_cpu_s=m.trace_cpu_s,
+                lower_cpu_s=m.lower_cpu_s,
+                config=m.config,
+            )
+        )
 
     def clear(self) -> None:
         self._programs.clear()
@@ -243,20 +266,34 @@ class InProcessRunner:
 
     isolated = False
 
-    def __init__(self, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, timing: dict | None,
-                 *, recent: int = RECENT):
+    def __init__(
+        self, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, timing: dict | None, *, recent: int = RECENT
+    ):
         self.fn, self.args, self.kwargs, self.jit_kwargs = fn, tuple(args), dict(kwargs), dict(jit_kwargs)
         self.timing = {k: v for k, v in dict(timing or {}).items() if k in TIMING_OPTIONS}
         self.store = ExecutableStore(recent)
 
-    def measure(self, config: Config | dict | None, *, compile_budget_s: float | None = None,
-                on_lowered: Callable[[str], Measurement | None] | None = None) -> Measurement:
+    def measure(
+        self,
+        config: Config | dict | None,
+        *,
+        compile_budget_s: float | None = None,
+        on_lowered: Callable[[str], Measurement | None] | None = None,
+    ) -> Measurement:
         config = Config.from_dict(config)
         _interrupt.check()
         try:
-            m, exe = measure_executable(self.fn, self.args, self.kwargs, config, jit_kwargs=self.jit_kwargs,
-                                        timing=self.timing, keep_outputs=True,
-                                        on_stage=stage_guard(compile_budget_s), on_lowered=on_lowered)
+            m, exe = measure_executable(
+                self.fn,
+                self.args,
+                self.kwargs,
+                config,
+                jit_kwargs=self.jit_kwargs,
+                timing=self.timing,
+                keep_outputs=True,
+                on_stage=stage_guard(compile_budget_s),
+                on_lowered=on_lowered,
+            )
         except (TrialFailed, KeyboardInterrupt):
             raise
         except Exception as exc:  # the config does not trace, compile or run: a result

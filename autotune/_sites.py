@@ -75,10 +75,18 @@ class LoopSite:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "kind": self.kind, "length": self.length, "depth": self.depth,
-            "parent": self.parent, "source": self.source, "name": self.name,
-            "has_ys": self.has_ys, "default": self.default.to_dict(),
-            "form": self.form, "derived": self.derived, "library_source": self.library_source,
+            "id": self.id,
+            "kind": self.kind,
+            "length": self.length,
+            "depth": self.depth,
+            "parent": self.parent,
+            "source": self.source,
+            "name": self.name,
+            "has_ys": self.has_ys,
+            "default": self.default.to_dict(),
+            "form": self.form,
+            "derived": self.derived,
+            "library_source": self.library_source,
         }
 
 
@@ -158,8 +166,16 @@ def _where(eqn, body, outer: tuple) -> tuple[str, str | None, str | None]:
     return f"{os.path.basename(frame.file)}:{frame.line}", f"{frame.file}:{frame.line}", library
 
 
-def _make_site(eqn, path: tuple, parent: str | None, depth: int, taken: set[str],
-               tag: LoopTag | None, transposed: bool, outer: tuple) -> LoopSite:
+def _make_site(
+    eqn,
+    path: tuple,
+    parent: str | None,
+    depth: int,
+    taken: set[str],
+    tag: LoopTag | None,
+    transposed: bool,
+    outer: tuple,
+) -> LoopSite:
     reverse = bool(eqn.params.get("reverse", False))
     if eqn.primitive.name == "while":
         (_, cond), (_, body) = _compat.while_jaxprs(eqn)
@@ -195,10 +211,23 @@ def _make_site(eqn, path: tuple, parent: str | None, depth: int, taken: set[str]
         site_id = f"{base}#{k}"
     taken.add(site_id)
     return LoopSite(
-        id=site_id, kind=kind, length=length, depth=depth, parent=parent, source=source,
-        name=name, has_ys=len(eqn.outvars) > num_carry, num_carry=num_carry,
-        num_xs=num_xs, reverse=reverse, default=default, form=form, derived=derived,
-        effects=effects, path=path, library_source=library,
+        id=site_id,
+        kind=kind,
+        length=length,
+        depth=depth,
+        parent=parent,
+        source=source,
+        name=name,
+        has_ys=len(eqn.outvars) > num_carry,
+        num_carry=num_carry,
+        num_xs=num_xs,
+        reverse=reverse,
+        default=default,
+        form=form,
+        derived=derived,
+        effects=effects,
+        path=path,
+        library_source=library,
     )
 
 

@@ -105,8 +105,7 @@ class SiteSpace:
                 out.append(SiteChoice("for"))
             elif rep == "while":
                 for u in self.unrolls:
-                    out.extend([SiteChoice("while", 1)] if u == 1 else
-                               [SiteChoice("while", u, g) for g in self.guards])
+                    out.extend([SiteChoice("while", 1)] if u == 1 else [SiteChoice("while", u, g) for g in self.guards])
             else:
                 out.extend(SiteChoice(rep, u) for u in self.unrolls)
         return out
@@ -218,8 +217,12 @@ class Space:
     def with_defaults(self, config: Config, site_ids) -> Config:
         """``config`` with the sites ``site_ids`` set to their default."""
         ids = set(site_ids)
-        return Config({e.site.id: e.site.default if e.site.id in ids
-                       else config.get(e.site.id, e.site.default) for e in self.entries})
+        return Config(
+            {
+                e.site.id: e.site.default if e.site.id in ids else config.get(e.site.id, e.site.default)
+                for e in self.entries
+            }
+        )
 
     def to_params(self, config: Config) -> dict[str, Any]:
         """Optuna params that reproduce ``config`` (a trial is created with them)."""
@@ -271,8 +274,9 @@ class Space:
         return Config(choices)
 
 
-def unrewritable(fn: Callable, args: tuple, kwargs: dict | None, jit_kwargs: dict | None, space: Any,
-                 config: Config | None = None) -> dict[str, str]:
+def unrewritable(
+    fn: Callable, args: tuple, kwargs: dict | None, jit_kwargs: dict | None, space: Any, config: Config | None = None
+) -> dict[str, str]:
     """The sites of ``space`` the rewrite cannot re-emit at all: ``{site id: why}``.
 
     A site is unrewritable when the program, with only that site changed, fails to trace

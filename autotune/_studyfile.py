@@ -56,9 +56,11 @@ class Example:
         try:
             yield
         except TypeError as exc:
-            raise StudyError(f"{self.where} could not be traced with its arguments: TypeError: "
-                             f"{_first_line(exc)}. Make examples()[{self.index}] pass what {self.fn.__name__}"
-                             f"{_signature_text(self.fn.fun)} takes.") from exc
+            raise StudyError(
+                f"{self.where} could not be traced with its arguments: TypeError: "
+                f"{_first_line(exc)}. Make examples()[{self.index}] pass what {self.fn.__name__}"
+                f"{_signature_text(self.fn.fun)} takes."
+            ) from exc
 
     def sites(self) -> list:
         """The loop sites of the function traced on these arguments (a TypeError explained)."""
@@ -99,8 +101,10 @@ def host_devices(path: str) -> int:
         if any(isinstance(t, ast.Name) and t.id == "HOST_DEVICES" for t in targets):
             value = getattr(node.value, "value", None) if isinstance(node.value, ast.Constant) else None
             if type(value) is not int or value < 1:
-                raise StudyError(f"Study file {path!r}: HOST_DEVICES must be a whole number written as a "
-                                 "literal, e.g. HOST_DEVICES = 8, so it can be read before JAX starts.")
+                raise StudyError(
+                    f"Study file {path!r}: HOST_DEVICES must be a whole number written as a "
+                    "literal, e.g. HOST_DEVICES = 8, so it can be read before JAX starts."
+                )
             return value
     return 1
 
@@ -120,18 +124,21 @@ def provide_host_devices(path: str, n: int) -> None:
         os.environ.pop("XLA_FLAGS", None)
     else:
         os.environ["XLA_FLAGS"] = before
-    raise StudyError(f"Study file {path!r} needs {n} devices (HOST_DEVICES = {n}), but JAX runs with "
-                     f"{len(devices)} {devices[0].platform} device(s) in this process; run it in a process "
-                     f"of its own: XLA_FLAGS={HOST_DEVICES_FLAG}={n} autotune tune {path} (add "
-                     "JAX_PLATFORMS=cpu on a GPU or TPU machine).")
+    raise StudyError(
+        f"Study file {path!r} needs {n} devices (HOST_DEVICES = {n}), but JAX runs with "
+        f"{len(devices)} {devices[0].platform} device(s) in this process; run it in a process "
+        f"of its own: XLA_FLAGS={HOST_DEVICES_FLAG}={n} autotune tune {path} (add "
+        "JAX_PLATFORMS=cpu on a GPU or TPU machine)."
+    )
 
 
 def load_module(path: str):
     """Import ``path`` as a module named after its file stem (its folder goes on sys.path),
     so function keys match an ordinary ``import`` of the same file."""
     if not os.path.isfile(path):
-        raise StudyError(f"Study file {path!r} does not exist; pass the path of a .py file such as "
-                         "studies/seed_rollout.py.")
+        raise StudyError(
+            f"Study file {path!r} does not exist; pass the path of a .py file such as studies/seed_rollout.py."
+        )
     if not path.endswith(".py"):
         raise StudyError(f"Study file {path!r} is not a .py file.")
     folder = os.path.dirname(os.path.abspath(path))
@@ -163,8 +170,10 @@ def _check_call(path: str, i: int, ctl: Any, args: tuple, kwargs: dict) -> None:
     try:
         sig.bind(*args, **kwargs)
     except TypeError as exc:
-        raise StudyError(f"Study file {path!r}: examples()[{i}] passes arguments that {ctl.key}{sig} does not take "
-                         f"({exc}); make its args and kwargs match the function.") from None
+        raise StudyError(
+            f"Study file {path!r}: examples()[{i}] passes arguments that {ctl.key}{sig} does not take "
+            f"({exc}); make its args and kwargs match the function."
+        ) from None
 
 
 def load_examples(path: str) -> list[Example]:
@@ -185,15 +194,18 @@ def load_examples(path: str) -> list[Example]:
     try:
         items = make()
     except Exception as exc:
-        raise StudyError(f"Study file {path!r}: examples() raised {type(exc).__name__}: {_first_line(exc)}. Fix "
-                         "examples() so it returns [(fn, args)] or [(fn, args, kwargs)].") from exc
+        raise StudyError(
+            f"Study file {path!r}: examples() raised {type(exc).__name__}: {_first_line(exc)}. Fix "
+            "examples() so it returns [(fn, args)] or [(fn, args, kwargs)]."
+        ) from exc
     if not isinstance(items, (list, tuple)) or not items:
         raise StudyError(f"Study file {path!r}: examples() returned {items!r:.200}; it must return a non-empty list.")
     out = []
     for i, item in enumerate(items):
         if not isinstance(item, tuple) or len(item) not in (2, 3):
-            raise StudyError(f"Study file {path!r}: examples()[{i}] must be (fn, args) or (fn, args, kwargs), "
-                             f"got {item!r:.200}.")
+            raise StudyError(
+                f"Study file {path!r}: examples()[{i}] must be (fn, args) or (fn, args, kwargs), got {item!r:.200}."
+            )
         fn, args, *rest = item
         ctl = controller(fn)
         if ctl is None:

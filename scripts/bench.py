@@ -58,10 +58,16 @@ QUICK_STUDIES = ["lambda_returns", "seed_rollout"]
 # imports: they need `pip install -e '.[examples]'`. A study that declares HOST_DEVICES
 # (the 8-device mesh ones) runs in a bench process of its own started with that many devices.
 REAL_STUDIES = {
-    "real_numpyro_ar": ("numpyro",), "real_flax_lstm": ("flax",), "real_optax_train": ("optax",),
-    "real_optimistix_newton": ("optimistix", "lineax"), "real_equinox_stack": ("equinox",),
-    "real_blackjax_hmc": ("blackjax",), "real_flax_transformer": ("flax",),
-    "real_sharded_train": (), "real_shard_map": (), "real_diffrax_ode": ("diffrax", "equinox"),
+    "real_numpyro_ar": ("numpyro",),
+    "real_flax_lstm": ("flax",),
+    "real_optax_train": ("optax",),
+    "real_optimistix_newton": ("optimistix", "lineax"),
+    "real_equinox_stack": ("equinox",),
+    "real_blackjax_hmc": ("blackjax",),
+    "real_flax_transformer": ("flax",),
+    "real_sharded_train": (),
+    "real_shard_map": (),
+    "real_diffrax_ode": ("diffrax", "equinox"),
 }
 QUICK_REAL_STUDIES = ["real_numpyro_ar"]
 STUDY_SETS = ("default", "real", "all")
@@ -75,13 +81,24 @@ CROSSOVER_CALLS = [1, 10, 100, 1_000, 10_000, 100_000]
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--study", action="append", default=None, metavar="NAME",
-                   help=f"a study under studies/ (repeatable; default: the --studies set)")
-    p.add_argument("--studies", default="default", choices=STUDY_SETS, dest="study_set",
-                   help=f"which set: default ({', '.join(STUDIES)}), real (third-party libraries: "
-                        f"{', '.join(REAL_STUDIES)}; needs the examples extra) or all")
-    p.add_argument("--quick", action="store_true",
-                   help="CI-sized: the light studies, a grid sample of 16, short timing, 2 rounds")
+    p.add_argument(
+        "--study",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a study under studies/ (repeatable; default: the --studies set)",
+    )
+    p.add_argument(
+        "--studies",
+        default="default",
+        choices=STUDY_SETS,
+        dest="study_set",
+        help=f"which set: default ({', '.join(STUDIES)}), real (third-party libraries: "
+        f"{', '.join(REAL_STUDIES)}; needs the examples extra) or all",
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="CI-sized: the light studies, a grid sample of 16, short timing, 2 rounds"
+    )
     p.add_argument("--json", default=None, metavar="PATH", help="write the results as JSON here")
     p.add_argument("--out", default=None, metavar="PATH.md", help="write the markdown report here")
     p.add_argument("--grid-max", type=int, default=None, help="grid sample size cap (default 64, quick 16)")
@@ -89,14 +106,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-trials", type=int, default=6)
     p.add_argument("--sampler", default="auto", choices=["auto", "tpe"], help="sampler of the 'tuned' approach")
     p.add_argument("--rounds", type=int, default=None, help="interleaved final re-measure rounds (default 3, quick 2)")
-    p.add_argument("--target-s", type=float, default=None,
-                   help="seconds of runtime sampling per measurement (default 0.2, quick 0.05)")
+    p.add_argument(
+        "--target-s",
+        type=float,
+        default=None,
+        help="seconds of runtime sampling per measurement (default 0.2, quick 0.05)",
+    )
     p.add_argument("--confirm-top", type=int, default=None, help="tune()'s confirm_top (default: tune's own)")
     p.add_argument("--confirm-rounds", type=int, default=None, help="tune()'s confirm_rounds (default: tune's own)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
-    p.add_argument("--render", metavar="JSON", default=None,
-                   help="measure nothing: re-render the markdown (--out, else stdout) from a saved JSON")
+    p.add_argument(
+        "--render",
+        metavar="JSON",
+        default=None,
+        help="measure nothing: re-render the markdown (--out, else stdout) from a saved JSON",
+    )
     return p
 
 
@@ -110,8 +135,10 @@ def resolve(a: argparse.Namespace) -> argparse.Namespace:
             raise SystemExit(f"bench: no study {name!r}: expected studies/{name}.py (have: {', '.join(available())})")
         missing = [lib for lib in REAL_STUDIES.get(name, ()) if not installed(lib)]
         if missing:
-            raise SystemExit(f"bench: studies/{name}.py needs {', '.join(missing)}, which is not installed; "
-                             "install the examples extra: pip install -e '.[examples]'")
+            raise SystemExit(
+                f"bench: studies/{name}.py needs {', '.join(missing)}, which is not installed; "
+                "install the examples extra: pip install -e '.[examples]'"
+            )
     return a
 
 
@@ -162,8 +189,9 @@ def short_names(site_ids: list[str]) -> dict[str, str]:
     every part of its path."""
     base = {sid: short_site(sid) for sid in site_ids}
     clash = {b for b in base.values() if list(base.values()).count(b) > 1}
-    return {sid: "/".join(short_site(p) for p in sid.split("/")) if base[sid] in clash else base[sid]
-            for sid in site_ids}
+    return {
+        sid: "/".join(short_site(p) for p in sid.split("/")) if base[sid] in clash else base[sid] for sid in site_ids
+    }
 
 
 def choice_label(c: dict[str, Any]) -> str:
@@ -178,8 +206,7 @@ def choice_label(c: dict[str, Any]) -> str:
 
 def label(config: dict[str, Any], site_ids: list[str]) -> str:
     names = short_names(site_ids)
-    return ", ".join(f"{names[sid]}={choice_label(config.get(sid, {'repr': 'scan', 'unroll': 1}))}"
-                     for sid in site_ids)
+    return ", ".join(f"{names[sid]}={choice_label(config.get(sid, {'repr': 'scan', 'unroll': 1}))}" for sid in site_ids)
 
 
 def relabel(result: dict[str, Any]) -> dict[str, Any]:
@@ -229,8 +256,15 @@ def measure_point(ctl, ex, config, timing: dict) -> Any:
 
 
 def point(m, objective) -> dict[str, Any]:
-    return {"compile_s": m.compile_total_s, "trace_s": m.trace_s, "lower_s": m.lower_s, "xla_compile_s": m.compile_s,
-            "run_s": m.run_s, "run_iqr_s": m.run_iqr_s, "cost": objective.cost(m)}
+    return {
+        "compile_s": m.compile_total_s,
+        "trace_s": m.trace_s,
+        "lower_s": m.lower_s,
+        "xla_compile_s": m.compile_s,
+        "run_s": m.run_s,
+        "run_iqr_s": m.run_iqr_s,
+        "cost": objective.cost(m),
+    }
 
 
 def tune_supports(name: str) -> bool:
@@ -251,8 +285,22 @@ def run_own_process(name: str, devices: int, a: argparse.Namespace) -> list[dict
     be set before JAX starts, and this process's JAX already runs) and return its rows."""
     from autotune._studyfile import HOST_DEVICES_FLAG
 
-    argv = ["--grid-max", str(a.grid_max), "--budget-frac", str(a.budget_frac), "--min-trials", str(a.min_trials),
-            "--sampler", a.sampler, "--rounds", str(a.rounds), "--target-s", str(a.target_s), "--seed", str(a.seed)]
+    argv = [
+        "--grid-max",
+        str(a.grid_max),
+        "--budget-frac",
+        str(a.budget_frac),
+        "--min-trials",
+        str(a.min_trials),
+        "--sampler",
+        a.sampler,
+        "--rounds",
+        str(a.rounds),
+        "--target-s",
+        str(a.target_s),
+        "--seed",
+        str(a.seed),
+    ]
     for flag, value in (("--confirm-top", a.confirm_top), ("--confirm-rounds", a.confirm_rounds)):
         if value is not None:
             argv += [flag, str(value)]
@@ -261,8 +309,20 @@ def run_own_process(name: str, devices: int, a: argparse.Namespace) -> list[dict
     with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
         out = os.path.join(tmp, "result.json")
         log(a, f"== {name}: in a process of its own with {devices} host devices")
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--study", name, "--json", out, *argv,
-                               *(["--quiet"] if a.quiet else [])], env=env, stdout=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--study",
+                name,
+                "--json",
+                out,
+                *argv,
+                *(["--quiet"] if a.quiet else []),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"{name}: its bench process (with {devices} host devices) exited {proc.returncode}")
         with open(out) as fh:
@@ -279,8 +339,8 @@ def run_own_process(name: str, devices: int, a: argparse.Namespace) -> list[dict
 def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
     from autotune import Objective, tune
     from autotune._space import Space
-    from autotune.study import compare_outputs
     from autotune._studyfile import load_examples
+    from autotune.study import compare_outputs
 
     rows = []
     examples = load_examples(os.path.join(STUDY_DIR, f"{name}.py"))
@@ -314,8 +374,11 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
             if why:
                 entry["reason"] = why
             grid_points.append(entry)
-            log(a, f"   grid {i + 1}/{len(configs)} {entry['label']}: compile {m.compile_total_s:.3f}s "
-                   f"run {m.run_s * 1e6:.1f}us cost {entry['cost']:.4g}")
+            log(
+                a,
+                f"   grid {i + 1}/{len(configs)} {entry['label']}: compile {m.compile_total_s:.3f}s "
+                f"run {m.run_s * 1e6:.1f}us cost {entry['cost']:.4g}",
+            )
         grid_wall = time.perf_counter() - t0
         ok = [p for p in grid_points if p.get("state") == "complete"]
         if not ok:
@@ -337,26 +400,45 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
                 extra["before_finish"] = lambda marks=marks: marks.setdefault("search_end", time.perf_counter())
             t0 = time.perf_counter()
             result = tune(
-                ctl.fun, *ex.args, kwargs=ex.kwargs, expected_calls=objective.expected_calls,
-                compile_weight=objective.compile_weight, runtime_weight=objective.runtime_weight,
-                n_trials=n_trials, sampler=sampler, storage=os.path.join(tmp, f"{approach}.db"),
-                function_key=ctl.key, jit_kwargs=ctl.jit_kwargs, seed=a.seed, timing=timing, **extra,
+                ctl.fun,
+                *ex.args,
+                kwargs=ex.kwargs,
+                expected_calls=objective.expected_calls,
+                compile_weight=objective.compile_weight,
+                runtime_weight=objective.runtime_weight,
+                n_trials=n_trials,
+                sampler=sampler,
+                storage=os.path.join(tmp, f"{approach}.db"),
+                function_key=ctl.key,
+                jit_kwargs=ctl.jit_kwargs,
+                seed=a.seed,
+                timing=timing,
+                **extra,
             )
             wall = time.perf_counter() - t0
             measured = sum(1 for t in result.trials if t.state != "duplicate")
             searches[approach] = {
-                "config": result.best_config.to_dict(), "wall": wall,
+                "config": result.best_config.to_dict(),
+                "wall": wall,
                 "search_wall": (marks["search_end"] - t0) if "search_end" in marks else None,
-                "trials": len(result.trials), "measured": measured,
+                "trials": len(result.trials),
+                "measured": measured,
                 "confirm_measurements": sum(len(c.get("rounds") or ()) for c in result.confirmed),
-                "sampler": result.sampler, "study_cost": result.best_cost,
+                "sampler": result.sampler,
+                "study_cost": result.best_cost,
             }
-            log(a, f"   {approach} ({result.sampler}, {n_trials} trials, {wall:.1f}s): "
-                   f"{label(result.best_config.to_dict(), site_ids)}")
+            log(
+                a,
+                f"   {approach} ({result.sampler}, {n_trials} trials, {wall:.1f}s): "
+                f"{label(result.best_config.to_dict(), site_ids)}",
+            )
 
         # -- the final interleaved re-measure ---------------------------------------------
-        chosen = {"grid": grid_best["config"], "tuned": searches["tuned"]["config"],
-                  "random": searches["random"]["config"]}
+        chosen = {
+            "grid": grid_best["config"],
+            "tuned": searches["tuned"]["config"],
+            "random": searches["random"]["config"],
+        }
         chosen.update({k: v.to_dict() for k, v in baseline_configs(space).items()})
         unique: list[str] = []
         for cfg in chosen.values():
@@ -378,43 +460,75 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
                 continue
             compile_s = statistics.median(m.compile_total_s for m in ms)
             run_s = statistics.median(m.run_s for m in ms)
-            final[key] = {"compile_s": compile_s, "run_s": run_s, "cost": objective.cost_of(compile_s, run_s),
-                          "rounds": len(ms)}
+            final[key] = {
+                "compile_s": compile_s,
+                "run_s": run_s,
+                "cost": objective.cost_of(compile_s, run_s),
+                "rounds": len(ms),
+            }
 
         approaches = {}
         for approach in APPROACHES:
             cfg = chosen[approach]
             key = json.dumps(cfg, sort_keys=True)
             f = final.get(key)
-            row = {"cost": f["cost"] if f else None, "compile_s": f["compile_s"] if f else None,
-                   "run_s": f["run_s"] if f else None, "config": cfg, "label": label(cfg, site_ids)}
+            row = {
+                "cost": f["cost"] if f else None,
+                "compile_s": f["compile_s"] if f else None,
+                "run_s": f["run_s"] if f else None,
+                "config": cfg,
+                "label": label(cfg, site_ids),
+            }
             if f is None:
                 row["error"] = errors.get(key, "not measured")
             if approach == "grid":
                 row.update(trials=len(configs), tuning_wall_s=grid_wall, search_cost=grid_best["cost"])
             elif approach in searches:
                 s = searches[approach]
-                row.update(trials=s["trials"], measured=s["measured"], tuning_wall_s=s["wall"],
-                           search_wall_s=s["search_wall"], confirm_measurements=s["confirm_measurements"],
-                           sampler=s["sampler"], search_cost=s["study_cost"])
+                row.update(
+                    trials=s["trials"],
+                    measured=s["measured"],
+                    tuning_wall_s=s["wall"],
+                    search_wall_s=s["search_wall"],
+                    confirm_measurements=s["confirm_measurements"],
+                    sampler=s["sampler"],
+                    search_cost=s["study_cost"],
+                )
             else:
                 row.update(trials=0, tuning_wall_s=0.0)
             approaches[approach] = row
 
-        def ratio(x, y):
+        def ratio(x, y, approaches=approaches):
             cx, cy = approaches[x]["cost"], approaches[y]["cost"]
             return cx / cy if cx is not None and cy else None
 
         row = {
-            "study": study, "function": ctl.key, "expected_calls": objective.expected_calls,
-            "compile_weight": objective.compile_weight, "runtime_weight": objective.runtime_weight,
-            "space_size": len(space), "grid_size": len(configs), "sampled": sampled, "n_trials": n_trials,
-            "sites": [{"id": s.id, "short": short_names(site_ids).get(s.id, short_site(s.id)), "kind": s.kind, "length": s.length, "depth": s.depth}
-                      for s in space.sites],
+            "study": study,
+            "function": ctl.key,
+            "expected_calls": objective.expected_calls,
+            "compile_weight": objective.compile_weight,
+            "runtime_weight": objective.runtime_weight,
+            "space_size": len(space),
+            "grid_size": len(configs),
+            "sampled": sampled,
+            "n_trials": n_trials,
+            "sites": [
+                {
+                    "id": s.id,
+                    "short": short_names(site_ids).get(s.id, short_site(s.id)),
+                    "kind": s.kind,
+                    "length": s.length,
+                    "depth": s.depth,
+                }
+                for s in space.sites
+            ],
             "approaches": approaches,
-            "regret": ratio("tuned", "grid"), "random_regret": ratio("random", "grid"),
-            "random_over_tuned": ratio("random", "tuned"), "default_over_tuned": ratio("default", "tuned"),
-            "for_over_tuned": ratio("for", "tuned"), "unroll8_over_tuned": ratio("unroll8", "tuned"),
+            "regret": ratio("tuned", "grid"),
+            "random_regret": ratio("random", "grid"),
+            "random_over_tuned": ratio("random", "tuned"),
+            "default_over_tuned": ratio("default", "tuned"),
+            "for_over_tuned": ratio("for", "tuned"),
+            "unroll8_over_tuned": ratio("unroll8", "tuned"),
             "wall_tuned_over_grid": approaches["tuned"]["tuning_wall_s"] / grid_wall if grid_wall else None,
             "grid_points": grid_points,
             "crossover": crossover(grid_points, objective),
@@ -433,10 +547,17 @@ def crossover(points: list[dict[str, Any]], objective) -> list[dict[str, Any]]:
         obj = Objective(n, objective.compile_weight, objective.runtime_weight)
         best = min(ok, key=lambda p: obj.cost_of(p["compile_s"], p["run_s"]))
         default = ok[0] if points and points[0].get("state") == "complete" else None
-        out.append({"expected_calls": n, "config": best["config"], "label": best["label"],
-                    "compile_s": best["compile_s"], "run_s": best["run_s"],
-                    "cost": obj.cost_of(best["compile_s"], best["run_s"]),
-                    "default_cost": obj.cost_of(default["compile_s"], default["run_s"]) if default else None})
+        out.append(
+            {
+                "expected_calls": n,
+                "config": best["config"],
+                "label": best["label"],
+                "compile_s": best["compile_s"],
+                "run_s": best["run_s"],
+                "cost": obj.cost_of(best["compile_s"], best["run_s"]),
+                "default_cost": obj.cost_of(default["compile_s"], default["run_s"]) if default else None,
+            }
+        )
     return out
 
 
@@ -448,15 +569,27 @@ def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
     def vals(k):
         return [s[k] for s in studies if s.get(k) is not None]
 
-    regrets, rt, dt, wall = vals("regret"), vals("random_over_tuned"), vals("default_over_tuned"), vals("wall_tuned_over_grid")
-    search = [s["approaches"]["tuned"]["search_wall_s"] / s["approaches"]["grid"]["tuning_wall_s"] for s in studies
-              if s["approaches"]["tuned"].get("search_wall_s") and s["approaches"]["grid"].get("tuning_wall_s")]
-    budget = [s["approaches"]["tuned"]["trials"] / s["grid_size"] for s in studies
-              if s.get("grid_size") and s["approaches"]["tuned"].get("trials")]
+    regrets, rt, dt, wall = (
+        vals("regret"),
+        vals("random_over_tuned"),
+        vals("default_over_tuned"),
+        vals("wall_tuned_over_grid"),
+    )
+    search = [
+        s["approaches"]["tuned"]["search_wall_s"] / s["approaches"]["grid"]["tuning_wall_s"]
+        for s in studies
+        if s["approaches"]["tuned"].get("search_wall_s") and s["approaches"]["grid"].get("tuning_wall_s")
+    ]
+    budget = [
+        s["approaches"]["tuned"]["trials"] / s["grid_size"]
+        for s in studies
+        if s.get("grid_size") and s["approaches"]["tuned"].get("trials")
+    ]
     return {
         "median_regret": statistics.median(regrets) if regrets else None,
         "max_regret": max(regrets) if regrets else None,
-        "tuned_le_random": sum(1 for x in rt if x >= 1.0), "tuned_le_random_within_2pct": sum(1 for x in rt if x >= 0.98),
+        "tuned_le_random": sum(1 for x in rt if x >= 1.0),
+        "tuned_le_random_within_2pct": sum(1 for x in rt if x >= 0.98),
         "studies": len(studies),
         "min_default_over_tuned": min(dt) if dt else None,
         "default_over_tuned_ge_1": sum(1 for x in dt if x >= 1.0),
@@ -468,11 +601,14 @@ def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
         "median_trials_over_grid": statistics.median(budget) if budget else None,
         "max_trials_over_grid": max(budget) if budget else None,
         # Issue 13's targets: >= 6 of 8 is three quarters of the studies.
-        "targets": {"median_regret<=1.02": bool(regrets) and statistics.median(regrets) <= 1.02,
-                    "tuned<=random on >=3/4": bool(rt) and sum(1 for x in rt if x >= 1.0) >= 0.75 * len(rt),
-                    "default/tuned>=0.98 everywhere": bool(dt) and min(dt) >= 0.98,
-                    "tuned wall median<=35% and max<=60% of grid": bool(wall) and statistics.median(wall) <= 0.35
-                    and max(wall) <= 0.60},
+        "targets": {
+            "median_regret<=1.02": bool(regrets) and statistics.median(regrets) <= 1.02,
+            "tuned<=random on >=3/4": bool(rt) and sum(1 for x in rt if x >= 1.0) >= 0.75 * len(rt),
+            "default/tuned>=0.98 everywhere": bool(dt) and min(dt) >= 0.98,
+            "tuned wall median<=35% and max<=60% of grid": bool(wall)
+            and statistics.median(wall) <= 0.35
+            and max(wall) <= 0.60,
+        },
     }
 
 
@@ -483,14 +619,22 @@ def _f(x, fmt="{:.3f}"):
 def markdown(result: dict[str, Any]) -> str:
     s = result["summary"]
     lines = [
-        "# Benchmark: tuned vs grid, random and fixed loop structures", "",
-        f"- date: {result['date']}", f"- jax {result['jax']} (jaxlib {result['jaxlib']}), python {result['python']}",
-        f"- device: {result['device']}", f"- machine: {result['machine']}",
+        "# Benchmark: tuned vs grid, random and fixed loop structures",
+        "",
+        f"- date: {result['date']}",
+        f"- jax {result['jax']} (jaxlib {result['jaxlib']}), python {result['python']}",
+        f"- device: {result['device']}",
+        f"- machine: {result['machine']}",
         f"- settings: {json.dumps(result['settings'])}",
-        f"- total wall: {result['wall_s']:.0f} s{' (PARTIAL: the run is still going or was stopped)' if result.get('partial') else ''}", "",
-        "cost = compile_weight·(trace+lower+compile) + runtime_weight·expected_calls·run, from one interleaved "
-        "re-measurement of every approach's config (medians). `cost/grid` < 1 is noise in the grid's own pick.", "",
-        "| study | calls | grid | approach | config | compile s | run µs | cost s | cost/grid | trials | tuning wall s |",
+        f"- total wall: {result['wall_s']:.0f} s"
+        + (" (PARTIAL: the run is still going or was stopped)" if result.get("partial") else ""),
+        "",
+        "cost = compile_weight·(trace+lower+compile) + runtime_weight·expected_calls·run, "
+        "from one interleaved re-measurement of every approach's config (medians). "
+        "`cost/grid` < 1 is noise in the grid's own pick.",
+        "",
+        "| study | calls | grid | approach | config | compile s | run µs | cost s | cost/grid | trials "
+        "| tuning wall s |",
         "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for st in result["studies"]:
@@ -502,47 +646,77 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(
                 f"| {st['study'] if i == 0 else ''} | {calls} | {g} | {name} | "
                 f"`{r['label']}` | {_f(r['compile_s'])} | {_f(r['run_s'] and r['run_s'] * 1e6, '{:.1f}')} | "
-                f"{_f(r['cost'], '{:.4g}')} | {_f(r['cost'] / grid_cost if r['cost'] and grid_cost else None, '{:.3f}')} | "
-                f"{r['trials']} | {_f(r['tuning_wall_s'], '{:.1f}')} |")
-    lines += ["", "## Per study", "",
-              "| study | regret tuned/grid | random/grid | random/tuned | default/tuned | for/tuned | unroll8/tuned "
-              "| wall tuned/grid | search only/grid | grid pick: 1-sample → final cost |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+                f"{_f(r['cost'], '{:.4g}')} | "
+                f"{_f(r['cost'] / grid_cost if r['cost'] and grid_cost else None, '{:.3f}')} | "
+                f"{r['trials']} | {_f(r['tuning_wall_s'], '{:.1f}')} |"
+            )
+    lines += [
+        "",
+        "## Per study",
+        "",
+        "| study | regret tuned/grid | random/grid | random/tuned | default/tuned | for/tuned | unroll8/tuned "
+        "| wall tuned/grid | search only/grid | grid pick: 1-sample → final cost |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for st in result["studies"]:
         tuned, grid = st["approaches"]["tuned"], st["approaches"]["grid"]
-        search = (tuned["search_wall_s"] / grid["tuning_wall_s"]
-                  if tuned.get("search_wall_s") and grid.get("tuning_wall_s") else None)
-        lines.append(f"| {st['study']} | {_f(st['regret'])} | {_f(st['random_regret'])} | {_f(st['random_over_tuned'])} | "
-                     f"{_f(st['default_over_tuned'])} | {_f(st['for_over_tuned'])} | {_f(st['unroll8_over_tuned'])} | "
-                     f"{_f(st['wall_tuned_over_grid'], '{:.0%}')} | {_f(search, '{:.0%}')} | "
-                     f"{_f(grid.get('search_cost'), '{:.4g}')} → {_f(grid['cost'], '{:.4g}')} |")
-    lines += ["", "`search only`: the tuned study's wall time up to its confirmation (tune() then re-measures its "
-              "top configs and the default interleaved, several rounds, each a fresh compile). `grid pick`: the grid "
-              "winner's cost from its single grid measurement, then from the final re-measurement (the minimum of many "
-              "noisy samples is optimistic, so the grid reference is itself noisy)."]
+        search = (
+            tuned["search_wall_s"] / grid["tuning_wall_s"]
+            if tuned.get("search_wall_s") and grid.get("tuning_wall_s")
+            else None
+        )
+        lines.append(
+            f"| {st['study']} | {_f(st['regret'])} | {_f(st['random_regret'])} | {_f(st['random_over_tuned'])} | "
+            f"{_f(st['default_over_tuned'])} | {_f(st['for_over_tuned'])} | {_f(st['unroll8_over_tuned'])} | "
+            f"{_f(st['wall_tuned_over_grid'], '{:.0%}')} | {_f(search, '{:.0%}')} | "
+            f"{_f(grid.get('search_cost'), '{:.4g}')} → {_f(grid['cost'], '{:.4g}')} |"
+        )
+    lines += [
+        "",
+        "`search only`: the tuned study's wall time up to its confirmation (tune() then re-measures its "
+        "top configs and the default interleaved, several rounds, each a fresh compile). `grid pick`: the grid "
+        "winner's cost from its single grid measurement, then from the final re-measurement (the minimum of many "
+        "noisy samples is optimistic, so the grid reference is itself noisy).",
+    ]
     t = s["targets"]
-    lines += ["", "## Targets", "",
-              f"- median regret cost(tuned)/cost(grid): {_f(s['median_regret'])} (max {_f(s['max_regret'])}); "
-              f"target <= 1.02: {'met' if t['median_regret<=1.02'] else 'NOT met'}",
-              f"- tuned <= random: {s['tuned_le_random']}/{s['studies']} studies "
-              f"({s['tuned_le_random_within_2pct']} within 2%); target >= 3/4: {'met' if t['tuned<=random on >=3/4'] else 'NOT met'}",
-              f"- default/tuned >= 1.0: {s['default_over_tuned_ge_1']}/{s['studies']} (min {_f(s['min_default_over_tuned'])}); "
-              f"target >= 0.98 everywhere: {'met' if t['default/tuned>=0.98 everywhere'] else 'NOT met'}",
-              f"- tuning wall tuned/grid: median {_f(s['median_wall_tuned_over_grid'], '{:.0%}')}, "
-              f"max {_f(s['max_wall_tuned_over_grid'], '{:.0%}')}; target median <= 35%, max <= 60%: "
-              f"{'met' if t['tuned wall median<=35% and max<=60% of grid'] else 'NOT met'} (search only, without "
-              f"tune()'s confirmation: median {_f(s.get('median_search_wall_tuned_over_grid'), '{:.0%}')}, "
-              f"max {_f(s.get('max_search_wall_tuned_over_grid'), '{:.0%}')}; the trial budget alone is "
-              f"median {_f(s.get('median_trials_over_grid'), '{:.0%}')}, max {_f(s.get('max_trials_over_grid'), '{:.0%}')} "
-              f"of the grid's configs)", "",
-              "## Crossover: the grid's winner at other call counts (re-scored, not re-measured)", ""]
+    lines += [
+        "",
+        "## Targets",
+        "",
+        f"- median regret cost(tuned)/cost(grid): {_f(s['median_regret'])} (max {_f(s['max_regret'])}); "
+        f"target <= 1.02: {'met' if t['median_regret<=1.02'] else 'NOT met'}",
+        f"- tuned <= random: {s['tuned_le_random']}/{s['studies']} studies "
+        f"({s['tuned_le_random_within_2pct']} within 2%); "
+        f"target >= 3/4: {'met' if t['tuned<=random on >=3/4'] else 'NOT met'}",
+        f"- default/tuned >= 1.0: {s['default_over_tuned_ge_1']}/{s['studies']} "
+        f"(min {_f(s['min_default_over_tuned'])}); "
+        f"target >= 0.98 everywhere: {'met' if t['default/tuned>=0.98 everywhere'] else 'NOT met'}",
+        f"- tuning wall tuned/grid: median {_f(s['median_wall_tuned_over_grid'], '{:.0%}')}, "
+        f"max {_f(s['max_wall_tuned_over_grid'], '{:.0%}')}; target median <= 35%, max <= 60%: "
+        f"{'met' if t['tuned wall median<=35% and max<=60% of grid'] else 'NOT met'} (search only, without "
+        f"tune()'s confirmation: median {_f(s.get('median_search_wall_tuned_over_grid'), '{:.0%}')}, "
+        f"max {_f(s.get('max_search_wall_tuned_over_grid'), '{:.0%}')}; the trial budget alone is "
+        f"median {_f(s.get('median_trials_over_grid'), '{:.0%}')}, max {_f(s.get('max_trials_over_grid'), '{:.0%}')} "
+        f"of the grid's configs)",
+        "",
+        "## Crossover: the grid's winner at other call counts (re-scored, not re-measured)",
+        "",
+    ]
     for st in result["studies"]:
         legend = ", ".join(f"`{x['short']}` = {x['id']} ({x['kind']}, length {x['length']})" for x in st["sites"])
-        lines += [f"### {st['study']} (tuned for {st['expected_calls']:g} calls)", "", f"Sites: {legend}.", "",
-                  "| calls | winner | compile s | run µs | cost s | default cost s |", "|---:|---|---:|---:|---:|---:|"]
+        lines += [
+            f"### {st['study']} (tuned for {st['expected_calls']:g} calls)",
+            "",
+            f"Sites: {legend}.",
+            "",
+            "| calls | winner | compile s | run µs | cost s | default cost s |",
+            "|---:|---|---:|---:|---:|---:|",
+        ]
         for c in st["crossover"]:
-            lines.append(f"| {c['expected_calls']:g} | `{c['label']}` | {c['compile_s']:.3f} | {c['run_s'] * 1e6:.1f} | "
-                         f"{c['cost']:.4g} | {_f(c['default_cost'], '{:.4g}')} |")
+            lines.append(
+                f"| {c['expected_calls']:g} | `{c['label']}` | {c['compile_s']:.3f} | {c['run_s'] * 1e6:.1f} | "
+                f"{c['cost']:.4g} | {_f(c['default_cost'], '{:.4g}')} |"
+            )
         lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -603,12 +777,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     machine = machine_line()
     dev = jax.devices()[0]
     result: dict[str, Any] = {
-        "jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", "?"), "python": platform.python_version(),
-        "device": f"{dev.platform}:{dev.device_kind} x{jax.device_count()}", "machine": machine,
+        "jax": jax.__version__,
+        "jaxlib": getattr(jaxlib, "__version__", "?"),
+        "python": platform.python_version(),
+        "device": f"{dev.platform}:{dev.device_kind} x{jax.device_count()}",
+        "machine": machine,
         "date": _dt.datetime.now().isoformat(timespec="seconds"),
-        "settings": {"studies": a.study_set, "quick": a.quick, "grid_max": a.grid_max, "budget_frac": a.budget_frac, "min_trials": a.min_trials,
-                     "sampler": a.sampler, "rounds": a.rounds, "target_s": a.target_s, "seed": a.seed,
-                     "confirm_top": a.confirm_top, "confirm_rounds": a.confirm_rounds},
+        "settings": {
+            "studies": a.study_set,
+            "quick": a.quick,
+            "grid_max": a.grid_max,
+            "budget_frac": a.budget_frac,
+            "min_trials": a.min_trials,
+            "sampler": a.sampler,
+            "rounds": a.rounds,
+            "target_s": a.target_s,
+            "seed": a.seed,
+            "confirm_top": a.confirm_top,
+            "confirm_rounds": a.confirm_rounds,
+        },
         "studies": [],
     }
     for i, name in enumerate(a.studies):
@@ -622,10 +809,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not a.quiet:
         print(text)
     s = result["summary"]
-    print(f"SUMMARY median regret {_f(s['median_regret'])} | tuned<=random {s['tuned_le_random']}/{s['studies']} | "
-          f"min default/tuned {_f(s['min_default_over_tuned'])} | wall tuned/grid median "
-          f"{_f(s['median_wall_tuned_over_grid'], '{:.0%}')} max {_f(s['max_wall_tuned_over_grid'], '{:.0%}')} | "
-          f"total {result['wall_s']:.0f}s", flush=True)
+    print(
+        f"SUMMARY median regret {_f(s['median_regret'])} | tuned<=random {s['tuned_le_random']}/{s['studies']} | "
+        f"min default/tuned {_f(s['min_default_over_tuned'])} | wall tuned/grid median "
+        f"{_f(s['median_wall_tuned_over_grid'], '{:.0%}')} max {_f(s['max_wall_tuned_over_grid'], '{:.0%}')} | "
+        f"total {result['wall_s']:.0f}s",
+        flush=True,
+    )
     return result
 
 

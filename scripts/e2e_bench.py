@@ -58,7 +58,8 @@ MARK = "E2E_RESULT "
 
 # What a user's script does, timed from its first line. argv: mode, study file, calls (0: the
 # decorator's expected_calls), verify (1: after the timing, say which config each call used).
-CHILD = r'''
+CHILD = (
+    r'''
 import time
 t0 = time.perf_counter()
 import importlib, json, os, sys
@@ -85,8 +86,11 @@ res = {"import_s": t1 - t0, "first_call_s": t2 - t1, "calls_s": t3 - t2, "calls"
 if verify and mode == "tuned":
     res["lookups"] = [[ctl.key, (lk := ctl.config_for(*a, **k)).source, lk.config.to_dict()]
                       for _, ctl, a, k, _ in work]
-print("''' + MARK + r'''" + json.dumps(res), flush=True)
-'''
+print("'''
+    + MARK
+    + r"""" + json.dumps(res), flush=True)
+"""
+)
 
 
 def scripts(a: argparse.Namespace) -> list[tuple[str, str]]:
@@ -96,8 +100,9 @@ def scripts(a: argparse.Namespace) -> list[tuple[str, str]]:
     if a.study:
         missing = [n for n in a.study if n not in found]
         if missing:
-            raise SystemExit(f"e2e_bench: no study {missing} under studies/ (nor gru_train); choose from "
-                             f"{sorted(found)}.")
+            raise SystemExit(
+                f"e2e_bench: no study {missing} under studies/ (nor gru_train); choose from {sorted(found)}."
+            )
         return [(n, found[n]) for n in a.study]
     names = QUICK if a.quick else [n for n in found if not n.startswith("real_")]
     return [(n, found[n]) for n in names]
@@ -112,8 +117,18 @@ def child_env(tmp: str) -> dict[str, str]:
 
 def tune(path: str, tmp: str, a: argparse.Namespace) -> tuple[list[dict[str, Any]], float]:
     """Tune ``path`` once with the CLI into the temporary cache; its functions and the wall."""
-    cmd = [sys.executable, "-m", "autotune", "tune", path, "--cache", os.path.join(tmp, "cache.db"),
-           "--storage", os.path.join(tmp, "studies.db"), "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "autotune",
+        "tune",
+        path,
+        "--cache",
+        os.path.join(tmp, "cache.db"),
+        "--storage",
+        os.path.join(tmp, "studies.db"),
+        "--json",
+    ]
     if a.trials:
         cmd += ["--trials", str(a.trials)]
     if a.run_seconds is not None:
@@ -128,11 +143,18 @@ def tune(path: str, tmp: str, a: argparse.Namespace) -> tuple[list[dict[str, Any
     out = []
     for r in json.loads(proc.stdout):
         default = r["best_config"] == r["trials"][0]["config"]  # trial 0 is the default config
-        out.append({"function": r["function"], "winner": "default" if default else short(r["best_config"]),
-                    "best_config": r["best_config"], "is_default": default,
-                    "best_cost": r["best_cost"], "default_cost": r["default_cost"],
-                    "tuned_speedup": r["default_cost"] / r["best_cost"] if r["best_cost"] else None,
-                    "expected_calls": r["objective"]["expected_calls"]})
+        out.append(
+            {
+                "function": r["function"],
+                "winner": "default" if default else short(r["best_config"]),
+                "best_config": r["best_config"],
+                "is_default": default,
+                "best_cost": r["best_cost"],
+                "default_cost": r["default_cost"],
+                "tuned_speedup": r["default_cost"] / r["best_cost"] if r["best_cost"] else None,
+                "expected_calls": r["objective"]["expected_calls"],
+            }
+        )
     return out, wall
 
 
@@ -163,7 +185,7 @@ def run_once(mode: str, path: str, tmp: str, calls: int, verify: bool = False) -
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"the {mode} process of {path} failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    return {"wall_s": wall, "cpu_s": cpu, **json.loads(lines[-1][len(MARK):])}
+    return {"wall_s": wall, "cpu_s": cpu, **json.loads(lines[-1][len(MARK) :])}
 
 
 def bench_script(name: str, path: str, a: argparse.Namespace, say) -> dict[str, Any]:
@@ -171,90 +193,134 @@ def bench_script(name: str, path: str, a: argparse.Namespace, say) -> dict[str, 
     say(f"{name}: tuning with `autotune tune` ...")
     functions, tuning_wall = tune(path, tmp, a)
     for f in functions:
-        say(f"  {f['function']}: {f['winner']} ({f['tuned_speedup']:.3f}x the default's cost), "
-            f"tuned in {tuning_wall:.1f} s")
+        say(
+            f"  {f['function']}: {f['winner']} ({f['tuned_speedup']:.3f}x the default's cost), "
+            f"tuned in {tuning_wall:.1f} s"
+        )
     check = run_once("tuned", path, tmp, a.calls, verify=True)
     run_once("plain", path, tmp, a.calls)
     used = {key: (source, config) for key, source, config in check["lookups"]}
     for f in functions:
         source, config = used.get(f["function"], ("missing", None))
         if source != "cache" or config != f["best_config"]:
-            raise RuntimeError(f"{name}: the tuned process did not use the tuned entry of {f['function']} "
-                               f"(source {source}, config {config}, tuned {f['best_config']}).")
+            raise RuntimeError(
+                f"{name}: the tuned process did not use the tuned entry of {f['function']} "
+                f"(source {source}, config {config}, tuned {f['best_config']})."
+            )
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
     for i in range(a.runs):
-        for mode in (MODES if i % 2 == 0 else MODES[::-1]):
+        for mode in MODES if i % 2 == 0 else MODES[::-1]:
             runs[mode].append(run_once(mode, path, tmp, a.calls))
-        say(f"  run {i + 1}/{a.runs}: plain {runs['plain'][-1]['wall_s']:.3f} s, "
-            f"tuned {runs['tuned'][-1]['wall_s']:.3f} s")
+        say(
+            f"  run {i + 1}/{a.runs}: plain {runs['plain'][-1]['wall_s']:.3f} s, "
+            f"tuned {runs['tuned'][-1]['wall_s']:.3f} s"
+        )
     keys = ("wall_s", "cpu_s", "import_s", "first_call_s", "calls_s")
     median = {m: {k: statistics.median(r[k] for r in runs[m]) for k in keys} for m in MODES}
-    ratio = {k: statistics.median(t[k] / p[k] for t, p in zip(runs["tuned"], runs["plain"]))
-             for k in ("wall_s", "cpu_s", "first_call_s", "calls_s")}
+    ratio = {
+        k: statistics.median(t[k] / p[k] for t, p in zip(runs["tuned"], runs["plain"]))
+        for k in ("wall_s", "cpu_s", "first_call_s", "calls_s")
+    }
     found_room = any(not f["is_default"] for f in functions)
-    return {"script": name, "path": os.path.relpath(path, ROOT), "functions": functions,
-            "calls": check["calls"], "tuning_wall_s": tuning_wall, "runs": runs, "median": median,
-            "ratio": ratio, "found_room": found_room, "met": ratio["wall_s"] <= TARGET}
+    return {
+        "script": name,
+        "path": os.path.relpath(path, ROOT),
+        "functions": functions,
+        "calls": check["calls"],
+        "tuning_wall_s": tuning_wall,
+        "runs": runs,
+        "median": median,
+        "ratio": ratio,
+        "found_room": found_room,
+        "met": ratio["wall_s"] <= TARGET,
+    }
 
 
 def commit() -> str | None:
     """The checkout's commit, ``+changes`` when its working tree differs from it."""
     try:
-        git = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True,  # noqa: E731
-                                        timeout=10).stdout.strip()
+        git = lambda *a: subprocess.run(
+            ["git", *a],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,  # noqa: E731
+            timeout=10,
+        ).stdout.strip()
         head = git("rev-parse", "--short", "HEAD")
-        return None if not head else head + ("+changes" if git("status", "--porcelain", "--untracked-files=no")
-                                             else "")
+        return None if not head else head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
     except (OSError, subprocess.SubprocessError):
         return None
 
 
 def table(result: dict[str, Any]) -> str:
-    rows = ["| script | winner (tuned cost vs default) | wall plain | wall tuned | wall ratio | CPU ratio | "
-            "first call plain / tuned | calls plain / tuned | calls ratio | target |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    rows = [
+        "| script | winner (tuned cost vs default) | wall plain | wall tuned | wall ratio | CPU ratio | "
+        "first call plain / tuned | calls plain / tuned | calls ratio | target |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
     for s in result["scripts"]:
         win = "; ".join(f"{f['winner']} ({f['tuned_speedup']:.2f}×)" for f in s["functions"])
         p, t, r = s["median"]["plain"], s["median"]["tuned"], s["ratio"]
-        rows.append(f"| {s['script']} | {win} | {p['wall_s']:.3f} s | {t['wall_s']:.3f} s | {r['wall_s']:.3f} | "
-                    f"{r['cpu_s']:.3f} | {p['first_call_s'] * 1e3:.0f} / {t['first_call_s'] * 1e3:.0f} ms | "
-                    f"{p['calls_s']:.3f} / {t['calls_s']:.3f} s | {r['calls_s']:.3f} | "
-                    f"{'met' if s['met'] else '**not met**'} |")
+        rows.append(
+            f"| {s['script']} | {win} | {p['wall_s']:.3f} s | {t['wall_s']:.3f} s | {r['wall_s']:.3f} | "
+            f"{r['cpu_s']:.3f} | {p['first_call_s'] * 1e3:.0f} / {t['first_call_s'] * 1e3:.0f} ms | "
+            f"{p['calls_s']:.3f} / {t['calls_s']:.3f} s | {r['calls_s']:.3f} | "
+            f"{'met' if s['met'] else '**not met**'} |"
+        )
     return "\n".join(rows)
 
 
 def markdown(result: dict[str, Any]) -> str:
     st = result["settings"]
     met = sum(s["met"] for s in result["scripts"])
-    return "\n".join([
-        "# End to end: a whole script with plain `jax.jit` against `@at.autotuned`", "",
-        f"{result['date']} at {result['commit']}, jax {result['jax']}, {result['device']}, {result['machine']}; "
-        f"load average {result['load_at_start']} at start. Generated by `python scripts/e2e_bench.py"
-        f"{' --quick' if st['quick'] else ''}` ({st['runs']} alternating runs per mode after one untimed "
-        f"pair; tuning: `autotune tune FILE`{' --trials ' + str(st['trials']) if st['trials'] else ''}).", "",
-        "Each run is a fresh process that imports the study module, builds its inputs, makes the first call "
-        "of each function and then its `expected_calls` calls (the call count it was tuned for), "
-        "`block_until_ready`. *wall* is the whole process as its parent saw it (interpreter start to exit), "
-        "medians over runs; ratios are medians of the per-pair ratios tuned/plain; *CPU* is the process's "
-        "user + system seconds (all threads), which load moves less than wall time. Target: wall ratio <= "
-        f"{TARGET} on every script, below 1 where the tuner found room. Met on {met} of {len(result['scripts'])}.",
-        "", table(result), "",
-        *[f"{f['function']}: " + ", ".join(f"{n} = `{sid}`" for sid, n in legend(f["best_config"]).items())
-          for s in result["scripts"] for f in s["functions"] if not f["is_default"]], "",
-        f"The figures are noisy: the machine was shared by other jobs while this ran (load average "
-        f"{result['load_at_start']} at start, {result.get('load_at_end')} at the end); a ratio within a few "
-        "percent of 1 is inside that noise.", ""])
+    return "\n".join(
+        [
+            "# End to end: a whole script with plain `jax.jit` against `@at.autotuned`",
+            "",
+            f"{result['date']} at {result['commit']}, jax {result['jax']}, {result['device']}, {result['machine']}; "
+            f"load average {result['load_at_start']} at start. Generated by `python scripts/e2e_bench.py"
+            f"{' --quick' if st['quick'] else ''}` ({st['runs']} alternating runs per mode after one untimed "
+            f"pair; tuning: `autotune tune FILE`{' --trials ' + str(st['trials']) if st['trials'] else ''}).",
+            "",
+            "Each run is a fresh process that imports the study module, builds its inputs, makes the first call "
+            "of each function and then its `expected_calls` calls (the call count it was tuned for), "
+            "`block_until_ready`. *wall* is the whole process as its parent saw it (interpreter start to exit), "
+            "medians over runs; ratios are medians of the per-pair ratios tuned/plain; *CPU* is the process's "
+            "user + system seconds (all threads), which load moves less than wall time. Target: wall ratio <= "
+            f"{TARGET} on every script, below 1 where the tuner found room. Met on {met} of {len(result['scripts'])}.",
+            "",
+            table(result),
+            "",
+            *[
+                f"{f['function']}: " + ", ".join(f"{n} = `{sid}`" for sid, n in legend(f["best_config"]).items())
+                for s in result["scripts"]
+                for f in s["functions"]
+                if not f["is_default"]
+            ],
+            "",
+            f"The figures are noisy: the machine was shared by other jobs while this ran (load average "
+            f"{result['load_at_start']} at start, {result.get('load_at_end')} at the end); a ratio within a few "
+            "percent of 1 is inside that noise.",
+            "",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--study", action="append", default=None, metavar="NAME",
-                   help="a study under studies/ or gru_train (repeatable; default: every non-real study and "
-                        "gru_train, or with --quick " + ", ".join(QUICK) + ")")
+    p.add_argument(
+        "--study",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a study under studies/ or gru_train (repeatable; default: every non-real study and "
+        "gru_train, or with --quick " + ", ".join(QUICK) + ")",
+    )
     p.add_argument("--quick", action="store_true", help="three scripts, 5 runs, 8 trials, short timing")
     p.add_argument("--runs", type=int, default=None, help="timed runs per mode (default 7, 5 with --quick)")
-    p.add_argument("--calls", type=int, default=0,
-                   help="calls after the first (default: each function's expected_calls)")
+    p.add_argument(
+        "--calls", type=int, default=0, help="calls after the first (default: each function's expected_calls)"
+    )
     p.add_argument("--trials", type=int, default=None, help="autotune tune --trials (default: its own; 8 quick)")
     p.add_argument("--run-seconds", type=float, default=None, help="autotune tune --run-seconds")
     p.add_argument("--json", default=os.path.join(ROOT, "docs", "results", "e2e.json"))
@@ -269,13 +335,23 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, ROOT)
     import jax
 
-    result = {"jax": jax.__version__, "device": str(jax.devices()[0].device_kind), "commit": commit(),
-              "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-              "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-              "load_at_start": round(os.getloadavg()[0], 2),
-              "settings": {"quick": a.quick, "runs": a.runs, "calls": a.calls or None, "trials": a.trials,
-                           "run_seconds": a.run_seconds, "target": TARGET},
-              "scripts": []}
+    result = {
+        "jax": jax.__version__,
+        "device": str(jax.devices()[0].device_kind),
+        "commit": commit(),
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "load_at_start": round(os.getloadavg()[0], 2),
+        "settings": {
+            "quick": a.quick,
+            "runs": a.runs,
+            "calls": a.calls or None,
+            "trials": a.trials,
+            "run_seconds": a.run_seconds,
+            "target": TARGET,
+        },
+        "scripts": [],
+    }
     for name, path in scripts(a):
         try:
             result["scripts"].append(bench_script(name, path, a, say))

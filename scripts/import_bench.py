@@ -77,14 +77,20 @@ def make_export(path: Path, n: int) -> None:
     from test_cache import make_entry
 
     base = make_entry().to_dict()
-    doc = {"format": "jax-autotune-cache", "schema_version": 2, "pending": [], "values": {},
-           "entries": [{**base, "function_key": f"bulk:f{i}"} for i in range(n)]}
+    doc = {
+        "format": "jax-autotune-cache",
+        "schema_version": 2,
+        "pending": [],
+        "values": {},
+        "entries": [{**base, "function_key": f"bulk:f{i}"} for i in range(n)],
+    }
     path.write_text(json.dumps(doc))
 
 
 def run(n: int, folder: Path) -> dict:
-    from autotune.cache import Cache
     from test_cache import make_entry
+
+    from autotune.cache import Cache
 
     export, db = folder / "export.json", folder / "cache.db"
     make_export(export, n)
@@ -94,8 +100,12 @@ def run(n: int, folder: Path) -> dict:
     prober = subprocess.Popen([sys.executable, "-c", PROBER, str(db), str(stop)], stdout=subprocess.PIPE, text=True)
     assert prober.stdout.readline().strip() == "ready"
     done = folder / "done"
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(db), str(start), str(REPO / "tests"), str(done)],
-                              stdout=subprocess.PIPE, text=True, env=env)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(db), str(start), str(REPO / "tests"), str(done)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     time.sleep(3.0)  # the writer has imported autotune
     t0 = time.perf_counter()
     start.touch()
@@ -106,10 +116,16 @@ def run(n: int, folder: Path) -> dict:
     stop.touch()
     probe = json.loads(prober.communicate(timeout=60)[0])
     entries = len(Cache(db).entries())
-    return {"entries": n, "imported": int(count), "export_mib": round(export.stat().st_size / 2**20, 1),
-            "import_total_s": round(total, 2), "longest_lock_s": round(probe["longest_lock_s"], 3),
-            "concurrent_put": put, "entries_after": entries,
-            "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+    return {
+        "entries": n,
+        "imported": int(count),
+        "export_mib": round(export.stat().st_size / 2**20, 1),
+        "import_total_s": round(total, 2),
+        "longest_lock_s": round(probe["longest_lock_s"], 3),
+        "concurrent_put": put,
+        "entries_after": entries,
+        "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }
 
 
 def main() -> None:
@@ -120,9 +136,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
         r = run(a.entries, Path(tmp))
     print(json.dumps(r, indent=2))
-    print(f"{r['entries']} entries ({r['export_mib']} MiB): import {r['import_total_s']} s, write lock held at most "
-          f"{r['longest_lock_s']} s; {r['concurrent_put']['puts']} concurrent puts, {r['concurrent_put']['failed']} "
-          f"failed, the slowest took {r['concurrent_put']['slowest_put_s']:.2f} s")
+    print(
+        f"{r['entries']} entries ({r['export_mib']} MiB): import {r['import_total_s']} s, write lock held at most "
+        f"{r['longest_lock_s']} s; {r['concurrent_put']['puts']} concurrent puts, {r['concurrent_put']['failed']} "
+        f"failed, the slowest took {r['concurrent_put']['slowest_put_s']:.2f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -55,8 +55,11 @@ def sample(fn, args, config) -> dict[str, float]:
         jax.block_until_ready(compiled(*args))
         walls.append(time.perf_counter() - w0)
         cpus.append(time.process_time() - c0)
-    out.update(run_median=statistics.median(walls), run_p10=statistics.quantiles(walls, n=10)[0],
-               run_cpu=statistics.median(cpus))
+    out.update(
+        run_median=statistics.median(walls),
+        run_p10=statistics.quantiles(walls, n=10)[0],
+        run_cpu=statistics.median(cpus),
+    )
     return out
 
 
@@ -94,11 +97,18 @@ def main() -> None:
             for k in got["none"][0]:
                 med = {c: statistics.median(s[k] for s in got[c]) for c in got}
                 spread = {c: max(s[k] for s in got[c]) / min(s[k] for s in got[c]) for c in got}
-                row[k] = {"none": med["none"], "burner": med["burner"], "ratio": med["burner"] / med["none"],
-                          "spread_none": spread["none"], "spread_burner": spread["burner"]}
-                print(f"{key[:60]:60s} {k:13s} none {med['none']:.4g}  burner {med['burner']:.4g}  "
-                      f"x{med['burner'] / med['none']:.2f}  spread {spread['none']:.2f}/{spread['burner']:.2f}",
-                      flush=True)
+                row[k] = {
+                    "none": med["none"],
+                    "burner": med["burner"],
+                    "ratio": med["burner"] / med["none"],
+                    "spread_none": spread["none"],
+                    "spread_burner": spread["burner"],
+                }
+                print(
+                    f"{key[:60]:60s} {k:13s} none {med['none']:.4g}  burner {med['burner']:.4g}  "
+                    f"x{med['burner'] / med['none']:.2f}  spread {spread['none']:.2f}/{spread['burner']:.2f}",
+                    flush=True,
+                )
             results[key] = row
     print(json.dumps(results))
     if a.json:

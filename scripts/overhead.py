@@ -55,7 +55,7 @@ def inputs():
 def child(mode: str, cache: str) -> None:
     """One whole process: import, decorate, build inputs, first call; prints JSON (wall
     seconds, and CPU seconds of the process, all threads: what a loaded machine moves less)."""
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0 = time.perf_counter()
     import jax
 
     t1, c1 = time.perf_counter(), time.process_time()
@@ -72,11 +72,22 @@ def child(mode: str, cache: str) -> None:
     t4, c4 = time.perf_counter(), time.process_time()
     ctl = getattr(fn, "autotune", None)
     lookup = ctl._last_lookup if ctl is not None else None
-    print(json.dumps({"import_jax_s": t1 - t0, "import_autotune_s": t2 - t1, "import_autotune_cpu_s": c2 - c1,
-                      "first_call_s": t4 - t3, "first_call_cpu_s": c4 - c3, "wall_s": t4 - t0, "cpu_s": c4,
-                      "sqlalchemy": "sqlalchemy" in sys.modules,
-                      "source": lookup.source if lookup else None,
-                      "config": str(lookup.config) if lookup else None}))
+    print(
+        json.dumps(
+            {
+                "import_jax_s": t1 - t0,
+                "import_autotune_s": t2 - t1,
+                "import_autotune_cpu_s": c2 - c1,
+                "first_call_s": t4 - t3,
+                "first_call_cpu_s": c4 - c3,
+                "wall_s": t4 - t0,
+                "cpu_s": c4,
+                "sqlalchemy": "sqlalchemy" in sys.modules,
+                "source": lookup.source if lookup else None,
+                "config": str(lookup.config) if lookup else None,
+            }
+        )
+    )
 
 
 def make_hit_cache(path: str) -> str:
@@ -89,17 +100,30 @@ def make_hit_cache(path: str) -> str:
     program, signature = _keys.program_key(step, inputs(), {}, {})
     (site,) = program.sites
     config = {site.id: {"repr": "scan", "unroll": 1}}
-    at.Cache(path).put(at.CacheEntry(
-        function_key=KEY, fingerprint=program.fingerprint, signature=signature, device=_keys.device_info(),
-        config=config, sites={site.id: {"kind": site.kind, "length": site.length, "has_ys": site.has_ys}},
-        measurements={}, objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
-        cost=1.0))
+    at.Cache(path).put(
+        at.CacheEntry(
+            function_key=KEY,
+            fingerprint=program.fingerprint,
+            signature=signature,
+            device=_keys.device_info(),
+            config=config,
+            sites={site.id: {"kind": site.kind, "length": site.length, "has_ys": site.has_ys}},
+            measurements={},
+            objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
+            cost=1.0,
+        )
+    )
     return str(at.Config.from_dict(config))
 
 
 def run_child(mode: str, cache: str, env: dict) -> dict:
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode, "--cache", cache],
-                         capture_output=True, text=True, env=env, timeout=600)
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--child", mode, "--cache", cache],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     if out.returncode != 0:
         raise SystemExit(f"the {mode} child failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -109,34 +133,42 @@ def whole_processes(runs: int, folder: str) -> dict:
     hit_cache, miss_cache = os.path.join(folder, "hit.db"), os.path.join(folder, "miss.db")
     hit_config = make_hit_cache(hit_cache)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(PYTHONPYCACHEPREFIX=os.path.join(folder, "pycache"), JAX_PLATFORMS=env.get("JAX_PLATFORMS", "cpu"),
-               PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
+    env.update(
+        PYTHONPYCACHEPREFIX=os.path.join(folder, "pycache"),
+        JAX_PLATFORMS=env.get("JAX_PLATFORMS", "cpu"),
+        PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""),
+    )
     caches = {"jit": miss_cache, "hit": hit_cache, "miss": miss_cache}
     for mode in caches:  # warm: bytecode written, files in the page cache
         run_child(mode, caches[mode], env)
     samples: dict[str, list[dict]] = {m: [] for m in caches}
     order = list(caches)
     for i in range(runs):  # alternate, rotating the order, so drift on a shared machine hits all alike
-        for mode in order[i % len(order):] + order[:i % len(order)]:
+        for mode in order[i % len(order) :] + order[: i % len(order)]:
             samples[mode].append(run_child(mode, caches[mode], env))
+
     def ms(field: str) -> dict[str, float]:
         return {m: statistics.median(s[field] for s in samples[m]) * 1e3 for m in MODES}
 
     first, first_cpu = ms("first_call_s"), ms("first_call_cpu_s")
     tuned = samples["hit"] + samples["miss"]  # every process that imported autotune after jax
     return {
-        "runs": runs, "hit_config": hit_config,
-        "first_call_ms": first, "first_call_cpu_ms": first_cpu,
+        "runs": runs,
+        "hit_config": hit_config,
+        "first_call_ms": first,
+        "first_call_cpu_ms": first_cpu,
         "first_call_extra_ms": {m: first[m] - first["jit"] for m in ("hit", "miss")},
         "first_call_extra_cpu_ms": {m: first_cpu[m] - first_cpu["jit"] for m in ("hit", "miss")},
-        "wall_ms": ms("wall_s"), "cpu_ms": ms("cpu_s"),
+        "wall_ms": ms("wall_s"),
+        "cpu_ms": ms("cpu_s"),
         "sqlalchemy_loaded": {m: sum(s["sqlalchemy"] for s in samples[m]) for m in MODES},
         "sources": {m: sorted({str(s["source"]) for s in samples[m]}) for m in ("hit", "miss")},
-        "import_ms": {"jax": statistics.median(s["import_jax_s"] for s in samples["jit"]) * 1e3,
-                      "jax_then_autotune": statistics.median(s["import_jax_s"] + s["import_autotune_s"]
-                                                             for s in tuned) * 1e3,
-                      "autotune_after_jax": statistics.median(s["import_autotune_s"] for s in tuned) * 1e3,
-                      "autotune_after_jax_cpu": statistics.median(s["import_autotune_cpu_s"] for s in tuned) * 1e3},
+        "import_ms": {
+            "jax": statistics.median(s["import_jax_s"] for s in samples["jit"]) * 1e3,
+            "jax_then_autotune": statistics.median(s["import_jax_s"] + s["import_autotune_s"] for s in tuned) * 1e3,
+            "autotune_after_jax": statistics.median(s["import_autotune_s"] for s in tuned) * 1e3,
+            "autotune_after_jax_cpu": statistics.median(s["import_autotune_cpu_s"] for s in tuned) * 1e3,
+        },
         "load_avg": os.getloadavg()[0],
     }
 
@@ -187,7 +219,7 @@ def in_process(rounds: int, calls: int, folder: str) -> dict:
     _record.record_call = timed_hook
     try:
         for i in range(rounds):
-            for m in list(modes)[i % 3:] + list(modes)[:i % 3]:
+            for m in list(modes)[i % 3 :] + list(modes)[: i % 3]:
                 current[0] = m
                 jax.clear_caches()
                 f = at.autotuned(tiny, cache=cache, key=f"overhead:{m}{i}", record=modes[m])
@@ -205,18 +237,24 @@ def in_process(rounds: int, calls: int, folder: str) -> dict:
         for m, f in fns.items():
             rec_steady[m].append(per_call(f))
     med = statistics.median
-    return {"rounds": rounds, "calls": calls,
-            "steady_us": {k: med(v) * 1e6 for k, v in steady.items()},
-            "steady_ratio": med(a / b for a, b in zip(steady["autotuned"], steady["jit"])),
-            "recording": {
-                "first_call_ms": {m: med(v) * 1e3 for m, v in first.items()},
-                "first_call_extra_ms": {m: med(a - b for a, b in zip(first[m], first["off"])) * 1e3
-                                        for m in ("shapes", "values")},
-                "on_call_path_ms": {m: med(own[m]) * 1e3 for m in ("shapes", "values")},
-                "background_write_ms": {m: med(write[m]) * 1e3 for m in ("shapes", "values")},
-                "steady_us": {m: med(v) * 1e6 for m, v in rec_steady.items()},
-                "steady_ratio": {m: med(a / b for a, b in zip(rec_steady[m], rec_steady["off"]))
-                                 for m in ("shapes", "values")}}}
+    return {
+        "rounds": rounds,
+        "calls": calls,
+        "steady_us": {k: med(v) * 1e6 for k, v in steady.items()},
+        "steady_ratio": med(a / b for a, b in zip(steady["autotuned"], steady["jit"])),
+        "recording": {
+            "first_call_ms": {m: med(v) * 1e3 for m, v in first.items()},
+            "first_call_extra_ms": {
+                m: med(a - b for a, b in zip(first[m], first["off"])) * 1e3 for m in ("shapes", "values")
+            },
+            "on_call_path_ms": {m: med(own[m]) * 1e3 for m in ("shapes", "values")},
+            "background_write_ms": {m: med(write[m]) * 1e3 for m in ("shapes", "values")},
+            "steady_us": {m: med(v) * 1e6 for m, v in rec_steady.items()},
+            "steady_ratio": {
+                m: med(a / b for a, b in zip(rec_steady[m], rec_steady["off"])) for m in ("shapes", "values")
+            },
+        },
+    }
 
 
 def table(res: dict) -> str:
@@ -234,8 +272,7 @@ def table(res: dict) -> str:
         f"{f['miss']:.1f} ({x['miss']:+.1f}) |",
         f"| the same, CPU time of the process | {fc['jit']:.1f} | {fc['hit']:.1f} ({xc['hit']:+.1f}) | "
         f"{fc['miss']:.1f} ({xc['miss']:+.1f}) |",
-        f"| whole process until the first result (wall) | {wall['jit']:.0f} | {wall['hit']:.0f} | "
-        f"{wall['miss']:.0f} |",
+        f"| whole process until the first result (wall) | {wall['jit']:.0f} | {wall['hit']:.0f} | {wall['miss']:.0f} |",
         f"| the same, CPU time | {cpu['jit']:.0f} | {cpu['hit']:.0f} | {cpu['miss']:.0f} |",
         f"| processes that loaded SQLAlchemy | {w['sqlalchemy_loaded']['jit']} | {w['sqlalchemy_loaded']['hit']} | "
         f"{w['sqlalchemy_loaded']['miss']} |",
@@ -255,20 +292,30 @@ def table(res: dict) -> str:
     p = res.get("in_process")
     if p:
         r = p["recording"]
-        fc, ex, cp, bw, st, ra = (r["first_call_ms"], r["first_call_extra_ms"], r["on_call_path_ms"],
-                                  r["background_write_ms"], r["steady_us"], r["steady_ratio"])
-        lines += ["", f"In one process: steady call (µs, median of {p['rounds']} interleaved rounds x {p['calls']}): "
-                  f"jax.jit {p['steady_us']['jit']:.2f}, @autotuned {p['steady_us']['autotuned']:.2f} "
-                  f"({p['steady_ratio']:.3f}x).", "",
-                  "| recording (in one process) | off | shapes (`=1`) | values (`=values`) |", "|---|---|---|---|",
-                  f"| first call of a new signature (ms, median; per-round extra) | {fc['off']:.1f} | "
-                  f"{fc['shapes']:.1f} ({ex['shapes']:+.1f}) | {fc['values']:.1f} ({ex['values']:+.1f}) |",
-                  f"| recording's own work on the call path (ms, median) | - | {cp['shapes']:.2f} | "
-                  f"{cp['values']:.2f} |",
-                  f"| waiting for the background write after the call (ms, median) | - | {bw['shapes']:.1f} | "
-                  f"{bw['values']:.1f} |",
-                  f"| steady call (µs, median) | {st['off']:.2f} | {st['shapes']:.2f} ({ra['shapes']:.3f}x) | "
-                  f"{st['values']:.2f} ({ra['values']:.3f}x) |"]
+        fc, ex, cp, bw, st, ra = (
+            r["first_call_ms"],
+            r["first_call_extra_ms"],
+            r["on_call_path_ms"],
+            r["background_write_ms"],
+            r["steady_us"],
+            r["steady_ratio"],
+        )
+        lines += [
+            "",
+            f"In one process: steady call (µs, median of {p['rounds']} interleaved rounds x {p['calls']}): "
+            f"jax.jit {p['steady_us']['jit']:.2f}, @autotuned {p['steady_us']['autotuned']:.2f} "
+            f"({p['steady_ratio']:.3f}x).",
+            "",
+            "| recording (in one process) | off | shapes (`=1`) | values (`=values`) |",
+            "|---|---|---|---|",
+            f"| first call of a new signature (ms, median; per-round extra) | {fc['off']:.1f} | "
+            f"{fc['shapes']:.1f} ({ex['shapes']:+.1f}) | {fc['values']:.1f} ({ex['values']:+.1f}) |",
+            f"| recording's own work on the call path (ms, median) | - | {cp['shapes']:.2f} | {cp['values']:.2f} |",
+            f"| waiting for the background write after the call (ms, median) | - | {bw['shapes']:.1f} | "
+            f"{bw['values']:.1f} |",
+            f"| steady call (µs, median) | {st['off']:.2f} | {st['shapes']:.2f} ({ra['shapes']:.3f}x) | "
+            f"{st['values']:.2f} ({ra['values']:.3f}x) |",
+        ]
     return "\n".join(lines)
 
 
@@ -290,8 +337,11 @@ def main() -> int:
     import jax
 
     with tempfile.TemporaryDirectory(prefix="autotune-overhead-") as folder:
-        res = {"jax": jax.__version__, "device": str(jax.devices()[0]),
-               "whole_processes": whole_processes(a.runs, folder)}
+        res = {
+            "jax": jax.__version__,
+            "device": str(jax.devices()[0]),
+            "whole_processes": whole_processes(a.runs, folder),
+        }
         if not a.quick:
             res["in_process"] = in_process(a.rounds, a.calls, folder)
     text = table(res)

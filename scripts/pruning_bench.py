@@ -66,19 +66,41 @@ def run(mode: str, fn, x, args) -> dict:
     elif mode == "pruning, kill at budget":
         runner = WorkerRunner(fn, (x,), {}, {}, FAST, prune_grace_s=0.0)
     t0 = time.perf_counter()
-    r = at.tune(fn, x, expected_calls=args.expected_calls, sampler="grid", storage=storage, timing=FAST,
-                confirm_rounds=1, confirm_top=2, runner=runner)
+    r = at.tune(
+        fn,
+        x,
+        expected_calls=args.expected_calls,
+        sampler="grid",
+        storage=storage,
+        timing=FAST,
+        confirm_rounds=1,
+        confirm_top=2,
+        runner=runner,
+    )
     wall = time.perf_counter() - t0
     states: dict[str, int] = {}
     for t in r.trials:
         states[t.state] = states.get(t.state, 0) + 1
     return {
-        "mode": mode, "wall_s": wall, "trials": len(r.trials), "states": states,
-        "best_config": r.best_config.to_dict(), "best_cost": r.best_cost, "default_cost": r.default_cost,
-        "trial_details": [{"config": t.config.to_dict(), "state": t.state, "cost": t.cost, "reason": t.reason,
-                           "compile_total_s": None if not t.measurement else
-                           t.measurement["trace_s"] + t.measurement["lower_s"] + t.measurement["compile_s"]}
-                          for t in r.trials],
+        "mode": mode,
+        "wall_s": wall,
+        "trials": len(r.trials),
+        "states": states,
+        "best_config": r.best_config.to_dict(),
+        "best_cost": r.best_cost,
+        "default_cost": r.default_cost,
+        "trial_details": [
+            {
+                "config": t.config.to_dict(),
+                "state": t.state,
+                "cost": t.cost,
+                "reason": t.reason,
+                "compile_total_s": None
+                if not t.measurement
+                else t.measurement["trace_s"] + t.measurement["lower_s"] + t.measurement["compile_s"],
+            }
+            for t in r.trials
+        ],
     }
 
 
@@ -87,8 +109,11 @@ def main(argv=None) -> int:
     p.add_argument("--length", type=int, default=400, help="loop trip count (default 400)")
     p.add_argument("--body-ops", type=int, default=10, help="sin/cos groups per step (default 10)")
     p.add_argument("--expected-calls", type=float, default=10.0, help="objective's call count (default 10)")
-    p.add_argument("--modes", default="none,grace,budget",
-                   help="comma-separated: none (no pruning), grace (at.tune's pruning), budget (kill at budget)")
+    p.add_argument(
+        "--modes",
+        default="none,grace,budget",
+        help="comma-separated: none (no pruning), grace (at.tune's pruning), budget (kill at budget)",
+    )
     p.add_argument("--quick", action="store_true", help="length 200")
     p.add_argument("--json", default="pruning_bench.json", help="where to write the results")
     args = p.parse_args(argv)
@@ -98,9 +123,11 @@ def main(argv=None) -> int:
     modes = [names[m.strip()] for m in args.modes.split(",") if m.strip()]
     fn = make_workload(args.length, args.body_ops)
     x = jnp.linspace(0.0, 1.0, 64)
-    print(f"workload: at.loop of {args.length} steps x {4 * args.body_ops} ops, expected_calls={args.expected_calls:g}, "
-          f"every config (grid); jax {jax.__version__}, Python {platform.python_version()}, {os.cpu_count()} cores",
-          flush=True)
+    print(
+        f"workload: at.loop of {args.length} steps x {4 * args.body_ops} ops, expected_calls={args.expected_calls:g}, "
+        f"every config (grid); jax {jax.__version__}, Python {platform.python_version()}, {os.cpu_count()} cores",
+        flush=True,
+    )
     rows = []
     for mode in modes:
         row = run(mode, fn, x, args)
@@ -111,12 +138,22 @@ def main(argv=None) -> int:
     print(f"{'mode':<26} {'wall s':>8} {'vs none':>8} {'trials':>7} {'complete':>9} {'pruned':>7}  best config (cost)")
     for r in rows:
         speed = f"{base / r['wall_s']:.2f}x" if base else "-"
-        best = ", ".join(f"{k}={v['repr']}" + (f"x{v['unroll']}" if v["repr"] != "for" else "")
-                         for k, v in r["best_config"].items())
-        print(f"{r['mode']:<26} {r['wall_s']:8.1f} {speed:>8} {r['trials']:>7} {r['states'].get('complete', 0):>9} "
-              f"{r['states'].get('pruned', 0):>7}  {best} ({r['best_cost']:.3g})")
-    doc = {"length": args.length, "body_ops": args.body_ops, "expected_calls": args.expected_calls,
-           "jax": jax.__version__, "python": platform.python_version(), "cpus": os.cpu_count(), "runs": rows}
+        best = ", ".join(
+            f"{k}={v['repr']}" + (f"x{v['unroll']}" if v["repr"] != "for" else "") for k, v in r["best_config"].items()
+        )
+        print(
+            f"{r['mode']:<26} {r['wall_s']:8.1f} {speed:>8} {r['trials']:>7} {r['states'].get('complete', 0):>9} "
+            f"{r['states'].get('pruned', 0):>7}  {best} ({r['best_cost']:.3g})"
+        )
+    doc = {
+        "length": args.length,
+        "body_ops": args.body_ops,
+        "expected_calls": args.expected_calls,
+        "jax": jax.__version__,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "runs": rows,
+    }
     with open(args.json, "w") as f:
         json.dump(doc, f, indent=2)
     print(f"\nwrote {args.json}")

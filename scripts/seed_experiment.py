@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target-s", type=float, default=0.2, help="runtime sampling per config for the re-scoring")
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "results"), help="folder for the PNG, JSON and table")
     p.add_argument("--no-space", action="store_true", help="skip measuring the whole space (no tuner picks)")
-    p.add_argument("--replot", metavar="JSON", default=None, help="only redraw the PNG from a saved seed_experiment.json")
+    p.add_argument(
+        "--replot", metavar="JSON", default=None, help="only redraw the PNG from a saved seed_experiment.json"
+    )
     return p
 
 
@@ -77,8 +79,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         plot(result, os.path.join(a.out, "seed_experiment.png"))
         return result
     import jax
-
     import seed_rollout as seed
+
     from autotune import Objective, measure
     from autotune._space import Space
 
@@ -95,8 +97,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             rows = [timed_run(ctl.fun, config, args, n) for _ in range(a.repeats)]
             measured[variant][n] = median_row(rows)
             r = measured[variant][n]
-            print(f"N={n:>6} c as {variant:4s}: compile {r['compile_s']:.3f}s + run {r['run_s']:.3f}s "
-                  f"= {r['total_s']:.3f}s", flush=True)
+            print(
+                f"N={n:>6} c as {variant:4s}: compile {r['compile_s']:.3f}s + run {r['run_s']:.3f}s "
+                f"= {r['total_s']:.3f}s",
+                flush=True,
+            )
 
     # 2. What the tuner picks: every config measured once, re-scored per call count.
     picks, points = [], []
@@ -105,8 +110,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         space = Space(sites)
         for config in space.configs():
             m = measure(ctl.fun, args, config=config, jit_kwargs=ctl.jit_kwargs, target_s=a.target_s)
-            points.append({"config": config.to_dict(), "label": str(config), "compile_s": m.compile_total_s,
-                           "run_s": m.run_s})
+            points.append(
+                {"config": config.to_dict(), "label": str(config), "compile_s": m.compile_total_s, "run_s": m.run_s}
+            )
         print(f"measured {len(points)} configs of the space", flush=True)
 
         def cost_at(label_or_cfg: dict, n: int) -> float | None:
@@ -118,22 +124,38 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for n in a.calls:
             obj = Objective(n, ctl.compile_weight, ctl.runtime_weight)
             best = min(points, key=lambda p: obj.cost_of(p["compile_s"], p["run_s"]))
-            picks.append({"calls": n, "config": best["config"], "label": _short(best["config"]),
-                          "cost": obj.cost_of(best["compile_s"], best["run_s"]),
-                          "for_cost": cost_at(VARIANTS["for"], n), "scan_cost": cost_at(VARIANTS["scan"], n)})
-            print(f"N={n:>6}: tuner picks {picks[-1]['label']} (predicted {picks[-1]['cost']:.3f}s; "
-                  f"for {picks[-1]['for_cost']:.3f}s, scan {picks[-1]['scan_cost']:.3f}s)", flush=True)
+            picks.append(
+                {
+                    "calls": n,
+                    "config": best["config"],
+                    "label": _short(best["config"]),
+                    "cost": obj.cost_of(best["compile_s"], best["run_s"]),
+                    "for_cost": cost_at(VARIANTS["for"], n),
+                    "scan_cost": cost_at(VARIANTS["scan"], n),
+                }
+            )
+            print(
+                f"N={n:>6}: tuner picks {picks[-1]['label']} (predicted {picks[-1]['cost']:.3f}s; "
+                f"for {picks[-1]['for_cost']:.3f}s, scan {picks[-1]['scan_cost']:.3f}s)",
+                flush=True,
+            )
 
     dev = jax.devices()[0]
     result = {
-        "jax": jax.__version__, "device": f"{dev.platform}:{dev.device_kind}",
+        "jax": jax.__version__,
+        "device": f"{dev.platform}:{dev.device_kind}",
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} logical CPUs",
         "date": _dt.datetime.now().isoformat(timespec="seconds"),
-        "workload": {"algo_iters": seed.ALGO_ITERS, "rollout_len": seed.ROLLOUT_LEN, "batch": seed.BATCH,
-                     "hidden": seed.HIDDEN},
+        "workload": {
+            "algo_iters": seed.ALGO_ITERS,
+            "rollout_len": seed.ROLLOUT_LEN,
+            "batch": seed.BATCH,
+            "hidden": seed.HIDDEN,
+        },
         "calls": a.calls,
         "measured": {v: {str(n): r for n, r in rows.items()} for v, rows in measured.items()},
-        "tuner_picks": picks, "space_points": points,
+        "tuner_picks": picks,
+        "space_points": points,
     }
     with open(os.path.join(a.out, "seed_experiment.json"), "w") as fh:
         json.dump(result, fh, indent=1)
@@ -165,24 +187,37 @@ def _short(config: dict) -> str:
 def markdown(r: dict[str, Any]) -> str:
     w = r["workload"]
     lines = [
-        "# Seed experiment: the `c` loop as Python `for` vs `lax.scan`", "",
+        "# Seed experiment: the `c` loop as Python `for` vs `lax.scan`",
+        "",
         f"- date: {r['date']}; jax {r['jax']}; device {r['device']}; machine: {r['machine']}",
         f"- workload: studies/seed_rollout.py, `c` loop of {w['algo_iters']} iterations around a "
-        f"{w['rollout_len']}-step rollout scan (batch {w['batch']}, hidden {w['hidden']}); inner rollout a scan in both", "",
-        "Measured: one cold compile, then N dependent calls (seconds).", "",
+        f"{w['rollout_len']}-step rollout scan (batch {w['batch']}, hidden {w['hidden']}); "
+        "inner rollout a scan in both",
+        "",
+        "Measured: one cold compile, then N dependent calls (seconds).",
+        "",
         "| N calls | for: compile | for: run | for: total | scan: compile | scan: run | scan: total | faster |",
         "|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for n in r["calls"]:
         f, s = r["measured"]["for"][str(n)], r["measured"]["scan"][str(n)]
-        lines.append(f"| {n} | {f['compile_s']:.3f} | {f['run_s']:.3f} | {f['total_s']:.3f} | {s['compile_s']:.3f} | "
-                     f"{s['run_s']:.3f} | {s['total_s']:.3f} | {'for' if f['total_s'] < s['total_s'] else 'scan'} |")
+        lines.append(
+            f"| {n} | {f['compile_s']:.3f} | {f['run_s']:.3f} | {f['total_s']:.3f} | {s['compile_s']:.3f} | "
+            f"{s['run_s']:.3f} | {s['total_s']:.3f} | {'for' if f['total_s'] < s['total_s'] else 'scan'} |"
+        )
     if r["tuner_picks"]:
-        lines += ["", f"What the tuner picks at each call count (every one of the {len(r['space_points'])} configs "
-                      "measured once, re-scored; predicted cost in seconds):", "",
-                  "| N calls | pick | predicted cost | `c` as for | `c` as scan |", "|---:|---|---:|---:|---:|"]
+        lines += [
+            "",
+            f"What the tuner picks at each call count (every one of the {len(r['space_points'])} configs "
+            "measured once, re-scored; predicted cost in seconds):",
+            "",
+            "| N calls | pick | predicted cost | `c` as for | `c` as scan |",
+            "|---:|---|---:|---:|---:|",
+        ]
         for p in r["tuner_picks"]:
-            lines.append(f"| {p['calls']} | `{p['label']}` | {p['cost']:.3f} | {p['for_cost']:.3f} | {p['scan_cost']:.3f} |")
+            lines.append(
+                f"| {p['calls']} | `{p['label']}` | {p['cost']:.3f} | {p['for_cost']:.3f} | {p['scan_cost']:.3f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -203,8 +238,16 @@ def plot(r: dict[str, Any], path: str) -> None:
     for v in ("for", "scan"):
         rows = [r["measured"][v][str(n)] for n in calls]
         ax1.plot(calls, [x["total_s"] for x in rows], "o-", color=colors[v], lw=2, label=f"c as {v}: compile + run")
-        ax1.plot(calls, [x["compile_s"] for x in rows], "s--", color=colors[v], lw=1.2, ms=4, alpha=0.8,
-                 label=f"c as {v}: compile only")
+        ax1.plot(
+            calls,
+            [x["compile_s"] for x in rows],
+            "s--",
+            color=colors[v],
+            lw=1.2,
+            ms=4,
+            alpha=0.8,
+            label=f"c as {v}: compile only",
+        )
     ax1.set_xscale("log")
     ax1.set_yscale("log")
     from matplotlib.ticker import FuncFormatter
@@ -228,8 +271,16 @@ def plot(r: dict[str, Any], path: str) -> None:
         run = np.array([row["run_s"] for row in rows])
         tot = comp + run
         pos = x + (i - 0.5) * width
-        ax2.bar(pos, comp / tot * 100, width, color=colors[v], alpha=0.4, hatch="//", edgecolor="white",
-                label=f"c as {v}: compile")
+        ax2.bar(
+            pos,
+            comp / tot * 100,
+            width,
+            color=colors[v],
+            alpha=0.4,
+            hatch="//",
+            edgecolor="white",
+            label=f"c as {v}: compile",
+        )
         ax2.bar(pos, run / tot * 100, width, bottom=comp / tot * 100, color=colors[v], label=f"c as {v}: run")
         for px, t in zip(pos, tot):
             ax2.text(px, 102, f"{t:.2f}s", ha="center", va="bottom", fontsize=8)
@@ -244,16 +295,23 @@ def plot(r: dict[str, Any], path: str) -> None:
     if picks:
         ax3 = fig.add_subplot(gs[1, :])
         ax3.axis("off")
-        cells = [[f"{p['calls']}", p["label"], f"{p['cost']:.3f}", f"{p['for_cost']:.3f}", f"{p['scan_cost']:.3f}"]
-                 for p in picks]
-        table = ax3.table(cellText=cells, colLabels=["N calls", "tuner's pick (all sites)", "predicted s",
-                                                     "c as for, s", "c as scan, s"],
-                          colWidths=[0.08, 0.46, 0.12, 0.12, 0.12], loc="center", cellLoc="center")
+        cells = [
+            [f"{p['calls']}", p["label"], f"{p['cost']:.3f}", f"{p['for_cost']:.3f}", f"{p['scan_cost']:.3f}"]
+            for p in picks
+        ]
+        table = ax3.table(
+            cellText=cells,
+            colLabels=["N calls", "tuner's pick (all sites)", "predicted s", "c as for, s", "c as scan, s"],
+            colWidths=[0.08, 0.46, 0.12, 0.12, 0.12],
+            loc="center",
+            cellLoc="center",
+        )
         table.auto_set_font_size(False)
         table.set_fontsize(9)
         table.scale(1, 1.25)
-        ax3.set_title("What the tuner picks at each N (every config measured once, re-scored: "
-                      "compile + N x run)", fontsize=10)
+        ax3.set_title(
+            "What the tuner picks at each N (every config measured once, re-scored: compile + N x run)", fontsize=10
+        )
     fig.suptitle(f"Seed experiment: the c loop as a Python for vs a scan (jax {r['jax']}, {r['device']})", fontsize=12)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

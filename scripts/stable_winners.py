@@ -51,7 +51,7 @@ def program(name: str):
     spec = importlib.util.spec_from_file_location("gru_train", REPO / PROGRAMS[name][0])
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    (fn, args), = mod.examples()
+    ((fn, args),) = mod.examples()
     return fn.autotune.fun, tuple(args)
 
 
@@ -62,10 +62,15 @@ def tune_once(name: str, trials: int, storage: str) -> dict:
     fn, args = program(name)
     t0 = time.perf_counter()
     r = at.tune(fn, *args, expected_calls=PROGRAMS[name][1], n_trials=trials, storage=storage, progress=False)
-    return {"winner": r.best_config.to_dict(), "label": r.best_config.label(r.sites),
-            "wall_s": time.perf_counter() - t0, "speedup": r.speedup,
-            "confirmed": [{"config": p["config"], "rounds": p["rounds"], "compiles": p.get("compiles")}
-                          for p in r.confirmed]}
+    return {
+        "winner": r.best_config.to_dict(),
+        "label": r.best_config.label(r.sites),
+        "wall_s": time.perf_counter() - t0,
+        "speedup": r.speedup,
+        "confirmed": [
+            {"config": p["config"], "rounds": p["rounds"], "compiles": p.get("compiles")} for p in r.confirmed
+        ],
+    }
 
 
 def side_by_side(name: str, configs: list[dict], rounds: int) -> dict[str, dict]:
@@ -77,12 +82,14 @@ def side_by_side(name: str, configs: list[dict], rounds: int) -> dict[str, dict]
     goal = at.Objective(expected_calls=PROGRAMS[name][1])
     costs: dict[str, list[float]] = {json.dumps(c, sort_keys=True): [] for c in configs}
     for r in range(rounds):
-        order = list(costs)[r % len(costs):] + list(costs)[: r % len(costs)]
+        order = list(costs)[r % len(costs) :] + list(costs)[: r % len(costs)]
         for key in order:
             m = runner.measure(json.loads(key))
             costs[key].append(goal.cost(m))
-    return {k: {"cost": statistics.median(v), "spread": (max(v) - min(v)) / statistics.median(v), "rounds": v}
-            for k, v in costs.items()}
+    return {
+        k: {"cost": statistics.median(v), "spread": (max(v) - min(v)) / statistics.median(v), "rounds": v}
+        for k, v in costs.items()
+    }
 
 
 def main() -> None:
@@ -105,21 +112,33 @@ def main() -> None:
             picks = []
             for i in range(args.runs):
                 with tempfile.TemporaryDirectory() as tmp:
-                    child = [sys.executable, __file__, "--child", name, str(args.trials),
-                             os.path.join(tmp, "studies.db")]
+                    child = [
+                        sys.executable,
+                        __file__,
+                        "--child",
+                        name,
+                        str(args.trials),
+                        os.path.join(tmp, "studies.db"),
+                    ]
                     proc = subprocess.run(child, env=env, capture_output=True, text=True, check=False)
                 if proc.returncode != 0:
                     raise SystemExit(f"run {i} of {name} failed:\n{proc.stderr[-3000:]}")
                 picks.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-                print(f"{name} run {i + 1}: {picks[-1]['label']} ({picks[-1]['speedup']:.3f}x, "
-                      f"{picks[-1]['wall_s']:.0f} s)", flush=True)
+                print(
+                    f"{name} run {i + 1}: {picks[-1]['label']} ({picks[-1]['speedup']:.3f}x, "
+                    f"{picks[-1]['wall_s']:.0f} s)",
+                    flush=True,
+                )
             configs = [{}] + [p["winner"] for p in picks if p["winner"] != {}]
             unique = list({json.dumps(c, sort_keys=True): c for c in configs}.values())
             measured = side_by_side(name, unique, args.rounds)
             base = measured[json.dumps({}, sort_keys=True)]["cost"]
             for key, v in measured.items():
-                print(f"  {key:90s} cost {v['cost']:.4g} s  x{v['cost'] / base:.3f} of the default  "
-                      f"(own spread {v['spread']:.1%})", flush=True)
+                print(
+                    f"  {key:90s} cost {v['cost']:.4g} s  x{v['cost'] / base:.3f} of the default  "
+                    f"(own spread {v['spread']:.1%})",
+                    flush=True,
+                )
             out[name] = {"picks": picks, "side_by_side": measured}
     finally:
         if burner is not None:

@@ -26,10 +26,27 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_once(file: str, workers: int, trials: int, storage: str, cache: str, run_seconds: float | None,
-             sampler: str) -> dict:
-    cmd = [sys.executable, "-m", "autotune", "tune", file, "--workers", str(workers), "--trials", str(trials),
-           "--storage", storage, "--cache", cache, "--sampler", sampler, "--json"]
+def run_once(
+    file: str, workers: int, trials: int, storage: str, cache: str, run_seconds: float | None, sampler: str
+) -> dict:
+    cmd = [
+        sys.executable,
+        "-m",
+        "autotune",
+        "tune",
+        file,
+        "--workers",
+        str(workers),
+        "--trials",
+        str(trials),
+        "--storage",
+        storage,
+        "--cache",
+        cache,
+        "--sampler",
+        sampler,
+        "--json",
+    ]
     if run_seconds is not None:
         cmd += ["--run-seconds", str(run_seconds)]
     env = dict(os.environ)
@@ -44,9 +61,15 @@ def run_once(file: str, workers: int, trials: int, storage: str, cache: str, run
     for t in result["trials"]:
         states[t["state"]] = states.get(t["state"], 0) + 1
     return {
-        "workers": workers, "wall_s": round(wall, 2), "trials": len(result["trials"]), "states": states,
-        "measured": states.get("complete", 0), "best_cost": result["best_cost"], "default_cost": result["default_cost"],
-        "best_config": result["best_config"], "warned_shared_device": "share" in proc.stderr,
+        "workers": workers,
+        "wall_s": round(wall, 2),
+        "trials": len(result["trials"]),
+        "states": states,
+        "measured": states.get("complete", 0),
+        "best_cost": result["best_cost"],
+        "default_cost": result["default_cost"],
+        "best_config": result["best_config"],
+        "warned_shared_device": "share" in proc.stderr,
     }
 
 
@@ -91,8 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{Path(a.file).name}: {a.trials} trials, {backend} storage, {os.cpu_count()} CPUs")
     print(f"{'workers':>7} {'wall s':>8} {'speed-up':>8} {'trials':>6} {'measured':>8} {'best cost':>10}  states")
     for r in rows:
-        print(f"{r['workers']:>7} {r['wall_s']:>8.2f} {base / r['wall_s']:>7.2f}x {r['trials']:>6} {r['measured']:>8} "
-              f"{r['best_cost']:>10.4g}  {r['states']}")
+        print(
+            f"{r['workers']:>7} {r['wall_s']:>8.2f} {base / r['wall_s']:>7.2f}x {r['trials']:>6} {r['measured']:>8} "
+            f"{r['best_cost']:>10.4g}  {r['states']}"
+        )
     print(json.dumps({"file": a.file, "trials": a.trials, "storage": backend, "cpus": os.cpu_count(), "runs": rows}))
     return 0
 

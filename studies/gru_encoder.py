@@ -41,8 +41,8 @@ def gru_step(p, h, x):
     gx = x @ p["wx"] + p["b"]
     gh = h @ p["wh"]
     r = jax.nn.sigmoid(gx[:, :HIDDEN] + gh[:, :HIDDEN])
-    z = jax.nn.sigmoid(gx[:, HIDDEN:2 * HIDDEN] + gh[:, HIDDEN:2 * HIDDEN])
-    n = jnp.tanh(gx[:, 2 * HIDDEN:] + r * gh[:, 2 * HIDDEN:])
+    z = jax.nn.sigmoid(gx[:, HIDDEN : 2 * HIDDEN] + gh[:, HIDDEN : 2 * HIDDEN])
+    n = jnp.tanh(gx[:, 2 * HIDDEN :] + r * gh[:, 2 * HIDDEN :])
     return (1.0 - z) * n + z * h
 
 

@@ -28,8 +28,14 @@ def model(seed: int = 0):
     q, _ = jnp.linalg.qr(jax.random.normal(k1, (STATE, STATE)))
     F = 0.95 * q  # a stable rotation-like transition
     H = jax.random.normal(k2, (OBS, STATE)) / jnp.sqrt(STATE)
-    return {"F": F, "H": H, "Q": 0.1 * jnp.eye(STATE), "R": 0.5 * jnp.eye(OBS),
-            "m0": jnp.zeros(STATE), "P0": jnp.eye(STATE)}
+    return {
+        "F": F,
+        "H": H,
+        "Q": 0.1 * jnp.eye(STATE),
+        "R": 0.5 * jnp.eye(OBS),
+        "m0": jnp.zeros(STATE),
+        "P0": jnp.eye(STATE),
+    }
 
 
 def _solve_psd(S, B):

@@ -19,8 +19,9 @@ from jax import lax
 try:
     import blackjax
 except ImportError as exc:  # say which extra brings it
-    raise ImportError(f"{__name__} needs blackjax ({exc}), from the examples extra: "
-                      "pip install 'jax-autotune[examples]'") from exc
+    raise ImportError(
+        f"{__name__} needs blackjax ({exc}), from the examples extra: pip install 'jax-autotune[examples]'"
+    ) from exc
 
 import autotune as at
 
@@ -44,8 +45,12 @@ def log_density(w, X, y):
 
 @at.autotuned(expected_calls=EXPECTED_CALLS)
 def sample_chunk(positions, keys, X, y):
-    kernel = blackjax.hmc(lambda w: log_density(w, X, y), step_size=STEP,
-                          inverse_mass_matrix=jnp.ones(N_FEATURES), num_integration_steps=LEAPFROG)
+    kernel = blackjax.hmc(
+        lambda w: log_density(w, X, y),
+        step_size=STEP,
+        inverse_mass_matrix=jnp.ones(N_FEATURES),
+        num_integration_steps=LEAPFROG,
+    )
 
     def chain(position, key):
         def transition(state, k):

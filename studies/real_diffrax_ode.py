@@ -21,8 +21,9 @@ import jax.numpy as jnp
 try:
     import diffrax
 except ImportError as exc:  # say which extra brings it
-    raise ImportError(f"{__name__} needs diffrax ({exc}), from the examples extra: "
-                      "pip install 'jax-autotune[examples]'") from exc
+    raise ImportError(
+        f"{__name__} needs diffrax ({exc}), from the examples extra: pip install 'jax-autotune[examples]'"
+    ) from exc
 
 import autotune as at
 
@@ -39,9 +40,17 @@ def vector_field(t, y, rates):
 
 def solve_one(y0, rates):
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(vector_field), diffrax.Tsit5(), t0=0.0, t1=T1, dt0=0.1, y0=y0, args=rates,
+        diffrax.ODETerm(vector_field),
+        diffrax.Tsit5(),
+        t0=0.0,
+        t1=T1,
+        dt0=0.1,
+        y0=y0,
+        args=rates,
         saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, T1, N_SAVE)),
-        stepsize_controller=diffrax.PIDController(rtol=1e-5, atol=1e-7), max_steps=512)
+        stepsize_controller=diffrax.PIDController(rtol=1e-5, atol=1e-7),
+        max_steps=512,
+    )
     return sol.ys
 
 

@@ -22,8 +22,9 @@ from jax import lax
 try:
     import equinox as eqx
 except ImportError as exc:  # say which extra brings it
-    raise ImportError(f"{__name__} needs equinox ({exc}), from the examples extra: "
-                      "pip install 'jax-autotune[examples]'") from exc
+    raise ImportError(
+        f"{__name__} needs equinox ({exc}), from the examples extra: pip install 'jax-autotune[examples]'"
+    ) from exc
 
 import autotune as at
 

@@ -19,8 +19,9 @@ import jax.numpy as jnp
 try:
     import flax.linen as nn
 except ImportError as exc:  # say which extra brings it
-    raise ImportError(f"{__name__} needs flax ({exc}), from the examples extra: "
-                      "pip install 'jax-autotune[examples]'") from exc
+    raise ImportError(
+        f"{__name__} needs flax ({exc}), from the examples extra: pip install 'jax-autotune[examples]'"
+    ) from exc
 
 import autotune as at
 

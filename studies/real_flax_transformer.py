@@ -21,8 +21,9 @@ import jax.numpy as jnp
 try:
     import flax.linen as nn
 except ImportError as exc:  # say which extra brings it
-    raise ImportError(f"{__name__} needs flax ({exc}), from the examples extra: "
-                      "pip install 'jax-autotune[examples]'") from exc
+    raise ImportError(
+        f"{__name__} needs flax ({exc}), from the examples extra: pip install 'jax-autotune[examples]'"
+    ) from exc
 
 import autotune as at
 
@@ -51,8 +52,9 @@ class Decoder(nn.Module):
     def __call__(self, tokens):
         x = nn.Embed(VOCAB, D_MODEL, name="embed")(tokens)
         # MaxText's decoder: one remat'ed block, scanned over a stacked "layers" axis.
-        stack = nn.scan(nn.remat(Block, prevent_cse=False), variable_axes={"params": 0},
-                        split_rngs={"params": True}, length=LAYERS)
+        stack = nn.scan(
+            nn.remat(Block, prevent_cse=False), variable_axes={"params": 0}, split_rngs={"params": True}, length=LAYERS
+        )
         x, _ = stack(name="layers")(x, None)
         return nn.Dense(VOCAB, name="logits")(nn.LayerNorm(name="ln_final")(x))
 

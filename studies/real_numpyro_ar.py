@@ -24,8 +24,9 @@ try:
     from numpyro.contrib.control_flow import scan
     from numpyro.infer.util import log_density
 except ImportError as exc:  # say which extra brings it
-    raise ImportError(f"{__name__} needs numpyro ({exc}), from the examples extra: "
-                      "pip install 'jax-autotune[examples]'") from exc
+    raise ImportError(
+        f"{__name__} needs numpyro ({exc}), from the examples extra: pip install 'jax-autotune[examples]'"
+    ) from exc
 
 import autotune as at
 
@@ -59,8 +60,12 @@ def log_joint_and_grad(params, y):
 def init(seed: int = 0):
     k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
     y = jnp.sin(jnp.arange(T) / 4.0) + 0.1 * jax.random.normal(k1, (T,))
-    params = {"sigma": jnp.array(0.5), "phi": jnp.array(0.3), "tau": jnp.array(0.7),
-              "h": 0.1 * jax.random.normal(k2, (T,))}
+    params = {
+        "sigma": jnp.array(0.5),
+        "phi": jnp.array(0.3),
+        "tau": jnp.array(0.7),
+        "h": 0.1 * jax.random.normal(k2, (T,)),
+    }
     return params, y
 
 

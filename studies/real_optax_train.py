@@ -21,8 +21,9 @@ from jax import lax
 try:
     import optax
 except ImportError as exc:  # say which extra brings it
-    raise ImportError(f"{__name__} needs optax ({exc}), from the examples extra: "
-                      "pip install 'jax-autotune[examples]'") from exc
+    raise ImportError(
+        f"{__name__} needs optax ({exc}), from the examples extra: pip install 'jax-autotune[examples]'"
+    ) from exc
 
 import autotune as at
 
@@ -63,8 +64,12 @@ def train_chunk(params, opt_state, xs, ys):
 
 def init(seed: int = 0):
     k1, k2, k3 = jax.random.split(jax.random.PRNGKey(seed), 3)
-    params = {"w1": jax.random.normal(k1, (D_IN, HIDDEN)) / jnp.sqrt(D_IN), "b1": jnp.zeros(HIDDEN),
-              "w2": jax.random.normal(k2, (HIDDEN, 1)) / jnp.sqrt(HIDDEN), "b2": jnp.zeros(1)}
+    params = {
+        "w1": jax.random.normal(k1, (D_IN, HIDDEN)) / jnp.sqrt(D_IN),
+        "b1": jnp.zeros(HIDDEN),
+        "w2": jax.random.normal(k2, (HIDDEN, 1)) / jnp.sqrt(HIDDEN),
+        "b2": jnp.zeros(1),
+    }
     xs = jax.random.normal(k3, (MINIBATCHES * BATCH, D_IN))
     ys = jnp.sin(xs.sum(axis=-1))
     return params, OPTIMIZER.init(params), xs, ys

@@ -21,8 +21,9 @@ import jax.numpy as jnp
 try:
     import optimistix as optx
 except ImportError as exc:  # say which extra brings it
-    raise ImportError(f"{__name__} needs optimistix ({exc}), from the examples extra: "
-                      "pip install 'jax-autotune[examples]'") from exc
+    raise ImportError(
+        f"{__name__} needs optimistix ({exc}), from the examples extra: pip install 'jax-autotune[examples]'"
+    ) from exc
 
 import autotune as at
 
@@ -52,8 +53,11 @@ def init(seed: int = 0):
     kw, ku, kb, kx = jax.random.split(jax.random.PRNGKey(seed), 4)
     # A contraction (spectral norm below one) so the fixed point exists and is unique.
     w = jax.random.normal(kw, (STATE, STATE)) * 0.9 / (2 * jnp.sqrt(STATE))
-    params = {"w": w, "u": jax.random.normal(ku, (STATE, INPUT)) / jnp.sqrt(INPUT),
-              "b": 0.1 * jax.random.normal(kb, (STATE,))}
+    params = {
+        "w": w,
+        "u": jax.random.normal(ku, (STATE, INPUT)) / jnp.sqrt(INPUT),
+        "b": 0.1 * jax.random.normal(kb, (STATE,)),
+    }
     xs = 2.0 * jax.random.normal(kx, (BATCH, INPUT))
     return params, xs
 

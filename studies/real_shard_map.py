@@ -45,14 +45,17 @@ EXPECTED_CALLS = 10_000
 def mesh() -> Mesh:
     devices = jax.devices()
     if len(devices) < HOST_DEVICES:
-        raise RuntimeError(f"{__name__} needs {HOST_DEVICES} devices, JAX has {len(devices)} "
-                           f"{devices[0].platform} device(s); run it with JAX_PLATFORMS=cpu "
-                           f"XLA_FLAGS=--xla_force_host_platform_device_count={HOST_DEVICES}")
+        raise RuntimeError(
+            f"{__name__} needs {HOST_DEVICES} devices, JAX has {len(devices)} "
+            f"{devices[0].platform} device(s); run it with JAX_PLATFORMS=cpu "
+            f"XLA_FLAGS=--xla_force_host_platform_device_count={HOST_DEVICES}"
+        )
     return Mesh(np.array(devices[:HOST_DEVICES]), ("data",))
 
 
 def local_loss(params, xs, ys):
     """One device's share: the recurrence over its sequences, the squared errors summed over ``"data"``."""
+
     def step(h, x):
         return jnp.tanh(x @ params["wx"] + h @ params["wh"] + params["b"]), None
 
@@ -76,9 +79,12 @@ def train_step(params, xs, ys):
 
 def init(seed: int = 0):
     k1, k2, k3, k4 = jax.random.split(jax.random.PRNGKey(seed), 4)
-    params = {"wx": jax.random.normal(k1, (D_IN, HIDDEN)) / np.sqrt(D_IN),
-              "wh": jax.random.normal(k2, (HIDDEN, HIDDEN)) * 0.5 / np.sqrt(HIDDEN),
-              "b": jnp.zeros(HIDDEN), "wo": jax.random.normal(k3, (HIDDEN, 1)) / np.sqrt(HIDDEN)}
+    params = {
+        "wx": jax.random.normal(k1, (D_IN, HIDDEN)) / np.sqrt(D_IN),
+        "wh": jax.random.normal(k2, (HIDDEN, HIDDEN)) * 0.5 / np.sqrt(HIDDEN),
+        "b": jnp.zeros(HIDDEN),
+        "wo": jax.random.normal(k3, (HIDDEN, 1)) / np.sqrt(HIDDEN),
+    }
     xs = jax.random.normal(k4, (BATCH, T, D_IN))
     ys = jnp.sin(xs.sum(axis=(1, 2)))[:, None]
     replicated, batch = NamedSharding(mesh(), P()), NamedSharding(mesh(), P("data"))

@@ -57,8 +57,10 @@ def policy(params, obs):
 def init(seed: int = 0):
     k1, k2, k3, k4 = jax.random.split(jax.random.PRNGKey(seed), 4)
     params = {
-        "w1": jax.random.normal(k1, (4, HIDDEN)) * 0.5, "b1": jnp.zeros(HIDDEN),
-        "w2": jax.random.normal(k2, (HIDDEN, 2)) * 0.1, "b2": jnp.zeros(2),
+        "w1": jax.random.normal(k1, (4, HIDDEN)) * 0.5,
+        "b1": jnp.zeros(HIDDEN),
+        "w2": jax.random.normal(k2, (HIDDEN, 2)) * 0.1,
+        "b2": jnp.zeros(2),
     }
     state = jax.random.uniform(k3, (N_ENVS, 4), minval=-0.05, maxval=0.05)
     # Gumbel noise for sampling actions, drawn outside (each call gets a fresh block of it).

@@ -38,20 +38,31 @@ _CSI = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[()][
 def cli_env(tmp_path, **extra: str) -> dict[str, str]:
     """An environment with the repository importable and a private cache under ``tmp_path``."""
     env = {k: v for k, v in os.environ.items() if k not in ("AUTOTUNE_STORAGE", "COLUMNS", "LINES")}
-    env.update(AUTOTUNE_CACHE=str(Path(tmp_path) / "cache.db"), JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env.update(
+        AUTOTUNE_CACHE=str(Path(tmp_path) / "cache.db"),
+        JAX_PLATFORMS="cpu",
+        PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    )
     env.update(extra)
     return env
 
 
 def run(*args: str, cwd, env, timeout: float = 300) -> subprocess.CompletedProcess:
     """``python -m autotune ARGS`` with stdout and stderr on pipes."""
-    return subprocess.run([sys.executable, "-m", "autotune", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
-def on_terminal(argv: list[str], *, cwd=None, env=None, columns: int = 80, rows: int = 40,
-                timeout: float = 300) -> tuple[int, str]:
+def on_terminal(
+    argv: list[str], *, cwd=None, env=None, columns: int = 80, rows: int = 40, timeout: float = 300
+) -> tuple[int, str]:
     """Run ``argv`` with stdout and stderr on one real pseudo-terminal of ``columns`` columns
     (the window size set, and ``$COLUMNS``), as at an interactive shell.
 
@@ -64,8 +75,9 @@ def on_terminal(argv: list[str], *, cwd=None, env=None, columns: int = 80, rows:
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     try:
-        p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
-                             close_fds=True)
+        p = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, close_fds=True
+        )
     finally:
         os.close(slave)
     chunks = []
@@ -85,8 +97,13 @@ def on_terminal(argv: list[str], *, cwd=None, env=None, columns: int = 80, rows:
 
 def run_in_pty(*args: str, cwd, env, columns: int = 80, timeout: float = 300) -> tuple[int, str]:
     """``python -m autotune ARGS`` on a real pseudo-terminal (see :func:`on_terminal`)."""
-    return on_terminal([sys.executable, "-m", "autotune", *args], cwd=cwd,
-                       env={**env, "TERM": "xterm-256color"}, columns=columns, timeout=timeout)
+    return on_terminal(
+        [sys.executable, "-m", "autotune", *args],
+        cwd=cwd,
+        env={**env, "TERM": "xterm-256color"},
+        columns=columns,
+        timeout=timeout,
+    )
 
 
 def visible_lines(text: str) -> list[str]:

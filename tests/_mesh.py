@@ -61,10 +61,20 @@ def mesh_process(name: str, mode: str, *rest: str) -> dict:
     device count: loading the study file asks for the devices it declares. ``mode`` is
     ``check`` (sites, shardings, the default and two sample configs run) or ``lookup CACHE CALLS``."""
     flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags,
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        XLA_FLAGS=flags,
+        PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
     script = MESH_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, "-c", script, os.path.join(STUDY_DIR, f"{name}.py"), mode, *rest],
-                          capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, os.path.join(STUDY_DIR, f"{name}.py"), mode, *rest],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -55,8 +55,11 @@ def workers_of(parent_pid: int) -> list[int]:
                 argv = f.read().split(b"\0")
         except OSError:
             continue
-        if b"autotune.worker" in argv and b"--parent" in argv and \
-                argv[argv.index(b"--parent") + 1] == str(parent_pid).encode():
+        if (
+            b"autotune.worker" in argv
+            and b"--parent" in argv
+            and argv[argv.index(b"--parent") + 1] == str(parent_pid).encode()
+        ):
             found.append(int(entry))
     return found
 

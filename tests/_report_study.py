@@ -18,7 +18,7 @@ from autotune._studyfile import load_examples
 
 FAST = {"target_s": 0.01, "min_reps": 3, "warmup": 1}
 PNG = b"\x89PNG\r\n\x1a\n"
-STUDY_FILE = '''
+STUDY_FILE = """
 import jax.numpy as jnp
 import autotune as at
 
@@ -28,7 +28,7 @@ def smooth(x):
 
 def examples():
     return [(smooth, (jnp.zeros(16),))]
-'''
+"""
 _BUILT: dict[str, dict] = {}
 
 
@@ -54,30 +54,66 @@ def tiny_study(tmp_path_factory) -> dict:
     (ex,) = load_examples(str(path))
     storage = str(root / "studies.db")
     runner = Troubled(ex.fn.fun, ex.args, {}, {}, FAST)
-    result = at.tune(ex.fn.fun, *ex.args, function_key=ex.fn.key, expected_calls=1000, storage=storage,
-                     sampler="grid", timing=FAST, runner=runner, confirm_rounds=1, progress=False)
+    result = at.tune(
+        ex.fn.fun,
+        *ex.args,
+        function_key=ex.fn.key,
+        expected_calls=1000,
+        storage=storage,
+        sampler="grid",
+        timing=FAST,
+        runner=runner,
+        confirm_rounds=1,
+        progress=False,
+    )
     # A trial that some other worker timed out (as a worker process records it).
     s = optuna.load_study(study_name=result.study_name, storage="sqlite:///" + storage)
-    s.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={
-        "config": json.dumps({"smooth": {"repr": "scan", "unroll": 2}}), "outcome": "timeout",
-        "reason": "trial timeout: compile + run took longer than 30 s, and the worker "
-                  "/tmp/a/very/long/path/to/the/worker_process_that_was_killed_after_it_hung.py was killed"}))
+    s.add_trial(
+        optuna.trial.create_trial(
+            state=optuna.trial.TrialState.FAIL,
+            user_attrs={
+                "config": json.dumps({"smooth": {"repr": "scan", "unroll": 2}}),
+                "outcome": "timeout",
+                "reason": "trial timeout: compile + run took longer than 30 s, and the worker "
+                "/tmp/a/very/long/path/to/the/worker_process_that_was_killed_after_it_hung.py was killed",
+            },
+        )
+    )
     _BUILT["tiny"] = {"root": root, "file": str(path), "storage": storage, "result": result, "key": ex.fn.key}
     return _BUILT["tiny"]
 
 
-SITE = {"id": "l", "kind": "loop", "length": 8, "depth": 0, "parent": None, "source": None, "name": "l",
-        "has_ys": False, "default": {"repr": "scan", "unroll": 1}, "form": "loop", "derived": False}
+SITE = {
+    "id": "l",
+    "kind": "loop",
+    "length": 8,
+    "depth": 0,
+    "parent": None,
+    "source": None,
+    "name": "l",
+    "has_ys": False,
+    "default": {"repr": "scan", "unroll": 1},
+    "form": "loop",
+    "derived": False,
+}
 DEFAULT = {"l": {"repr": "scan", "unroll": 1}}
 FOR = {"l": {"repr": "for", "unroll": 1}}
 FORI = {"l": {"repr": "fori", "unroll": 1}}
 # FORI dominates the default on both medians, but loses two of three paired rounds to it:
 # the rule keeps the default, which then owns call counts although it is off the front.
 CONFIRMED = [
-    {"config": DEFAULT, "compile_s": 0.96, "run_s": 0.96e-3,
-     "rounds": [[0.90, 0.90e-3], [0.96, 0.96e-3], [1.50, 1.50e-3]]},
-    {"config": FORI, "compile_s": 0.95, "run_s": 0.95e-3,
-     "rounds": [[0.95, 0.95e-3], [0.97, 0.97e-3], [0.91, 0.91e-3]]},
+    {
+        "config": DEFAULT,
+        "compile_s": 0.96,
+        "run_s": 0.96e-3,
+        "rounds": [[0.90, 0.90e-3], [0.96, 0.96e-3], [1.50, 1.50e-3]],
+    },
+    {
+        "config": FORI,
+        "compile_s": 0.95,
+        "run_s": 0.95e-3,
+        "rounds": [[0.95, 0.95e-3], [0.97, 0.97e-3], [0.91, 0.91e-3]],
+    },
     {"config": FOR, "compile_s": 4.0, "run_s": 1e-4, "rounds": [[4.0, 1e-4], [4.0, 1e-4], [4.0, 1e-4]]},
 ]
 RETUNE = "autotune tune /studies/forged.py --expected-calls {calls}"
@@ -92,18 +128,32 @@ def forged_study(tmp_path_factory) -> dict:
     storage = str(root / "studies.db")
     name = "forged:step@f00d/cpu"
     study = optuna.create_study(study_name=name, storage="sqlite:///" + storage)
-    attrs = {"function_key": "forged:step", "fingerprint": "f00d", "search": "cost", "sites": [SITE],
-             "objective": {"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
-             "default_config": DEFAULT, "confirmed": CONFIRMED, "retune": RETUNE,
-             "complete_range": {"from_calls": 0.0, "to_calls": 2000.0, "why": "2 config(s) were stopped"},
-             "device": {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "jax": "x", "jaxlib": "x"}}
+    attrs = {
+        "function_key": "forged:step",
+        "fingerprint": "f00d",
+        "search": "cost",
+        "sites": [SITE],
+        "objective": {"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
+        "default_config": DEFAULT,
+        "confirmed": CONFIRMED,
+        "retune": RETUNE,
+        "complete_range": {"from_calls": 0.0, "to_calls": 2000.0, "why": "2 config(s) were stopped"},
+        "device": {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "jax": "x", "jaxlib": "x"},
+    }
     for k, v in attrs.items():
         study.set_user_attr(k, v)
     for config, (c, r) in ((DEFAULT, (0.9, 0.9e-3)), (FORI, (0.95, 0.95e-3)), (FOR, (4.0, 1e-4))):
-        study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.COMPLETE, value=c + 1000 * r,
-                                                  user_attrs={"config": json.dumps(config), "outcome": "complete",
-                                                              "measurement": {"trace_s": 0.0, "lower_s": 0.0,
-                                                                              "compile_s": c, "run_s": r}}))
+        study.add_trial(
+            optuna.trial.create_trial(
+                state=optuna.trial.TrialState.COMPLETE,
+                value=c + 1000 * r,
+                user_attrs={
+                    "config": json.dumps(config),
+                    "outcome": "complete",
+                    "measurement": {"trace_s": 0.0, "lower_s": 0.0, "compile_s": c, "run_s": r},
+                },
+            )
+        )
     _BUILT["forged"] = {"root": root, "storage": storage, "name": name}
     return _BUILT["forged"]
 
@@ -118,4 +168,3 @@ def check_png(path) -> tuple[int, int]:
     assert img.ndim == 3 and img.shape[0] > 300 and img.shape[1] > 500
     assert img[..., :3].std() > 0.05  # not a blank canvas
     return img.shape[1], img.shape[0]
-

@@ -53,8 +53,11 @@ def mesh(shape=(8,), axes=("data",)) -> Mesh:
 
 def inputs(m: Mesh, axis: str = "data"):
     k = jax.random.split(jax.random.key(0), 5)
-    params = {"wx": jax.random.normal(k[0], (D, H)) * 0.1, "wh": jax.random.normal(k[1], (H, H)) * 0.1,
-              "wo": jax.random.normal(k[2], (H, 1)) * 0.1}
+    params = {
+        "wx": jax.random.normal(k[0], (D, H)) * 0.1,
+        "wh": jax.random.normal(k[1], (H, H)) * 0.1,
+        "wo": jax.random.normal(k[2], (H, 1)) * 0.1,
+    }
     xs, ys = jax.random.normal(k[3], (T, BATCH, D)), jax.random.normal(k[4], (T, BATCH, 1))
     batch = NamedSharding(m, P(None, axis))
     return jax.device_put(params, NamedSharding(m, P())), jax.device_put(xs, batch), jax.device_put(ys, batch)
@@ -66,9 +69,13 @@ def _tune(args, **options):
         result = step.tune(*args, n_trials=1, timing=TIMING, confirm_top=1, progress=False, **options)
     trial = result.trials[0]
     rounds = [r[1] for r in trial.measurement.get("rounds") or []] + [trial.measurement["run_s"]]
-    return {"warnings": [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)],
-            "state": trial.state, "memory": trial.measurement["memory"], "run_s": min(rounds),
-            "signature": result.signature}
+    return {
+        "warnings": [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)],
+        "state": trial.state,
+        "memory": trial.measurement["memory"],
+        "run_s": min(rounds),
+        "signature": result.signature,
+    }
 
 
 def case_tune(rounds: int = 7) -> dict:
@@ -83,8 +90,12 @@ def case_tune(rounds: int = 7) -> dict:
 
     args = inputs(mesh())
     fn = step.autotune.fun
-    out = {"devices": jax.device_count(), "placement": placement(jax.tree_util.tree_leaves(args)),
-           "whole_bytes": sum(x.nbytes for x in jax.tree_util.tree_leaves(args)), "trial": _tune(args)}
+    out = {
+        "devices": jax.device_count(),
+        "placement": placement(jax.tree_util.tree_leaves(args)),
+        "whole_bytes": sum(x.nbytes for x in jax.tree_util.tree_leaves(args)),
+        "trial": _tune(args),
+    }
     sharded, exe_sharded = measure_executable(fn, args, {}, None, timing=TIMING)
     one, exe_one = measure_executable(fn, jax.tree_util.tree_map(np.asarray, args), {}, None, timing=TIMING)
     out["sharded_memory"], out["one_device_memory"] = sharded.memory, one.memory
@@ -93,8 +104,12 @@ def case_tune(rounds: int = 7) -> dict:
     for name, f in (("export", fn), ("import", step_with_callback)):
         with WorkerRunner(f, args, timing=TIMING, trial_timeout=300, location=Location.of(f)) as runner:
             m = runner.measure({})
-            modes[name] = {"mode": runner.mode, "isolated": runner.isolated, "memory": m.memory,
-                           "loss": float(np.asarray(jax.tree_util.tree_leaves(m.outputs)[0]))}
+            modes[name] = {
+                "mode": runner.mode,
+                "isolated": runner.isolated,
+                "memory": m.memory,
+                "loss": float(np.asarray(jax.tree_util.tree_leaves(m.outputs)[0])),
+            }
             for _ in range(rounds if name == "export" else 0):
                 times["worker"].append(runner.retime({}).run_s)
                 times["sharded"].append(exe_sharded.retime(**TIMING).run_s)
@@ -127,8 +142,13 @@ def case_config_devices() -> dict:
         with WorkerRunner(f, (x,), timing=TIMING, trial_timeout=300) as runner:
             memory = runner.measure({}).memory
             seen = runner.worker_info.get("device_ids")
-    return {"devices": jax.device_count(), "worker_devices": seen, "isolated": runner.isolated,
-            "memory": memory, "warnings": [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]}
+    return {
+        "devices": jax.device_count(),
+        "worker_devices": seen,
+        "isolated": runner.isolated,
+        "memory": memory,
+        "warnings": [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)],
+    }
 
 
 def case_keys() -> dict:
@@ -136,8 +156,12 @@ def case_keys() -> dict:
     from autotune import _keys
 
     out = {}
-    for name, shape, axes in (("2x4", (2, 4), ("data", "model")), ("8x1", (8, 1), ("data", "model")),
-                              ("renamed", (2, 4), ("batch", "model")), ("2x4 again", (2, 4), ("data", "model"))):
+    for name, shape, axes in (
+        ("2x4", (2, 4), ("data", "model")),
+        ("8x1", (8, 1), ("data", "model")),
+        ("renamed", (2, 4), ("batch", "model")),
+        ("2x4 again", (2, 4), ("data", "model")),
+    ):
         args = inputs(mesh(shape, axes), axes[0])
         _, tuned = _keys.program_key(step.autotune.fun, args, {}, {})
         before = step.autotune._last_lookup
@@ -158,16 +182,22 @@ def case_codec() -> dict:
     m = mesh((2, 4), ("a", "b"))
     explicit = Mesh(m.devices, ("a", "b"), axis_types=(AxisType.Explicit, AxisType.Auto))
     x = jnp.arange(64.0).reshape(8, 8)
-    tree = {"rows": jax.device_put(x, NamedSharding(m, P("a", None))),
-            "both": jax.device_put(x, NamedSharding(m, P(("a", "b")))),
-            "explicit": jax.device_put(x, NamedSharding(explicit, P(None, "a"))),
-            "device3": jax.device_put(x, SingleDeviceSharding(jax.devices()[3])),
-            "loose": jnp.ones(3), "host": np.ones(2)}
+    tree = {
+        "rows": jax.device_put(x, NamedSharding(m, P("a", None))),
+        "both": jax.device_put(x, NamedSharding(m, P(("a", "b")))),
+        "explicit": jax.device_put(x, NamedSharding(explicit, P(None, "a"))),
+        "device3": jax.device_put(x, SingleDeviceSharding(jax.devices()[3])),
+        "loose": jnp.ones(3),
+        "host": np.ones(2),
+    }
     wire = json.loads(json.dumps(encode_tree(tree)))
     back = decode_tree(wire)
-    same = {k: (v.sharding == tree[k].sharding and v.committed == tree[k].committed
-                and bool(np.array_equal(v, tree[k]))) if isinstance(v, jax.Array) else isinstance(v, np.ndarray)
-            for k, v in back.items()}
+    same = {
+        k: (v.sharding == tree[k].sharding and v.committed == tree[k].committed and bool(np.array_equal(v, tree[k])))
+        if isinstance(v, jax.Array)
+        else isinstance(v, np.ndarray)
+        for k, v in back.items()
+    }
     return {"same": same, "wire": wire}
 
 

@@ -17,8 +17,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 _SESSION_CACHE_HOME = tempfile.mkdtemp(prefix="autotune-tests-")
 os.environ["XDG_CACHE_HOME"] = _SESSION_CACHE_HOME
-for _name in ("AUTOTUNE_CACHE", "AUTOTUNE_STORAGE", "AUTOTUNE_RECORD", "AUTOTUNE_RECORD_MAX_MB",
-              "AUTOTUNE_LEASE_S"):
+for _name in ("AUTOTUNE_CACHE", "AUTOTUNE_STORAGE", "AUTOTUNE_RECORD", "AUTOTUNE_RECORD_MAX_MB", "AUTOTUNE_LEASE_S"):
     os.environ.pop(_name, None)
 
 
@@ -31,8 +30,11 @@ def _survive(signum, frame):  # the session keeps ignoring it; its subprocesses 
 # would then test nothing. An ignored signal is kept from killing the session (a Python
 # handler), and exec() gives the subprocesses the default disposition back. The latch's own
 # behaviour for an ignored signal is tested in test_interrupt.
-for _sig, _handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGHUP, _survive),
-                       (signal.SIGTERM, _survive)):
+for _sig, _handler in (
+    (signal.SIGINT, signal.default_int_handler),
+    (signal.SIGHUP, _survive),
+    (signal.SIGTERM, _survive),
+):
     if signal.getsignal(_sig) == signal.SIG_IGN:
         signal.signal(_sig, _handler)
 

@@ -38,8 +38,10 @@ class PgUnavailable(RuntimeError):
 
 def find_bin(name: str) -> str | None:
     """The newest ``name`` among /usr/lib/postgresql/*/bin, else on PATH."""
-    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"),
-                        key=lambda p: [int(x) if x.isdigit() else 0 for x in p.split("/")[4].split(".")])
+    candidates = sorted(
+        glob.glob(f"/usr/lib/postgresql/*/bin/{name}"),
+        key=lambda p: [int(x) if x.isdigit() else 0 for x in p.split("/")[4].split(".")],
+    )
     if candidates:
         return candidates[-1]
     return shutil.which(name)
@@ -63,8 +65,11 @@ def _run_as_user() -> str | None:
             pass
     useradd = shutil.which("useradd")
     if useradd:
-        r = subprocess.run([useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_USER],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_USER],
+            capture_output=True,
+            text=True,
+        )
         try:
             pwd.getpwnam(PG_USER)
             return PG_USER
@@ -76,8 +81,10 @@ def _run_as_user() -> str | None:
         pwd.getpwnam("nobody")
         return "nobody"
     except KeyError:
-        raise PgUnavailable(f"running as root, and no unprivileged user to run PostgreSQL as "
-                            f"(could not create {PG_USER!r}: {why}; no 'nobody' user)") from None
+        raise PgUnavailable(
+            f"running as root, and no unprivileged user to run PostgreSQL as "
+            f"(could not create {PG_USER!r}: {why}; no 'nobody' user)"
+        ) from None
 
 
 def _as_user(user: str | None, cmd: list[str]) -> list[str]:
@@ -95,12 +102,21 @@ def _connect(url: str, dbname: str | None = None):
     try:
         import psycopg
     except ImportError as e:
-        raise PgUnavailable(f"the PostgreSQL driver psycopg is not installed ({e}); pip install 'psycopg[binary]'") from None
+        raise PgUnavailable(
+            f"the PostgreSQL driver psycopg is not installed ({e}); pip install 'psycopg[binary]'"
+        ) from None
     from sqlalchemy.engine import make_url
 
     u = make_url(url)
-    return psycopg.connect(host=u.host or "127.0.0.1", port=u.port or 5432, user=u.username, password=u.password,
-                           dbname=dbname or u.database or "postgres", autocommit=True, connect_timeout=10)
+    return psycopg.connect(
+        host=u.host or "127.0.0.1",
+        port=u.port or 5432,
+        user=u.username,
+        password=u.password,
+        dbname=dbname or u.database or "postgres",
+        autocommit=True,
+        connect_timeout=10,
+    )
 
 
 class PgServer:
@@ -119,8 +135,10 @@ class PgServer:
         try:
             import psycopg  # noqa: F401
         except ImportError as e:
-            raise PgUnavailable(f"the PostgreSQL driver psycopg is not installed ({e}); "
-                                "pip install 'psycopg[binary]' (the test extra lists it)") from None
+            raise PgUnavailable(
+                f"the PostgreSQL driver psycopg is not installed ({e}); "
+                "pip install 'psycopg[binary]' (the test extra lists it)"
+            ) from None
         external = os.environ.get(ENV_URL, "").strip()
         if external:
             self.external = True
@@ -133,8 +151,10 @@ class PgServer:
             return self
         initdb, pg_ctl = find_bin("initdb"), find_bin("pg_ctl")
         if not initdb or not pg_ctl:
-            raise PgUnavailable("PostgreSQL server binaries (initdb, pg_ctl) not found in /usr/lib/postgresql/*/bin "
-                                "or on PATH; install the 'postgresql' package (.ci/postgres-install does)")
+            raise PgUnavailable(
+                "PostgreSQL server binaries (initdb, pg_ctl) not found in /usr/lib/postgresql/*/bin "
+                "or on PATH; install the 'postgresql' package (.ci/postgres-install does)"
+            )
         self.pg_ctl = pg_ctl
         self.user = _run_as_user()
         base = tempfile.gettempdir()
@@ -145,20 +165,33 @@ class PgServer:
         if self.user is not None:
             pw = pwd.getpwnam(self.user)
             os.chown(self.root, pw.pw_uid, pw.pw_gid)
-        r = subprocess.run(_as_user(self.user, [initdb, "-D", data, "-U", DB_USER, "--auth=trust", "-E", "UTF8",
-                                                "--no-locale", "--no-sync"]),
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            _as_user(
+                self.user, [initdb, "-D", data, "-U", DB_USER, "--auth=trust", "-E", "UTF8", "--no-locale", "--no-sync"]
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if r.returncode != 0:
             self._cleanup()
-            raise PgUnavailable(f"initdb failed (exit {r.returncode}) as user {self.user or 'current'}: "
-                                f"{(r.stderr or r.stdout).strip()[-800:]}")
+            raise PgUnavailable(
+                f"initdb failed (exit {r.returncode}) as user {self.user or 'current'}: "
+                f"{(r.stderr or r.stdout).strip()[-800:]}"
+            )
         last = ""
         for _ in range(3):  # a free port can be taken between probing and binding: try another
             port = _free_port()
-            opts = (f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories='' "
-                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100")
-            r = subprocess.run(_as_user(self.user, [pg_ctl, "-D", data, "-l", log, "-o", opts, "-w", "-t", "60", "start"]),
-                               capture_output=True, text=True, timeout=120)
+            opts = (
+                f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories='' "
+                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100"
+            )
+            r = subprocess.run(
+                _as_user(self.user, [pg_ctl, "-D", data, "-l", log, "-o", opts, "-w", "-t", "60", "start"]),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             if r.returncode == 0:
                 self.base_url = f"postgresql://{DB_USER}@127.0.0.1:{port}"
                 self._admin_db = "postgres"
@@ -171,8 +204,14 @@ class PgServer:
         if self.external or self.root is None:
             return
         if self.pg_ctl and os.path.isdir(os.path.join(self.root, "data")):
-            subprocess.run(_as_user(self.user, [self.pg_ctl, "-D", os.path.join(self.root, "data"), "-m", "fast",
-                                                "-w", "-t", "60", "stop"]), capture_output=True, timeout=120)
+            subprocess.run(
+                _as_user(
+                    self.user,
+                    [self.pg_ctl, "-D", os.path.join(self.root, "data"), "-m", "fast", "-w", "-t", "60", "stop"],
+                ),
+                capture_output=True,
+                timeout=120,
+            )
         self._cleanup()
 
     def _cleanup(self) -> None:

@@ -29,10 +29,30 @@ def act(x):
     return x
 
 
-@pytest.mark.parametrize("value", [
-    None, True, 3, -7, 2.5, "name", (1, 2), [1, (2, "x")], {"a": 1, "b": (2.0,)}, (), [], {},
-    complex(1, -2), np.dtype("float32"), np.dtype("int8"), Color.BLUE, jnp.float32, act, jax.nn.relu,
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        3,
+        -7,
+        2.5,
+        "name",
+        (1, 2),
+        [1, (2, "x")],
+        {"a": 1, "b": (2.0,)},
+        (),
+        [],
+        {},
+        complex(1, -2),
+        np.dtype("float32"),
+        np.dtype("int8"),
+        Color.BLUE,
+        jnp.float32,
+        act,
+        jax.nn.relu,
+    ],
+)
 def test_static_values_round_trip_through_json(value):
     text = json.dumps(encode_value(value, "argument 1"), allow_nan=False)
     back = decode_value(json.loads(text))
@@ -71,24 +91,34 @@ def step(x, pair, n, *, scale=1.0):
 
 def test_describe_keeps_tree_shapes_dtypes_weak_types_and_statics():
     x = jnp.ones((4, 3))
-    abstract, why, leaves = traced_describe(step, x, Pair(jnp.zeros(2, jnp.int32), [jnp.bool_(True)]), 5,
-                                            static_argnums=(2,), scale=2.0)
+    abstract, why, leaves = traced_describe(
+        step, x, Pair(jnp.zeros(2, jnp.int32), [jnp.bool_(True)]), 5, static_argnums=(2,), scale=2.0
+    )
     assert why is None
-    assert abstract == {"version": 1, "kwargs": {"scale": {"shape": [], "dtype": "float32", "weak": True}}, "args": [
-        {"shape": [4, 3], "dtype": "float32"},
-        {"namedtuple": "test_abstract:Pair", "items": [{"shape": [2], "dtype": "int32"},
-                                                       {"list": [{"shape": [], "dtype": "bool"}]}]},
-        {"static": 5}]}
+    assert abstract == {
+        "version": 1,
+        "kwargs": {"scale": {"shape": [], "dtype": "float32", "weak": True}},
+        "args": [
+            {"shape": [4, 3], "dtype": "float32"},
+            {
+                "namedtuple": "test_abstract:Pair",
+                "items": [{"shape": [2], "dtype": "int32"}, {"list": [{"shape": [], "dtype": "bool"}]}],
+            },
+            {"static": 5},
+        ],
+    }
     assert [p for p, _ in leaves] == [(0,), (1, 0), (1, 1, 0), ("scale",)]
     assert short_signature(abstract) == "(f32[4,3], Pair(i32[2], [bool[]]), 5, scale=f32~[])"
 
 
 def test_dict_arguments_follow_jax_key_order_and_keys_arrays_name_their_impl():
-    abstract, why, leaves = traced_describe(lambda d, k: d, {"b": jnp.ones(1), "a": jnp.ones(2)},
-                                            jax.random.split(jax.random.key(0), 3))
+    abstract, why, leaves = traced_describe(
+        lambda d, k: d, {"b": jnp.ones(1), "a": jnp.ones(2)}, jax.random.split(jax.random.key(0), 3)
+    )
     assert why is None
-    assert abstract["args"][0] == {"dict": [["a", {"shape": [2], "dtype": "float32"}],
-                                            ["b", {"shape": [1], "dtype": "float32"}]]}
+    assert abstract["args"][0] == {
+        "dict": [["a", {"shape": [2], "dtype": "float32"}], ["b", {"shape": [1], "dtype": "float32"}]]
+    }
     assert abstract["args"][1]["key"] == "threefry2x32" and abstract["args"][1]["shape"] == [3]
     assert [p for p, _ in leaves] == [(0, "a"), (0, "b"), (1,)]
     assert short_signature(abstract) == "({'a': f32[2], 'b': f32[1]}, key[3])"

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _procs import REPO, env_with_repo
 from jax import lax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
@@ -26,22 +27,26 @@ from jax.sharding import PartitionSpec as P
 import autotune as at
 from autotune._space import Space
 
-from _procs import REPO, env_with_repo
-
 DEVICES = 8
 FLAG = f"--xla_force_host_platform_device_count={DEVICES}"
 here = pytest.mark.skipif(
     jax.device_count() < DEVICES,
-    reason=f"needs {DEVICES} devices: run by test_on_eight_host_devices in its own process")
+    reason=f"needs {DEVICES} devices: run by test_on_eight_host_devices in its own process",
+)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(jax.device_count() >= DEVICES, reason="this process has the devices: the tests run here")
 def test_on_eight_host_devices():
     env = env_with_repo(XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FLAG}".strip(), JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-                           os.path.relpath(__file__, REPO)], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", os.path.relpath(__file__, REPO)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     tail = (proc.stdout + proc.stderr)[-6000:]
     assert proc.returncode == 0, tail
     assert " passed" in proc.stdout, tail
@@ -59,15 +64,15 @@ def mesh1() -> Mesh:
 def local_loss(w, xs):
     """One device's columns: a recurrence with a nested fori_loop and an at.loop, collectives
     inside and outside the loops."""
+
     def step(h, x):
         h = jnp.tanh(h * w + x + 0.1 * lax.pmean(h, "data"))
         h = lax.fori_loop(0, 3, lambda i, g: jnp.sin(g) + 0.01 * lax.psum(g, "data"), h)
         return h, jnp.sum(h)
 
     h, ys = lax.scan(step, jnp.zeros_like(xs[0]), xs)
-    h = at.loop(lambda c, _: (jnp.cos(c) * 0.9 + 0.05 * lax.psum(c, "data"), None), h, length=4,
-                name="refine")[0]
-    return lax.psum(jnp.sum(h ** 2) + 0.1 * jnp.sum(ys), "data")
+    h = at.loop(lambda c, _: (jnp.cos(c) * 0.9 + 0.05 * lax.psum(c, "data"), None), h, length=4, name="refine")[0]
+    return lax.psum(jnp.sum(h**2) + 0.1 * jnp.sum(ys), "data")
 
 
 def sharded_loss(check_vma=True, spelling="jax"):
@@ -87,8 +92,7 @@ def inputs():
 def choices(site):
     """Every representation a site offers, with an unroll that changes it."""
     if site.kind == "while":
-        return [{"repr": "while", "unroll": 2, "guard": "select"},
-                {"repr": "while", "unroll": 3, "guard": "cond"}]
+        return [{"repr": "while", "unroll": 2, "guard": "select"}, {"repr": "while", "unroll": 3, "guard": "cond"}]
     out = [{"repr": "scan", "unroll": 2}, {"repr": "for"}]
     if site.kind == "loop" and not site.has_ys:
         out.append({"repr": "fori", "unroll": 2})

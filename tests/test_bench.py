@@ -37,9 +37,30 @@ def check_shape(result):
 @pytest.mark.slow
 def test_bench_quick_one_study_json_shape(tmp_path):
     out_json, out_md = tmp_path / "b.json", tmp_path / "b.md"
-    cmd = [sys.executable, os.path.join(ROOT, "scripts", "bench.py"), "--quick", "--study", "lambda_returns",
-           "--grid-max", "4", "--min-trials", "2", "--rounds", "1", "--target-s", "0.01",
-           "--confirm-top", "1", "--confirm-rounds", "1", "--quiet", "--json", str(out_json), "--out", str(out_md)]
+    cmd = [
+        sys.executable,
+        os.path.join(ROOT, "scripts", "bench.py"),
+        "--quick",
+        "--study",
+        "lambda_returns",
+        "--grid-max",
+        "4",
+        "--min-trials",
+        "2",
+        "--rounds",
+        "1",
+        "--target-s",
+        "0.01",
+        "--confirm-top",
+        "1",
+        "--confirm-rounds",
+        "1",
+        "--quiet",
+        "--json",
+        str(out_json),
+        "--out",
+        str(out_md),
+    ]
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -54,8 +75,17 @@ def test_bench_quick_one_study_json_shape(tmp_path):
 
 
 def _fake_study(costs):
-    pts = [{"config": {"s": {"repr": "scan", "unroll": u}}, "label": f"s=scan-u{u}", "state": "complete",
-            "compile_s": c, "run_s": r, "cost": c + 1000 * r} for u, (c, r) in costs.items()]
+    pts = [
+        {
+            "config": {"s": {"repr": "scan", "unroll": u}},
+            "label": f"s=scan-u{u}",
+            "state": "complete",
+            "compile_s": c,
+            "run_s": r,
+            "cost": c + 1000 * r,
+        }
+        for u, (c, r) in costs.items()
+    ]
     return pts
 
 
@@ -91,20 +121,56 @@ def test_grid_sample_keeps_default_and_is_fixed():
 
 
 def test_summary_and_markdown():
-    approaches = {n: {"cost": c, "compile_s": 0.1, "run_s": 1e-4, "trials": 8 if n == "grid" else 3, "tuning_wall_s": w,
-                      "config": {}, "label": "x=for"}
-                  for n, c, w in [("grid", 1.0, 10.0), ("tuned", 1.01, 3.0), ("random", 1.2, 3.0),
-                                  ("default", 2.0, 0.0), ("for", 5.0, 0.0), ("unroll8", 1.5, 0.0)]}
-    st = {"study": "fake", "expected_calls": 1000, "grid_size": 8, "sampled": False, "approaches": approaches,
-          "regret": 1.01, "random_regret": 1.2, "random_over_tuned": 1.2 / 1.01, "default_over_tuned": 2.0 / 1.01,
-          "for_over_tuned": 5.0 / 1.01, "unroll8_over_tuned": 1.5 / 1.01, "wall_tuned_over_grid": 0.3,
-          "sites": [{"id": "x", "short": "x", "kind": "loop", "length": 4, "depth": 0}],
-          "crossover": bench.crossover(_fake_study({1: (0.1, 1e-3)}), __import__("autotune").Objective(1000))}
+    approaches = {
+        n: {
+            "cost": c,
+            "compile_s": 0.1,
+            "run_s": 1e-4,
+            "trials": 8 if n == "grid" else 3,
+            "tuning_wall_s": w,
+            "config": {},
+            "label": "x=for",
+        }
+        for n, c, w in [
+            ("grid", 1.0, 10.0),
+            ("tuned", 1.01, 3.0),
+            ("random", 1.2, 3.0),
+            ("default", 2.0, 0.0),
+            ("for", 5.0, 0.0),
+            ("unroll8", 1.5, 0.0),
+        ]
+    }
+    st = {
+        "study": "fake",
+        "expected_calls": 1000,
+        "grid_size": 8,
+        "sampled": False,
+        "approaches": approaches,
+        "regret": 1.01,
+        "random_regret": 1.2,
+        "random_over_tuned": 1.2 / 1.01,
+        "default_over_tuned": 2.0 / 1.01,
+        "for_over_tuned": 5.0 / 1.01,
+        "unroll8_over_tuned": 1.5 / 1.01,
+        "wall_tuned_over_grid": 0.3,
+        "sites": [{"id": "x", "short": "x", "kind": "loop", "length": 4, "depth": 0}],
+        "crossover": bench.crossover(_fake_study({1: (0.1, 1e-3)}), __import__("autotune").Objective(1000)),
+    }
     s = bench.summary([st])
     assert s["median_regret"] == pytest.approx(1.01)
     assert all(s["targets"].values())
-    result = {"summary": s, "studies": [st], "date": "d", "jax": "j", "jaxlib": "j", "python": "p", "device": "cpu",
-              "machine": "m", "settings": {}, "wall_s": 1.0}
+    result = {
+        "summary": s,
+        "studies": [st],
+        "date": "d",
+        "jax": "j",
+        "jaxlib": "j",
+        "python": "p",
+        "device": "cpu",
+        "machine": "m",
+        "settings": {},
+        "wall_s": 1.0,
+    }
     check_shape(result)
     md = bench.markdown(result)
     assert "| fake | 1000 | 8 | grid |" in md and "target <= 1.02: met" in md
@@ -114,9 +180,25 @@ def test_summary_and_markdown():
 def test_e2e_bench_smallest_mode_writes_its_table_and_json(tmp_path):
     """scripts/e2e_bench.py for one study, one run, ten calls: the shape of what it writes, not the speed."""
     out_json, out_md = tmp_path / "e2e.json", tmp_path / "e2e.md"
-    cmd = [sys.executable, os.path.join(ROOT, "scripts", "e2e_bench.py"), "--study", "lambda_returns",
-           "--trials", "2", "--runs", "1", "--calls", "10", "--run-seconds", "0.02", "--quiet",
-           "--json", str(out_json), "--out", str(out_md)]
+    cmd = [
+        sys.executable,
+        os.path.join(ROOT, "scripts", "e2e_bench.py"),
+        "--study",
+        "lambda_returns",
+        "--trials",
+        "2",
+        "--runs",
+        "1",
+        "--calls",
+        "10",
+        "--run-seconds",
+        "0.02",
+        "--quiet",
+        "--json",
+        str(out_json),
+        "--out",
+        str(out_md),
+    ]
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -134,6 +216,8 @@ def test_e2e_bench_smallest_mode_writes_its_table_and_json(tmp_path):
         assert run["wall_s"] > run["import_s"] + run["first_call_s"] + run["calls_s"] > 0, run
         assert run["cpu_s"] > 0
         assert st["median"][mode]["wall_s"] == run["wall_s"]
-    assert set(st["ratio"]) == {"wall_s", "cpu_s", "first_call_s", "calls_s"} and all(v > 0 for v in st["ratio"].values())
+    assert set(st["ratio"]) == {"wall_s", "cpu_s", "first_call_s", "calls_s"} and all(
+        v > 0 for v in st["ratio"].values()
+    )
     assert st["met"] == (st["ratio"]["wall_s"] <= result["settings"]["target"])
     assert "| lambda_returns |" in out_md.read_text() and "| lambda_returns |" in proc.stdout

@@ -37,14 +37,26 @@ PARETO = [
 ]
 
 
-def make_entry(function_key: str = "mymod:step", fingerprint: str = "f00d", signature: str = "(f32[8],)",
-               device: dict = CPU, **changes) -> CacheEntry:
+def make_entry(
+    function_key: str = "mymod:step",
+    fingerprint: str = "f00d",
+    signature: str = "(f32[8],)",
+    device: dict = CPU,
+    **changes,
+) -> CacheEntry:
     fields = dict(
-        function_key=function_key, fingerprint=fingerprint, signature=signature, device=dict(device),
+        function_key=function_key,
+        fingerprint=fingerprint,
+        signature=signature,
+        device=dict(device),
         config={"outer": {"repr": "scan", "unroll": 4}, "inner": {"repr": "fori", "unroll": 2}},
-        sites=SITES, measurements={"trace_s": 0.1, "lower_s": 0.05, "compile_s": 0.4, "run_s": 2e-4,
-                                   "run_iqr_s": 1e-5, "reps": 50},
-        objective=OBJECTIVE, cost=0.75, default_cost=1.25, pareto=[], study_name="study-1",
+        sites=SITES,
+        measurements={"trace_s": 0.1, "lower_s": 0.05, "compile_s": 0.4, "run_s": 2e-4, "run_iqr_s": 1e-5, "reps": 50},
+        objective=OBJECTIVE,
+        cost=0.75,
+        default_cost=1.25,
+        pareto=[],
+        study_name="study-1",
     )
     fields.update(changes)
     return CacheEntry(**fields)
@@ -228,15 +240,28 @@ WRITER = textwrap.dedent("""
 
 def test_four_processes_write_one_file_concurrently(tmp_path):
     path = tmp_path / "shared" / "c.db"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-           "TEST_DIR": str(Path(__file__).parent), "JAX_PLATFORMS": "cpu"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "TEST_DIR": str(Path(__file__).parent),
+        "JAX_PLATFORMS": "cpu",
+    }
     path.parent.mkdir()
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(n)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), str(n)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(4)
+    ]
     deadline = time.monotonic() + 60
     while not all((path.parent / f"c.db.ready{n}").exists() for n in range(4)):
-        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), \
-            [p.communicate() for p in procs if p.poll() is not None]
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), [
+            p.communicate() for p in procs if p.poll() is not None
+        ]
         time.sleep(0.01)
     (path.parent / "c.db.go").touch()
     for p in procs:
@@ -286,7 +311,13 @@ def test_a_read_only_directory_can_be_read_but_not_written(tmp_path):
     still_open.put(make_entry())
     with read_only_dir(ro) as enforced:
         if not enforced:
-            rerun_without_dac_override(__file__, "test_a_read_only_directory_can_be_read_but_not_written", {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}, 60, "test_writing_under_a_file_fails_cleanly and test_writing_a_read_only_database_fails_cleanly cover the failure path")
+            rerun_without_dac_override(
+                __file__,
+                "test_a_read_only_directory_can_be_read_but_not_written",
+                {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])},
+                60,
+                "test_writing_under_a_file_fails_cleanly and test_writing_a_read_only_database_fails_cleanly cover the failure path",
+            )
             return
         assert Cache(ro / "c.db").lookup(*key_of(make_entry())).function_key == "mymod:step"
         assert Cache(ro / "open.db").lookup(*key_of(make_entry())).function_key == "mymod:step"

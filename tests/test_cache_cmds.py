@@ -17,10 +17,17 @@ RETUNE = "autotune tune /home/me/studies/step.py --expected-calls {calls}"
 
 def entry(**changes) -> CacheEntry:
     fields = dict(
-        function_key="mod:step", fingerprint="f00d", signature="PyTreeDef(((*,), {}))|float32[8]", device=CPU,
-        config=UNROLL, sites=SITES, measurements={"trace_s": 1.0, "lower_s": 1.0, "compile_s": 1.0, "run_s": 2.0 ** -8},
-        objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0}, cost=3 + 1000 / 256,
-        pareto=THREE)
+        function_key="mod:step",
+        fingerprint="f00d",
+        signature="PyTreeDef(((*,), {}))|float32[8]",
+        device=CPU,
+        config=UNROLL,
+        sites=SITES,
+        measurements={"trace_s": 1.0, "lower_s": 1.0, "compile_s": 1.0, "run_s": 2.0**-8},
+        objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
+        cost=3 + 1000 / 256,
+        pareto=THREE,
+    )
     fields.update(changes)
     return CacheEntry(**fields)
 
@@ -58,8 +65,7 @@ def test_best_table_shows_the_intervals(tmp_path, capsys):
 
 def test_best_outside_the_range_says_so_and_prints_the_retune_command(tmp_path, capsys):
     db = str(tmp_path / "c.db")
-    put_entry(tmp_path / "c.db", complete_range={"from_calls": 0.0, "to_calls": 2000.0, "why": "pruned"},
-              retune=RETUNE)
+    put_entry(tmp_path / "c.db", complete_range={"from_calls": 0.0, "to_calls": 2000.0, "why": "pruned"}, retune=RETUNE)
     assert cli.main(["best", "--cache", db]) == 0
     text = capsys.readouterr().out
     assert "[0, 2,000]" in text and "not measured" not in text
@@ -122,8 +128,10 @@ def test_export_and_import_say_what_moved(tmp_path, capsys):
     put_entry(tmp_path / "c.db")
     path = str(tmp_path / "x.json")
     assert cli.main(["export", path, "--cache", str(tmp_path / "c.db")]) == 0
-    assert f"exported 1 entries and 0 pending records from sqlite:///{tmp_path / 'c.db'} to {path}" in \
-        capsys.readouterr().out
+    assert (
+        f"exported 1 entries and 0 pending records from sqlite:///{tmp_path / 'c.db'} to {path}"
+        in capsys.readouterr().out
+    )
     assert cli.main(["import", path, "--cache", str(tmp_path / "d.db")]) == 0
     assert "imported 1 entries and 0 pending records into" in capsys.readouterr().out
     assert cli.main(["import", path, "--cache", str(tmp_path / "d.db"), "--max-size", "0.000001"]) == 2

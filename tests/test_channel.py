@@ -13,14 +13,13 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import pytest
+from _procs import default_disposition, env_with_repo, exited, gone, workers_of
 
 import autotune as at
 from autotune._interrupt import Interrupted, InterruptLatch
 from autotune.worker import WorkerRunner
 
-from _procs import default_disposition, env_with_repo, exited, gone, workers_of
-
-SLOW_STUDY = textwrap.dedent('''
+SLOW_STUDY = textwrap.dedent("""
     import jax.numpy as jnp
     import autotune as at
 
@@ -35,11 +34,11 @@ SLOW_STUDY = textwrap.dedent('''
 
     def examples():
         return [(explode, (jnp.linspace(0.0, 1.0, 64),))]
-''')
+""")
 
 # The tuning process: measures the rolled loop, says its worker's pid, then either measures the
 # full unroll (seconds of compile in the worker) or waits with a warm worker.
-PARENT = textwrap.dedent('''
+PARENT = textwrap.dedent("""
     import sys, time
     from autotune._interrupt import InterruptLatch, Interrupted
     from autotune.worker import WorkerRunner
@@ -60,7 +59,7 @@ PARENT = textwrap.dedent('''
     except Interrupted as exc:
         print("interrupted", exc.name, runner.pid, flush=True)
         sys.exit(exc.exit_code)
-''')
+""")
 
 
 @pytest.fixture
@@ -72,9 +71,13 @@ def slow_study(tmp_path):
 
 
 def _start(slow_study: Path, how: str) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([sys.executable, str(slow_study.parent / "parent.py"), str(slow_study), how],
-                            env=env_with_repo(JAX_PLATFORMS="cpu"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(slow_study.parent / "parent.py"), str(slow_study), how],
+        env=env_with_repo(JAX_PLATFORMS="cpu"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = proc.stdout.readline()
     assert line.strip().isdigit(), (line, proc.communicate(timeout=60))
     return proc, int(line)
@@ -110,8 +113,11 @@ def test_a_worker_exits_by_itself_when_its_parent_dies_of_sigterm_or_sigkill(slo
 
 def test_an_interrupt_caught_before_measuring_stops_the_trial_before_it_starts():
     f = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="l")[0]  # noqa: E731
-    with default_disposition(signal.SIGHUP), \
-            WorkerRunner(f, (jnp.ones(3),), timing={"target_s": 0.01}) as runner, InterruptLatch():
+    with (
+        default_disposition(signal.SIGHUP),
+        WorkerRunner(f, (jnp.ones(3),), timing={"target_s": 0.01}) as runner,
+        InterruptLatch(),
+    ):
         runner.measure({})
         pid = runner.pid
         os.kill(os.getpid(), signal.SIGHUP)  # caught by the latch between steps
@@ -122,7 +128,7 @@ def test_an_interrupt_caught_before_measuring_stops_the_trial_before_it_starts()
 
 # --------------------------------------------------------------------------- Ctrl-C through the CLI
 
-CLI_STUDY = textwrap.dedent('''
+CLI_STUDY = textwrap.dedent("""
     import jax.numpy as jnp
     import autotune as at
 
@@ -132,7 +138,7 @@ CLI_STUDY = textwrap.dedent('''
 
     def examples():
         return [(relax, (jnp.linspace(0.0, 1.0, 256),))]
-''')
+""")
 
 
 def _complete_trials(db: Path) -> list[int]:
@@ -143,7 +149,9 @@ def _complete_trials(db: Path) -> list[int]:
         return []
 
 
-def _interrupt_after(cmd: list[str], env: dict, db: Path, more_than: int) -> tuple[subprocess.CompletedProcess, list[int]]:
+def _interrupt_after(
+    cmd: list[str], env: dict, db: Path, more_than: int
+) -> tuple[subprocess.CompletedProcess, list[int]]:
     """Run the CLI until it completed more than ``more_than`` trials, then SIGINT it."""
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=db.parent)
     try:
@@ -165,13 +173,24 @@ def _interrupt_after(cmd: list[str], env: dict, db: Path, more_than: int) -> tup
 def test_ctrl_c_stops_cleanly_keeps_trials_reaps_the_worker_and_resumes(tmp_path):
     (tmp_path / "relax_study.py").write_text(CLI_STUDY)
     db = tmp_path / "studies.db"
-    cmd = [sys.executable, "-m", "autotune", "tune", "relax_study.py", "--cache", str(tmp_path / "cache.db"),
-           "--storage", str(db)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "autotune",
+        "tune",
+        "relax_study.py",
+        "--cache",
+        str(tmp_path / "cache.db"),
+        "--storage",
+        str(db),
+    ]
     env = env_with_repo(JAX_PLATFORMS="cpu")
 
     first, workers = _interrupt_after(cmd, env, db, more_than=1)
     assert first.returncode == 130, first.stderr
-    assert "interrupted (SIGINT): completed trials are kept" in first.stderr and "Traceback" not in first.stderr, first.stderr
+    assert "interrupted (SIGINT): completed trials are kept" in first.stderr and "Traceback" not in first.stderr, (
+        first.stderr
+    )
     assert workers and all(gone(pid) for pid in workers)  # reaped, not orphaned
     kept = _complete_trials(db)
     assert len(kept) >= 2

@@ -13,7 +13,7 @@ from autotune.worker._channel import WorkerProcess, worker_env
 from autotune.worker._policy import jax_env
 from autotune.worker._protocol import PROTOCOL
 
-STUDY = textwrap.dedent('''
+STUDY = textwrap.dedent("""
     import jax, jax.numpy as jnp
     import autotune as at
 
@@ -26,7 +26,7 @@ STUDY = textwrap.dedent('''
 
     def examples():
         return [(doubling, (jnp.linspace(0.0, 1.0, 8),))]
-''')
+""")
 
 TIMING = {"target_s": 0.01, "warmup": 1, "min_reps": 2}
 
@@ -84,8 +84,17 @@ def test_a_trial_reports_each_stage_and_waits_for_the_parent_after_lowering(work
     worker.send({"op": "load_study", "path": worker.path, "index": 0})
     assert read(worker)["event"] == "loaded"
     # First trial: default config; the worker says when it lowered and waits for go/skip.
-    worker.send({"op": "trial", "id": 1, "mode": "study", "config": {}, "timing": TIMING, "keep_outputs": True,
-                 "ask_lowered": True})
+    worker.send(
+        {
+            "op": "trial",
+            "id": 1,
+            "mode": "study",
+            "config": {},
+            "timing": TIMING,
+            "keep_outputs": True,
+            "ask_lowered": True,
+        }
+    )
     assert read(worker)["event"] == "started"
     lowered = read(worker)
     assert lowered["event"] == "lowered" and lowered["id"] == 1 and len(lowered["program_hash"]) == 64
@@ -116,13 +125,12 @@ def test_a_worker_exits_when_its_parent_is_gone(tmp_path):
     from _procs import env_with_repo, exited
 
     # A parent that starts a worker naming it as parent, then exits at once without killing it.
-    code = textwrap.dedent('''
+    code = textwrap.dedent("""
         import subprocess, sys
         p = subprocess.Popen([sys.executable, "-m", "autotune.worker", "--parent", str(__import__("os").getpid())],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
         print(p.pid, flush=True)
-    ''')
-    done = subprocess.run([sys.executable, "-c", code], env=env_with_repo(), capture_output=True, text=True,
-                          timeout=60)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], env=env_with_repo(), capture_output=True, text=True, timeout=60)
     pid = int(done.stdout.split()[0])
     assert exited(pid, wait=20), f"worker {pid} outlived its parent"

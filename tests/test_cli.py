@@ -56,17 +56,20 @@ def folder(tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize("args, message", [
-    (["sites", "raises_study.py"], "examples() raised FileNotFoundError: data/x.npy"),
-    (["tune", "raises_study.py"], "examples() raised FileNotFoundError: data/x.npy"),
-    (["sites", "wrongargs_study.py"], "examples()[0] passes arguments that wrongargs_study:f(x) does not take"),
-    (["tune", "wrongargs_study.py", "--json"], "examples()[0] passes arguments that wrongargs_study:f(x)"),
-    (["sites", "tracetype_study.py"], "examples()[0] (tracetype_study:f) could not be traced with its arguments"),
-    (["tune", "tracetype_study.py"], "examples()[0] (tracetype_study:f) could not be traced with its arguments"),
-    (["tune", "missing.py"], "does not exist"),
-    (["tune", "empty_study.py"], "nothing to tune"),
-    (["list", "--cache", "notadialect://x"], "notadialect"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["sites", "raises_study.py"], "examples() raised FileNotFoundError: data/x.npy"),
+        (["tune", "raises_study.py"], "examples() raised FileNotFoundError: data/x.npy"),
+        (["sites", "wrongargs_study.py"], "examples()[0] passes arguments that wrongargs_study:f(x) does not take"),
+        (["tune", "wrongargs_study.py", "--json"], "examples()[0] passes arguments that wrongargs_study:f(x)"),
+        (["sites", "tracetype_study.py"], "examples()[0] (tracetype_study:f) could not be traced with its arguments"),
+        (["tune", "tracetype_study.py"], "examples()[0] (tracetype_study:f) could not be traced with its arguments"),
+        (["tune", "missing.py"], "does not exist"),
+        (["tune", "empty_study.py"], "nothing to tune"),
+        (["list", "--cache", "notadialect://x"], "notadialect"),
+    ],
+)
 def test_errors_are_one_line_with_exit_2(folder, args, message):
     r = run(*args, cwd=folder, env=cli_env(folder))
     assert r.returncode == 2, r.stderr
@@ -75,10 +78,13 @@ def test_errors_are_one_line_with_exit_2(folder, args, message):
     assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["tune", "tiny_study.py", "--trials", "zero"], "'zero' is not a whole number"),
-    (["tune", "tiny_study.py", "--expected-calls", "-5"], "must be a finite number"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["tune", "tiny_study.py", "--trials", "zero"], "'zero' is not a whole number"),
+        (["tune", "tiny_study.py", "--expected-calls", "-5"], "must be a finite number"),
+    ],
+)
 def test_bad_options_get_the_usage_and_exit_2(folder, args, message):
     r = run(*args, cwd=folder, env=cli_env(folder))
     assert r.returncode == 2 and message in r.stderr and r.stderr.startswith("usage: autotune tune")
@@ -97,20 +103,30 @@ def test_a_closed_pipe_ends_quietly(folder, tmp_path):
     put_entry(tmp_path / "cache.db")
     env = cli_env(folder)
     for args in (["best", "--json"], ["list"]):
-        p = subprocess.Popen([sys.executable, "-m", "autotune", *args], cwd=folder, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "autotune", *args],
+            cwd=folder,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         p.stdout.close()  # the reader is gone before anything is written (like `| head -0`)
         err = p.stderr.read().decode()
         assert p.wait(timeout=120) == 0 and err == "", err
-    r = subprocess.run(["bash", "-c", f"set -o pipefail; {sys.executable} -m autotune best --json | head -1"],
-                       cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {sys.executable} -m autotune best --json | head -1"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and r.stdout == "[\n" and r.stderr == "", r.stderr
 
 
 def test_importing_the_cli_loads_neither_optuna_nor_matplotlib(tmp_path):
     code = "import sys, autotune.cli; print(sorted(m for m in ('optuna', 'matplotlib') if m in sys.modules))"
-    r = subprocess.run([sys.executable, "-c", code], env=cli_env(tmp_path), capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run([sys.executable, "-c", code], env=cli_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert r.stdout.strip() == "[]", r.stderr
 
 

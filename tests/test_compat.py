@@ -85,8 +85,7 @@ def test_effects():
         jax.debug.callback(lambda v: None, x)
         return x
 
-    body_with = first(lambda x: lax.while_loop(lambda v: v.sum() < 9.0, lambda v: fn(v) + 1.0, x), X,
-                      primitive="while")
+    body_with = first(lambda x: lax.while_loop(lambda v: v.sum() < 9.0, lambda v: fn(v) + 1.0, x), X, primitive="while")
     assert _compat.has_effects(_compat.while_jaxprs(body_with)[1][1])
     eqn = first(fn, X, primitive="debug_callback")
     assert _compat.eqn_effects(eqn) != [] and all(isinstance(e, str) for e in _compat.eqn_effects(eqn))
@@ -159,7 +158,7 @@ def test_retrace_like_gives_a_jaxpr_that_can_take_the_original_place():
     new = _compat.retrace_like(body, lambda c: [jnp.cos(c)], [v.aval for v in inner.invars])
     assert _compat.is_jaxpr(new) and type(new) is type(body)
     w = jnp.ones(3)  # a captured array where JAX wants a const-free jaxpr is refused on JAX 0.12;
-    try:              # on 0.10 a scan body is a ClosedJaxpr and may hold consts
+    try:  # on 0.10 a scan body is a ClosedJaxpr and may hold consts
         got = _compat.retrace_like(body, lambda c: [c * w], [v.aval for v in inner.invars])
         assert type(got) is type(body)
     except TraceError as e:

@@ -21,11 +21,14 @@ def test_from_dict_fills_defaults_and_to_dict_is_complete():
     assert set(c) == {"a", "b", "c"} and len(c) == 3
 
 
-@pytest.mark.parametrize("d", [
-    {},
-    {SITE: {"repr": "scan", "unroll": 3}},
-    {"x": {"repr": "for"}, "y": {"repr": "fori", "unroll": 2}, SITE: {"unroll": 8}},
-])
+@pytest.mark.parametrize(
+    "d",
+    [
+        {},
+        {SITE: {"repr": "scan", "unroll": 3}},
+        {"x": {"repr": "for"}, "y": {"repr": "fori", "unroll": 2}, SITE: {"unroll": 8}},
+    ],
+)
 def test_json_round_trip(d):
     c = at.Config.from_dict(d)
     text = json.dumps(c.to_dict())
@@ -95,24 +98,31 @@ def test_config_is_immutable():
 # --- validation: every error is a ConfigError that names the site ---------------------
 
 
-@pytest.mark.parametrize("entry", [
-    "for",                      # a bare string instead of a dict
-    4,
-    None,
-    ["scan", 2],
-    ("scan", 2),
-], ids=["str", "int", "none", "list", "tuple"])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "for",  # a bare string instead of a dict
+        4,
+        None,
+        ["scan", 2],
+        ("scan", 2),
+    ],
+    ids=["str", "int", "none", "list", "tuple"],
+)
 def test_non_dict_entry(entry):
     with pytest.raises(at.ConfigError) as e:
         at.Config.from_dict({SITE: entry})
     assert SITE in str(e.value)
 
 
-@pytest.mark.parametrize("entry", [
-    {"repr": "scan", "unrol": 2},
-    {"rep": "for"},
-    {"repr": "scan", "unroll": 2, "extra": True},
-])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"repr": "scan", "unrol": 2},
+        {"rep": "for"},
+        {"repr": "scan", "unroll": 2, "extra": True},
+    ],
+)
 def test_unknown_keys(entry):
     with pytest.raises(at.ConfigError) as e:
         at.Config.from_dict({SITE: entry})
@@ -144,13 +154,17 @@ def test_non_integer_unroll(unroll):
     assert SITE in str(e.value)
 
 
-@pytest.mark.parametrize("entry", [
-    {"repr": object()},
-    {"unroll": object()},
-    {"repr": b"scan"},
-    {"unroll": {1, 2}},
-    {"unroll": 2 + 0j},
-], ids=["repr-object", "unroll-object", "repr-bytes", "unroll-set", "unroll-complex"])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"repr": object()},
+        {"unroll": object()},
+        {"repr": b"scan"},
+        {"unroll": {1, 2}},
+        {"unroll": 2 + 0j},
+    ],
+    ids=["repr-object", "unroll-object", "repr-bytes", "unroll-set", "unroll-complex"],
+)
 def test_non_json_values(entry):
     with pytest.raises(at.ConfigError) as e:
         at.Config.from_dict({SITE: entry})
@@ -219,8 +233,9 @@ def test_parse_accepts_bare_names_and_an_explicit_select():
     assert at.SiteChoice.parse("while×1/cond") == at.SiteChoice("while", 1)  # unroll 1 needs no guard
 
 
-@pytest.mark.parametrize("text", ["", "scanx", "scan×0", "scan×-2", "for×4", "unrolled", "scan×4/cond",
-                                  "while×4/maybe", "scan*4", None, 4])
+@pytest.mark.parametrize(
+    "text", ["", "scanx", "scan×0", "scan×-2", "for×4", "unrolled", "scan×4/cond", "while×4/maybe", "scan*4", None, 4]
+)
 def test_parse_rejects_other_text_with_a_sentence(text):
     with pytest.raises(at.ConfigError) as e:
         at.SiteChoice.parse(text)
@@ -228,22 +243,32 @@ def test_parse_rejects_other_text_with_a_sentence(text):
 
 
 def test_while_choices_in_configs():
-    c = at.Config.from_dict({"w": {"repr": "while", "unroll": 4}, "v": {"repr": "while", "unroll": 2, "guard": "cond"},
-                             "u": {"repr": "while", "unroll": 1, "guard": "cond"}})
-    assert c.to_dict() == {"u": {"repr": "while", "unroll": 1},  # guard only when set
-                           "v": {"repr": "while", "unroll": 2, "guard": "cond"},
-                           "w": {"repr": "while", "unroll": 4, "guard": "select"}}
+    c = at.Config.from_dict(
+        {
+            "w": {"repr": "while", "unroll": 4},
+            "v": {"repr": "while", "unroll": 2, "guard": "cond"},
+            "u": {"repr": "while", "unroll": 1, "guard": "cond"},
+        }
+    )
+    assert c.to_dict() == {
+        "u": {"repr": "while", "unroll": 1},  # guard only when set
+        "v": {"repr": "while", "unroll": 2, "guard": "cond"},
+        "w": {"repr": "while", "unroll": 4, "guard": "select"},
+    }
     assert at.Config.from_json(c.to_json()) == c
     assert str(c) == "u=while×1, v=while×2/cond, w=while×4"
     assert "guard" not in at.Config({"s": {"unroll": 2}}).to_dict()["s"]
 
 
-@pytest.mark.parametrize("entry", [
-    {"repr": "scan", "unroll": 2, "guard": "cond"},
-    {"repr": "for", "guard": "select"},
-    {"repr": "while", "unroll": 2, "guard": "maybe"},
-    {"repr": "while", "unroll": 2, "guard": 1},
-])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"repr": "scan", "unroll": 2, "guard": "cond"},
+        {"repr": "for", "guard": "select"},
+        {"repr": "while", "unroll": 2, "guard": "maybe"},
+        {"repr": "while", "unroll": 2, "guard": 1},
+    ],
+)
 def test_bad_guards_name_the_site(entry):
     with pytest.raises(at.ConfigError) as e:
         at.Config.from_dict({SITE: entry})
@@ -260,8 +285,11 @@ def test_site_choice_checks_its_guard():
 
 def test_labels():
     sites = [{"id": "algo", "name": "algo"}, {"id": "algo/scan@f.py:53", "name": None}]
-    config = {"algo/scan@f.py:53": {"repr": "scan", "unroll": 2}, "algo": {"repr": "for"},
-              "zz/while@g.py:1": {"repr": "while", "unroll": 4, "guard": "cond"}}
+    config = {
+        "algo/scan@f.py:53": {"repr": "scan", "unroll": 2},
+        "algo": {"repr": "for"},
+        "zz/while@g.py:1": {"repr": "while", "unroll": 4, "guard": "cond"},
+    }
     assert config_label(config, sites) == "algo=for, scan@f.py:53=scan×2, while@g.py:1=while×4/cond"
     assert at.Config(config).label(sites) == config_label(config, sites)
     assert at.Config().label() == config_label({}) == "default"

@@ -47,9 +47,15 @@ def search_points(runner: CountingRunner, default_s: float, rival_s: float) -> l
     with pinned compile figures (far above the real ones, so a test can tell them apart)."""
     d, r = runner.measure(DEFAULT), runner.measure(UNROLL2)
     runner.measured.clear()
-    return [{"config": DEFAULT.to_dict(), "compile_s": default_s, "run_s": d.run_cost_s,
-             "rounds": [[default_s, d.run_cost_s]] * 3},
-            {"config": UNROLL2.to_dict(), "compile_s": rival_s, "run_s": r.run_cost_s}]
+    return [
+        {
+            "config": DEFAULT.to_dict(),
+            "compile_s": default_s,
+            "run_s": d.run_cost_s,
+            "rounds": [[default_s, d.run_cost_s]] * 3,
+        },
+        {"config": UNROLL2.to_dict(), "compile_s": rival_s, "run_s": r.run_cost_s},
+    ]
 
 
 def from_confirmation(point) -> bool:
@@ -68,15 +74,17 @@ def test_round_one_compiles_every_contender_side_by_side_and_later_rounds_carry_
         # The search's figures (1.0, 1.6, taken minutes earlier) never enter; each side's later
         # rounds carry its own round-1 compile, taken side by side with the other's.
         assert from_confirmation(p) and len(set(compiles)) == 1 and p["compiles"] == 1
-        assert compiles[0] == pytest.approx(p["measurement"]["trace_cpu_s"] + p["measurement"]["lower_cpu_s"]
-                                            + p["measurement"]["compile_cpu_s"])
+        assert compiles[0] == pytest.approx(
+            p["measurement"]["trace_cpu_s"] + p["measurement"]["lower_cpu_s"] + p["measurement"]["compile_cpu_s"]
+        )
 
 
 def test_a_margin_within_compile_noise_compiles_every_contender_in_every_round():
     runner = CountingRunner()
     # At 0 calls the cost is compile time alone: equal compiles are within COMPILE_NOISE.
-    confirmed = confirm(runner, search_points(runner, 1.0, 1.0), DEFAULT, at.Objective(expected_calls=0),
-                        top=3, rounds=3)
+    confirmed = confirm(
+        runner, search_points(runner, 1.0, 1.0), DEFAULT, at.Objective(expected_calls=0), top=3, rounds=3
+    )
     assert runner.retimed == [] and len(runner.measured) == 6
     assert runner.measured[2:4] == runner.measured[0:2][::-1] and runner.measured[4:6] == runner.measured[0:2]
     by = {at.Config.from_dict(p["config"]): p for p in confirmed}
@@ -157,8 +165,10 @@ class SlowerAfterSearch(InProcessRunner):
         m = super().measure(config, **kw)
         for _ in range(self.extra):
             st = compile_config(self.fn, self.args, self.kwargs, config)
-            m = m.replace(compile_s=m.compile_s + st.trace_s + st.lower_s + st.compile_s,
-                          compile_cpu_s=m.compile_cpu_s + st.trace_cpu_s + st.lower_cpu_s + st.compile_cpu_s)
+            m = m.replace(
+                compile_s=m.compile_s + st.trace_s + st.lower_s + st.compile_s,
+                compile_cpu_s=m.compile_cpu_s + st.trace_cpu_s + st.lower_cpu_s + st.compile_cpu_s,
+            )
         return m
 
 
@@ -176,10 +186,16 @@ def test_a_challenger_never_wins_on_its_search_compile_set_against_the_defaults_
     reference = [runner.measure(DEFAULT) for _ in range(3)]
     close, rival = runner.measure(FORI1), runner.measure(FOR)
     d_s = statistics.median(m.compile_cost_s for m in reference)
-    points = [{"config": DEFAULT.to_dict(), "compile_s": d_s, "run_s": reference[1].run_cost_s,
-               "rounds": [[m.compile_cost_s, m.run_cost_s] for m in reference]},
-              {"config": FORI1.to_dict(), "compile_s": 0.95 * d_s, "run_s": close.run_cost_s},
-              {"config": FOR.to_dict(), "compile_s": rival.compile_cost_s, "run_s": rival.run_cost_s}]
+    points = [
+        {
+            "config": DEFAULT.to_dict(),
+            "compile_s": d_s,
+            "run_s": reference[1].run_cost_s,
+            "rounds": [[m.compile_cost_s, m.run_cost_s] for m in reference],
+        },
+        {"config": FORI1.to_dict(), "compile_s": 0.95 * d_s, "run_s": close.run_cost_s},
+        {"config": FOR.to_dict(), "compile_s": rival.compile_cost_s, "run_s": rival.run_cost_s},
+    ]
     runner.slow_down()  # from here on a compile takes three times as long
     confirmed = confirm(runner, points, DEFAULT, objective, top=3, rounds=3)
     by = {at.Config.from_dict(p["config"]): p for p in confirmed}
@@ -198,8 +214,14 @@ def test_configs_that_lower_to_one_program_are_one_contender_named_by_the_simple
     points = []
     for config in (DEFAULT, fori2, UNROLL2):  # fori×2 measured first; scan×2 lowers to the same program
         m = runner.measure(config)
-        points.append({"config": config.to_dict(), "compile_s": m.compile_cost_s, "run_s": m.run_cost_s,
-                       "program": m.program_hash})
+        points.append(
+            {
+                "config": config.to_dict(),
+                "compile_s": m.compile_cost_s,
+                "run_s": m.run_cost_s,
+                "program": m.program_hash,
+            }
+        )
     assert points[1]["program"] == points[2]["program"]
     runner.measured.clear()
     assert contenders(points, DEFAULT, RUNTIME, top=3) in ([UNROLL2, DEFAULT], [DEFAULT, UNROLL2])
@@ -209,23 +231,29 @@ def test_configs_that_lower_to_one_program_are_one_contender_named_by_the_simple
     assert set(by) == {DEFAULT, UNROLL2} and by[UNROLL2]["equivalent"] == [fori2.to_dict()]
     assert simplest_key(UNROLL2) < simplest_key(fori2) < simplest_key(FOR)
     # A group holding the default is named by the default (what jax.jit runs).
-    grouped = by_program([dict(points[0], program="p"), {"config": FORI1.to_dict(), "compile_s": 0.1,
-                                                         "run_s": 1e-3, "program": "p"}], DEFAULT)
+    grouped = by_program(
+        [dict(points[0], program="p"), {"config": FORI1.to_dict(), "compile_s": 0.1, "run_s": 1e-3, "program": "p"}],
+        DEFAULT,
+    )
     assert [g["config"] for g in grouped] == [DEFAULT.to_dict()] and grouped[0]["equivalent"] == [FORI1.to_dict()]
 
 
 def test_the_default_is_always_a_contender_and_the_cheapest_come_first():
-    points = [{"config": UNROLL2.to_dict(), "compile_s": 0.1, "run_s": 1e-3},
-              {"config": FOR.to_dict(), "compile_s": 0.5, "run_s": 1e-4}]
+    points = [
+        {"config": UNROLL2.to_dict(), "compile_s": 0.1, "run_s": 1e-3},
+        {"config": FOR.to_dict(), "compile_s": 0.5, "run_s": 1e-4},
+    ]
     got = contenders(points, DEFAULT, at.Objective(expected_calls=10), top=1)
     assert got[0] == UNROLL2 and got[-1] == DEFAULT and FOR in got  # FOR is cheapest above 444 calls
 
 
 def test_a_front_point_that_is_never_cheapest_is_not_confirmed_except_for_a_pareto_search():
     mid = at.Config({"l": {"repr": "scan", "unroll": 4}})
-    points = [{"config": UNROLL2.to_dict(), "compile_s": 0.1, "run_s": 1e-3},
-              {"config": mid.to_dict(), "compile_s": 0.4, "run_s": 6e-4},  # on the front, above the envelope
-              {"config": FOR.to_dict(), "compile_s": 0.5, "run_s": 1e-4}]
+    points = [
+        {"config": UNROLL2.to_dict(), "compile_s": 0.1, "run_s": 1e-3},
+        {"config": mid.to_dict(), "compile_s": 0.4, "run_s": 6e-4},  # on the front, above the envelope
+        {"config": FOR.to_dict(), "compile_s": 0.5, "run_s": 1e-4},
+    ]
     assert mid.to_dict() in [p["config"] for p in _select.pareto_front(points)]
     got = contenders(points, DEFAULT, at.Objective(expected_calls=10), top=1)
     assert got == [UNROLL2, FOR, DEFAULT]  # no call count has mid cheapest: re-timing it decides nothing
@@ -264,9 +292,15 @@ class TwoProcessRunner(CountingRunner):
 def runtime_points(runner, lead: float) -> list[dict]:
     d, r = runner.measure(DEFAULT), runner.measure(UNROLL2)
     runner.measured.clear()
-    return [{"config": DEFAULT.to_dict(), "compile_s": d.compile_cost_s, "run_s": 1e-3,
-             "rounds": [[d.compile_cost_s, 1e-3]] * 3},
-            {"config": UNROLL2.to_dict(), "compile_s": r.compile_cost_s, "run_s": 1e-3 * (1 - lead)}]
+    return [
+        {
+            "config": DEFAULT.to_dict(),
+            "compile_s": d.compile_cost_s,
+            "run_s": 1e-3,
+            "rounds": [[d.compile_cost_s, 1e-3]] * 3,
+        },
+        {"config": UNROLL2.to_dict(), "compile_s": r.compile_cost_s, "run_s": 1e-3 * (1 - lead)},
+    ]
 
 
 def test_a_close_lead_must_hold_in_a_second_process_or_the_default_stays():
@@ -318,8 +352,16 @@ def test_an_in_process_runner_has_no_second_process():
 
 
 def test_a_tune_confirms_one_contender_per_program_and_lists_the_others_as_equivalent(tmp_path):
-    r = at.tune(loop8, jnp.ones(4), expected_calls=1000, sampler="grid", storage=str(tmp_path / "s.db"),
-                isolate=False, timing=FAST, progress=False)
+    r = at.tune(
+        loop8,
+        jnp.ones(4),
+        expected_calls=1000,
+        sampler="grid",
+        storage=str(tmp_path / "s.db"),
+        isolate=False,
+        timing=FAST,
+        progress=False,
+    )
     shared = [t for t in r.trials if t.state == "shared"]
     assert shared  # fori×k lowers to scan×k's program (and fori×1 to the default's)
     confirmed = {_select.config_text(p["config"]): p for p in r.confirmed}

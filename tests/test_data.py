@@ -8,7 +8,7 @@ import json
 import jax.numpy as jnp
 import optuna
 import pytest
-from _report_study import CONFIRMED, DEFAULT, FOR, FORI, FAST, forged_study, tiny_study
+from _report_study import CONFIRMED, DEFAULT, FAST, FOR, FORI, forged_study, tiny_study
 from jax import lax
 
 import autotune as at
@@ -90,8 +90,15 @@ def test_a_study_where_nothing_ran_still_reports(tmp_path):
     fn = lambda x: at.loop(lambda c, _: (c + 1.0, None), x, length=4, name="l")[0]  # noqa: E731
     storage = str(tmp_path / "s.db")
     with pytest.raises(at.StudyError):
-        at.tune(fn, jnp.zeros(2), function_key="m:broken", storage=storage, sampler="grid", progress=False,
-                runner=Broken(fn, (jnp.zeros(2),), {}, {}, FAST))
+        at.tune(
+            fn,
+            jnp.zeros(2),
+            function_key="m:broken",
+            storage=storage,
+            sampler="grid",
+            progress=False,
+            runner=Broken(fn, (jnp.zeros(2),), {}, {}, FAST),
+        )
     (name,) = optuna.study.get_all_study_names(storage="sqlite:///" + storage)
     rep = load_study_report(name, storage)
     assert rep.pareto == [] and rep.shown == [] and rep.chosen is None
@@ -103,9 +110,18 @@ def test_a_while_loop_study_reports_its_dynamic_length(tmp_path):
         return lax.while_loop(lambda s: s[1] < 6, lambda s: (s[0] * 0.9 + 0.1, s[1] + 1), (x, 0))[0]
 
     storage = str(tmp_path / "w.db")
-    result = at.tune(fn, jnp.ones(4), function_key="m:whiles", storage=storage, sampler="grid", n_trials=3,
-                     timing=FAST, runner=InProcessRunner(fn, (jnp.ones(4),), {}, {}, FAST), confirm_rounds=1,
-                     progress=False)
+    result = at.tune(
+        fn,
+        jnp.ones(4),
+        function_key="m:whiles",
+        storage=storage,
+        sampler="grid",
+        n_trials=3,
+        timing=FAST,
+        runner=InProcessRunner(fn, (jnp.ones(4),), {}, {}, FAST),
+        confirm_rounds=1,
+        progress=False,
+    )
     rep = load_study_report(result.study_name, storage)
     (site,) = rep.sites
     assert site["kind"] == "while" and site["length"] is None and rep.tunable_sites == [site]

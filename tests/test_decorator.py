@@ -52,13 +52,15 @@ def test_static_and_donated_args(tmp_path):
 def test_tune_then_cache_hit_in_this_and_a_fresh_process(tmp_path):
     cache = str(tmp_path / "c.db")
     module = tmp_path / "mod_under_test.py"
-    module.write_text(textwrap.dedent(f"""
+    module.write_text(
+        textwrap.dedent(f"""
         import jax.numpy as jnp, autotune as at
         @at.autotuned(cache={cache!r}, expected_calls=100)
         def smooth(x):
             return at.loop(lambda c, _: (jnp.sin(c) * 0.5 + 1.0, None), x, length=8, name="smooth")[0]
         X = jnp.zeros(16)
-    """))
+    """)
+    )
     sys.path.insert(0, str(tmp_path))
     try:
         import mod_under_test as m
@@ -84,10 +86,16 @@ def test_other_device_or_fingerprint_is_not_applied(tmp_path):
     x, xs = jnp.ones(4), jnp.ones((8, 4))
     lookup = f.config_for(x, xs)
     cache = at.Cache(cache_path)
-    base = dict(function_key="tests:f", fingerprint=lookup.fingerprint, signature=lookup.signature,
-                config={"l": {"repr": "for", "unroll": 1}}, sites={"l": {"kind": "loop", "length": 8, "has_ys": True}},
-                measurements={"run_s": 1e-6}, objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
-                cost=1.0)
+    base = dict(
+        function_key="tests:f",
+        fingerprint=lookup.fingerprint,
+        signature=lookup.signature,
+        config={"l": {"repr": "for", "unroll": 1}},
+        sites={"l": {"kind": "loop", "length": 8, "has_ys": True}},
+        measurements={"run_s": 1e-6},
+        objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
+        cost=1.0,
+    )
     other_jax = dict(at._keys.device_info(), jax="0.0.1")
     cache.put(at.CacheEntry(device=other_jax, **base))
     assert f.config_for(x, xs).source == "default"
@@ -133,10 +141,19 @@ def test_cache_faults_run_the_default_and_warn_once(tmp_path, fault):
     elif fault == "missing-dir":
         path = tmp_path / "nowhere" / "deeper" / "c.db"
     else:
-        at.Cache(str(path)).put(at.CacheEntry(
-            function_key="x:y", fingerprint="f" * 32, signature="s", device=at._keys.device_info(),
-            config={}, sites={}, measurements={}, objective={"expected_calls": 1, "compile_weight": 1, "runtime_weight": 1},
-            cost=1.0))
+        at.Cache(str(path)).put(
+            at.CacheEntry(
+                function_key="x:y",
+                fingerprint="f" * 32,
+                signature="s",
+                device=at._keys.device_info(),
+                config={},
+                sites={},
+                measurements={},
+                objective={"expected_calls": 1, "compile_weight": 1, "runtime_weight": 1},
+                cost=1.0,
+            )
+        )
         with sqlite3.connect(path) as con:
             con.execute("UPDATE autotune_schema_version SET version = 99")
     f = make(str(path))
@@ -144,11 +161,11 @@ def test_cache_faults_run_the_default_and_warn_once(tmp_path, fault):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = f(x, xs)
-        f(x * 2, xs)          # a second signature: no second warning
+        f(x * 2, xs)  # a second signature: no second warning
         f(x, xs[:4])
     ours = [w for w in caught if "autotune" in str(w.message)]
     if fault == "missing-dir":
-        assert ours == []     # nothing cached yet is not a fault
+        assert ours == []  # nothing cached yet is not a fault
     else:
         assert len(ours) == 1, [str(w.message) for w in ours]
         assert "default config" in str(ours[0].message)
@@ -186,8 +203,9 @@ EXAMPLES = "install the examples extra: pip install -e '.[examples]' (CI does: m
 def newton_root(y0, a):
     """A vmapped Newton root find: lineax's linear_solve holds a bare Jaxpr with constvars."""
     optx = pytest.importorskip("optimistix", reason=f"needs optimistix and lineax: {EXAMPLES}")
-    return optx.root_find(lambda y, args: jnp.tanh(y) - 0.5 * y + args, optx.Newton(rtol=1e-6, atol=1e-6),
-                          y0, args=a).value
+    return optx.root_find(
+        lambda y, args: jnp.tanh(y) - 0.5 * y + args, optx.Newton(rtol=1e-6, atol=1e-6), y0, args=a
+    ).value
 
 
 def root_loss(a, y0):
@@ -220,8 +238,7 @@ def test_value_and_grad_through_a_root_find_runs_as_under_jit(tmp_path, recwarn)
 def test_tuning_a_root_find_stores_an_entry_the_next_call_applies(tmp_path, recwarn):
     cache = str(tmp_path / "c.db")
     tuned = assert_runs_as_jit(jax.value_and_grad(root_loss), (A, Y0), cache, "tests:root_tune", recwarn)
-    result = tuned.tune(A, Y0, n_trials=2, isolate=False, progress=False, timing=FAST,
-                        storage=str(tmp_path / "s.db"))
+    result = tuned.tune(A, Y0, n_trials=2, isolate=False, progress=False, timing=FAST, storage=str(tmp_path / "s.db"))
     assert result is not None and tuned.config_for(A, Y0).source == "cache"
     fresh = at.autotuned(jax.value_and_grad(root_loss), cache=cache, key="tests:root_tune")
     value, grad = fresh(A, Y0)
@@ -232,6 +249,7 @@ def test_tuning_a_root_find_stores_an_entry_the_next_call_applies(tmp_path, recw
 
 
 # ------------------------------------------------ a failure of ours: the default, one warning
+
 
 class NoRepr:
     """A value jax.jit takes as a static argument or primitive parameter (hashable, comparable)
@@ -273,8 +291,9 @@ def smooth_tagged(x):
     return TAGGED.bind(at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="l")[0], tag=NoRepr())
 
 
-@pytest.mark.parametrize("fn, static, step", [(smooth_static, (1,), "key its call signature"),
-                                              (smooth_tagged, (), "fingerprint it")])
+@pytest.mark.parametrize(
+    "fn, static, step", [(smooth_static, (1,), "key its call signature"), (smooth_tagged, (), "fingerprint it")]
+)
 def test_a_failure_of_ours_runs_the_default_with_one_warning_naming_the_function(tmp_path, fn, static, step):
     import warnings
 
@@ -323,29 +342,40 @@ FIRST_CALL = textwrap.dedent("""
 @pytest.mark.slow
 def test_the_first_call_reads_the_cache_without_sqlalchemy_and_applies_the_entry(tmp_path):
     cache = str(tmp_path / "c.db")
-    (tmp_path / "first_call_app.py").write_text(textwrap.dedent(f"""
+    (tmp_path / "first_call_app.py").write_text(
+        textwrap.dedent(f"""
         import jax.numpy as jnp, autotune as at
         @at.autotuned(cache={cache!r}, key="tests:first_call")
         def smooth(x):
             return at.loop(lambda c, _: (jnp.sin(c) * 0.5 + 1.0, None), x, length=8, name="l")[0]
-    """))
+    """)
+    )
     sys.path.insert(0, str(tmp_path))
     try:
         import first_call_app as app
     finally:
         sys.path.remove(str(tmp_path))
     lookup = app.smooth.config_for(jnp.zeros(16))
-    at.Cache(cache).put(at.CacheEntry(  # "for": the loop is unrolled, no while loop is left in the program
-        function_key="tests:first_call", fingerprint=lookup.fingerprint, signature=lookup.signature,
-        device=at._keys.device_info(), config={"l": {"repr": "for", "unroll": 1}},
-        sites={"l": {"kind": "loop", "length": 8, "has_ys": False}}, measurements={},
-        objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0}, cost=1.0))
+    at.Cache(cache).put(
+        at.CacheEntry(  # "for": the loop is unrolled, no while loop is left in the program
+            function_key="tests:first_call",
+            fingerprint=lookup.fingerprint,
+            signature=lookup.signature,
+            device=at._keys.device_info(),
+            config={"l": {"repr": "for", "unroll": 1}},
+            sites={"l": {"kind": "loop", "length": 8, "has_ys": False}},
+            measurements={},
+            objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
+            cost=1.0,
+        )
+    )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), root, os.environ.get("PYTHONPATH", "")]))
 
     def first_call(n):
-        out = subprocess.run([sys.executable, "-c", FIRST_CALL, str(n)], capture_output=True, text=True, env=env,
-                             timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-c", FIRST_CALL, str(n)], capture_output=True, text=True, env=env, timeout=300
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -7,12 +7,16 @@ import pytest
 from autotune import _select
 from autotune._display import cost, listed_points, ratio, seconds, shorten, wrap
 
-TEXT = ("pruned after lowering: trace+lower already took 0.0625 s, over the compile budget of 0.0621 s "
-        "(best cost / compile weight), so this config cannot win")
+TEXT = (
+    "pruned after lowering: trace+lower already took 0.0625 s, over the compile budget of 0.0621 s "
+    "(best cost / compile weight), so this config cannot win"
+)
 
 
-@pytest.mark.parametrize("x, shown", [(2.5, "2.5 s"), (0.452, "452 ms"), (7.417e-4, "741.7 µs"),
-                                      (1.2e-8, "12 ns"), (0.0, "0 s"), (None, "-")])
+@pytest.mark.parametrize(
+    "x, shown",
+    [(2.5, "2.5 s"), (0.452, "452 ms"), (7.417e-4, "741.7 µs"), (1.2e-8, "12 ns"), (0.0, "0 s"), (None, "-")],
+)
 def test_seconds_carry_their_unit(x, shown):
     assert seconds(x) == shown
 

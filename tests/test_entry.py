@@ -29,8 +29,15 @@ RETUNE = "autotune tune /abs/studies/x.py --expected-calls {calls}"
 
 
 def v2_entry(**changes) -> CacheEntry:
-    fields = dict(config=DEFAULT, pareto=POINTS, default_config=DEFAULT, complete_range=RANGE, retune=RETUNE,
-                  cost=2.5, default_cost=2.5)
+    fields = dict(
+        config=DEFAULT,
+        pareto=POINTS,
+        default_config=DEFAULT,
+        complete_range=RANGE,
+        retune=RETUNE,
+        cost=2.5,
+        default_cost=2.5,
+    )
     fields.update(changes)
     return make_entry(**fields)
 
@@ -92,8 +99,10 @@ def test_while_sites_take_a_null_length_and_only_while_choices():
         CacheEntry.from_dict(wrong_kind)
 
 
-@pytest.mark.skipif("while" not in getattr(_config, "REPRS", ()),
-                    reason="Config.from_dict does not know while choices yet (they come with while_loop sites)")
+@pytest.mark.skipif(
+    "while" not in getattr(_config, "REPRS", ()),
+    reason="Config.from_dict does not know while choices yet (they come with while_loop sites)",
+)
 def test_a_while_choice_is_validated_by_config_and_the_site():
     sites = {**SITES, "w": {"kind": "while", "length": None, "has_ys": False}}
     choice = {"w": {"repr": "while", "unroll": 4, "guard": "cond"}}
@@ -104,23 +113,29 @@ def test_a_while_choice_is_validated_by_config_and_the_site():
 
 
 BAD = {
-    "default not a point": ({"default_config": {"outer": {"repr": "for", "unroll": 1}}},
-                            "'default_config' is not the config of any point"),
+    "default not a point": (
+        {"default_config": {"outer": {"repr": "for", "unroll": 1}}},
+        "'default_config' is not the config of any point",
+    ),
     "default bad site": ({"default_config": {"ghost": {"repr": "scan", "unroll": 1}}}, "'default_config.ghost'"),
     "round not a pair": ({"pareto": [{**POINTS[0], "rounds": [[1.0]]}, POINTS[1]]}, r"'pareto\[0\].rounds\[0\]'"),
-    "round negative": ({"pareto": [{**POINTS[0], "rounds": [[1.0, -1.0]]}, POINTS[1]]},
-                       r"'pareto\[0\].rounds\[0\]\[1\]' must be >= 0"),
+    "round negative": (
+        {"pareto": [{**POINTS[0], "rounds": [[1.0, -1.0]]}, POINTS[1]]},
+        r"'pareto\[0\].rounds\[0\]\[1\]' must be >= 0",
+    ),
     "rounds not a list": ({"pareto": [{**POINTS[0], "rounds": "many"}, POINTS[1]]}, "must be a list of"),
     "too many rounds": ({"pareto": [{**POINTS[0], "rounds": [[1.0, 0.0]] * 1001}, POINTS[1]]}, "the limit is 1000"),
     "confirmed not bool": ({"pareto": [{**POINTS[0], "confirmed": "yes"}, POINTS[1]]}, "must be true or false"),
-    "range inverted": ({"complete_range": {**RANGE, "from_calls": 10.0, "to_calls": 5.0}},
-                       "'complete_range.to_calls' must be >= 10"),
+    "range inverted": (
+        {"complete_range": {**RANGE, "from_calls": 10.0, "to_calls": 5.0}},
+        "'complete_range.to_calls' must be >= 10",
+    ),
     "range missing why": ({"complete_range": {"from_calls": 0.0, "to_calls": None}}, "'complete_range.why' is missing"),
     "range extra": ({"complete_range": {**RANGE, "colour": 1}}, "'complete_range.colour' is not a range field"),
     "range nan": ({"complete_range": {**RANGE, "from_calls": math.nan}}, "must be a finite number"),
     "retune without placeholder": ({"retune": "autotune tune x.py"}, "placeholder {calls}"),
     "retune control char": ({"retune": "autotune tune x.py {calls}\n"}, "control character"),
-    "huge int cost": ({"cost": 10 ** 400}, "'cost' is a number too large"),
+    "huge int cost": ({"cost": 10**400}, "'cost' is a number too large"),
 }
 
 

@@ -56,14 +56,17 @@ def test_host_callbacks_cannot_be_exported():
         export(st, doubled, (jnp.ones(2),), {}, {}, {})
 
 
-@pytest.mark.parametrize("jit_kwargs, want", [
-    ({}, []),
-    ({"donate_argnums": 0}, [0, 1]),                      # both leaves of the tuple argument
-    ({"donate_argnums": (2,)}, [2]),                       # n (argument 1) is static: c's leaf is index 2
-    ({"donate_argnames": "c"}, [2]),                       # by name, resolved through the signature
-    ({"donate_argnums": -1}, [2]),
-    ({"donate_argnames": ("pair", "k")}, [0, 1, 3]),       # k is passed by keyword
-])
+@pytest.mark.parametrize(
+    "jit_kwargs, want",
+    [
+        ({}, []),
+        ({"donate_argnums": 0}, [0, 1]),  # both leaves of the tuple argument
+        ({"donate_argnums": (2,)}, [2]),  # n (argument 1) is static: c's leaf is index 2
+        ({"donate_argnames": "c"}, [2]),  # by name, resolved through the signature
+        ({"donate_argnums": -1}, [2]),
+        ({"donate_argnames": ("pair", "k")}, [0, 1, 3]),  # k is passed by keyword
+    ],
+)
 def test_donated_leaves_follow_jit(jit_kwargs, want):
     def f(pair, n, c, *, k):
         return pair[0] + pair[1] + c * n + k

@@ -21,8 +21,11 @@ from autotune.cache._fastread import Reader, sqlite_path
 
 HERE = Path(__file__).resolve().parent
 FIXTURE = HERE / "fixtures" / "cache_v1.db"
-ENV = {**os.environ, "JAX_PLATFORMS": "cpu",
-       "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE), os.environ.get("PYTHONPATH", "")])}
+ENV = {
+    **os.environ,
+    "JAX_PLATFORMS": "cpu",
+    "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE), os.environ.get("PYTHONPATH", "")]),
+}
 
 
 def reader(location) -> Reader:
@@ -139,8 +142,9 @@ def test_a_cache_in_a_read_only_directory_is_read_without_writing(tmp_path):
     before = sorted(os.listdir(folder))
     with read_only_dir(folder) as enforced:
         if not enforced:
-            rerun_without_dac_override(__file__, "test_a_cache_in_a_read_only_directory_is_read_without_writing",
-                                       ENV, 300, "")
+            rerun_without_dac_override(
+                __file__, "test_a_cache_in_a_read_only_directory_is_read_without_writing", ENV, 300, ""
+            )
             return
         fast = reader(str(folder / "c.db"))
         assert fast.lookup(*key_of(entry)) == entry and fast.opened is None

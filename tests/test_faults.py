@@ -30,8 +30,12 @@ from autotune import _keys
 from autotune.cache import LOCK_WAIT_BUDGET_S, SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-       "JAX_PLATFORMS": "cpu", "PYTHONDONTWRITEBYTECODE": "1"}
+ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    "JAX_PLATFORMS": "cpu",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
 FOR = {"l": {"repr": "for"}}
 
 
@@ -55,10 +59,16 @@ def put_entry(cache_path, fn, x, config=FOR, **device_changes):
     """A cache entry for ``fn`` on ``x`` under the real key (this program, signature, device)."""
     lookup = fn.config_for(x)
     entry = at.CacheEntry(
-        function_key=fn.key, fingerprint=lookup.fingerprint, signature=lookup.signature,
-        device={**_keys.device_info(), **device_changes}, config=config,
-        sites={"l": {"kind": "loop", "length": 8, "has_ys": False}}, measurements={"run_s": 1e-6},
-        objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0}, cost=1.0)
+        function_key=fn.key,
+        fingerprint=lookup.fingerprint,
+        signature=lookup.signature,
+        device={**_keys.device_info(), **device_changes},
+        config=config,
+        sites={"l": {"kind": "loop", "length": 8, "has_ys": False}},
+        measurements={"run_s": 1e-6},
+        objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
+        cost=1.0,
+    )
     with at.Cache(str(cache_path)) as cache:
         cache.put(entry)
     return entry
@@ -76,8 +86,13 @@ def call_and_count(fn):
 
 
 def cli_best(cache, *extra):
-    return subprocess.run([sys.executable, "-m", "autotune", "best", "--cache", str(cache), *extra],
-                          env=ENV, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", "best", "--cache", str(cache), *extra],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 # ------------------------------------------------------------------------- unreadable caches
@@ -143,8 +158,9 @@ HOLD_LOCK = textwrap.dedent("""
 
 
 def hold_lock(path, mode, seconds):
-    proc = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(path), mode, str(seconds)], stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(path), mode, str(seconds)], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "locked"
     return proc
 
@@ -201,8 +217,13 @@ def lookups_under_lock(tmp_path, mode, seconds, n):
     """Run ``n`` first calls (new shapes) in a fresh process while another process holds the lock."""
     path, go = tmp_path / "c.db", tmp_path / "go"
     put_entry(path, make(path), jnp.zeros(3))
-    proc = subprocess.Popen([sys.executable, "-c", LOOKUPS, str(path), str(n), str(Path(__file__).parent), str(go)],
-                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LOOKUPS, str(path), str(n), str(Path(__file__).parent), str(go)],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     holder = None
     try:
         assert proc.stdout.readline().strip() == "ready", proc.communicate()
@@ -317,8 +338,14 @@ def test_an_edited_function_or_another_device_never_gets_the_entry(tmp_path):
     (tmp_path / "edit_me.py").write_text(MODULE.format(cache=str(cache)))
 
     def run(*args):
-        r = subprocess.run([sys.executable, "-c", TUNE_THEN_REPORT, *args], cwd=tmp_path, env=ENV,
-                           capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [sys.executable, "-c", TUNE_THEN_REPORT, *args],
+            cwd=tmp_path,
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -338,8 +365,13 @@ def test_an_edited_function_or_another_device_never_gets_the_entry(tmp_path):
     store = at.Cache(str(cache))
     (entry,) = store.entries(function_key="edit_me:untouched")
     store.delete("edit_me:untouched")
-    for changes in ({"device_kind": "TPU v9"}, {"platform": "gpu", "device_kind": "NVIDIA H200"},
-                    {"jax": "0.0.1"}, {"jaxlib": "0.0.1"}, {"device_count": 8}):
+    for changes in (
+        {"device_kind": "TPU v9"},
+        {"platform": "gpu", "device_kind": "NVIDIA H200"},
+        {"jax": "0.0.1"},
+        {"jaxlib": "0.0.1"},
+        {"device_count": 8},
+    ):
         store.put(at.CacheEntry.from_dict({**entry.to_dict(), "device": {**entry.device, **changes}}))
         assert m.untouched.config_for(m.X).source == "default", changes
         store.delete("edit_me:untouched")
@@ -360,11 +392,16 @@ def test_a_row_whose_parts_disagree_is_never_applied(tmp_path, fault):
     path = tmp_path / "c.db"
     put_entry(path, make(path), jnp.zeros(3))
     if fault == "device":  # only the JSON edited: the device_key column still says this machine
-        tamper(path, "UPDATE autotune_entries SET device = ?", json.dumps({**_keys.device_info(), "device_kind": "TPU v9"}))
+        tamper(
+            path, "UPDATE autotune_entries SET device = ?", json.dumps({**_keys.device_info(), "device_kind": "TPU v9"})
+        )
         words = "is inconsistent: its device JSON gives the device key"
     elif fault == "sites":  # the config names a site the entry's sites do not have
-        tamper(path, "UPDATE autotune_entries SET sites = ?",
-               json.dumps({"other": {"kind": "loop", "length": 8, "has_ys": False}}))
+        tamper(
+            path,
+            "UPDATE autotune_entries SET sites = ?",
+            json.dumps({"other": {"kind": "loop", "length": 8, "has_ys": False}}),
+        )
         words = "names a site that is not in the entry's sites"
     else:  # deeply nested JSON: a RecursionError unless caught
         tamper(path, "UPDATE autotune_entries SET measurements = ?", "[" * 100_000 + "]" * 100_000)
@@ -375,7 +412,12 @@ def test_a_row_whose_parts_disagree_is_never_applied(tmp_path, fault):
     assert "row 1 of autotune_entries (function 'faults:smooth')" in message and words in message, message
     assert "Cache.delete('faults:smooth')" in message, message
     for command in ("best", "list"):
-        r = subprocess.run([sys.executable, "-m", "autotune", command, "--cache", str(path)], env=ENV,
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "autotune", command, "--cache", str(path)],
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert words in r.stderr, r.stderr

@@ -26,7 +26,7 @@ from autotune._sites import trace_program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-APP = textwrap.dedent('''
+APP = textwrap.dedent("""
     import jax.numpy as jnp
     from jax import lax
     import autotune as at
@@ -43,9 +43,9 @@ APP = textwrap.dedent('''
 
 
     X, XS = jnp.ones(3), jnp.ones((8, 3))
-''')
+""")
 
-RUN = textwrap.dedent('''
+RUN = textwrap.dedent("""
     import json, os, sys
     sys.path.insert(0, os.getcwd())
     import jax
@@ -67,7 +67,7 @@ RUN = textwrap.dedent('''
             objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0}))
         assert lookup.device_key == at.Cache(app.CACHE).entries()[0].device_key
     print("RESULT " + json.dumps(out), flush=True)
-''')
+""")
 
 
 def write_app(d, cache):
@@ -77,19 +77,24 @@ def write_app(d, cache):
 
 
 def env():
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
-                JAX_PLATFORMS="cpu", TERM=os.environ.get("TERM") or "xterm-256color")
+    return dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+        JAX_PLATFORMS="cpu",
+        TERM=os.environ.get("TERM") or "xterm-256color",
+    )
 
 
 def parse(text):
     lines = [ln for ln in text.replace("\r", "").splitlines() if ln.startswith("RESULT ")]
     assert lines, text[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def run_in_pipe(d, action):
-    p = subprocess.run([sys.executable, "run.py", action], cwd=d, env=env(), capture_output=True,
-                       text=True, timeout=240)
+    p = subprocess.run(
+        [sys.executable, "run.py", action], cwd=d, env=env(), capture_output=True, text=True, timeout=240
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     return parse(p.stdout)
 
@@ -132,6 +137,7 @@ def fp(fn, *args):
 def scan_fn(const=1.0, length=4, op=jnp.sin, unroll=1, shape_dtype=None):
     def f(x):
         return lax.scan(lambda c, _: (op(c) + const, None), x, None, length=length, unroll=unroll)[0]
+
     return f
 
 
@@ -145,11 +151,11 @@ def test_same_program_same_fingerprint():
 
 def test_computation_changes_change_it():
     base = fp(scan_fn(), X)
-    assert fp(scan_fn(const=2.0), X) != base           # a literal constant
-    assert fp(scan_fn(op=jnp.cos), X) != base          # an operation
-    assert fp(scan_fn(length=5), X) != base            # a trip count
-    assert fp(scan_fn(), jnp.ones(4, jnp.float32)) != base     # a shape
-    assert fp(scan_fn(), jnp.ones(3, jnp.bfloat16)) != base    # a dtype
+    assert fp(scan_fn(const=2.0), X) != base  # a literal constant
+    assert fp(scan_fn(op=jnp.cos), X) != base  # an operation
+    assert fp(scan_fn(length=5), X) != base  # a trip count
+    assert fp(scan_fn(), jnp.ones(4, jnp.float32)) != base  # a shape
+    assert fp(scan_fn(), jnp.ones(3, jnp.bfloat16)) != base  # a dtype
 
 
 def test_array_constants_are_hashed_by_value():
@@ -163,7 +169,9 @@ def test_array_constants_are_hashed_by_value():
     big = np.arange(10_000, dtype=np.float32)
     big2 = big.copy()
     big2[-1] += 1
-    assert canonical_hash(jax.make_jaxpr(lambda x: x + big)(big)) != canonical_hash(jax.make_jaxpr(lambda x: x + big2)(big))
+    assert canonical_hash(jax.make_jaxpr(lambda x: x + big)(big)) != canonical_hash(
+        jax.make_jaxpr(lambda x: x + big2)(big)
+    )
 
 
 def test_loop_structure_changes_change_it():
@@ -172,8 +180,9 @@ def test_loop_structure_changes_change_it():
         return lax.scan(lambda c, _: (jnp.sin(c), None), x, None, length=2)[0]
 
     def nested(x):
-        return lax.scan(lambda c, _: (lax.scan(lambda d, _: (jnp.sin(d), None), c, None, length=2)[0], None),
-                        x, None, length=2)[0]
+        return lax.scan(
+            lambda c, _: (lax.scan(lambda d, _: (jnp.sin(d), None), c, None, length=2)[0], None), x, None, length=2
+        )[0]
 
     assert fp(two_scans, X) != fp(nested, X)
 
@@ -211,12 +220,13 @@ def test_names_do_not_change_it():
         def f(x):
             with jax.named_scope(name):
                 return jnp.sin(x)
+
         return f
 
     assert fp(scoped("first"), X) == fp(scoped("second"), X)
 
 
-SOURCE = '''
+SOURCE = """
 import jax.numpy as jnp
 from jax import lax
 
@@ -225,7 +235,7 @@ def fn(x):
     x = lax.scan(lambda c, _: (jnp.sin(c), None), x, None, length=3)[0]
 PADDING    y = jnp.cos(x) * 2.0
     return y + 1.0
-'''
+"""
 
 
 def compiled_fn(path, padding=""):
@@ -239,15 +249,16 @@ def test_source_paths_and_lines_of_non_loop_code_do_not_change_it(tmp_path):
     """The fingerprint holds no path or line; only site ids (file name and line of each
     loop) enter it, so moving a loop changes it and moving other code does not."""
     here = fp(compiled_fn(tmp_path / "a" / "model.py"), X)
-    assert fp(compiled_fn(tmp_path / "b" / "model.py"), X) == here          # another directory
+    assert fp(compiled_fn(tmp_path / "b" / "model.py"), X) == here  # another directory
     assert fp(compiled_fn(tmp_path / "a" / "model.py", "\n\n\n"), X) == here  # non-loop code moved
-    assert fp(compiled_fn(tmp_path / "a" / "other.py"), X) != here          # the loop's id changed
+    assert fp(compiled_fn(tmp_path / "a" / "other.py"), X) != here  # the loop's id changed
 
 
 def test_callbacks_are_described_without_addresses():
     def cb(name):
         def host(v):
             return np.asarray(v) * 2
+
         host.__qualname__ = name
         return lambda x: jax.pure_callback(host, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
 
@@ -264,7 +275,7 @@ def test_prng_key_constants_are_hashed_by_value():
     assert fp(sample(0), X) != fp(sample(1), X)
 
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp
     from jax import lax
 
@@ -284,33 +295,46 @@ SCRIPT = textwrap.dedent('''
     if __name__ == "__main__":
         import autotune._sites as S
         print("RESULT " + S.trace_program(fn, (jnp.ones(3),)).fingerprint)
-''')
+""")
 
 
 @pytest.mark.slow
 def test_a_script_run_directly_and_imported_has_one_fingerprint(tmp_path):
     """Run as ``python app.py`` its functions live in ``__main__``; imported, in ``app``."""
     (tmp_path / "app.py").write_text(SCRIPT)
-    direct = subprocess.run([sys.executable, "app.py"], cwd=tmp_path, env=env(), capture_output=True,
-                            text=True, timeout=240)
+    direct = subprocess.run(
+        [sys.executable, "app.py"], cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=240
+    )
     imported = subprocess.run(
-        [sys.executable, "-c", "import jax.numpy as jnp, app, autotune._sites as S; "
-         "print('RESULT ' + S.trace_program(app.fn, (jnp.ones(3),)).fingerprint)"],
-        cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=240)
+        [
+            sys.executable,
+            "-c",
+            "import jax.numpy as jnp, app, autotune._sites as S; "
+            "print('RESULT ' + S.trace_program(app.fn, (jnp.ones(3),)).fingerprint)",
+        ],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert direct.returncode == 0 and imported.returncode == 0, direct.stderr + imported.stderr
     assert direct.stdout.split("RESULT ")[-1].strip() == imported.stdout.split("RESULT ")[-1].strip()
 
 
 def swapped_carries(order):
     """One scan, its two carries written in either order; the same computation."""
+
     def f(a, b):
         def body(c, _):
             x, y = c if order else c[::-1]
             x, y = jnp.sin(x) * 0.5 + y, y * 2.0 - x
             return ((x, y) if order else (y, x)), None
+
         init = (a, b) if order else (b, a)
         out = lax.scan(body, init, None, length=4)[0]  # one line: one site id for both orders
         return out if order else out[::-1]
+
     return f
 
 
@@ -337,16 +361,18 @@ def test_which_result_feeds_which_carry_changes_it():
             x, y = c
             new = (jnp.sin(x), jnp.cos(y))
             return (new if straight else new[::-1]), None
+
         return lambda a, b: lax.scan(body, (a, b), None, length=4)[0]
 
     a, b = jnp.ones(3), jnp.full(3, 2.0)
     assert fp(feed(True), a, b) != fp(feed(False), a, b)
     # Operand order of an ordinary operation still counts: a - b is not b - a.
-    assert canonical_hash(jax.make_jaxpr(lambda a, b: a - b)(a, b)) != \
-        canonical_hash(jax.make_jaxpr(lambda a, b: b - a)(a, b))
+    assert canonical_hash(jax.make_jaxpr(lambda a, b: a - b)(a, b)) != canonical_hash(
+        jax.make_jaxpr(lambda a, b: b - a)(a, b)
+    )
 
 
-SET_ORDER = textwrap.dedent('''
+SET_ORDER = textwrap.dedent("""
     import jax.numpy as jnp
     from jax import lax
     import autotune._sites as S
@@ -370,7 +396,7 @@ SET_ORDER = textwrap.dedent('''
 
     print("ORDER " + ",".join(NAMES))
     print("RESULT " + S.trace_program(fn, (jnp.ones(3),)).fingerprint)
-''')
+""")
 
 
 @pytest.mark.slow
@@ -380,8 +406,14 @@ def test_a_program_traced_in_set_order_has_one_fingerprint_across_hash_seeds(tmp
     (tmp_path / "app.py").write_text(SET_ORDER)
     orders, prints = set(), set()
     for seed in range(1, 7):
-        p = subprocess.run([sys.executable, "app.py"], cwd=tmp_path, env=dict(env(), PYTHONHASHSEED=str(seed)),
-                           capture_output=True, text=True, timeout=240)
+        p = subprocess.run(
+            [sys.executable, "app.py"],
+            cwd=tmp_path,
+            env=dict(env(), PYTHONHASHSEED=str(seed)),
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         assert p.returncode == 0, p.stderr[-3000:]
         orders.add(p.stdout.split("ORDER ")[1].split()[0])
         prints.add(p.stdout.split("RESULT ")[-1].strip())
@@ -390,6 +422,7 @@ def test_a_program_traced_in_set_order_has_one_fingerprint_across_hash_seeds(tmp
 
 
 # --------------------------------------------------------- jaxprs held in a primitive's params
+
 
 def bare_jaxpr_primitive():
     """A primitive like lineax's ``linear_solve``: its params hold a bare ``Jaxpr`` whose
@@ -422,7 +455,7 @@ def test_a_bare_jaxpr_with_constvars_in_params_is_hashed_with_its_constants_boun
     x = jnp.ones(3)
     base = fp(with_bare_jaxpr(), x)
     assert base == fp(with_bare_jaxpr(), x)
-    assert fp(with_bare_jaxpr(op=jnp.cos), x) != base   # the held program counts
+    assert fp(with_bare_jaxpr(op=jnp.cos), x) != base  # the held program counts
     assert fp(with_bare_jaxpr(shape=4), jnp.ones(4)) != fp(with_bare_jaxpr(shape=4, op=jnp.cos), jnp.ones(4))
 
 

@@ -55,8 +55,10 @@ def test_one_ulp_rounding_changes_pass_in_low_precision(dtype):
     bits[::3] += 1  # one ulp up at every third value
     assert compare_outputs(x, bits.view(dtype)) is None
     scalar = np.array(3.0, dtype)
-    assert compare_outputs(scalar, np.nextafter(scalar.astype(np.float32), 10).astype(dtype)) is None or \
-        np.dtype(dtype).itemsize == 1
+    assert (
+        compare_outputs(scalar, np.nextafter(scalar.astype(np.float32), 10).astype(dtype)) is None
+        or np.dtype(dtype).itemsize == 1
+    )
 
 
 def test_complex_outputs_are_compared_by_both_parts():
@@ -136,20 +138,41 @@ def test_the_guard_accepts_reordered_float_arithmetic(tmp_path):
     x = jnp.linspace(0.5, 1.5, 4096)
     scan = at.measure(folded, (x,), keep_outputs=True, target_s=0.01).outputs
     unrolled = at.measure(folded, (x,), config=FOR, keep_outputs=True, target_s=0.01).outputs
-    assert not np.array_equal(scan, unrolled), "XLA no longer folds the unrolled loop differently; pick another workload"
+    assert not np.array_equal(scan, unrolled), (
+        "XLA no longer folds the unrolled loop differently; pick another workload"
+    )
     # compile_weight=0: no compile budget, so a trace slowed by a loaded machine cannot prune a
     # config here; what this test checks is that the guard accepts every config's outputs.
-    r = at.tune(folded, x, sampler="grid", storage=str(tmp_path / "s.db"), timing=FAST, confirm_rounds=1,
-                confirm_top=1, isolate=False, compile_weight=0.0)
+    r = at.tune(
+        folded,
+        x,
+        sampler="grid",
+        storage=str(tmp_path / "s.db"),
+        timing=FAST,
+        confirm_rounds=1,
+        confirm_top=1,
+        isolate=False,
+        compile_weight=0.0,
+    )
     by_config = {t.config: t for t in r.trials}
     assert by_config[at.Config(FOR)].state == "complete", by_config[at.Config(FOR)].reason
-    assert all(t.state in ("complete", "shared") for t in r.trials), [(str(t.config), t.state, t.reason) for t in r.trials]
+    assert all(t.state in ("complete", "shared") for t in r.trials), [
+        (str(t.config), t.state, t.reason) for t in r.trials
+    ]
 
 
 def test_the_guard_rejects_a_config_whose_program_computes_something_else(tmp_path):
     x = jnp.ones(8)
-    r = at.tune(reseeded, x, sampler="grid", storage=str(tmp_path / "s.db"), timing=FAST, confirm_rounds=1,
-                confirm_top=1, isolate=False)
+    r = at.tune(
+        reseeded,
+        x,
+        sampler="grid",
+        storage=str(tmp_path / "s.db"),
+        timing=FAST,
+        confirm_rounds=1,
+        confirm_top=1,
+        isolate=False,
+    )
     assert r.trials[0].state == "complete" and r.trials[0].config == r.best_config
     rejected = r.trials[1:]
     assert rejected and all(t.state == "rejected" for t in rejected), [(t.state, t.reason) for t in r.trials]

@@ -88,8 +88,7 @@ def test_the_page_and_the_json_name_the_tuned_winner_and_the_range(study, writte
 
 def test_out_of_range_the_page_gives_the_retune_command(tmp_path_factory, tmp_path):
     forged = forged_study(tmp_path_factory)
-    files = report(str(tmp_path / "out"), study_names=[forged["name"]], storage=forged["storage"],
-                   expected_calls=5000)
+    files = report(str(tmp_path / "out"), study_names=[forged["name"]], storage=forged["storage"], expected_calls=5000)
     text = " ".join(parse(Path(files.html)).text)
     assert "were not measured for 5,000 calls" in text and "[0, 2,000]" in text
     assert "autotune tune /studies/forged.py --expected-calls 5000" in text

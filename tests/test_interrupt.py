@@ -9,10 +9,10 @@ import time
 
 import optuna
 import pytest
+from _procs import default_disposition
+from test_optuna import ROOT, STUDY, wait_for_running
 
 from autotune._interrupt import Interrupted, InterruptLatch, check, current
-from _procs import default_disposition
-from test_optuna import STUDY, ROOT, wait_for_running
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
@@ -68,8 +68,21 @@ def test_an_applications_own_handler_is_left_alone():
 def test_cli_tune_ended_by_a_signal_keeps_every_completed_trial_and_resumes(tmp_path, sig):
     (tmp_path / "slowstudy.py").write_text(STUDY)
     storage = str(tmp_path / "studies.db")
-    cmd = [sys.executable, "-m", "autotune", "tune", str(tmp_path / "slowstudy.py"), "--storage", storage,
-           "--cache", str(tmp_path / "cache.db"), "--sampler", "grid", "--run-seconds", "0.01"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "autotune",
+        "tune",
+        str(tmp_path / "slowstudy.py"),
+        "--storage",
+        storage,
+        "--cache",
+        str(tmp_path / "cache.db"),
+        "--sampler",
+        "grid",
+        "--run-seconds",
+        "0.01",
+    ]
     env = {**os.environ, "PYTHONPATH": ROOT}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -14,7 +14,7 @@ from autotune import _keys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-APP = textwrap.dedent('''
+APP = textwrap.dedent("""
     import jax.numpy as jnp
     import autotune as at
 
@@ -27,12 +27,19 @@ APP = textwrap.dedent('''
         if sys.argv[1:] == ["tune"]:
             step.tune(jnp.zeros(4), n_trials=2, timing={{"target_s": 0.01}}, confirm_rounds=1, isolate=False)
         print("KEY", step.key, "SOURCE", step.config_for(jnp.zeros(4)).source)
-''')
+""")
 
 
 def run(args, cwd, **kw):
-    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": ROOT}, **kw)
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        **kw,
+    )
 
 
 def test_a_script_function_has_the_same_key_run_as_a_script_and_imported(tmp_path):
@@ -40,8 +47,14 @@ def test_a_script_function_has_the_same_key_run_as_a_script_and_imported(tmp_pat
     tuned = run(["app.py", "tune"], tmp_path)
     assert tuned.returncode == 0, tuned.stderr
     assert "KEY app:step SOURCE cache" in tuned.stdout
-    imported = run(["-c", "import app, jax.numpy as jnp; print('KEY', app.step.key, 'SOURCE', "
-                    "app.step.config_for(jnp.zeros(4)).source)"], tmp_path)
+    imported = run(
+        [
+            "-c",
+            "import app, jax.numpy as jnp; print('KEY', app.step.key, 'SOURCE', "
+            "app.step.config_for(jnp.zeros(4)).source)",
+        ],
+        tmp_path,
+    )
     assert "KEY app:step SOURCE cache" in imported.stdout, imported.stderr
     # Under `python -m`, the module's own name.
     (tmp_path / "pkg").mkdir()
@@ -73,8 +86,10 @@ def test_signature_device_key_and_study_name_are_deterministic():
     sig = _keys.signature((jnp.zeros((2, 3), jnp.float32), 4), {"k": jnp.ones(2, jnp.int32)})
     assert "float32[2,3]" in sig and "static:4" in sig and "int32[2]" in sig
     info = _keys.device_info()
-    assert _keys.device_key(info) == f"{info['platform']}|{info['device_kind']}|{info['device_count']}|" \
-                                     f"jax={info['jax']}|jaxlib={info['jaxlib']}"
+    assert (
+        _keys.device_key(info) == f"{info['platform']}|{info['device_kind']}|{info['device_count']}|"
+        f"jax={info['jax']}|jaxlib={info['jaxlib']}"
+    )
     obj = at.Objective(expected_calls=1000)
     name = _keys.study_name("m:f", "0123456789abcdef", sig, info, obj)
     assert name == _keys.study_name("m:f", "0123456789abcdef", sig, info, obj)

@@ -55,7 +55,9 @@ def assert_tree_close(got, want, rtol=2e-5, atol=2e-6):
 
 CASES = [
     pytest.param(r, rev, ys, id=f"{r}-{'rev' if rev else 'fwd'}-{'ys' if ys else 'noys'}")
-    for r in ("scan", "for", "fori") for rev in (False, True) for ys in (True, False)
+    for r in ("scan", "for", "fori")
+    for rev in (False, True)
+    for ys in (True, False)
     if not (r == "fori" and ys)
 ]
 
@@ -117,9 +119,9 @@ def test_length_from_xs_and_from_length_argument():
 def test_loop_invariant_carry_component(rep):
     """A carry entry the body passes through unchanged (e.g. parameters) is common;
     JAX's scan turns it into a constant, which must not confuse the re-emission."""
+
     def f(h, w):
-        (h, w), _ = at.loop(lambda c, _: ((jnp.tanh(c[0] * c[1] + 0.1), c[1]), None), (h, w),
-                            length=4, name="inv")
+        (h, w), _ = at.loop(lambda c, _: ((jnp.tanh(c[0] * c[1] + 0.1), c[1]), None), (h, w), length=4, name="inv")
         return h, w
 
     h, w = np.linspace(-1, 1, 3).astype(np.float32), np.full(3, 0.7, np.float32)
@@ -171,8 +173,8 @@ def compiled_ops(fn, op, *args):
 
 def tanh_loop(rep="scan", unroll=1, name="t"):
     def f(x):
-        return at.loop(lambda c, _: (jnp.tanh(c) * 0.9 + 0.1, None), x, length=8, name=name,
-                       repr=rep, unroll=unroll)[0]
+        return at.loop(lambda c, _: (jnp.tanh(c) * 0.9 + 0.1, None), x, length=8, name=name, repr=rep, unroll=unroll)[0]
+
     return f
 
 
@@ -181,7 +183,7 @@ def test_default_for_is_unrolled_without_a_config_and_overridable():
     rolled = tanh_loop()
     unrolled = tanh_loop("for")
     assert whiles(rolled, x) == 1
-    assert whiles(unrolled, x) == 0                      # no config at all
+    assert whiles(unrolled, x) == 0  # no config at all
     assert whiles(at.with_config(unrolled, {}), x) == 0  # a config that does not name the loop
     assert whiles(at.with_config(unrolled, {"t": {"repr": "scan"}}), x) == 1
     assert compiled_ops(at.with_config(unrolled, {}), "tanh", x) == 8
@@ -255,8 +257,7 @@ def test_xs_disagreeing_with_length_or_each_other():
     with pytest.raises(at.ConfigError):
         at.loop(lambda c, x: (c + x, None), jnp.ones(2), jnp.ones((4, 2)), length=3, name="n1")
     with pytest.raises(at.ConfigError):
-        at.loop(lambda c, x: (c + x[0] + x[1], None), jnp.ones(2),
-                (jnp.ones((4, 2)), jnp.ones((5, 2))), name="n2")
+        at.loop(lambda c, x: (c + x[0] + x[1], None), jnp.ones(2), (jnp.ones((4, 2)), jnp.ones((5, 2))), name="n2")
     with pytest.raises(at.ConfigError):
         at.loop(lambda c, x: (c + x, None), jnp.ones(2), jnp.float32(1.0), name="n3")
 
@@ -275,20 +276,21 @@ XS = (np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(4, 3)) * 0.5
 
 def grad_inside(p, xs):
     """A training step: the tuned function takes a gradient through an at.loop."""
+
     def loss(p):
         c, _ = at.loop(lambda c, x: (jnp.tanh(c * p + x), None), xs[0], xs, name="rnn")
-        return (c ** 2).sum()
+        return (c**2).sum()
 
     return jax.grad(loss)(p)
 
 
 def vmap_inside(p, xs):
-    return jax.vmap(lambda row: at.loop(lambda c, x: (jnp.tanh(c * p + x), None), row, xs,
-                                        name="rnn")[0])(xs)
+    return jax.vmap(lambda row: at.loop(lambda c, x: (jnp.tanh(c * p + x), None), row, xs, name="rnn")[0])(xs)
 
 
 def jvp_inside(p, xs):
     """Forward-mode derivative through an at.loop whose xs depend on the input."""
+
     def run(p):
         return at.loop(lambda c, x: (jnp.tanh(c * p + x), None), xs[0], xs * p, name="rnn")[0]
 

@@ -32,17 +32,24 @@ def tiny(x):
 
 def unrolled_64(x):
     """A program whose compile is real work: 64 fully unrolled steps."""
+
     def body(c, _):
         c = jnp.sin(c) * 1.01 + jnp.cos(c * 0.5) * 0.1
         return c, None
+
     return lax.scan(body, x, None, length=64, unroll=64)[0]
 
 
 def test_fields_are_positive_and_consistent():
     x = jnp.ones(4)
-    m = at.measure(small, (x, 5), {"scale": 0.5, "bias": jnp.ones(4)},
-                   jit_kwargs={"static_argnums": (1,), "static_argnames": ("scale",)},
-                   min_reps=7, **FAST)
+    m = at.measure(
+        small,
+        (x, 5),
+        {"scale": 0.5, "bias": jnp.ones(4)},
+        jit_kwargs={"static_argnums": (1,), "static_argnames": ("scale",)},
+        min_reps=7,
+        **FAST,
+    )
     for field in ("trace_s", "lower_s", "compile_s", "run_s"):
         value = getattr(m, field)
         assert isinstance(value, float) and value > 0 and np.isfinite(value), (field, value)
@@ -65,13 +72,24 @@ def test_outputs_are_the_functions_outputs_under_the_config():
     x, bias = jnp.linspace(0.0, 1.0, 4), jnp.full(4, 0.25)
     (site,) = at.sites(small, x, 6, scale=0.5, bias=bias)
     cfg = at.Config({site.id: {"repr": "for"}})
-    m = at.measure(small, (x, 6), {"scale": 0.5, "bias": bias}, config=cfg,
-                   jit_kwargs={"static_argnums": (1,), "static_argnames": ("scale",)},
-                   keep_outputs=True, **FAST)
+    m = at.measure(
+        small,
+        (x, 6),
+        {"scale": 0.5, "bias": bias},
+        config=cfg,
+        jit_kwargs={"static_argnums": (1,), "static_argnames": ("scale",)},
+        keep_outputs=True,
+        **FAST,
+    )
     assert m.config == cfg
     np.testing.assert_allclose(m.outputs, reference_small(x, 6, 0.5, bias), rtol=1e-5)
-    m2 = at.measure(small, (x, 6), {"scale": 0.5, "bias": bias},
-                    jit_kwargs={"static_argnums": (1,), "static_argnames": ("scale",)}, **FAST)
+    m2 = at.measure(
+        small,
+        (x, 6),
+        {"scale": 0.5, "bias": bias},
+        jit_kwargs={"static_argnums": (1,), "static_argnames": ("scale",)},
+        **FAST,
+    )
     assert m2.outputs is None  # not kept unless asked
 
 
@@ -85,12 +103,15 @@ def test_config_as_dict_and_invalid_config():
         at.measure(tiny, (x,), config={"missing": {"unroll": 4}}, **FAST)
 
 
-@pytest.mark.parametrize("how", [
-    "static_argnums",                 # n positional, declared by position
-    "static_argnames-kw",             # scale as keyword, declared by name
-    "static_argnames-positional",     # n positional, declared by name (jax.jit accepts this)
-    "static_argnums-passed-by-kw",    # n by keyword, declared by position (jax.jit accepts this)
-])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "static_argnums",  # n positional, declared by position
+        "static_argnames-kw",  # scale as keyword, declared by name
+        "static_argnames-positional",  # n positional, declared by name (jax.jit accepts this)
+        "static_argnums-passed-by-kw",  # n by keyword, declared by position (jax.jit accepts this)
+    ],
+)
 def test_static_args_and_kwargs(how):
     x, bias = jnp.linspace(0.0, 1.0, 4), jnp.full(4, 0.25)
 
@@ -113,9 +134,15 @@ def test_static_args_and_kwargs(how):
 
 def test_donate_argnums_keeps_the_callers_arrays_alive():
     x, bias = jnp.linspace(0.0, 1.0, 4), jnp.full(4, 0.25)
-    m = at.measure(small, (x, 4), {"scale": 0.5, "bias": bias},
-                   jit_kwargs={"static_argnums": (1,), "static_argnames": ("scale",), "donate_argnums": (0,)},
-                   min_reps=3, keep_outputs=True, **FAST)
+    m = at.measure(
+        small,
+        (x, 4),
+        {"scale": 0.5, "bias": bias},
+        jit_kwargs={"static_argnums": (1,), "static_argnames": ("scale",), "donate_argnums": (0,)},
+        min_reps=3,
+        keep_outputs=True,
+        **FAST,
+    )
     assert m.reps >= 3 and m.run_s > 0
     assert not x.is_deleted()
     np.testing.assert_allclose(x, np.linspace(0.0, 1.0, 4), rtol=1e-7)
@@ -149,8 +176,12 @@ def persistent_cache(tmp_path):
     """Turn JAX's persistent compilation cache on (as a user might), restore afterwards."""
     from jax._src import compilation_cache as cc  # only to start and end from a pristine cache object
 
-    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
-             "jax_persistent_cache_min_entry_size_bytes", "jax_enable_compilation_cache")
+    names = (
+        "jax_compilation_cache_dir",
+        "jax_persistent_cache_min_compile_time_secs",
+        "jax_persistent_cache_min_entry_size_bytes",
+        "jax_enable_compilation_cache",
+    )
     old = {n: getattr(jax.config, n) for n in names}
     hits = []
 
@@ -232,8 +263,12 @@ def test_time_stages_times_each_stage_and_calls_the_hooks_in_order():
     from autotune._measure import time_stages
 
     seen = []
-    st = time_stages(jax.jit(tiny), (jnp.ones(3),), on_traced=lambda s: seen.append(("traced", s.lowered)),
-                     on_lowered=lambda s: seen.append(("lowered", s.program_hash, s.compiled)))
+    st = time_stages(
+        jax.jit(tiny),
+        (jnp.ones(3),),
+        on_traced=lambda s: seen.append(("traced", s.lowered)),
+        on_lowered=lambda s: seen.append(("lowered", s.program_hash, s.compiled)),
+    )
     assert seen[0] == ("traced", None) and seen[1][0] == "lowered" and seen[1][2] is None  # before compiling
     assert seen[1][1] == st.program_hash and len(st.program_hash) == 64
     assert min(st.trace_s, st.lower_s, st.compile_s) > 0 and st.compiled is not None
@@ -246,7 +281,7 @@ def test_time_stages_times_each_stage_and_calls_the_hooks_in_order():
 def test_configs_that_emit_the_same_program_share_a_hash():
     x = jnp.ones(3)
     (site,) = at.sites(tiny, x)
-    full = at.measure(tiny, (x,), config={site.id: {"repr": "for"}}, **FAST)          # "for" = unroll by the length
+    full = at.measure(tiny, (x,), config={site.id: {"repr": "for"}}, **FAST)  # "for" = unroll by the length
     unroll8 = at.measure(tiny, (x,), config={site.id: {"unroll": 8}}, **FAST)
     rolled = at.measure(tiny, (x,), config={site.id: {"unroll": 2}}, **FAST)
     assert full.program_hash == unroll8.program_hash != rolled.program_hash
@@ -255,8 +290,18 @@ def test_configs_that_emit_the_same_program_share_a_hash():
 
 def test_on_lowered_can_hand_back_an_earlier_measurement_and_nothing_is_compiled():
     x = jnp.ones(8)
-    earlier = at.Measurement(trace_s=9.0, lower_s=9.0, compile_s=123.0, run_s=4.0, run_iqr_s=0.5, reps=7,
-                             memory={"temp": 1}, flops=2.0, program_hash="h", outputs=np.zeros(8))
+    earlier = at.Measurement(
+        trace_s=9.0,
+        lower_s=9.0,
+        compile_s=123.0,
+        run_s=4.0,
+        run_iqr_s=0.5,
+        reps=7,
+        memory={"temp": 1},
+        flops=2.0,
+        program_hash="h",
+        outputs=np.zeros(8),
+    )
     hashes = []
 
     def on_lowered(h):

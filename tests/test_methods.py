@@ -153,7 +153,9 @@ def check_method(method, x, expected, cache_path):
 
 
 def test_equinox_module_method(tmp_path):
-    eqx = pytest.importorskip("equinox", reason="needs equinox: install the examples extra, pip install -e '.[examples]'")
+    eqx = pytest.importorskip(
+        "equinox", reason="needs equinox: install the examples extra, pip install -e '.[examples]'"
+    )
     cache = tmp_path / "cache.db"
 
     class Smoother(eqx.Module):
@@ -171,8 +173,9 @@ def test_equinox_module_method(tmp_path):
     # self is traced: another instance of the same structure shares the signature and the entry.
     other = Smoother(jnp.float32(0.25), 2.0)
     assert other.run.config_for(jnp.ones(4)).source == "cache"
-    np.testing.assert_allclose(np.asarray(other.run(jnp.ones(4))[0]),
-                               np.asarray(reference(jnp.float32(0.25), jnp.ones(4))[0] * 2.0), rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(other.run(jnp.ones(4))[0]), np.asarray(reference(jnp.float32(0.25), jnp.ones(4))[0] * 2.0), rtol=1e-6
+    )
     # A static field is part of the signature: another value is another (untuned) signature.
     assert Smoother(jnp.float32(0.5), 3.0).run.config_for(jnp.ones(4)).source == "default"
 
@@ -200,5 +203,6 @@ def test_flax_struct_dataclass_method(tmp_path):
     # vmap over the traced instance: its leaves are batched like any argument.
     batch = Smoother(jnp.array([0.5, 0.25], jnp.float32), 2.0)
     out = jax.vmap(lambda s, x: s.run(x)[0])(batch, jnp.ones((2, 4)))
-    np.testing.assert_allclose(np.asarray(out[1]), np.asarray(reference(jnp.float32(0.25), jnp.ones(4))[0] * 2.0),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(out[1]), np.asarray(reference(jnp.float32(0.25), jnp.ones(4))[0] * 2.0), rtol=1e-6
+    )

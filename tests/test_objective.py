@@ -8,8 +8,7 @@ import autotune as at
 
 
 def measurement(trace_s=0.25, lower_s=0.5, compile_s=1.25, run_s=0.003):
-    return at.Measurement(trace_s=trace_s, lower_s=lower_s, compile_s=compile_s, run_s=run_s,
-                          run_iqr_s=0.0, reps=10)
+    return at.Measurement(trace_s=trace_s, lower_s=lower_s, compile_s=compile_s, run_s=run_s, run_iqr_s=0.0, reps=10)
 
 
 def test_defaults_match_the_design():
@@ -19,15 +18,18 @@ def test_defaults_match_the_design():
     assert o.cost(measurement()) == pytest.approx(5.0)
 
 
-@pytest.mark.parametrize("calls, cw, rw, expected", [
-    (100, 1.0, 1.0, 2.0 + 0.3),
-    (100, 2.0, 1.0, 4.0 + 0.3),
-    (100, 1.0, 10.0, 2.0 + 3.0),
-    (0, 1.0, 1.0, 2.0),          # never called: only the compile counts
-    (10_000, 0.0, 1.0, 30.0),    # compile is free: only the runtime counts
-    (10_000, 0.5, 0.0, 1.0),     # runtime is free
-    (1, 3.0, 2.0, 6.0 + 0.006),
-])
+@pytest.mark.parametrize(
+    "calls, cw, rw, expected",
+    [
+        (100, 1.0, 1.0, 2.0 + 0.3),
+        (100, 2.0, 1.0, 4.0 + 0.3),
+        (100, 1.0, 10.0, 2.0 + 3.0),
+        (0, 1.0, 1.0, 2.0),  # never called: only the compile counts
+        (10_000, 0.0, 1.0, 30.0),  # compile is free: only the runtime counts
+        (10_000, 0.5, 0.0, 1.0),  # runtime is free
+        (1, 3.0, 2.0, 6.0 + 0.006),
+    ],
+)
 def test_cost_by_hand(calls, cw, rw, expected):
     o = at.Objective(expected_calls=calls, compile_weight=cw, runtime_weight=rw)
     assert o.cost(measurement()) == pytest.approx(expected, rel=1e-12)
@@ -76,4 +78,7 @@ def test_objective_is_a_value():
     assert at.Objective(expected_calls=5) != at.Objective(expected_calls=6)
     assert hash(at.Objective(compile_weight=2.0)) == hash(at.Objective(compile_weight=2.0))
     assert at.Objective(expected_calls=3, compile_weight=0.5, runtime_weight=2.0).to_dict() == {
-        "expected_calls": 3, "compile_weight": 0.5, "runtime_weight": 2.0}
+        "expected_calls": 3,
+        "compile_weight": 0.5,
+        "runtime_weight": 2.0,
+    }

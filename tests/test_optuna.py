@@ -19,7 +19,7 @@ from autotune.study import _optuna
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # A study whose full unroll compiles for seconds: a trial is RUNNING long enough to kill.
-STUDY = textwrap.dedent('''
+STUDY = textwrap.dedent("""
     import jax.numpy as jnp
     import autotune as at
 
@@ -34,23 +34,27 @@ STUDY = textwrap.dedent('''
 
     def examples():
         return [(f, (jnp.ones(8),))]
-''')
+""")
 
-TUNE = textwrap.dedent('''
+TUNE = textwrap.dedent("""
     import sys
     sys.path.insert(0, {folder!r})
     import slowstudy
     slowstudy.f.tune(*slowstudy.examples()[0][1], sampler="grid", storage={storage!r}, isolate=False,
                      timing={{"target_s": 0.01, "min_reps": 3, "warmup": 1}}, confirm_rounds=1, progress=False)
-''')
+""")
 
 
 def start_tuner(tmp_path, **env):
     (tmp_path / "slowstudy.py").write_text(STUDY)
     storage = str(tmp_path / "studies.db")
     script = TUNE.format(folder=str(tmp_path), storage=storage)
-    proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": ROOT, **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        env={**os.environ, "PYTHONPATH": ROOT, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     return proc, storage
 
 
@@ -99,8 +103,15 @@ def resume(tmp_path, storage):
     _sys.path.insert(0, str(tmp_path))
     try:
         mod = importlib.import_module("slowstudy")
-        return mod.f.tune(*mod.examples()[0][1], sampler="grid", storage=storage, isolate=False,
-                          timing={"target_s": 0.01, "min_reps": 3, "warmup": 1}, confirm_rounds=1, store=False)
+        return mod.f.tune(
+            *mod.examples()[0][1],
+            sampler="grid",
+            storage=storage,
+            isolate=False,
+            timing={"target_s": 0.01, "min_reps": 3, "warmup": 1},
+            confirm_rounds=1,
+            store=False,
+        )
     finally:
         _sys.path.remove(str(tmp_path))
         _sys.modules.pop("slowstudy", None)
@@ -146,7 +157,7 @@ def test_a_stopped_process_loses_its_trial_once_its_lease_runs_out(tmp_path, mon
         proc.wait(timeout=30)
 
 
-CLI_STUDY = textwrap.dedent('''
+CLI_STUDY = textwrap.dedent("""
     import jax.numpy as jnp
     import autotune as at
 
@@ -156,7 +167,7 @@ CLI_STUDY = textwrap.dedent('''
 
     def examples():
         return [(g, (jnp.zeros(4),))]
-''')
+""")
 
 
 @pytest.mark.slow
@@ -167,10 +178,31 @@ def test_four_first_tunes_in_one_fresh_database_all_succeed(tmp_path):
         path.write_text(CLI_STUDY.replace("def g(", f"def g{i}(").replace("(g, ", f"(g{i}, "))
         studies.append(path)
     storage = tmp_path / "studies.db"
-    procs = [subprocess.Popen([sys.executable, "-m", "autotune", "tune", str(p), "--storage", str(storage),
-                               "--cache", str(tmp_path / "cache.db"), "--trials", "2", "--run-seconds", "0.01",
-                               "--json"], env={**os.environ, "PYTHONPATH": ROOT},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in studies]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "autotune",
+                "tune",
+                str(p),
+                "--storage",
+                str(storage),
+                "--cache",
+                str(tmp_path / "cache.db"),
+                "--trials",
+                "2",
+                "--run-seconds",
+                "0.01",
+                "--json",
+            ],
+            env={**os.environ, "PYTHONPATH": ROOT},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for p in studies
+    ]
     results = [p.communicate(timeout=600) + (p.returncode,) for p in procs]
     for out, err, rc in results:
         assert rc == 0, err[-2000:]
@@ -189,8 +221,7 @@ def test_an_unusable_storage_is_one_clear_error(tmp_path):
 
 def test_a_password_in_the_storage_url_is_never_shown(tmp_path):
     with pytest.raises(at.StudyError) as info:
-        at.tune(lambda x: x * 2, jnp.ones(2), storage="postgresql+pg8000://user:hunter2@127.0.0.1:1/db",
-                isolate=False)
+        at.tune(lambda x: x * 2, jnp.ones(2), storage="postgresql+pg8000://user:hunter2@127.0.0.1:1/db", isolate=False)
     assert "hunter2" not in str(info.value) and "user:***@" in str(info.value)
 
 
@@ -198,8 +229,14 @@ def test_the_study_database_is_private_whatever_the_umask(tmp_path):
     old = os.umask(0)
     try:
         storage = tmp_path / "new" / "studies.db"
-        at.tune(lambda x: x * 2, jnp.ones(2), storage=str(storage), isolate=False, timing={"target_s": 0.01},
-                confirm_rounds=1)
+        at.tune(
+            lambda x: x * 2,
+            jnp.ones(2),
+            storage=str(storage),
+            isolate=False,
+            timing={"target_s": 0.01},
+            confirm_rounds=1,
+        )
     finally:
         os.umask(old)
     assert oct(storage.stat().st_mode & 0o777) == "0o600"
@@ -210,9 +247,16 @@ def _small_grid_study(tmp_path, key: str, n_trials: int):
     """A 16-step loop's grid study (9 configs) in a SQLite file, measured in-process."""
     storage = str(tmp_path / "studies.db")
     fn = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=16, name="l")[0]  # noqa: E731
-    options = dict(n_trials=n_trials, storage=storage, sampler="grid", timing={"target_s": 0.01}, confirm_rounds=1,
-                   progress=False, function_key=key, runner=at.InProcessRunner(
-                       fn, (jnp.ones(3),), {}, {}, {"target_s": 0.01}))
+    options = dict(
+        n_trials=n_trials,
+        storage=storage,
+        sampler="grid",
+        timing={"target_s": 0.01},
+        confirm_rounds=1,
+        progress=False,
+        function_key=key,
+        runner=at.InProcessRunner(fn, (jnp.ones(3),), {}, {}, {"target_s": 0.01}),
+    )
     return storage, fn, options
 
 
@@ -250,7 +294,7 @@ def test_a_config_queued_through_optuna_is_measured_next_and_proposals_stay_dist
     assert second.best_config is not None
 
 
-RACER = textwrap.dedent('''
+RACER = textwrap.dedent("""
     import os, sys, time
     import jax.numpy as jnp
     import autotune as at
@@ -263,7 +307,7 @@ RACER = textwrap.dedent('''
     fn = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=16, name="l")[0]
     at.tune(fn, jnp.ones(3), n_trials=9, storage=sys.argv[2], sampler="grid", timing={"target_s": 0.01},
             confirm_rounds=1, progress=False, function_key="test_optuna:race", isolate=False)
-''')
+""")
 
 
 @pytest.mark.slow
@@ -272,15 +316,25 @@ def test_two_processes_on_one_sqlite_study_never_draw_the_same_config(tmp_path):
     storage = str(tmp_path / "studies.db")
     barrier = tmp_path / "barrier"
     barrier.mkdir()
-    procs = [subprocess.Popen([sys.executable, "-c", RACER, str(barrier), storage], env={**os.environ, "PYTHONPATH": ROOT},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, str(barrier), storage],
+            env={**os.environ, "PYTHONPATH": ROOT},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     for p in procs:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err[-3000:]
     (name,) = optuna.study.get_all_study_names(storage="sqlite:///" + storage)
     trials = optuna.load_study(study_name=name, storage="sqlite:///" + storage).trials
-    info = [(t.number, t.user_attrs.get("outcome"), t.user_attrs.get("config"), t.user_attrs["owner"]["pid"])
-            for t in trials]
+    info = [
+        (t.number, t.user_attrs.get("outcome"), t.user_attrs.get("config"), t.user_attrs["owner"]["pid"])
+        for t in trials
+    ]
     configs = [t.user_attrs["config"] for t in trials]
     assert len(trials) == 9 and len(set(configs)) == 9, info  # each config opened once: no duplicate at all
     assert {t.user_attrs["owner"]["pid"] for t in trials} == {p.pid for p in procs}, info  # both measured

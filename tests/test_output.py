@@ -24,8 +24,9 @@ NOISY = textwrap.dedent("""
 
 
 def test_while_redirected_nothing_but_the_json_reaches_stdout(tmp_path):
-    r = subprocess.run([sys.executable, "-c", NOISY], env=cli_env(tmp_path), capture_output=True, text=True,
-                       timeout=120, cwd=REPO)
+    r = subprocess.run(
+        [sys.executable, "-c", NOISY], env=cli_env(tmp_path), capture_output=True, text=True, timeout=120, cwd=REPO
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == {"ok": True}
     for line in ("python print", "fd 1 write", "child process"):
@@ -44,7 +45,9 @@ def test_a_pipe_gets_the_80_column_layout_and_wide_gets_one_line_a_row(tmp_path,
 
 @pytest.mark.parametrize("width", [30, 50, 80])
 def test_a_long_command_is_split_into_lines_that_paste_as_one(width):
-    command = "autotune tune /tmp/pytest-of-me/pytest-7/test_x0/tiny_study.py --run-seconds 0.02 --expected-calls 10000000"
+    command = (
+        "autotune tune /tmp/pytest-of-me/pytest-7/test_x0/tiny_study.py --run-seconds 0.02 --expected-calls 10000000"
+    )
     lines = shell_lines(command, width)
     assert all(len(line) <= width or len(line.removesuffix(" \\").split()) == 1 for line in lines)
     assert all(line.endswith(" \\") for line in lines[:-1])

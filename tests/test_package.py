@@ -94,8 +94,11 @@ def test_only_one_module_imports_optuna_and_only_the_cache_imports_sqlalchemy():
     for name, path in mods.items():
         tree = ast.parse(open(path).read())
         for node in ast.walk(tree):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            )
             if any(n.split(".")[0] == "optuna" for n in names):
                 optuna_users.append(name)
             if any(n.split(".")[0] == "sqlalchemy" for n in names):
@@ -111,16 +114,30 @@ def test_every_module_fits_one_sitting():
 
 
 def test_import_autotune_loads_no_optuna_matplotlib_or_rich():
-    code = ("import sys, autotune, autotune.cache, autotune.cli; "
-            "print(sorted(m for m in ('optuna', 'matplotlib', 'rich') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    code = (
+        "import sys, autotune, autotune.cache, autotune.cli; "
+        "print(sorted(m for m in ('optuna', 'matplotlib', 'rich') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     loaded = eval(out.stdout.strip())
     assert "optuna" not in loaded and "matplotlib" not in loaded
     # rich is the CLI's table library: `import autotune` alone must not load it.
-    bare = subprocess.run([sys.executable, "-c", "import sys, autotune; print('rich' in sys.modules)"],
-                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    bare = subprocess.run(
+        [sys.executable, "-c", "import sys, autotune; print('rich' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=120,
+    )
     assert bare.stdout.strip() == "False", bare.stderr
 
 

@@ -46,8 +46,21 @@ def test_every_tune_option_reaches_the_helpers_unless_it_must_not(action):
 
 
 def test_helper_argv_joins_the_study_and_keeps_the_password_out_of_argv():
-    a = build_parser().parse_args(["tune", "s.py", "--workers", "3", "--json", "--trials", "9", "--storage",
-                                   "postgresql://me:hunter22@h/db", "--cache", "c.db"])
+    a = build_parser().parse_args(
+        [
+            "tune",
+            "s.py",
+            "--workers",
+            "3",
+            "--json",
+            "--trials",
+            "9",
+            "--storage",
+            "postgresql://me:hunter22@h/db",
+            "--cache",
+            "c.db",
+        ]
+    )
     argv = Helpers(a, 2).argv("study-name")
     assert argv[1:4] == ["-m", "autotune", "tune"]
     assert argv[-4:] == ["--join-study", "study-name", "--example", "2"]
@@ -57,8 +70,21 @@ def test_helper_argv_joins_the_study_and_keeps_the_password_out_of_argv():
 
 
 def test_the_retune_command_repeats_the_options_with_absolute_paths_and_no_secret():
-    a = build_parser().parse_args(["tune", "s.py", "--trials", "9", "--expected-calls", "50", "--json",
-                                   "--cache", "postgresql://me:hunter22@h/db", "--storage", "st.db"])
+    a = build_parser().parse_args(
+        [
+            "tune",
+            "s.py",
+            "--trials",
+            "9",
+            "--expected-calls",
+            "50",
+            "--json",
+            "--cache",
+            "postgresql://me:hunter22@h/db",
+            "--storage",
+            "st.db",
+        ]
+    )
     text = retune_template(a)
     assert text.startswith("autotune tune /") and text.endswith(" --expected-calls {calls}")
     assert "--trials 9" in text and "me:***@h/db" in text and "hunter22" not in text
@@ -75,10 +101,13 @@ def test_samplers_and_searches_come_from_the_study_package(capsys):
         build_parser().parse_args(["tune", "s.py", "--objective", "speed"])
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["tune"], "Give exactly one of a study FILE or --recorded"),
-    (["tune", "s.py", "--recorded"], "Give exactly one of a study FILE or --recorded"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["tune"], "Give exactly one of a study FILE or --recorded"),
+        (["tune", "s.py", "--recorded"], "Give exactly one of a study FILE or --recorded"),
+    ],
+)
 def test_tune_needs_exactly_one_of_a_file_or_recorded(argv, message, capsys):
     assert cli.main(argv) == 2
     assert message in capsys.readouterr().err

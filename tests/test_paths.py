@@ -40,12 +40,15 @@ def test_default_locations_follow_the_environment(tmp_path, monkeypatch):
     assert _paths.default_storage_url() == f"sqlite:///{tmp_path / 's.db'}"
 
 
-@pytest.mark.parametrize("cache,storage", [
-    ("/a/b/cache.db", "sqlite:////a/b/studies.db"),
-    ("sqlite:////a/b/cache.db", "sqlite:////a/b/studies.db"),
-    ("sqlite:///:memory:", "sqlite:///:memory:"),
-    ("postgresql://u@h/db", "postgresql://u@h/db"),
-])
+@pytest.mark.parametrize(
+    "cache,storage",
+    [
+        ("/a/b/cache.db", "sqlite:////a/b/studies.db"),
+        ("sqlite:////a/b/cache.db", "sqlite:////a/b/studies.db"),
+        ("sqlite:///:memory:", "sqlite:///:memory:"),
+        ("postgresql://u@h/db", "postgresql://u@h/db"),
+    ],
+)
 def test_the_study_storage_sits_beside_the_cache(cache, storage, monkeypatch):
     monkeypatch.delenv("AUTOTUNE_STORAGE", raising=False)
     assert _paths.default_storage_url(cache) == storage

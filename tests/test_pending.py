@@ -25,17 +25,27 @@ from autotune._paths import write_private
 from autotune.cache import Cache, PendingRecord
 
 HERE = Path(__file__).resolve().parent
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE), os.environ.get("PYTHONPATH", "")]),
-       "JAX_PLATFORMS": "cpu"}
+ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE), os.environ.get("PYTHONPATH", "")]),
+    "JAX_PLATFORMS": "cpu",
+}
 OBJECTIVE = {"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0}
 
 
-def make_record(function_key: str = "app:step", signature: str = "(f32[3],)", device: dict = CPU,
-                **changes) -> PendingRecord:
-    fields = dict(function_key=function_key, fingerprint="f00d", signature=signature, device=dict(device),
-                  location={"module": "app", "qualname": "step", "file": "/abs/app.py"},
-                  abstract={"tree": "PyTreeDef((*,))", "leaves": [{"shape": [3], "dtype": "float32", "weak": False}]},
-                  objective=OBJECTIVE, options={"static_argnums": [1]})
+def make_record(
+    function_key: str = "app:step", signature: str = "(f32[3],)", device: dict = CPU, **changes
+) -> PendingRecord:
+    fields = dict(
+        function_key=function_key,
+        fingerprint="f00d",
+        signature=signature,
+        device=dict(device),
+        location={"module": "app", "qualname": "step", "file": "/abs/app.py"},
+        abstract={"tree": "PyTreeDef((*,))", "leaves": [{"shape": [3], "dtype": "float32", "weak": False}]},
+        objective=OBJECTIVE,
+        options={"static_argnums": [1]},
+    )
     fields.update(changes)
     return PendingRecord(**fields)
 
@@ -49,8 +59,9 @@ def with_values(cache: Cache, rec: PendingRecord, arrays: list[np.ndarray]) -> P
         name = f"{rec.function_key.replace(':', '_')}-{abs(hash(rec.signature)) % 10**8}-{i}.npy"
         write_private(os.path.join(cache.values_dir, name), buf.getvalue())
         names.append(name)
-    return PendingRecord(**{**rec.__dict__, "values": {"files": names, "bytes": sum(a.nbytes for a in arrays),
-                                                        "note": None}})
+    return PendingRecord(
+        **{**rec.__dict__, "values": {"files": names, "bytes": sum(a.nbytes for a in arrays), "note": None}}
+    )
 
 
 def mode(path) -> int:
@@ -156,8 +167,11 @@ def test_a_damaged_record_is_a_clear_error_and_can_still_be_deleted(tmp_path):
     cache.record(make_record())
     with sqlite3.connect(tmp_path / "c.db") as con:
         con.execute("UPDATE autotune_pending SET device = ?", (json.dumps({**CPU, "device_kind": "TPU v9"}),))
-    with pytest.raises(CacheError, match=r"row 1 of autotune_pending \(function 'app:step'\) is inconsistent.*"
-                                         r"Cache.delete_pending\('app:step'\)"):
+    with pytest.raises(
+        CacheError,
+        match=r"row 1 of autotune_pending \(function 'app:step'\) is inconsistent.*"
+        r"Cache.delete_pending\('app:step'\)",
+    ):
         cache.pending()
     with sqlite3.connect(tmp_path / "c.db") as con:
         con.execute("UPDATE autotune_pending SET abstract = ?", ("[" * 100_000 + "]" * 100_000,))
@@ -220,11 +234,15 @@ def _object_npy() -> str:
 
 
 BAD_VALUES = {
-    "pickled objects": (lambda doc: doc["values"].update({next(iter(doc["values"])): _object_npy()}),
-                        "not base64 of a .npy array without objects"),
+    "pickled objects": (
+        lambda doc: doc["values"].update({next(iter(doc["values"])): _object_npy()}),
+        "not base64 of a .npy array without objects",
+    ),
     "not base64": (lambda doc: doc["values"].update({next(iter(doc["values"])): "@@@"}), "not base64"),
-    "unnamed file": (lambda doc: doc["values"].update({"stray.npy": doc["values"][next(iter(doc["values"]))]}),
-                     "belongs to no pending record"),
+    "unnamed file": (
+        lambda doc: doc["values"].update({"stray.npy": doc["values"][next(iter(doc["values"]))]}),
+        "belongs to no pending record",
+    ),
     "bad name": (lambda doc: doc["values"].update({"../evil.npy": "AAAA"}), "invalid name"),
     "missing file": (lambda doc: doc["values"].clear(), "lacks the value file"),
     "bad record": (lambda doc: doc["pending"][0].update(objective={}), r"Pending record 0 \(function_key 'app:step'\)"),
@@ -274,17 +292,27 @@ RECORD_WHILE_LOCKED = textwrap.dedent("""
 def test_record_on_a_locked_cache_returns_false_within_the_lock_budget(tmp_path):
     path = tmp_path / "c.db"
     Cache(path).record(make_record())
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
         import sqlite3, sys, time
         con = sqlite3.connect(sys.argv[1], isolation_level=None)
         con.execute("BEGIN EXCLUSIVE")   # WAL mode: blocks every writer
         print("locked", flush=True)
         time.sleep(120)
-    """), str(path)], stdout=subprocess.PIPE, text=True)
+    """),
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        r = subprocess.run([sys.executable, "-c", RECORD_WHILE_LOCKED, str(path)], env=ENV, capture_output=True,
-                           text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-c", RECORD_WHILE_LOCKED, str(path)], env=ENV, capture_output=True, text=True, timeout=120
+        )
         assert r.returncode == 0, r.stderr
         got = json.loads(r.stdout)
         assert got["first"] is False and got["second"] is False, got
@@ -318,8 +346,9 @@ def test_record_on_postgresql_does_not_queue_behind_a_writer(pg_url):  # noqa: F
     engine = sa.create_engine(pg_url)
     with engine.connect() as con:
         con.exec_driver_sql(f"SELECT pg_advisory_lock({_PG_LOCK_KEY})")  # held until this connection closes
-        r = subprocess.run([sys.executable, "-c", RECORD_WHILE_LOCKED, pg_url], env=ENV, capture_output=True,
-                           text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-c", RECORD_WHILE_LOCKED, pg_url], env=ENV, capture_output=True, text=True, timeout=120
+        )
         con.exec_driver_sql(f"SELECT pg_advisory_unlock({_PG_LOCK_KEY})")
     engine.dispose()
     assert r.returncode == 0, r.stderr

@@ -14,15 +14,19 @@ def test_cpu_needs_nothing():
 
 
 def test_gpu_gets_a_fresh_worker_per_trial_and_no_carried_over_autotuning():
-    flags = ("--xla_gpu_autotune_level=4 --xla_gpu_per_fusion_autotune_cache_dir=/tmp/at "
-             "--xla_gpu_load_autotune_results_from /tmp/r.pb --xla_dump_to=/tmp/d")
+    flags = (
+        "--xla_gpu_autotune_level=4 --xla_gpu_per_fusion_autotune_cache_dir=/tmp/at "
+        "--xla_gpu_load_autotune_results_from /tmp/r.pb --xla_dump_to=/tmp/d"
+    )
     for name in ("gpu", "cuda", "rocm"):
         p = compile_policy(name, {"XLA_FLAGS": flags})
         assert p.fresh_worker_per_trial and "process memory" in p.reason
         # the autotune level stays (changing it changes the kernels, so the runtime); carried-over results go
         assert p.env["XLA_FLAGS"] == "--xla_gpu_autotune_level=4 --xla_dump_to=/tmp/d"
-        assert p.removed_flags == ("--xla_gpu_per_fusion_autotune_cache_dir=/tmp/at",
-                                   "--xla_gpu_load_autotune_results_from /tmp/r.pb")
+        assert p.removed_flags == (
+            "--xla_gpu_per_fusion_autotune_cache_dir=/tmp/at",
+            "--xla_gpu_load_autotune_results_from /tmp/r.pb",
+        )
     assert compile_policy("gpu", {}).env == {"XLA_FLAGS": ""}
     assert "--xla_gpu_per_fusion_autotune_cache_dir" in CARRY_OVER_FLAGS
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from pg_server import pg_server, pg_url  # noqa: F401  (fixtures)
 
+from autotune import _select
 from autotune._config import Config
 from autotune._errors import StudyError
-from autotune import _select
 from autotune.cache import Cache, CacheEntry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ RUN_SECONDS = "0.05"  # runtime sampling per measurement: enough for a tiny func
 # waits after its first trial until a helper runs one (so both workers surely measure); with
 # $TEST_BARRIER_DIR set, the processes line up right after create_study, so each reads the
 # study before either opens a trial (the worst case for two independent processes).
-STUDY = textwrap.dedent('''
+STUDY = textwrap.dedent("""
     import os
     import sys
     import time
@@ -77,7 +77,7 @@ STUDY = textwrap.dedent('''
 
     def examples():
         return [(smooth, (jnp.linspace(0.0, 1.0, 64),))]
-''')
+""")
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -91,8 +91,22 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _tune_cmd(study_file: Path, url: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "autotune", "tune", str(study_file), "--trials", str(SPACE), "--storage", url,
-            "--cache", url, "--run-seconds", RUN_SECONDS, *extra]
+    return [
+        sys.executable,
+        "-m",
+        "autotune",
+        "tune",
+        str(study_file),
+        "--trials",
+        str(SPACE),
+        "--storage",
+        url,
+        "--cache",
+        url,
+        "--run-seconds",
+        RUN_SECONDS,
+        *extra,
+    ]
 
 
 def _load_study(url: str):
@@ -108,8 +122,11 @@ def _measured(study) -> Counter:
     pruned by the compile budget, or failed: each is a measurement's result). A WAITING trial
     (queued, never taken) is no measurement: the search does not count it either
     (`study._search._counted`)."""
-    return Counter(t.user_attrs["config"] for t in study.get_trials(deepcopy=False)
-                   if t.state.name not in ("RUNNING", "WAITING") and t.user_attrs.get("outcome") != "duplicate")
+    return Counter(
+        t.user_attrs["config"]
+        for t in study.get_trials(deepcopy=False)
+        if t.state.name not in ("RUNNING", "WAITING") and t.user_attrs.get("outcome") != "duplicate"
+    )
 
 
 def _clock(when) -> str:
@@ -117,10 +134,12 @@ def _clock(when) -> str:
 
 
 def _describe(study) -> str:
-    return "\n".join(f"  trial {t.number} {t.state.name} {t.user_attrs.get('outcome')} pid={t.user_attrs.get('test_pid')} "
-                     f"{t.user_attrs.get('config')} {_clock(t.datetime_start)}-{_clock(t.datetime_complete)} "
-                     f"{(t.user_attrs.get('reason') or '')[:90]}"
-                     for t in study.get_trials(deepcopy=False))
+    return "\n".join(
+        f"  trial {t.number} {t.state.name} {t.user_attrs.get('outcome')} pid={t.user_attrs.get('test_pid')} "
+        f"{t.user_attrs.get('config')} {_clock(t.datetime_start)}-{_clock(t.datetime_complete)} "
+        f"{(t.user_attrs.get('reason') or '')[:90]}"
+        for t in study.get_trials(deepcopy=False)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +149,14 @@ def workers_run(pg_server, tmp_path_factory):  # noqa: F811
     study_file = folder / "tiny_study.py"
     study_file.write_text(STUDY)
     url = pg_server.create_database()
-    proc = subprocess.run(_tune_cmd(study_file, url, "--workers", "2"), cwd=folder, env=_env(TEST_WAIT_FOR_PEER="1"),
-                          capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        _tune_cmd(study_file, url, "--workers", "2"),
+        cwd=folder,
+        env=_env(TEST_WAIT_FOR_PEER="1"),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, f"autotune tune --workers 2 failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     yield {"url": url, "proc": proc, "study_file": study_file, "folder": folder}
     pg_server.drop_database(url)
@@ -152,9 +177,17 @@ def test_two_workers_tune_one_study(workers_run):
     assert len(measured) == SPACE and set(measured.values()) == {1}, f"each config measured exactly once:\n{info}"
     # Every trial records the device it ran on, and the study records the device of its ranking.
     device = study.user_attrs["device"]
-    assert {t.user_attrs.get("device") for t in trials} == {"|".join([
-        device["platform"], device["device_kind"], str(device["device_count"]),
-        f"jax={device['jax']}", f"jaxlib={device['jaxlib']}"])}, info
+    assert {t.user_attrs.get("device") for t in trials} == {
+        "|".join(
+            [
+                device["platform"],
+                device["device_kind"],
+                str(device["device_count"]),
+                f"jax={device['jax']}",
+                f"jaxlib={device['jaxlib']}",
+            ]
+        )
+    }, info
     # One best, written once by the main process, after confirmation.
     (entry,) = Cache(url).entries()
     confirmed = study.user_attrs["confirmed"]
@@ -162,10 +195,13 @@ def test_two_workers_tune_one_study(workers_run):
     best = _select.choose(confirmed, study.user_attrs["objective"], default=default.to_dict())  # the one rule
     assert entry.cost == pytest.approx(best.cost)
     assert json.dumps(entry.config, sort_keys=True) == json.dumps(best.config, sort_keys=True)
-    complete_configs = {json.dumps(json.loads(t.user_attrs["config"]), sort_keys=True) for t in trials
-                        if t.state.name == "COMPLETE"}
+    complete_configs = {
+        json.dumps(json.loads(t.user_attrs["config"]), sort_keys=True) for t in trials if t.state.name == "COMPLETE"
+    }
     assert json.dumps(entry.config, sort_keys=True) in complete_configs
-    assert entry.study_name == study.study_name and entry.device_key == next(iter({t.user_attrs["device"] for t in trials}))
+    assert entry.study_name == study.study_name and entry.device_key == next(
+        iter({t.user_attrs["device"] for t in trials})
+    )
     pids = Counter(t.user_attrs.get("test_pid") for t in trials)
     print(f"trials per process: {dict(pids)}")
     assert len(pids) == 2, f"both worker processes measure trials:\n{info}"
@@ -190,7 +226,7 @@ def test_warning_function_prints_for_more_workers_than_devices(capsys):
 def test_a_fresh_process_reads_the_tuned_config_from_postgres(workers_run):
     url, folder = workers_run["url"], workers_run["folder"]
     (entry,) = Cache(url).entries()
-    code = textwrap.dedent('''
+    code = textwrap.dedent("""
         import json, sys
         sys.path.insert(0, sys.argv[1])
         import jax
@@ -200,9 +236,15 @@ def test_a_fresh_process_reads_the_tuned_config_from_postgres(workers_run):
         lookup = fn.config_for(*args)
         jax.block_until_ready(fn(*args))
         print(json.dumps({"source": lookup.source, "config": lookup.config.to_dict(), "error": lookup.error}))
-    ''')
-    proc = subprocess.run([sys.executable, "-c", code, str(folder)], cwd=folder, env=_env(AUTOTUNE_CACHE=url),
-                          capture_output=True, text=True, timeout=120)
+    """)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(folder)],
+        cwd=folder,
+        env=_env(AUTOTUNE_CACHE=url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["source"] == "cache", got
@@ -222,8 +264,9 @@ def test_a_study_refuses_another_device(workers_run, monkeypatch):
         import tiny_study
 
         with pytest.raises(StudyError, match="never mixes devices"):
-            tiny_study.smooth.tune(*tiny_study.examples()[0][1], n_trials=SPACE, storage=url,
-                                   study_name=study.study_name, store=False)
+            tiny_study.smooth.tune(
+                *tiny_study.examples()[0][1], n_trials=SPACE, storage=url, study_name=study.study_name, store=False
+            )
         assert len(optuna.load_study(study_name=study.study_name, storage=url).trials) == before  # nothing ran
     finally:
         study.set_user_attr("device", real)
@@ -238,8 +281,17 @@ def test_independent_processes_on_one_study(pg_url, tmp_path):
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     env = _env(TEST_BARRIER_DIR=str(barrier), TEST_BARRIER_N="2")
-    procs = [subprocess.Popen(_tune_cmd(study_file, pg_url), cwd=tmp_path, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            _tune_cmd(study_file, pg_url),
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=240) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, f"{out[-2000:]}\n{err[-4000:]}"
@@ -256,7 +308,8 @@ def test_independent_processes_on_one_study(pg_url, tmp_path):
     # Each process confirmed and wrote the cache; the entry is one of the complete configs.
     (entry,) = Cache(pg_url).entries()
     assert json.dumps(entry.config, sort_keys=True) in {
-        json.dumps(json.loads(t.user_attrs["config"]), sort_keys=True) for t in trials if t.state.name == "COMPLETE"}
+        json.dumps(json.loads(t.user_attrs["config"]), sort_keys=True) for t in trials if t.state.name == "COMPLETE"
+    }
 
 
 # ------------------------------------------------------------------ the cache API on PostgreSQL
@@ -267,13 +320,21 @@ GPU = {"platform": "gpu", "device_kind": "NVIDIA H200", "device_count": 1, "jax"
 
 def _entry(function_key: str = "mod:step", device: dict = CPU, **changes) -> CacheEntry:
     fields = dict(
-        function_key=function_key, fingerprint="f00d", signature="(f32[8],)", device=dict(device),
-        config={"outer": {"repr": "scan", "unroll": 4}}, sites={"outer": {"kind": "scan", "length": 16, "has_ys": True}},
+        function_key=function_key,
+        fingerprint="f00d",
+        signature="(f32[8],)",
+        device=dict(device),
+        config={"outer": {"repr": "scan", "unroll": 4}},
+        sites={"outer": {"kind": "scan", "length": 16, "has_ys": True}},
         measurements={"trace_s": 0.1, "lower_s": 0.05, "compile_s": 0.4, "run_s": 2e-4, "run_iqr_s": 1e-5, "reps": 50},
-        objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0}, cost=0.75,
-        default_cost=1.25, study_name="study-1",
-        pareto=[{"config": {"outer": {"repr": "for", "unroll": 1}}, "compile_s": 10.0, "run_s": 1e-4},
-                {"config": {"outer": {"repr": "scan", "unroll": 1}}, "compile_s": 0.5, "run_s": 1e-3}],
+        objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
+        cost=0.75,
+        default_cost=1.25,
+        study_name="study-1",
+        pareto=[
+            {"config": {"outer": {"repr": "for", "unroll": 1}}, "compile_s": 10.0, "run_s": 1e-4},
+            {"config": {"outer": {"repr": "scan", "unroll": 1}}, "compile_s": 0.5, "run_s": 1e-3},
+        ],
     )
     fields.update(changes)
     return CacheEntry(**fields)
@@ -291,7 +352,9 @@ def test_cache_round_trip_on_postgres(pg_server, pg_url, tmp_path):  # noqa: F81
     got = cache.lookup("mod:step", "f00d", "(f32[8],)", a.device_key)
     assert got.config == {"outer": {"repr": "for", "unroll": 1}} and got.cost == 0.6
     assert [e.device_key for e in cache.entries("mod:step")] == [a.device_key, b.device_key]
-    assert len(cache.entries()) == 3 and [e.function_key for e in cache.entries(device_key=b.device_key)] == ["mod:step"]
+    assert len(cache.entries()) == 3 and [e.function_key for e in cache.entries(device_key=b.device_key)] == [
+        "mod:step"
+    ]
     # Re-chosen from the stored Pareto set for another call count.
     many = cache.lookup("mod:step", "f00d", "(f32[8],)", b.device_key, expected_calls=1e5)
     assert many.config == {"outer": {"repr": "for", "unroll": 1}}

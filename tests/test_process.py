@@ -11,13 +11,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _procs import gone
 
 import autotune as at
 from autotune._errors import StudyError
 from autotune._studyfile import load_examples
 from autotune.worker import Location, TrialFailed, WorkerRunner
-
-from _procs import gone
 
 FAST = {"target_s": 0.02, "min_reps": 3, "warmup": 1}
 FOR = {"l": {"repr": "for"}}
@@ -99,7 +98,7 @@ def test_a_host_callback_without_a_location_is_measured_in_process_with_one_warn
             strict.measure({})
 
 
-CALLBACKS = textwrap.dedent('''
+CALLBACKS = textwrap.dedent("""
     import os, time
     import jax, jax.numpy as jnp
     import numpy as np
@@ -117,7 +116,7 @@ CALLBACKS = textwrap.dedent('''
         jax.debug.callback(lambda v: None, x)             # as diffrax's progress meters do
         y = jax.pure_callback(_host, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
         return at.loop(lambda c, _: (c * 0.5 + shift, None), y, length=n, name="l")[0]
-''')
+""")
 
 
 @pytest.fixture
@@ -168,15 +167,16 @@ def test_arguments_that_cannot_cross_fall_back_with_both_reasons(callbacks, recw
         pass
 
     fn = mod.noisy.autotune.fun
-    with WorkerRunner(fn, (jnp.arange(4.0), 4), {"shift": Shift(1.0)}, {"static_argnums": 1}, FAST,
-                      location=Location.of(fn)) as runner:
+    with WorkerRunner(
+        fn, (jnp.arange(4.0), 4), {"shift": Shift(1.0)}, {"static_argnums": 1}, FAST, location=Location.of(fn)
+    ) as runner:
         runner.measure({})
         assert not runner.isolated
         assert "host_callbacks" in runner.fallback_reason and "Shift" in runner.fallback_reason
     assert len([w for w in recwarn if issubclass(w.category, RuntimeWarning)]) == 1
 
 
-STUDY = textwrap.dedent('''
+STUDY = textwrap.dedent("""
     import jax, jax.numpy as jnp
     import autotune as at
 
@@ -186,7 +186,7 @@ STUDY = textwrap.dedent('''
 
     def examples():
         return [(doubling, (jnp.linspace(0.0, 1.0, 8),))]
-''')
+""")
 
 
 def test_study_file_mode_asks_before_compiling_a_program_it_has_seen(tmp_path):
@@ -211,7 +211,8 @@ def test_study_file_mode_asks_before_compiling_a_program_it_has_seen(tmp_path):
 
 def test_a_restarted_worker_that_gets_other_inputs_says_examples_are_not_deterministic(tmp_path):
     path = tmp_path / "at_unseeded_study.py"
-    path.write_text(textwrap.dedent('''
+    path.write_text(
+        textwrap.dedent("""
         import os
         import jax.numpy as jnp
         import autotune as at
@@ -222,7 +223,8 @@ def test_a_restarted_worker_that_gets_other_inputs_says_examples_are_not_determi
 
         def examples():  # other inputs in every process: as with an unseeded random generator
             return [(f, (jnp.full(3, float(os.getpid())),))]
-    '''))
+    """)
+    )
     with WorkerRunner.for_study_file(path, timing=FAST) as runner:
         runner.measure({})
         assert runner.renew()
@@ -234,7 +236,8 @@ def test_a_restarted_worker_that_gets_other_inputs_says_examples_are_not_determi
 
 def test_a_study_file_location_is_used_when_export_fails(tmp_path):
     path = tmp_path / "at_printing_study.py"
-    path.write_text(textwrap.dedent('''
+    path.write_text(
+        textwrap.dedent("""
         import jax, jax.numpy as jnp
         import autotune as at
 
@@ -245,7 +248,8 @@ def test_a_study_file_location_is_used_when_export_fails(tmp_path):
 
         def examples():
             return [(shown, (jnp.ones(3),))]
-    '''))
+    """)
+    )
     (ex,) = load_examples(str(path))
     with WorkerRunner(ex.fn.fun, ex.args, {}, {}, FAST, location=Location.study_file(path, 0)) as runner:
         m = runner.measure(FOR)

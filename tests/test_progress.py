@@ -10,7 +10,7 @@ from _cli import on_terminal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import jax.numpy as jnp
     import autotune as at
 
@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent('''
     r = at.tune(f, jnp.zeros(4), storage={storage!r}, isolate=False, timing={{"target_s": 0.01}}, confirm_rounds=1
                 {extra})
     print("DONE", r.best_config)
-''')
+""")
 
 
 def run_under_pty(script: str) -> str:
@@ -35,8 +35,13 @@ def test_progress_is_shown_at_a_terminal_and_not_through_a_pipe(tmp_path):
     assert "DONE" in at_terminal and "tuning" in at_terminal
     assert re.search(r"best \S+ s: p=\S+", at_terminal), at_terminal[-2000:]
     assert re.search(r"winner p=\S+ at \S+ s", at_terminal), at_terminal[-2000:]
-    piped = subprocess.run([sys.executable, "-c", SCRIPT.format(storage=str(tmp_path / "b.db"), extra="")],
-                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=300)
+    piped = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(storage=str(tmp_path / "b.db"), extra="")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=300,
+    )
     assert "DONE" in piped.stdout and "tuning" not in piped.stderr
     quiet = run_under_pty(SCRIPT.format(storage=str(tmp_path / "c.db"), extra=", progress=False"))
     assert "DONE" in quiet and "tuning" not in quiet

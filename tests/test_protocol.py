@@ -9,7 +9,7 @@ import pytest
 from autotune.worker import Location
 from autotune.worker._protocol import PROTOCOL, Event, Op, import_location, unwrap
 
-MODULE = textwrap.dedent('''
+MODULE = textwrap.dedent("""
     import jax.numpy as jnp
     import autotune as at
 
@@ -29,7 +29,7 @@ MODULE = textwrap.dedent('''
         def inner(x):
             return x
         return inner
-''')
+""")
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def test_location_of_module_level_decorated_and_nested_functions(module):
     assert Location.of(module.scaled.autotune.fun).qualname == "scaled"  # the wrapped function of @at.autotuned
     assert unwrap(module.scaled) is module.scaled.autotune.fun
     assert Location.of(module.Model.step).qualname == "Model.step"
-    assert Location.of(module.make()) is None            # a closure: no importable name
+    assert Location.of(module.make()) is None  # a closure: no importable name
     assert Location.of(lambda x: x) is None
     assert Location.from_dict(loc.to_dict()) == loc and loc.describe() == "at_location_mod:plain"
 

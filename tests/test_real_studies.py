@@ -22,12 +22,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _mesh import mesh_process
 
 import autotune as at
 from autotune._space import Space
 from autotune.study import compare_outputs
-
-from _mesh import mesh_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUDY_DIR = os.path.join(ROOT, "studies")
@@ -38,40 +37,64 @@ READABLE = re.compile(r"^(scan|fori|while)@[A-Za-z0-9_.\-]+\.py:\d+(#\d+)?$")
 @dataclass(frozen=True)
 class Spec:
     libs: tuple[str, ...]
-    kinds: tuple[str, ...]          # site kinds, in discovery order
-    lengths: tuple                  # trip counts (None for a while site)
-    library_site: str               # a regex one site id matches: the user's line that runs a library's loop
+    kinds: tuple[str, ...]  # site kinds, in discovery order
+    lengths: tuple  # trip counts (None for a while site)
+    library_site: str  # a regex one site id matches: the user's line that runs a library's loop
     library_line: str | None = None  # a regex one site's library_source matches: where the library wrote it
-    devices: int = 1                # HOST_DEVICES: > 1 runs in a process of its own (tested in subprocesses)
-    more: tuple = ()                # (kinds, lengths) of examples()[1:], when the study has several
+    devices: int = 1  # HOST_DEVICES: > 1 runs in a process of its own (tested in subprocesses)
+    more: tuple = ()  # (kinds, lengths) of examples()[1:], when the study has several
 
 
 SPECS = {
-    "real_flax_lstm": Spec(("flax",), ("scan", "scan"), (24, 24), r"scan@real_flax_lstm\.py:\d+",
-                           r"flax/core/axes_scan\.py:\d+"),
-    "real_diffrax_ode": Spec(("diffrax", "equinox"), ("while", "while", "while"), (None, None, None),
-                             r"while@real_diffrax_ode\.py:\d+", r"equinox/internal/_loop/checkpointed\.py:\d+"),
-    "real_blackjax_hmc": Spec(("blackjax",), ("scan", "scan"), (8, 8),
-                              r"scan@real_blackjax_hmc\.py:\d+/fori@real_blackjax_hmc\.py:\d+",
-                              r"blackjax/mcmc/trajectory\.py:\d+"),
-    "real_optax_train": Spec(("optax",), ("scan", "scan"), (4, 8), r"scan@real_optax_train\.py:\d+/fori@real_optax_train\.py:\d+"),
-    "real_numpyro_ar": Spec(("numpyro",), ("scan", "scan"), (32, 32), r"scan@real_numpyro_ar\.py:\d+#2",
-                            r"numpyro/contrib/control_flow/scan\.py:\d+"),
+    "real_flax_lstm": Spec(
+        ("flax",), ("scan", "scan"), (24, 24), r"scan@real_flax_lstm\.py:\d+", r"flax/core/axes_scan\.py:\d+"
+    ),
+    "real_diffrax_ode": Spec(
+        ("diffrax", "equinox"),
+        ("while", "while", "while"),
+        (None, None, None),
+        r"while@real_diffrax_ode\.py:\d+",
+        r"equinox/internal/_loop/checkpointed\.py:\d+",
+    ),
+    "real_blackjax_hmc": Spec(
+        ("blackjax",),
+        ("scan", "scan"),
+        (8, 8),
+        r"scan@real_blackjax_hmc\.py:\d+/fori@real_blackjax_hmc\.py:\d+",
+        r"blackjax/mcmc/trajectory\.py:\d+",
+    ),
+    "real_optax_train": Spec(
+        ("optax",), ("scan", "scan"), (4, 8), r"scan@real_optax_train\.py:\d+/fori@real_optax_train\.py:\d+"
+    ),
+    "real_numpyro_ar": Spec(
+        ("numpyro",),
+        ("scan", "scan"),
+        (32, 32),
+        r"scan@real_numpyro_ar\.py:\d+#2",
+        r"numpyro/contrib/control_flow/scan\.py:\d+",
+    ),
     # MaxText's nn.scan(nn.remat(Block)) under value_and_grad: the forward scan and its backward.
-    "real_flax_transformer": Spec(("flax",), ("scan", "scan"), (4, 4), r"scan@real_flax_transformer\.py:\d+",
-                                  r"flax/core/axes_scan\.py:\d+"),
+    "real_flax_transformer": Spec(
+        ("flax",), ("scan", "scan"), (4, 4), r"scan@real_flax_transformer\.py:\d+", r"flax/core/axes_scan\.py:\d+"
+    ),
     # filter_vmap-stacked layers in a lax.scan: a gradient (function), then predict (eqx.Module method).
-    "real_equinox_stack": Spec(("equinox",), ("scan", "scan"), (8, 8), r"scan@real_equinox_stack\.py:\d+",
-                               more=((("scan",), (8,)),)),
-    "real_optimistix_newton": Spec(("optimistix", "lineax"), ("while",), (None,),
-                                   r"while@real_optimistix_newton\.py:\d+", r"equinox/internal/_loop/loop\.py:\d+"),
+    "real_equinox_stack": Spec(
+        ("equinox",), ("scan", "scan"), (8, 8), r"scan@real_equinox_stack\.py:\d+", more=((("scan",), (8,)),)
+    ),
+    "real_optimistix_newton": Spec(
+        ("optimistix", "lineax"),
+        ("while",),
+        (None,),
+        r"while@real_optimistix_newton\.py:\d+",
+        r"equinox/internal/_loop/loop\.py:\d+",
+    ),
     # A jitted step on 8 devices, batch sharded over "data"; the same RNN written with shard_map.
     "real_sharded_train": Spec((), ("scan", "scan"), (16, 16), r"scan@real_sharded_train\.py:\d+#2", devices=8),
     "real_shard_map": Spec((), ("scan", "scan"), (16, 16), r"scan@real_shard_map\.py:\d+#2", devices=8),
 }
 NAMES = sorted(SPECS)
-LOCAL = [n for n in NAMES if SPECS[n].devices == 1]    # tested in this process
-MESH = [n for n in NAMES if SPECS[n].devices > 1]      # tested in processes started with their devices
+LOCAL = [n for n in NAMES if SPECS[n].devices == 1]  # tested in this process
+MESH = [n for n in NAMES if SPECS[n].devices > 1]  # tested in processes started with their devices
 CASES = [(n, i) for n in LOCAL for i in range(1 + len(SPECS[n].more))]
 
 
@@ -104,18 +127,28 @@ def test_bench_labels_tell_nested_library_loops_apart():
     import bench
 
     # diffrax: two loops nested in Equinox's while loop, all written on checkpointed.py:271.
-    ids = ["while@checkpointed.py:271", "while@checkpointed.py:271/while@checkpointed.py:271",
-           "while@checkpointed.py:271/while@checkpointed.py:271#2"]
+    ids = [
+        "while@checkpointed.py:271",
+        "while@checkpointed.py:271/while@checkpointed.py:271",
+        "while@checkpointed.py:271/while@checkpointed.py:271#2",
+    ]
     names = bench.short_names(ids)
     assert list(names.values()) == ["while@271", "while@271/while@271", "while@271#2"]
-    config = {ids[0]: {"repr": "while", "unroll": 4, "guard": "cond"}, ids[1]: {"repr": "while", "unroll": 1},
-              ids[2]: {"repr": "while", "unroll": 2, "guard": "select"}}
-    assert bench.label(config, ids) == "while@271=while-u4/cond, while@271/while@271=while-u1, while@271#2=while-u2/select"
-    assert bench.short_names(["scan@a.py:3", "scan@a.py:3/fori@b.py:9"]) == {"scan@a.py:3": "scan@3",
-                                                                              "scan@a.py:3/fori@b.py:9": "fori@9"}
+    config = {
+        ids[0]: {"repr": "while", "unroll": 4, "guard": "cond"},
+        ids[1]: {"repr": "while", "unroll": 1},
+        ids[2]: {"repr": "while", "unroll": 2, "guard": "select"},
+    }
+    assert (
+        bench.label(config, ids) == "while@271=while-u4/cond, while@271/while@271=while-u1, while@271#2=while-u2/select"
+    )
+    assert bench.short_names(["scan@a.py:3", "scan@a.py:3/fori@b.py:9"]) == {
+        "scan@a.py:3": "scan@3",
+        "scan@a.py:3/fori@b.py:9": "fori@9",
+    }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(name: str, index: int = 0):
     from autotune._studyfile import load_examples
 
@@ -137,7 +170,7 @@ def run(ex, config):
     return jax.block_until_ready(out)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def default_outputs(name: str, index: int = 0):
     ex = _load(name, index)
     return run(ex, Space(ex.fn.sites(*ex.args, **ex.kwargs)).default())
@@ -152,8 +185,11 @@ def sample_configs(space: Space) -> list[at.Config]:
     for i, e in enumerate(space.entries):
         if e.site.kind == "while":
             a[e.site.id] = {"repr": "while", "unroll": 2, "guard": "select"}
-            b[e.site.id] = ({"repr": "while", "unroll": 4, "guard": "cond"} if i % 2 == 0 else
-                            {"repr": "while", "unroll": 8, "guard": "select"})
+            b[e.site.id] = (
+                {"repr": "while", "unroll": 4, "guard": "cond"}
+                if i % 2 == 0
+                else {"repr": "while", "unroll": 8, "guard": "select"}
+            )
         else:
             a[e.site.id] = {"repr": "scan", "unroll": 2}
             b[e.site.id] = {"repr": "for"} if e is scans[-1] else {"repr": "scan", "unroll": max(e.unrolls)}
@@ -219,8 +255,10 @@ def test_grad_matches_the_default(name):
     ex = study(name)
     space = Space(ex.fn.sites(*ex.args, **ex.kwargs))
     scalar, arg = _grad_case(name, ex)
-    grads = [jax.block_until_ready(jax.jit(jax.grad(scalar(at.with_config(ex.fn.fun, c))))(arg))
-             for c in (space.default(), sample_configs(space)[0])]
+    grads = [
+        jax.block_until_ready(jax.jit(jax.grad(scalar(at.with_config(ex.fn.fun, c))))(arg))
+        for c in (space.default(), sample_configs(space)[0])
+    ]
     leaves = jax.tree_util.tree_leaves(grads[0])
     assert leaves and all(np.all(np.isfinite(np.asarray(x))) and np.any(np.asarray(x) != 0) for x in leaves)
     assert compare_outputs(grads[0], grads[1]) is None, compare_outputs(grads[0], grads[1])
@@ -244,9 +282,24 @@ def test_cli_tunes_the_study(name, tmp_path):
     cache = str(tmp_path / "cache.db")
     # Tuned for few calls, compile time dominates the cost, so a config that compiles much longer
     # than the default is stopped early (the compile budget): the run stays CI-sized.
-    cmd = [sys.executable, "-m", "autotune", "tune", os.path.join(STUDY_DIR, f"{name}.py"), "--trials", "4",
-           "--expected-calls", str(CLI_CALLS), "--run-seconds", "0.05", "--cache", cache,
-           "--storage", str(tmp_path / "studies.db"), "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "autotune",
+        "tune",
+        os.path.join(STUDY_DIR, f"{name}.py"),
+        "--trials",
+        "4",
+        "--expected-calls",
+        str(CLI_CALLS),
+        "--run-seconds",
+        "0.05",
+        "--cache",
+        cache,
+        "--storage",
+        str(tmp_path / "studies.db"),
+        "--json",
+    ]
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=420, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -298,10 +351,20 @@ def test_mesh_study_runs_on_its_devices_and_configs_match_the_default(name):
 
 @pytest.mark.slow
 def test_mesh_study_with_too_few_devices_is_one_line_naming_the_flag():
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-m", "autotune", "sites", os.path.join("studies", "real_shard_map.py")],
-                          capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        XLA_FLAGS="--xla_force_host_platform_device_count=2",
+        PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "autotune", "sites", os.path.join("studies", "real_shard_map.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
     text = " ".join(proc.stderr.split())
     assert "needs 8 devices" in text and "runs with 2 cpu device(s)" in text, text
@@ -326,9 +389,27 @@ def test_host_devices_is_read_without_importing_the_file(tmp_path):
 @pytest.mark.slow
 def test_bench_runs_a_mesh_study_in_a_process_of_its_own(tmp_path):
     out_json = tmp_path / "b.json"
-    cmd = [sys.executable, os.path.join(ROOT, "scripts", "bench.py"), "--study", "real_sharded_train",
-           "--grid-max", "2", "--min-trials", "1", "--rounds", "1", "--target-s", "0.01",
-           "--confirm-top", "1", "--confirm-rounds", "1", "--quiet", "--json", str(out_json)]
+    cmd = [
+        sys.executable,
+        os.path.join(ROOT, "scripts", "bench.py"),
+        "--study",
+        "real_sharded_train",
+        "--grid-max",
+        "2",
+        "--min-trials",
+        "1",
+        "--rounds",
+        "1",
+        "--target-s",
+        "0.01",
+        "--confirm-top",
+        "1",
+        "--confirm-rounds",
+        "1",
+        "--quiet",
+        "--json",
+        str(out_json),
+    ]
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("XLA_FLAGS", None)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
@@ -338,6 +419,7 @@ def test_bench_runs_a_mesh_study_in_a_process_of_its_own(tmp_path):
     assert result["device"].endswith(" x1") and st["device"].endswith(" x8"), (result["device"], st.get("device"))
     assert st["study"] == "real_sharded_train" and st["grid_size"] == 2
     assert st["approaches"]["default"]["cost"] is not None
+
 
 HIDE = """
 import sys
@@ -360,19 +442,47 @@ sys.meta_path.insert(0, _Hide())
 def test_without_the_library_the_study_skips_and_bench_says_what_to_install(tmp_path):
     (tmp_path / "sitecustomize.py").write_text(HIDE.format(names={"numpyro"}))
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", __file__,
-                           "-k", "sites_found and numpyro"], capture_output=True, text=True, env=env, timeout=300,
-                          cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            __file__,
+            "-k",
+            "sites_found and numpyro",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "1 skipped" in proc.stdout and "studies/real_numpyro_ar.py needs numpyro" in proc.stdout, proc.stdout
     assert "pip install -e '.[examples]'" in proc.stdout
-    cli = subprocess.run([sys.executable, "-m", "autotune", "sites", os.path.join(STUDY_DIR, "real_numpyro_ar.py")],
-                         capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+    cli = subprocess.run(
+        [sys.executable, "-m", "autotune", "sites", os.path.join(STUDY_DIR, "real_numpyro_ar.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert cli.returncode != 0
     # (The CLI prints errors as rich markup, which eats "[examples]": the words say it too.)
     assert "needs numpyro" in cli.stderr and "from the examples extra: pip install" in cli.stderr, cli.stderr
     assert "Traceback" not in cli.stderr
-    bench = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench.py"), "--studies", "real", "--quiet"],
-                           capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+    bench = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "bench.py"), "--studies", "real", "--quiet"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert bench.returncode != 0
     assert "studies/real_numpyro_ar.py needs numpyro" in bench.stderr and ".[examples]" in bench.stderr, bench.stderr

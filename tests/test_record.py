@@ -54,16 +54,21 @@ def test_first_call_per_signature_writes_one_row(tmp_path):
     fn(x + 1, 4)  # same signature: no new row
     [rec] = pending(tmp_path)
     lookup = fn.config_for(x, 4)
-    assert (rec.function_key, rec.fingerprint, rec.signature, rec.device_key) == \
-        ("test_record:body", lookup.fingerprint, lookup.signature, lookup.device_key)
+    assert (rec.function_key, rec.fingerprint, rec.signature, rec.device_key) == (
+        "test_record:body",
+        lookup.fingerprint,
+        lookup.signature,
+        lookup.device_key,
+    )
     assert rec.location == {"module": "test_record", "qualname": "body", "file": os.path.abspath(__file__)}
     assert rec.abstract == {"version": 1, "args": [{"shape": [8], "dtype": "float32"}, {"static": 4}], "kwargs": {}}
     assert rec.objective == {"expected_calls": 500.0, "compile_weight": 1.0, "runtime_weight": 1.0}
     assert rec.options == {"static_argnums": [1]} and rec.replayable and rec.why_not is None and rec.values is None
     fn(jnp.ones(16), 4)
     fn(x, 6)
-    assert sorted(r.abstract["args"][0]["shape"][0] * 10 + r.abstract["args"][1]["static"]
-                  for r in pending(tmp_path)) == [84, 86, 164]
+    assert sorted(
+        r.abstract["args"][0]["shape"][0] * 10 + r.abstract["args"][1]["static"] for r in pending(tmp_path)
+    ) == [84, 86, 164]
 
 
 def test_shape_mode_hands_out_the_jit_object_itself():
@@ -89,8 +94,11 @@ def test_the_environment_turns_recording_on(tmp_path, monkeypatch):
 
 def test_a_bad_setting_warns_once_and_a_bad_argument_raises(monkeypatch):
     monkeypatch.setenv("AUTOTUNE_RECORD", "yes please")
-    with pytest.warns(RuntimeWarning, match=r"AUTOTUNE_RECORD='yes please' is not 1, values or 0; recording "
-                                            "stays off"):
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"AUTOTUNE_RECORD='yes please' is not 1, values or 0; recording "
+        "stays off",
+    ):
         assert at.autotuned(body).autotune.record_mode is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -117,8 +125,9 @@ def test_values_mode_keeps_the_first_calls_values_as_npy(tmp_path):
     a = [np.load(os.path.join(Cache(tmp_path / "cache.db").values_dir, f), allow_pickle=False) for f in files]
     np.testing.assert_array_equal(a[0], expect)
     assert a[1].dtype == np.float32 and a[1].item() == 1.5
-    assert rec.values["bytes"] == sum(os.path.getsize(os.path.join(Cache(tmp_path / "cache.db").values_dir, f))
-                                      for f in files)
+    assert rec.values["bytes"] == sum(
+        os.path.getsize(os.path.join(Cache(tmp_path / "cache.db").values_dir, f)) for f in files
+    )
 
 
 def keyed(k, x):
@@ -145,7 +154,9 @@ def test_over_the_cap_only_shapes_are_kept_and_the_row_says_so(tmp_path, monkeyp
     fn(jnp.ones(1024), jnp.ones(1024))  # 8 KiB
     [rec] = pending(tmp_path)
     assert rec.value_files == [] and rec.values["bytes"] == 0
-    assert rec.values["note"] == "the arguments hold 8.0 KiB, over the 1.0 KiB cap (AUTOTUNE_RECORD_MAX_MB): shapes only"
+    assert (
+        rec.values["note"] == "the arguments hold 8.0 KiB, over the 1.0 KiB cap (AUTOTUNE_RECORD_MAX_MB): shapes only"
+    )
     assert not os.path.exists(Cache(tmp_path / "cache.db").values_dir)
     fn(jnp.ones(8), jnp.ones(8))  # under the cap
     assert [len(r.value_files) for r in pending(tmp_path)] == [0, 2]
@@ -182,11 +193,13 @@ def test_unrebuildable_statics_and_local_functions_are_recorded_as_not_replayabl
     at.autotuned(local, key="test_record:local", record=True)(jnp.ones(2))
     rows = {r.function_key: r for r in pending(tmp_path)}
     assert not rows["test_record:with_opts"].replayable
-    assert rows["test_record:with_opts"].why_not.startswith("argument 1 (opts) is a test_record.Opts, which cannot "
-                                                            "be stored as JSON")
+    assert rows["test_record:with_opts"].why_not.startswith(
+        "argument 1 (opts) is a test_record.Opts, which cannot be stored as JSON"
+    )
     assert not rows["test_record:local"].replayable
-    assert "is defined inside another function, so another process cannot import it" in \
-        rows["test_record:local"].why_not
+    assert (
+        "is defined inside another function, so another process cannot import it" in rows["test_record:local"].why_not
+    )
 
 
 def test_a_broken_cache_costs_one_warning_and_never_the_call(tmp_path):
@@ -199,8 +212,9 @@ def test_a_broken_cache_costs_one_warning_and_never_the_call(tmp_path):
         fn(jnp.ones(3), jnp.ones(3))
         assert _record.flush(30)
     texts = [str(w.message) for w in seen if "record" in str(w.message)]
-    assert len(texts) == 1 and texts[0].startswith("autotune: could not record test_record:donate for tuning "
-                                                   "later"), texts
+    assert len(texts) == 1 and texts[0].startswith("autotune: could not record test_record:donate for tuning later"), (
+        texts
+    )
 
 
 RECORD_WHILE_LOCKED = textwrap.dedent("""
@@ -228,17 +242,31 @@ def test_a_locked_cache_skips_the_row_without_stalling_the_call(tmp_path):
     path = tmp_path / "locked.db"
     at.autotuned(donate, cache=str(path), record=True)(jnp.ones(1), jnp.ones(1))  # create the file
     assert _record.flush(30)
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
         import sqlite3, sys, time
         con = sqlite3.connect(sys.argv[1], isolation_level=None)
         con.execute("BEGIN EXCLUSIVE")   # WAL mode: blocks every writer, not readers
         print("locked", flush=True)
         time.sleep(120)
-    """), str(path)], stdout=subprocess.PIPE, text=True)
+    """),
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        r = subprocess.run([sys.executable, "-c", RECORD_WHILE_LOCKED, str(path)], env=env_with_repo(),
-                           capture_output=True, text=True, timeout=180)
+        r = subprocess.run(
+            [sys.executable, "-c", RECORD_WHILE_LOCKED, str(path)],
+            env=env_with_repo(),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     finally:
         holder.kill()
         holder.wait()
@@ -275,13 +303,19 @@ def test_a_scripts_function_is_located_by_its_file_and_module_name(tmp_path):
     env = env_with_repo(AUTOTUNE_CACHE=str(tmp_path / "s.db"), JAX_PLATFORMS="cpu")
     r = subprocess.run([sys.executable, "app.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout) == [{"module": "app", "qualname": "step", "file": str(tmp_path / "app.py"),
-                                     "main": True}]
-    r = subprocess.run([sys.executable, "-m", "pkg.job"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=120)
+    assert json.loads(r.stdout) == [
+        {"module": "app", "qualname": "step", "file": str(tmp_path / "app.py"), "main": True}
+    ]
+    r = subprocess.run(
+        [sys.executable, "-m", "pkg.job"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)[-1] == {"module": "pkg.job", "qualname": "step", "main": True,
-                                        "file": str(tmp_path / "pkg" / "job.py")}
+    assert json.loads(r.stdout)[-1] == {
+        "module": "pkg.job",
+        "qualname": "step",
+        "main": True,
+        "file": str(tmp_path / "pkg" / "job.py"),
+    }
 
 
 def test_recording_stays_off_the_steady_path():

@@ -87,8 +87,9 @@ def source_of(script, cwd, env) -> str:
 
 def in_pty(args, cwd, env, columns=80) -> str:
     """Run with stdout on a real terminal of ``columns`` columns; the text without escapes."""
-    rc, text = on_terminal([sys.executable, "-m", "autotune", *args], cwd=cwd, env=env, columns=columns,
-                           rows=50, timeout=120)
+    rc, text = on_terminal(
+        [sys.executable, "-m", "autotune", *args], cwd=cwd, env=env, columns=columns, rows=50, timeout=120
+    )
     assert rc == 0, text
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text).replace("\r", "")
 
@@ -121,13 +122,16 @@ def test_what_cannot_be_replayed_is_skipped_with_one_line_and_the_rest_is_tuned(
         r = run([script], tmp_path, {**env, "AUTOTUNE_RECORD": "1"})
         assert r.returncode == 0, r.stderr
     (tmp_path / "gone.py").unlink()
-    (tmp_path / "multi.py").write_text(MULTI.replace("(c * 0.5, None), x, length=4, name=\"b\"",
-                                                     "(c * 0.25, None), x, length=4, name=\"b\""))
+    (tmp_path / "multi.py").write_text(
+        MULTI.replace('(c * 0.5, None), x, length=4, name="b"', '(c * 0.25, None), x, length=4, name="b"')
+    )
     table = in_pty(["pending"], tmp_path, env)
     assert all(len(line) <= 80 for line in table.splitlines()), table
     assert "to tune" in table and "no [1]" in table
-    assert "[1] multi:with_an_option_object_that_json_cannot_hold: argument 1 (opts) is a multi.Opts, which" in \
-        " ".join(table.split())
+    assert (
+        "[1] multi:with_an_option_object_that_json_cannot_hold: argument 1 (opts) is a multi.Opts, which"
+        in " ".join(table.split())
+    )
 
     r = autotune(["tune", "--recorded", *FAST], tmp_path, env)
     assert r.returncode == 1, r.stderr
@@ -136,8 +140,10 @@ def test_what_cannot_be_replayed_is_skipped_with_one_line_and_the_rest_is_tuned(
     why = {line.split()[1]: line for line in skipped}
     assert "gone:removed no longer imports (ModuleNotFoundError: No module named 'gone')" in why["gone:removed"]
     assert "the program changed since it was recorded" in why["multi:edited_later"]
-    assert "it cannot be replayed: argument 1 (opts) is a multi.Opts" in \
-        why["multi:with_an_option_object_that_json_cannot_hold"]
+    assert (
+        "it cannot be replayed: argument 1 (opts) is a multi.Opts"
+        in why["multi:with_an_option_object_that_json_cannot_hold"]
+    )
     assert "1 tuned, 0 tuned before, 3 skipped" in r.stdout
     assert source_of("app.py", tmp_path, env) == "cache"
     table = in_pty(["pending"], tmp_path, env)

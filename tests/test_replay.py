@@ -111,8 +111,11 @@ def test_a_changed_program_is_skipped_with_the_reason(space):
     space("rp_edit").step(jnp.ones(8), 4)
     [rec] = records(space)
     space("rp_edit", factor="0.25")
-    with pytest.raises(Skip, match=r"^the program changed since it was recorded \(fingerprint [0-9a-f]{10} then, "
-                                   r"[0-9a-f]{10} now\); run the program with AUTOTUNE_RECORD=1 again"):
+    with pytest.raises(
+        Skip,
+        match=r"^the program changed since it was recorded \(fingerprint [0-9a-f]{10} then, "
+        r"[0-9a-f]{10} now\); run the program with AUTOTUNE_RECORD=1 again",
+    ):
         rebuild(rec, space.cache.values_dir)
 
 
@@ -120,8 +123,11 @@ def test_changed_options_and_keys_are_skipped(space):
     space("rp_opts").step(jnp.ones(8), 4)
     [rec] = records(space)
     space("rp_opts", extra=", donate_argnums=(0,)")
-    with pytest.raises(Skip, match=r"its jit options changed since it was recorded \(\{'static_argnums': \[1\]\} "
-                                   r"then, \{'static_argnums': \[1\], 'donate_argnums': \[0\]\} now\)"):
+    with pytest.raises(
+        Skip,
+        match=r"its jit options changed since it was recorded \(\{'static_argnums': \[1\]\} "
+        r"then, \{'static_argnums': \[1\], 'donate_argnums': \[0\]\} now\)",
+    ):
         rebuild(rec, space.cache.values_dir)
     space("rp_opts", extra=", key='elsewhere:step'")
     with pytest.raises(Skip, match="rp_opts:step now has the key 'elsewhere:step'"):
@@ -138,8 +144,11 @@ def test_a_function_that_no_longer_imports_is_skipped(space):
         rebuild(rec, space.cache.values_dir)
     (space.dir / "rp_gone.py").unlink()
     sys.modules.pop("rp_gone")
-    with pytest.raises(Skip, match=r"rp_gone:step no longer imports \(ModuleNotFoundError: No module named "
-                                   "'rp_gone'\\)"):
+    with pytest.raises(
+        Skip,
+        match=r"rp_gone:step no longer imports \(ModuleNotFoundError: No module named "
+        "'rp_gone'\\)",
+    ):
         rebuild(rec, space.cache.values_dir)
 
 
@@ -155,15 +164,23 @@ def test_statics_that_cannot_be_rebuilt_are_skipped(space):
     space("rp_static").configured(jnp.ones(8), Opts())
     [rec] = records(space)
     assert not rec.replayable
-    with pytest.raises(Skip, match=r"it cannot be replayed: argument 1 \(opts\) is a test_replay.Opts, which "
-                                   "cannot be stored as JSON"):
+    with pytest.raises(
+        Skip,
+        match=r"it cannot be replayed: argument 1 \(opts\) is a test_replay.Opts, which "
+        "cannot be stored as JSON",
+    ):
         rebuild(rec, space.cache.values_dir)
 
 
 def test_select_keeps_one_record_per_signature(space):
-    base = dict(function_key="m:f", fingerprint="ab", signature="s", location={"module": "m", "qualname": "f"},
-                abstract={"version": 1, "args": [], "kwargs": {}},
-                objective={"expected_calls": 1.0, "compile_weight": 1.0, "runtime_weight": 1.0})
+    base = dict(
+        function_key="m:f",
+        fingerprint="ab",
+        signature="s",
+        location={"module": "m", "qualname": "f"},
+        abstract={"version": 1, "args": [], "kwargs": {}},
+        objective={"expected_calls": 1.0, "compile_weight": 1.0, "runtime_weight": 1.0},
+    )
     here = _keys.device_info()
     gpu = {**here, "platform": "gpu", "device_kind": "H200"}
     laptop = PendingRecord(**base, device=gpu)
@@ -189,14 +206,16 @@ def test_tune_recorded_tunes_the_good_and_skips_the_broken_with_one_line(space):
     assert by["rp_broken:step"].status == "skipped" and by["rp_good:step"].status == "tuned"
     assert [ln for ln in lines if ln.startswith("skipped")] == [
         "skipped rp_broken:step (f32[8], 4): rp_broken:step no longer imports (ModuleNotFoundError: No module named "
-        "'rp_broken')"]
+        "'rp_broken')"
+    ]
     assert good.step.config_for(jnp.ones(8), 4).source == "cache"
     [entry] = space.cache.entries("rp_good:step")
     assert entry.retune == "autotune tune --recorded --function rp_good:step --expected-calls {calls}"
     assert entry.objective["expected_calls"] == 200
     assert [s.tuned_here for s in pending_status(space.cache) if s.record.function_key == "rp_good:step"] == [True]
     # Tuned: a second run leaves it, unless asked for by name or for a call count outside its range.
-    assert [d.status for d in tune_recorded(space.cache, function="rp_good:step", say=lines.append, **fast)] == \
-        ["tuned"]
+    assert [d.status for d in tune_recorded(space.cache, function="rp_good:step", say=lines.append, **fast)] == [
+        "tuned"
+    ]
     again = {d.record.function_key: d.status for d in tune_recorded(space.cache, say=lines.append, **fast)}
     assert again == {"rp_good:step": "tuned before", "rp_broken:step": "skipped"}

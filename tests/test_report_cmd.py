@@ -25,7 +25,16 @@ def test_cli_report_on_a_study_file_and_by_name(study, tmp_path, capsys):
     assert sorted(p.name.split("_", 1)[1] for p in out.glob("*.png")) == sorted(f"{f}.png" for f in FIGURES)
 
     out2 = tmp_path / "by_name"
-    argv = ["report", "--study", study["result"].study_name, "--storage", study["storage"], "--out", str(out2), "--json"]
+    argv = [
+        "report",
+        "--study",
+        study["result"].study_name,
+        "--storage",
+        study["storage"],
+        "--out",
+        str(out2),
+        "--json",
+    ]
     assert cli.main(argv) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["html"] == str(out2 / "report.html") and len(data["figures"]) == 4
@@ -45,8 +54,17 @@ def test_cli_report_errors_say_what_to_do(study, tmp_path, capsys):
 
 def test_cli_report_outside_the_range_prints_the_retune_command(tmp_path_factory, tmp_path, capsys):
     forged = forged_study(tmp_path_factory)
-    argv = ["report", "--study", forged["name"], "--storage", forged["storage"], "--out", str(tmp_path / "o"),
-            "--expected-calls", "5000"]
+    argv = [
+        "report",
+        "--study",
+        forged["name"],
+        "--storage",
+        forged["storage"],
+        "--out",
+        str(tmp_path / "o"),
+        "--expected-calls",
+        "5000",
+    ]
     assert cli.main(argv) == 0
     text = capsys.readouterr().out
     assert "not measured for 5,000 calls" in text and "[0, 2,000]" in text

@@ -39,10 +39,13 @@ def ops(fn, op, *args):
 
 
 def site_by(sites, *, name=None, length=None, kind=None):
-    found = [s for s in sites
-             if (name is None or s.name == name)
-             and (length is None or s.length == length)
-             and (kind is None or s.kind == kind)]
+    found = [
+        s
+        for s in sites
+        if (name is None or s.name == name)
+        and (length is None or s.length == length)
+        and (kind is None or s.kind == kind)
+    ]
     assert len(found) == 1, (found, sites)
     return found[0]
 
@@ -68,8 +71,7 @@ def program(x, xs):
 
 def program_inputs():
     rng = np.random.default_rng(1)
-    return (rng.standard_normal(3).astype(np.float32),
-            rng.standard_normal((8, 3)).astype(np.float32) * 0.3)
+    return (rng.standard_normal(3).astype(np.float32), rng.standard_normal((8, 3)).astype(np.float32) * 0.3)
 
 
 def program_sites():
@@ -90,11 +92,20 @@ def test_program_has_the_expected_sites():
 
 
 CHOICES = [
-    ("scan", {"repr": "for"}), ("scan", {"unroll": 2}), ("scan", {"unroll": 4}), ("scan", {"unroll": 8}),
-    ("fori", {"repr": "for"}), ("fori", {"unroll": 2}), ("fori", {"repr": "fori"}),
-    ("loop", {"repr": "for"}), ("loop", {"repr": "fori"}), ("loop", {"repr": "fori", "unroll": 3}),
+    ("scan", {"repr": "for"}),
+    ("scan", {"unroll": 2}),
+    ("scan", {"unroll": 4}),
+    ("scan", {"unroll": 8}),
+    ("fori", {"repr": "for"}),
+    ("fori", {"unroll": 2}),
+    ("fori", {"repr": "fori"}),
+    ("loop", {"repr": "for"}),
+    ("loop", {"repr": "fori"}),
+    ("loop", {"repr": "fori", "unroll": 3}),
     ("loop", {"unroll": 4}),
-    ("inner", {"repr": "for"}), ("inner", {"unroll": 2}), ("inner", {"repr": "fori", "unroll": 4}),
+    ("inner", {"repr": "for"}),
+    ("inner", {"unroll": 2}),
+    ("inner", {"repr": "fori", "unroll": 4}),
 ]
 
 
@@ -112,8 +123,12 @@ def test_outputs_equal_when_every_site_is_configured(choice):
     args = program_inputs()
     s = program_sites()
     if choice == "mixed":
-        cfg = {s["scan"].id: {"unroll": 4}, s["fori"].id: {"repr": "for"},
-               s["loop"].id: {"repr": "fori", "unroll": 2}, s["inner"].id: {"repr": "for"}}
+        cfg = {
+            s["scan"].id: {"unroll": 4},
+            s["fori"].id: {"repr": "for"},
+            s["loop"].id: {"repr": "fori", "unroll": 2},
+            s["inner"].id: {"repr": "for"},
+        }
     else:
         cfg = {site.id: choice for site in s.values()}
     want = jax.jit(program)(*args)
@@ -137,17 +152,21 @@ def test_default_config_is_bit_identical():
 def make_scan(unroll):
     def f(x, xs):
         return lax.scan(lambda c, x: (jnp.sin(c) * 0.9 + x, c * x), x, xs, unroll=unroll)
+
     return f
 
 
-@pytest.mark.parametrize("source_unroll, choice, equivalent_unroll", [
-    (1, {"unroll": 2}, 2),
-    (1, {"unroll": 4}, 4),
-    (1, {"repr": "for"}, True),
-    (4, {"unroll": 1}, 1),
-    (True, {"unroll": 2}, 2),
-    (2, {}, 2),
-])
+@pytest.mark.parametrize(
+    "source_unroll, choice, equivalent_unroll",
+    [
+        (1, {"unroll": 2}, 2),
+        (1, {"unroll": 4}, 4),
+        (1, {"repr": "for"}, True),
+        (4, {"unroll": 1}, 1),
+        (True, {"unroll": 2}, 2),
+        (2, {}, 2),
+    ],
+)
 def test_rewrite_is_bit_identical_to_the_hand_written_unroll(source_unroll, choice, equivalent_unroll):
     x, xs = program_inputs()
     f = make_scan(source_unroll)
@@ -295,7 +314,7 @@ def test_gradient_through_container_with_config(where):
 def pytree_fn(params, batch, *, scale, n):
     def body(c, x):
         h = jnp.tanh(c["h"] @ params["w"] + x["u"] * scale + params["b"])
-        return {"h": h, "k": c["k"] + 1}, {"h": h, "norm": (h ** 2).sum()}
+        return {"h": h, "k": c["k"] + 1}, {"h": h, "norm": (h**2).sum()}
 
     init = {"h": batch["h0"], "k": jnp.int32(0)}
     carry, ys = lax.scan(body, init, {"u": batch["u"]})
@@ -305,8 +324,7 @@ def pytree_fn(params, batch, *, scale, n):
 
 def pytree_inputs():
     rng = np.random.default_rng(2)
-    params = {"w": rng.standard_normal((3, 3)).astype(np.float32) * 0.5,
-              "b": rng.standard_normal(3).astype(np.float32)}
+    params = {"w": rng.standard_normal((3, 3)).astype(np.float32) * 0.5, "b": rng.standard_normal(3).astype(np.float32)}
     batch = {"h0": np.zeros(3, np.float32), "u": rng.standard_normal((5, 3)).astype(np.float32)}
     return params, batch
 
@@ -361,7 +379,8 @@ def test_grad_of_rewritten_equals_grad_of_original():
     def loss(f):
         def inner(params):
             (out, (extra, total)) = f(params, batch, scale=0.5, n=3)
-            return (out["ys"]["norm"].sum() + extra.sum() + total)
+            return out["ys"]["norm"].sum() + extra.sum() + total
+
         return inner
 
     want = jax.jit(jax.grad(loss(pytree_fn)))(params)
@@ -453,11 +472,27 @@ def test_fori_on_a_loop_that_stacks_outputs():
     assert "stacking" in msg
 
 
-@pytest.mark.parametrize("choice", [
-    {"unroll": 0}, {"unroll": -2}, {"unroll": 2.5}, {"unroll": "2"}, {"unroll": True}, {"unroll": None},
-    {"repr": "while"}, {"repr": None}, {"repr": object()}, {"unrol": 2}, {"repr": "for", "x": 1},
-    "for", 2, None, ["scan"],
-], ids=lambda c: repr(c)[:30])
+@pytest.mark.parametrize(
+    "choice",
+    [
+        {"unroll": 0},
+        {"unroll": -2},
+        {"unroll": 2.5},
+        {"unroll": "2"},
+        {"unroll": True},
+        {"unroll": None},
+        {"repr": "while"},
+        {"repr": None},
+        {"repr": object()},
+        {"unrol": 2},
+        {"repr": "for", "x": 1},
+        "for",
+        2,
+        None,
+        ["scan"],
+    ],
+    ids=lambda c: repr(c)[:30],
+)
 def test_invalid_choices_through_with_config_name_the_site(choice):
     args = program_inputs()
     site = program_sites()["loop"]
@@ -477,10 +512,11 @@ def test_errors_do_not_poison_the_function():
 
 def scan_grad_inside(p, xs):
     """A training step: the tuned function differentiates through a scan and a fori_loop."""
+
     def loss(p):
         c, ys = lax.scan(lambda c, x: (jnp.tanh(c * p + x), c.sum()), xs[0], xs)
         c = lax.fori_loop(0, 3, lambda i, d: jnp.sin(d) * p, c)
-        return (c ** 2).sum() + ys.sum()
+        return (c**2).sum() + ys.sum()
 
     return jax.grad(loss)(p)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 
 import jax
@@ -13,8 +12,16 @@ import pytest
 import autotune as at
 from autotune._interrupt import Interrupted, InterruptLatch
 from autotune._measure import measure_executable
-from autotune._runner import (FAILURES, RECENT, ExecutableStore, InProcessRunner, Outcome, Runner, TrialFailed,
-                              stage_guard)
+from autotune._runner import (
+    FAILURES,
+    RECENT,
+    ExecutableStore,
+    InProcessRunner,
+    Outcome,
+    Runner,
+    TrialFailed,
+    stage_guard,
+)
 from autotune.worker import WorkerRunner
 
 FAST = {"target_s": 0.01, "min_reps": 3, "warmup": 1}
@@ -30,6 +37,7 @@ def slow_to_trace(x):
         for _ in range(10):
             c = jnp.sin(c) * 1.01 + jnp.cos(c * 0.5)
         return c, None
+
     return at.loop(body, x, length=200, name="l")[0]
 
 
@@ -55,8 +63,12 @@ def test_in_process_runner_retimes_kept_executables_and_drops_what_is_not_retain
         again = runner.retime({})
         assert again is not None and again.outputs is None and again.config == first.config
         # the compile figures are the measured ones; the runtime figures are new samples
-        assert (again.trace_s, again.lower_s, again.compile_s, again.program_hash) == \
-               (first.trace_s, first.lower_s, first.compile_s, first.program_hash)
+        assert (again.trace_s, again.lower_s, again.compile_s, again.program_hash) == (
+            first.trace_s,
+            first.lower_s,
+            first.compile_s,
+            first.program_hash,
+        )
         assert again.reps >= 3 and again.run_s > 0
         runner.measure(FOR)
         runner.measure({"l": {"repr": "scan", "unroll": 2}})
@@ -71,10 +83,10 @@ def test_the_store_keeps_recent_and_retained_configs_and_shares_one_program():
     exe = lambda h, c: type("E", (), {"measurement": m(h, c)})()  # noqa: E731
     store = ExecutableStore(recent=2)
     store.put("a", exe("h1", {}))
-    store.alias("b", m("h1", FOR))          # b lowered to a's program
-    store.alias("z", m("nope", FOR))        # nothing kept under that hash: not remembered
+    store.alias("b", m("h1", FOR))  # b lowered to a's program
+    store.alias("z", m("nope", FOR))  # nothing kept under that hash: not remembered
     assert "a" in store and "b" in store and "z" not in store and len(store) == 2
-    store.put("c", exe("h2", {}))            # a falls out; b still holds h1
+    store.put("c", exe("h2", {}))  # a falls out; b still holds h1
     assert "a" not in store and store.program("h1") is not None
     store.retain(["c"])
     assert list(store._configs) == ["c"] and store.program("h1") is None
@@ -136,8 +148,9 @@ def test_stage_guard_checks_the_timeout_and_a_caught_interrupt():
 
 def test_measure_executable_keeps_donated_inputs_fresh_for_retiming():
     x = jnp.arange(4.0)
-    m, exe = measure_executable(lambda v: v * 2.0, (x,), jit_kwargs={"donate_argnums": 0}, timing=FAST,
-                                keep_outputs=True)
+    m, exe = measure_executable(
+        lambda v: v * 2.0, (x,), jit_kwargs={"donate_argnums": 0}, timing=FAST, keep_outputs=True
+    )
     assert exe.donating and not x.is_deleted()
     again = exe.retime(**FAST)
     assert again.reps >= 3 and not x.is_deleted() and again.compile_s == m.compile_s

@@ -25,8 +25,11 @@ from autotune.cache._schema import MIGRATIONS, OLDEST_READABLE
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 FIXTURE = HERE / "fixtures" / "cache_v1.db"
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")]),
-       "JAX_PLATFORMS": "cpu"}
+ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")]),
+    "JAX_PLATFORMS": "cpu",
+}
 V2_COLUMNS = ("default_config", "complete_range", "retune")
 
 
@@ -58,18 +61,28 @@ def schema_of(url: str) -> dict:
     engine = sa.create_engine(url)
     try:
         insp = sa.inspect(engine)
-        return {t: {"columns": [(c["name"], str(c["type"]), c["nullable"]) for c in insp.get_columns(t)],
-                    "unique": sorted(tuple(u["column_names"]) for u in insp.get_unique_constraints(t)),
-                    "indexes": sorted((tuple(i["column_names"]), bool(i["unique"])) for i in insp.get_indexes(t))}
-                for t in sorted(insp.get_table_names())}
+        return {
+            t: {
+                "columns": [(c["name"], str(c["type"]), c["nullable"]) for c in insp.get_columns(t)],
+                "unique": sorted(tuple(u["column_names"]) for u in insp.get_unique_constraints(t)),
+                "indexes": sorted((tuple(i["column_names"]), bool(i["unique"])) for i in insp.get_indexes(t)),
+            }
+            for t in sorted(insp.get_table_names())
+        }
     finally:
         engine.dispose()
 
 
 def record(key: str = "m:f") -> PendingRecord:
-    return PendingRecord(function_key=key, fingerprint="fp", signature="(f32[3],)", device=make_entry().device,
-                         location={"module": "m", "qualname": "f"}, abstract={"leaves": ["f32[3]"]},
-                         objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0})
+    return PendingRecord(
+        function_key=key,
+        fingerprint="fp",
+        signature="(f32[3],)",
+        device=make_entry().device,
+        location={"module": "m", "qualname": "f"},
+        abstract={"leaves": ["f32[3]"]},
+        objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
+    )
 
 
 def test_the_migrations_lead_from_every_readable_version_to_the_current_one():
@@ -122,18 +135,22 @@ def test_the_first_write_upgrades_in_place_and_keeps_every_entry(tmp_path):
     path = v1_copy(tmp_path)
     old = Cache(path).entries()
     with Cache(path) as cache:
-        new = make_entry("after:upgrade", config={"outer": {"repr": "scan", "unroll": 1}},
-                         pareto=[{"config": {"outer": {"repr": "scan", "unroll": 1}}, "compile_s": 1.0, "run_s": 1e-3}],
-                         default_config={"outer": {"repr": "scan", "unroll": 1}},
-                         complete_range={"from_calls": 0.0, "to_calls": None, "why": "every config was measured"},
-                         retune="autotune tune x.py --expected-calls {calls}")
+        new = make_entry(
+            "after:upgrade",
+            config={"outer": {"repr": "scan", "unroll": 1}},
+            pareto=[{"config": {"outer": {"repr": "scan", "unroll": 1}}, "compile_s": 1.0, "run_s": 1e-3}],
+            default_config={"outer": {"repr": "scan", "unroll": 1}},
+            complete_range={"from_calls": 0.0, "to_calls": None, "why": "every config was measured"},
+            retune="autotune tune x.py --expected-calls {calls}",
+        )
         cache.put(new)
         assert version_of(path) == SCHEMA_VERSION
         assert cache.entries() == sorted(old + [new], key=lambda e: (e.function_key, e.created_at))
         assert cache.record(record()) and [r.function_key for r in cache.pending()] == ["m:f"]
     with sqlite3.connect(path) as con:
-        nulls = con.execute("SELECT default_config, complete_range, retune FROM autotune_entries "
-                            "WHERE function_key LIKE 'fixture:%'").fetchall()
+        nulls = con.execute(
+            "SELECT default_config, complete_range, retune FROM autotune_entries WHERE function_key LIKE 'fixture:%'"
+        ).fetchall()
     assert nulls == [(None, None, None)] * 3
     fresh = tmp_path / "fresh.db"
     Cache(fresh).put(make_entry())
@@ -166,8 +183,12 @@ WRITER = textwrap.dedent("""
 
 def run_writers(url: str, folder: Path, n: int) -> None:
     """``n`` processes, released at once, each putting 5 entries into ``url``."""
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, url, str(i), str(folder)], env=ENV,
-                              stderr=subprocess.PIPE, text=True) for i in range(n)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, url, str(i), str(folder)], env=ENV, stderr=subprocess.PIPE, text=True
+        )
+        for i in range(n)
+    ]
     try:
         while not all((folder / f"ready{i}").exists() for i in range(n)):
             assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]

@@ -16,6 +16,7 @@ from autotune._select import best_at, crossover_intervals, format_calls, interva
 def best_for(points, calls, cw=1.0, rw=1.0):
     return _select.winner(points, {"expected_calls": calls, "compile_weight": cw, "runtime_weight": rw})
 
+
 # Three configs with binary-exact seconds, so the crossovers are exact by hand:
 #   cost(N) = compile + N * run
 #   SCAN:   1 + N/128        UNROLL: 3 + N/256        FOR: 11 + N/512
@@ -26,9 +27,9 @@ SCAN = {"l": {"repr": "scan", "unroll": 1}}
 UNROLL = {"l": {"repr": "scan", "unroll": 4}}
 FOR = {"l": {"repr": "for", "unroll": 1}}
 THREE = [
-    {"config": SCAN, "compile_s": 1.0, "run_s": 2.0 ** -7},
-    {"config": UNROLL, "compile_s": 3.0, "run_s": 2.0 ** -8},
-    {"config": FOR, "compile_s": 11.0, "run_s": 2.0 ** -9},
+    {"config": SCAN, "compile_s": 1.0, "run_s": 2.0**-7},
+    {"config": UNROLL, "compile_s": 3.0, "run_s": 2.0**-8},
+    {"config": FOR, "compile_s": 11.0, "run_s": 2.0**-9},
 ]
 
 
@@ -45,9 +46,15 @@ def test_crossovers_scale_with_the_weights_and_ignore_input_order():
     shuffled = THREE[:]
     random.Random(3).shuffle(shuffled)
     assert [(i["from_calls"], i["to_calls"]) for i in crossover_intervals(shuffled, compile_weight=2.0)] == [
-        (0.0, 1024.0), (1024.0, 8192.0), (8192.0, math.inf)]
+        (0.0, 1024.0),
+        (1024.0, 8192.0),
+        (8192.0, math.inf),
+    ]
     assert [(i["from_calls"], i["to_calls"]) for i in crossover_intervals(shuffled, runtime_weight=2.0)] == [
-        (0.0, 256.0), (256.0, 2048.0), (2048.0, math.inf)]
+        (0.0, 256.0),
+        (256.0, 2048.0),
+        (2048.0, math.inf),
+    ]
 
 
 def test_decimal_seconds_give_the_crossovers_to_rounding():
@@ -60,14 +67,14 @@ def test_decimal_seconds_give_the_crossovers_to_rounding():
 def test_a_front_config_above_the_envelope_never_wins_and_ties_are_deterministic():
     # MID is on the Pareto front (between UNROLL and FOR on both axes) but its line passes
     # exactly through the UNROLL/FOR crossover: 7 + 4096 * 3/1024 = 19 = 3 + 16 = 11 + 8.
-    mid = {"config": {"l": {"repr": "scan", "unroll": 2}}, "compile_s": 7.0, "run_s": 3 * 2.0 ** -10}
+    mid = {"config": {"l": {"repr": "scan", "unroll": 2}}, "compile_s": 7.0, "run_s": 3 * 2.0**-10}
     front = pareto_front(THREE + [mid])
     assert mid in front
     got = crossover_intervals(front)
     assert [i["config"] for i in got] == [SCAN, UNROLL, FOR]
     assert got[2]["from_calls"] == 4096.0
     # Two configs with the same seconds: the one with the smaller canonical JSON wins, as in best_for.
-    twin = {"config": {"l": {"repr": "fori", "unroll": 1}}, "compile_s": 1.0, "run_s": 2.0 ** -7}
+    twin = {"config": {"l": {"repr": "fori", "unroll": 1}}, "compile_s": 1.0, "run_s": 2.0**-7}
     for order in ([twin] + THREE, THREE + [twin]):
         first = crossover_intervals(order)[0]["config"]
         assert first == twin["config"]  # '{"l":{"repr":"fori"...' < '{"l":{"repr":"scan"...'
@@ -93,8 +100,14 @@ def test_dominated_points_get_no_interval_and_edge_cases():
 def test_intervals_agree_with_best_for_and_rescore_between_crossovers():
     rnd = random.Random(7)
     for _ in range(50):
-        pts = [{"config": {"l": {"repr": "scan", "unroll": k}}, "compile_s": rnd.uniform(0.01, 20),
-                "run_s": rnd.uniform(1e-6, 1e-2)} for k in range(1, 9)]
+        pts = [
+            {
+                "config": {"l": {"repr": "scan", "unroll": k}},
+                "compile_s": rnd.uniform(0.01, 20),
+                "run_s": rnd.uniform(1e-6, 1e-2),
+            }
+            for k in range(1, 9)
+        ]
         cw, rw = rnd.choice([0.5, 1.0, 3.0]), rnd.choice([0.25, 1.0, 2.0])
         intervals = crossover_intervals(pts, cw, rw)
         assert intervals[0]["from_calls"] == 0.0 and intervals[-1]["to_calls"] == math.inf
@@ -109,16 +122,18 @@ def test_intervals_agree_with_best_for_and_rescore_between_crossovers():
 def test_pareto_front_is_one_function_everywhere():
     assert pareto_front is at.pareto_front
     assert at.crossover_intervals is crossover_intervals
-    pts = [{"config": "b", "compile_s": 2.0, "run_s": 1.0}, {"config": "a", "compile_s": 2.0, "run_s": 1.0},
-           {"config": "c", "compile_s": 1.0, "run_s": 3.0}, {"config": "d", "compile_s": 3.0, "run_s": 1.5}]
+    pts = [
+        {"config": "b", "compile_s": 2.0, "run_s": 1.0},
+        {"config": "a", "compile_s": 2.0, "run_s": 1.0},
+        {"config": "c", "compile_s": 1.0, "run_s": 3.0},
+        {"config": "d", "compile_s": 3.0, "run_s": 1.5},
+    ]
     assert [p["config"] for p in pareto_front(pts)] == ["c", "a"]
 
 
 def test_format_and_json_helpers():
     assert [format_calls(x) for x in (0.0, 37.5, 1250.4, math.inf)] == ["0", "37.5", "1,250", "∞"]
     assert json.loads(json.dumps(intervals_json(crossover_intervals(THREE))))[-1]["to_calls"] is None
-
-
 
 
 # --------------------------------------------------------------- the paired winner rule
@@ -166,9 +181,9 @@ def test_a_challenger_needs_the_rounds_a_coin_would_seldom_win():
     assert [_select.wins_needed(n) for n in range(1, 10)] == [1, 2, 3, 4, 5, 5, 6, 7, 7]
     for n in range(1, 40):  # the fewest wins a fair coin reaches at most 1 time in 8 (or all n)
         w = _select.wins_needed(n)
-        tail = sum(math.comb(n, k) for k in range(w, n + 1)) / 2 ** n
+        tail = sum(math.comb(n, k) for k in range(w, n + 1)) / 2**n
         assert tail <= 1 / 8 or w == n
-        assert w == 1 or sum(math.comb(n, k) for k in range(w - 1, n + 1)) / 2 ** n > 1 / 8
+        assert w == 1 or sum(math.comb(n, k) for k in range(w - 1, n + 1)) / 2**n > 1 / 8
 
 
 def test_choose_and_the_intervals_agree_everywhere_and_at_every_boundary():
@@ -177,8 +192,12 @@ def test_choose_and_the_intervals_agree_everywhere_and_at_every_boundary():
         pts = []
         for k in range(rnd.randint(1, 5)):
             c0, r0 = rnd.uniform(0.1, 3), rnd.uniform(1e-5, 1e-3)
-            pts.append(point({"l": {"repr": "scan", "unroll": k + 1}},
-                             [(c0 * rnd.uniform(1, 1.3), r0 * rnd.uniform(1, 1.3)) for _ in range(rnd.choice([1, 3, 4, 5]))]))
+            pts.append(
+                point(
+                    {"l": {"repr": "scan", "unroll": k + 1}},
+                    [(c0 * rnd.uniform(1, 1.3), r0 * rnd.uniform(1, 1.3)) for _ in range(rnd.choice([1, 3, 4, 5]))],
+                )
+            )
         default = pts[0]["config"]
         intervals = crossover_intervals(pts, default=default)
         for it in intervals:  # a boundary belongs to the stretch it starts, for choose() too
@@ -190,8 +209,8 @@ def test_choose_and_the_intervals_agree_everywhere_and_at_every_boundary():
 
 def test_the_tuned_count_and_its_neighbours_give_the_tuned_winner_unless_a_crossover_lies_between():
     # scan wins below 512 calls, unroll above (exact binary seconds, three identical rounds each).
-    scan = point(SCAN, [(1.0, 2.0 ** -7)] * 3)
-    unroll = point(UNROLL, [(3.0, 2.0 ** -8)] * 3)
+    scan = point(SCAN, [(1.0, 2.0**-7)] * 3)
+    unroll = point(UNROLL, [(3.0, 2.0**-8)] * 3)
     pts = [scan, unroll]
     for n in (1000, 999, 1001):
         assert _select.winner(pts, {"expected_calls": n}, SCAN)["config"] == UNROLL
@@ -208,8 +227,9 @@ def test_cost_is_the_median_of_the_round_costs():
 
 # --------------------------------------------------------------- the honest range
 
+
 def test_a_grid_with_stopped_configs_is_complete_only_up_to_where_they_could_win():
-    pts = [point(SCAN, [(1.0, 2.0 ** -7)] * 3), point(UNROLL, [(3.0, 2.0 ** -8)] * 3)]
+    pts = [point(SCAN, [(1.0, 2.0**-7)] * 3), point(UNROLL, [(3.0, 2.0**-8)] * 3)]
     obj = at.Objective(expected_calls=1000)
     # A config pruned after 8 s of compiling might run in no time: it beats the winner
     # (3 + N/256) once that costs more than 8 s, at N = 1280.
@@ -226,7 +246,7 @@ def test_a_grid_with_stopped_configs_is_complete_only_up_to_where_they_could_win
     # A sampled search that never measured some configs decides only its own call count.
     sampled = _select.complete_range(pts, obj, default=SCAN, unmeasured=5)
     assert (sampled["from_calls"], sampled["to_calls"]) == (1000, 1000) and "never measured" in sampled["why"]
-    choice = _select.choose(pts, at.Objective(expected_calls=10 ** 6), default=SCAN, complete=r)
+    choice = _select.choose(pts, at.Objective(expected_calls=10**6), default=SCAN, complete=r)
     assert choice.config == UNROLL and not choice.in_range
     assert json.loads(json.dumps(_select.range_json(full)))["to_calls"] is None
 
@@ -235,11 +255,23 @@ def test_beats_is_the_winner_rule_with_the_holder_in_the_defaults_place():
     from autotune import _select
 
     goal = {"expected_calls": 0, "compile_weight": 1.0, "runtime_weight": 1.0}
-    holder = {"config": {"l": {"repr": "scan", "unroll": 1}}, "compile_s": 2.5, "run_s": 0.0,
-              "rounds": [[1.0, 0.0], [3.0, 0.0], [2.5, 0.0]]}
-    lucky = {"config": {"l": {"repr": "scan", "unroll": 2}}, "compile_s": 2.0, "run_s": 0.0,
-             "rounds": [[1.1, 0.0], [3.1, 0.0], [2.0, 0.0]]}  # a lower median, 1 of 3 paired rounds
-    clear = {"config": {"l": {"repr": "for", "unroll": 1}}, "compile_s": 0.5, "run_s": 0.0,
-             "rounds": [[0.5, 0.0], [0.6, 0.0], [0.4, 0.0]]}
+    holder = {
+        "config": {"l": {"repr": "scan", "unroll": 1}},
+        "compile_s": 2.5,
+        "run_s": 0.0,
+        "rounds": [[1.0, 0.0], [3.0, 0.0], [2.5, 0.0]],
+    }
+    lucky = {
+        "config": {"l": {"repr": "scan", "unroll": 2}},
+        "compile_s": 2.0,
+        "run_s": 0.0,
+        "rounds": [[1.1, 0.0], [3.1, 0.0], [2.0, 0.0]],
+    }  # a lower median, 1 of 3 paired rounds
+    clear = {
+        "config": {"l": {"repr": "for", "unroll": 1}},
+        "compile_s": 0.5,
+        "run_s": 0.0,
+        "rounds": [[0.5, 0.0], [0.6, 0.0], [0.4, 0.0]],
+    }
     assert not _select.beats(lucky, holder, goal) and _select.beats(clear, holder, goal)
     assert not _select.beats(holder, clear, goal) and not _select.beats(holder, holder, goal)

@@ -12,14 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from _procs import REPO, env_with_repo
 
 TESTS = Path(__file__).resolve().parent
 
 
-def scenario(case: str, home: Path, devices: int | None = 8, stdin: str | None = None,
-             timeout: float = 900) -> dict:
+def scenario(case: str, home: Path, devices: int | None = 8, stdin: str | None = None, timeout: float = 900) -> dict:
     """Run a case of tests/_sharded.py with its own cache and studies (in ``home``), on
     ``devices`` host devices (None: no XLA_FLAGS, the case sets the count itself)."""
     env = env_with_repo(JAX_PLATFORMS="cpu", XDG_CACHE_HOME=str(home))
@@ -27,8 +25,15 @@ def scenario(case: str, home: Path, devices: int | None = 8, stdin: str | None =
     if devices is not None:
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     env["PYTHONPATH"] = f"{TESTS}:{env['PYTHONPATH']}"
-    proc = subprocess.run([sys.executable, "-c", "import _sharded; _sharded.main()", case], cwd=REPO, env=env,
-                          input=stdin, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import _sharded; _sharded.main()", case],
+        cwd=REPO,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

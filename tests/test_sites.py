@@ -261,8 +261,7 @@ def test_at_loop_is_exactly_one_site():
     sites = at.sites(loop_only, X[:3], jnp.ones((6, 3)))
     assert len(sites) == 1, sites
     (site,) = sites
-    assert (site.id, site.kind, site.name, site.length, site.depth, site.parent) == (
-        "only", "loop", "only", 6, 0, None)
+    assert (site.id, site.kind, site.name, site.length, site.depth, site.parent) == ("only", "loop", "only", 6, 0, None)
     check_source(site, "T:loop-only")
 
 
@@ -298,7 +297,13 @@ def test_at_loop_inside_a_plain_scan():
     outer, loop = at.sites(loop_inside_scan, X)
     assert outer.id == local("T:lis-scan") and outer.kind == "scan"
     assert (loop.id, loop.kind, loop.name, loop.depth, loop.parent, loop.length) == (
-        "in-scan", "loop", "in-scan", 1, outer.id, 5)
+        "in-scan",
+        "loop",
+        "in-scan",
+        1,
+        outer.id,
+        5,
+    )
     check_source(loop, "T:lis-loop")
 
 
@@ -382,7 +387,7 @@ def test_sites_do_not_run_the_function_on_data():
 
 # --- fingerprints and stability across processes -----------------------------------------------
 
-PROGRAM = '''
+PROGRAM = """
 import jax, jax.numpy as jnp
 from jax import lax
 import autotune as at
@@ -419,9 +424,9 @@ def fn(x):
                                                     name="w", unroll=LOOP_UNROLL)[0]),
                        (0, y))[1]
     return y
-'''
+"""
 
-RUNNER = '''
+RUNNER = """
 import json, sys
 sys.path.insert(0, ".")
 import jax.numpy as jnp
@@ -429,12 +434,15 @@ import autotune._sites as S
 import prog
 p = S.trace_program(prog.fn, (jnp.ones(3, jnp.float32),))
 print(json.dumps({"ids": [s.id for s in p.sites], "fingerprint": p.fingerprint}))
-'''
+"""
 
 
 def program_source(body_const="1.0", scan_unroll=1, loop_unroll=1):
-    return (PROGRAM.replace("BODY_CONST", body_const)
-            .replace("SCAN_UNROLL", str(scan_unroll)).replace("LOOP_UNROLL", str(loop_unroll)))
+    return (
+        PROGRAM.replace("BODY_CONST", body_const)
+        .replace("SCAN_UNROLL", str(scan_unroll))
+        .replace("LOOP_UNROLL", str(loop_unroll))
+    )
 
 
 def load_program(tmp_path, sub, **edits):
@@ -458,10 +466,17 @@ def test_ids_and_fingerprint_are_stable_across_processes(tmp_path):
     root = os.path.dirname(os.path.dirname(THIS))
     procs = []
     for d, seed in zip(dirs, ("1", "2")):
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
-                   PYTHONHASHSEED=seed, JAX_PLATFORMS="cpu")
-        procs.append(subprocess.Popen([sys.executable, "run.py"], cwd=d, env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
+            PYTHONHASHSEED=seed,
+            JAX_PLATFORMS="cpu",
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "run.py"], cwd=d, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
     results = []
     for p in procs:
         out, err = p.communicate(timeout=120)
@@ -497,8 +512,7 @@ def test_fingerprint_changes_when_a_loop_moves_or_its_length_changes():
     def g3(x):
         return lax.scan(lambda c, _: (c + 1.0, None), x, None, length=3)[0]
 
-    fp = {name: _sites.trace_program(f, (X,)).fingerprint for name, f in
-          [("f3", f3), ("f4", f4), ("g3", g3)]}
+    fp = {name: _sites.trace_program(f, (X,)).fingerprint for name, f in [("f3", f3), ("f4", f4), ("g3", g3)]}
     assert fp["f3"] != fp["f4"]
     assert fp["f3"] != fp["g3"]  # same program text, loop on another line: another site id
     assert _sites.trace_program(f3, (X,)).fingerprint == fp["f3"]
@@ -523,7 +537,7 @@ def test_installed_code_is_never_the_users(tmp_path):
     assert _compat.installed_path(str(link / "numpy" / "__init__.py")) == os.path.join("numpy", "__init__.py")
 
 
-LIBRARY = '''
+LIBRARY = """
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -536,7 +550,7 @@ def smooth(x):  # jitted library code: its traceback stops at this function
 
 def settle(x):
     return lax.while_loop(lambda c: c.sum() < 10.0, lambda c: c * 2.0 + 0.5, x)  # LIB-WHILE
-'''
+"""
 
 
 def import_library(tmp_path, name):
@@ -550,8 +564,12 @@ def import_library(tmp_path, name):
     spec = importlib.util.spec_from_file_location(name, d / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    line = {tag: i for i, text in enumerate(LIBRARY.splitlines(), 1) for tag in ("LIB-SCAN", "LIB-WHILE")
-            if text.rstrip().endswith(f"# {tag}")}
+    line = {
+        tag: i
+        for i, text in enumerate(LIBRARY.splitlines(), 1)
+        for tag in ("LIB-SCAN", "LIB-WHILE")
+        if text.rstrip().endswith(f"# {tag}")
+    }
     return mod, d / f"{name}.py", line
 
 
@@ -559,6 +577,7 @@ def test_a_loop_in_jitted_library_code_is_named_by_the_users_call_and_keeps_the_
     """JAX cuts the loop's traceback at the library's jit: the user's line is in the
     traceback of the jit equation around it."""
     lib, path, line = import_library(tmp_path, "smoothlib")
+
     def user(x):
         return lib.smooth(x) * 2.0  # T:jit-lib-call
 
@@ -592,8 +611,10 @@ def test_loops_jax_builds_inside_its_own_jitted_functions_get_readable_ids():
     """jax.scipy.special.bessel_jn and jax.random.poisson build their loops inside their own
     jit: the user's call names them, JAX's line is kept as the library line. Traced on their
     own, no frame is user code: the id names JAX's file and line instead."""
-    programs = [(lambda x: jax.scipy.special.bessel_jn(x, v=2), X, "T:bessel"),  # T:bessel
-                (lambda k: jax.random.poisson(k, 3.0, (3,)), jax.random.key(0), "T:poisson")]  # T:poisson
+    programs = [
+        (lambda x: jax.scipy.special.bessel_jn(x, v=2), X, "T:bessel"),  # T:bessel
+        (lambda k: jax.random.poisson(k, 3.0, (3,)), jax.random.key(0), "T:poisson"),
+    ]  # T:poisson
     for fn, arg, tag in programs:
         sites = at.sites(fn, arg)
         assert sites, "this JAX version builds no loop here"

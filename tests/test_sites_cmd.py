@@ -64,7 +64,12 @@ def test_json_lists_every_site_with_form_and_derived(grad_study, capsys):
     assert cli.main(["sites", grad_study, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["form"], r["derived"], r["length"]) for r in rows] == [
-        ("scan", False, 8), ("scan", True, 8), ("while", False, None), ("fori", False, 4), ("loop", False, 3)]
+        ("scan", False, 8),
+        ("scan", True, 8),
+        ("while", False, None),
+        ("fori", False, 4),
+        ("loop", False, 3),
+    ]
     assert {r["function"] for r in rows} == {"grad_sites_study:step"}
 
 

@@ -26,7 +26,7 @@ import autotune as at
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INSTALL = "install the examples extra: pip install -e '.[examples]' (CI does: make test EXTRAS=test,examples)"
 
-FLAX_MODEL = textwrap.dedent('''
+FLAX_MODEL = textwrap.dedent("""
     import flax.linen as nn
     import jax.numpy as jnp
 
@@ -47,9 +47,9 @@ FLAX_MODEL = textwrap.dedent('''
             x, _ = Deep(name="deep")(x, None)  # T:deep
             x, _ = Wide(name="wide")(x, None)  # T:wide
             return x
-''')
+""")
 
-EQX_MODEL = textwrap.dedent('''
+EQX_MODEL = textwrap.dedent("""
     import equinox as eqx
     import jax
     import jax.numpy as jnp
@@ -74,22 +74,25 @@ EQX_MODEL = textwrap.dedent('''
     def settle(x):
         cond, body = lambda c: c[0] < 5, lambda c: (c[0] + 1, c[1] * 0.5)
         return eqx.internal.while_loop(cond, body, (0, x), max_steps=8, kind="checkpointed")[1]  # T:settle
-''')
+""")
 
-OPTX_MODEL = textwrap.dedent('''
+OPTX_MODEL = textwrap.dedent("""
     import optimistix as optx
 
 
     def newton(y0):
         solver = optx.Newton(rtol=1e-6, atol=1e-6)
         return optx.root_find(lambda y, a: y ** 3 - a, solver, y0, args=2.0, throw=False).value  # T:newton
-''')
+""")
 
-MODELS = {"flax_model": ("flax", FLAX_MODEL), "eqx_model": ("equinox", EQX_MODEL),
-          "optx_model": ("optimistix", OPTX_MODEL)}
+MODELS = {
+    "flax_model": ("flax", FLAX_MODEL),
+    "eqx_model": ("equinox", EQX_MODEL),
+    "optx_model": ("optimistix", OPTX_MODEL),
+}
 
 # Prints every id of every model whose library is installed, as one JSON line.
-RUNNER = textwrap.dedent('''
+RUNNER = textwrap.dedent("""
     import importlib.util, json, sys
     sys.path.insert(0, ".")
     import jax, jax.numpy as jnp
@@ -109,7 +112,7 @@ RUNNER = textwrap.dedent('''
         import optx_model
         ids["newton"] = [s.id for s in at.sites(optx_model.newton, x[0])]
     print(json.dumps(ids))
-''')
+""")
 
 
 def line_of(text: str, tag: str) -> int:
@@ -194,10 +197,17 @@ def test_library_loop_ids_are_identical_in_two_fresh_processes(tmp_path):
         for name, (_, text) in MODELS.items():
             (d / f"{name}.py").write_text(text)
         (d / "run.py").write_text(RUNNER)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
-                   PYTHONHASHSEED=seed, JAX_PLATFORMS="cpu")
-        procs.append(subprocess.Popen([sys.executable, "run.py"], cwd=d, env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+            PYTHONHASHSEED=seed,
+            JAX_PLATFORMS="cpu",
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "run.py"], cwd=d, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
     results = []
     for p in procs:
         out, err = p.communicate(timeout=300)

@@ -60,9 +60,12 @@ def test_the_default_unroll_stays_in_the_space():
 
 def test_total_copies_are_below_the_powers_of_two():
     """Summed over the offered factors, the remainder-aware space emits no more copies."""
-    worse = [n for n in range(2, 500)
-             if sum(copies_of_unroll(n, k) for k in unroll_options(n)) >
-             sum(copies_of_unroll(n, k) for k in powers_of_two(n))]
+    worse = [
+        n
+        for n in range(2, 500)
+        if sum(copies_of_unroll(n, k) for k in unroll_options(n))
+        > sum(copies_of_unroll(n, k) for k in powers_of_two(n))
+    ]
     assert worse == []
 
 
@@ -76,8 +79,11 @@ def program(x, xs):
 
     c, ys = lax.scan(body, x, xs)
     c = at.loop(lambda d, _: (jnp.tanh(d), None), c, length=6, name="refine")[0]
-    c = lax.while_loop(lambda s: s[0] < 3, lambda s: (s[0] + 1, lax.scan(lambda d, _: (d * 0.5, None), s[1], None,
-                                                                          length=4)[0]), (0, c))[1]
+    c = lax.while_loop(
+        lambda s: s[0] < 3,
+        lambda s: (s[0] + 1, lax.scan(lambda d, _: (d * 0.5, None), s[1], None, length=4)[0]),
+        (0, c),
+    )[1]
     c = lax.scan(lambda d, _: (d + 1.0, None), c, None, length=1)[0]
     return c, ys
 
@@ -155,6 +161,7 @@ def test_copies_multiply_along_the_nesting():
 def test_copies_count_what_the_compiler_sees():
     """One body op per copy in the compiled program: the count the study fits compile time
     to. (The optimised HLO is read: JAX 0.10 outlines repeated bodies in StableHLO.)"""
+
     def f(x):
         return lax.scan(lambda c, _: (jnp.sin(c) * 0.9 + 0.1, None), x, None, length=31)[0]
 

@@ -49,19 +49,25 @@ def side_by_side(fn, args, configs: list[at.Config], rounds: int = 5) -> list[di
     runner = InProcessRunner(fn, args, {}, {}, {"target_s": 0.2})
     rows: dict[at.Config, list[list[float]]] = {c: [] for c in configs}
     for r in range(rounds):
-        for c in configs[r % len(configs):] + configs[: r % len(configs)]:
+        for c in configs[r % len(configs) :] + configs[: r % len(configs)]:
             m = runner.measure(c)
             rows[c].append([m.compile_cost_s, m.run_cost_s])
-    return [{"config": c.to_dict(), "compile_s": statistics.median(x for x, _ in rows[c]),
-             "run_s": statistics.median(y for _, y in rows[c]), "rounds": rows[c]} for c in configs]
+    return [
+        {
+            "config": c.to_dict(),
+            "compile_s": statistics.median(x for x, _ in rows[c]),
+            "run_s": statistics.median(y for _, y in rows[c]),
+            "rounds": rows[c],
+        }
+        for c in configs
+    ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["smooth", "gru_train"])
 def test_a_pick_made_under_load_does_not_lose_to_the_default_side_by_side(name, burner, tmp_path):
     fn, args, calls = program(name)
-    result = at.tune(fn, *args, expected_calls=calls, n_trials=8, storage=str(tmp_path / "studies.db"),
-                     progress=False)
+    result = at.tune(fn, *args, expected_calls=calls, n_trials=8, storage=str(tmp_path / "studies.db"), progress=False)
     assert burner.poll() is None, "the burner ran throughout"
     # Every figure the decision used was taken in confirmation: each contender compiled there.
     assert all(p.get("compiles", 0) >= 1 for p in result.confirmed)

@@ -14,8 +14,9 @@ from autotune._studyfile import load_examples, load_module
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # studies/real_*.py need the examples extra (third-party libraries): tests/test_real_studies.py
 # checks them, and skips with the reason where a library is missing.
-STUDY_FILES = sorted(p for p in glob.glob(os.path.join(ROOT, "studies", "*.py"))
-                     if not os.path.basename(p).startswith("real_"))
+STUDY_FILES = sorted(
+    p for p in glob.glob(os.path.join(ROOT, "studies", "*.py")) if not os.path.basename(p).startswith("real_")
+)
 
 
 def test_there_are_studies():

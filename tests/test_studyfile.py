@@ -23,18 +23,25 @@ def write(tmp_path, body: str, name: str = "a_study"):
     return str(path)
 
 
-@pytest.mark.parametrize("body, message", [
-    ("", "has nothing to tune: define a function examples()"),
-    ("def examples():\n    raise ValueError('no data file')\n", "examples() raised ValueError: no data file. Fix"),
-    ("def examples():\n    return []\n", "it must return a non-empty list"),
-    ("def examples():\n    return [smooth]\n", "examples()[0] must be (fn, args) or (fn, args, kwargs)"),
-    ("def examples():\n    return [(print, (1,))]\n", "is not an @at.autotuned function"),
-    ("def examples():\n    return [(smooth, jnp.zeros(3))]\n", "args must be a tuple and kwargs a dict"),
-    ("def examples():\n    return [(smooth, (jnp.zeros(3), 2.0, 3.0))]\n",
-     "examples()[0] passes arguments that a_study:smooth(x, scale=1.0) does not take (too many positional"),
-    ("def examples():\n    return [(smooth, (jnp.zeros(3),), {'sigma': 1})]\n",
-     "unexpected keyword argument 'sigma'"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("", "has nothing to tune: define a function examples()"),
+        ("def examples():\n    raise ValueError('no data file')\n", "examples() raised ValueError: no data file. Fix"),
+        ("def examples():\n    return []\n", "it must return a non-empty list"),
+        ("def examples():\n    return [smooth]\n", "examples()[0] must be (fn, args) or (fn, args, kwargs)"),
+        ("def examples():\n    return [(print, (1,))]\n", "is not an @at.autotuned function"),
+        ("def examples():\n    return [(smooth, jnp.zeros(3))]\n", "args must be a tuple and kwargs a dict"),
+        (
+            "def examples():\n    return [(smooth, (jnp.zeros(3), 2.0, 3.0))]\n",
+            "examples()[0] passes arguments that a_study:smooth(x, scale=1.0) does not take (too many positional",
+        ),
+        (
+            "def examples():\n    return [(smooth, (jnp.zeros(3),), {'sigma': 1})]\n",
+            "unexpected keyword argument 'sigma'",
+        ),
+    ],
+)
 def test_a_wrong_study_file_is_one_clear_error(tmp_path, body, message):
     with pytest.raises(at.StudyError) as exc:
         load_examples(write(tmp_path, body))
@@ -53,14 +60,18 @@ def test_files_that_are_not_study_files(tmp_path):
 
 
 def test_examples_keep_their_index_and_a_type_error_while_tracing_names_the_example(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         @at.autotuned
         def needs_arrays(x):
             return at.loop(lambda c, _: (c + x, None), x, length=2, name="l")[0]
 
         def examples():
             return [(smooth, (jnp.zeros(3),)), (needs_arrays, ("text",))]
-    """, name="b_study")
+    """,
+        name="b_study",
+    )
     ok, bad = load_examples(path)
     assert (ok.index, bad.index, bad.path) == (0, 1, path)
     assert [s.id for s in ok.sites()] == ["smooth"]
@@ -72,7 +83,9 @@ def test_examples_keep_their_index_and_a_type_error_while_tracing_names_the_exam
 
 
 def test_a_bound_method_example_passes_its_instance(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         class Model:
             def __init__(self, k):
                 self.k = k
@@ -89,7 +102,9 @@ def test_a_bound_method_example_passes_its_instance(tmp_path):
 
         def examples():
             return [(Model(2.0).step, (jnp.ones(2),))]
-    """, name="c_study")
+    """,
+        name="c_study",
+    )
     (ex,) = load_examples(path)
     assert ex.fn.key == "c_study:Model.step" and type(ex.args[0]).__name__ == "Model" and len(ex.args) == 2
     assert [s.id for s in ex.sites()] == ["m"]

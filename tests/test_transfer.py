@@ -22,14 +22,18 @@ from autotune.cache._transfer import read_bounded
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-       "JAX_PLATFORMS": "cpu"}
+ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    "JAX_PLATFORMS": "cpu",
+}
 
 
 def cli(*args, timeout=120):
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "autotune", *args], env=ENV, capture_output=True, text=True,
-                       timeout=timeout)
+    r = subprocess.run(
+        [sys.executable, "-m", "autotune", *args], env=ENV, capture_output=True, text=True, timeout=timeout
+    )
     return r, time.monotonic() - t0
 
 
@@ -95,12 +99,15 @@ def _doc_with(tmp_path: Path, raw_cost: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("raw,words", [
-    ("9" * 5000, "holds an integer with 5000 digits"),
-    ("9" * 400, "holds an integer with 400 digits"),
-    ("9" * 400 + ".5", r"Entry 0 .*'cost' must be a finite number"),
-    ("-" + "1" * 5000, "holds an integer with 5000 digits"),
-])
+@pytest.mark.parametrize(
+    "raw,words",
+    [
+        ("9" * 5000, "holds an integer with 5000 digits"),
+        ("9" * 400, "holds an integer with 400 digits"),
+        ("9" * 400 + ".5", r"Entry 0 .*'cost' must be a finite number"),
+        ("-" + "1" * 5000, "holds an integer with 5000 digits"),
+    ],
+)
 def test_huge_numbers_are_one_clear_error(tmp_path, raw, words):
     path = _doc_with(tmp_path, raw)
     target = Cache(tmp_path / "t.db")
@@ -115,8 +122,13 @@ def test_a_huge_number_in_an_import_is_one_clear_line(tmp_path, raw):
     text = an_export(tmp_path).read_text().replace('"cost": 0.75', f'"cost": {raw}', 1)
     assert raw in text
     (tmp_path / "x.json").write_text(text)
-    r = subprocess.run([sys.executable, "-m", "autotune", "import", str(tmp_path / "x.json"), "--cache",
-                        str(tmp_path / "other.db")], env=ENV, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "autotune", "import", str(tmp_path / "x.json"), "--cache", str(tmp_path / "other.db")],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert f"holds an integer with {len(raw)} digits" in r.stderr and "Nothing was imported" in r.stderr, r.stderr
     assert not (tmp_path / "other.db").exists()
@@ -124,16 +136,20 @@ def test_a_huge_number_in_an_import_is_one_clear_line(tmp_path, raw):
 
 def test_deeply_nested_json_is_one_clear_error(tmp_path):
     path = tmp_path / "deep.json"
-    path.write_text('{"format": "jax-autotune-cache", "schema_version": 2, "entries": ' + "[" * 200_000
-                    + "]" * 200_000 + "}")
+    path.write_text(
+        '{"format": "jax-autotune-cache", "schema_version": 2, "entries": ' + "[" * 200_000 + "]" * 200_000 + "}"
+    )
     with pytest.raises(CacheImportError, match="cannot be read: it is nested too deeply"):
         Cache(tmp_path / "t.db").import_json(path)
 
 
 def test_an_export_of_schema_version_1_still_imports(tmp_path):
     e = make_entry()
-    doc = {"format": "jax-autotune-cache", "schema_version": 1, "entries": [e.to_dict() | {
-        k: None for k in ("default_config", "complete_range", "retune")}]}
+    doc = {
+        "format": "jax-autotune-cache",
+        "schema_version": 1,
+        "entries": [e.to_dict() | {k: None for k in ("default_config", "complete_range", "retune")}],
+    }
     for k in ("default_config", "complete_range", "retune"):
         del doc["entries"][0][k]  # as the previous release wrote them
     (tmp_path / "v1.json").write_text(json.dumps(doc))
@@ -158,8 +174,11 @@ def test_an_export_is_private_and_atomic(tmp_path):
 
 def test_export_then_import_gives_identical_lookups(tmp_path):
     source = Cache(tmp_path / "a.db")
-    entries = [make_entry(), make_entry(device=GPU, pareto=PARETO, config=FOR),
-               make_entry("other:g", study_name=None, default_cost=None, signature="")]
+    entries = [
+        make_entry(),
+        make_entry(device=GPU, pareto=PARETO, config=FOR),
+        make_entry("other:g", study_name=None, default_cost=None, signature=""),
+    ]
     for e in entries:
         source.put(e)
     assert source.export_json(tmp_path / "export.json") == 3
@@ -188,6 +207,7 @@ def _export_with(tmp_path: Path, mutate) -> Path:
 def _set(field, value):
     def mutate(doc, bad):
         bad[field] = value
+
     return mutate
 
 
@@ -202,24 +222,33 @@ BAD_ENTRIES = {
     "device type": (_set("device", ["cpu"]), "'device' must be a JSON object"),
     "unknown site": (_set_config({"ghost": {"repr": "scan", "unroll": 1}}), "'config.ghost' names a site"),
     # Config.from_dict refuses "while" (before while sites exist) or the entry refuses it for a scan site:
-    "bad repr": (_set_config({"outer": {"repr": "while", "unroll": 1}}),
-                 r"repr='while'|'config.outer.repr' \"while\" does not fit a site of kind \"scan\""),
+    "bad repr": (
+        _set_config({"outer": {"repr": "while", "unroll": 1}}),
+        r"repr='while'|'config.outer.repr' \"while\" does not fit a site of kind \"scan\"",
+    ),
     "unknown repr": (_set_config({"outer": {"repr": "unrolled", "unroll": 1}}), "repr='unrolled'"),
     "unroll 0": (_set_config({"outer": {"repr": "scan", "unroll": 0}}), "unroll must be >= 1"),
-    "unroll too big": (_set_config({"inner": {"repr": "fori", "unroll": 9}}),
-                       "'config.inner.unroll' is 9, more than the site's length 8"),
+    "unroll too big": (
+        _set_config({"inner": {"repr": "fori", "unroll": 9}}),
+        "'config.inner.unroll' is 9, more than the site's length 8",
+    ),
     "fori with ys": (_set_config({"outer": {"repr": "fori", "unroll": 2}}), "'config.outer.repr' \"fori\""),
-    "pareto config": (_set("pareto", [{"config": {"ghost": {}}, "compile_s": 1.0, "run_s": 1.0}]),
-                      r"'pareto\[0\].config.ghost'"),
+    "pareto config": (
+        _set("pareto", [{"config": {"ghost": {}}, "compile_s": 1.0, "run_s": 1.0}]),
+        r"'pareto\[0\].config.ghost'",
+    ),
     "long key": (_set("function_key", "k" * 4097), "4097 characters long; the limit is 4096"),
     "control char": (_set("signature", "(f32[8],)\n"), "'signature' contains the control character"),
-    "control site id": (lambda doc, bad: bad["sites"].update({"x\x00": {"kind": "scan", "length": 2,
-                                                                        "has_ys": False}}),
-                        "control character"),
+    "control site id": (
+        lambda doc, bad: bad["sites"].update({"x\x00": {"kind": "scan", "length": 2, "has_ys": False}}),
+        "control character",
+    ),
     "long study": (_set("study_name", "s" * 5000), "'study_name' is 5000 characters long"),
     "nan cost": (_set("cost", float("nan")), "'cost' must be a finite number"),
-    "inf measurement": (lambda doc, bad: bad["measurements"].update(run_s=float("inf")),
-                        "'measurements.run_s' must be a finite number"),
+    "inf measurement": (
+        lambda doc, bad: bad["measurements"].update(run_s=float("inf")),
+        "'measurements.run_s' must be a finite number",
+    ),
     "bad created_at": (_set("created_at", "yesterday"), "'created_at' must be ISO-8601"),
 }
 
@@ -243,14 +272,19 @@ def test_import_rejects_a_bad_entry_and_changes_nothing(tmp_path, case):
 BAD_FILES = {
     "malformed json": (lambda p: p.write_text('{"format": "jax-autotune-cache", '), "is not valid JSON"),
     "missing file": (lambda p: None, "does not exist"),
-    "wrong format": (lambda p: p.write_text(json.dumps({"format": "other", "entries": []})),
-                     "is not a jax-autotune cache export"),
+    "wrong format": (
+        lambda p: p.write_text(json.dumps({"format": "other", "entries": []})),
+        "is not a jax-autotune cache export",
+    ),
     "top level list": (lambda p: p.write_text("[]"), "is not a jax-autotune cache export"),
-    "wrong schema": (lambda p: p.write_text(json.dumps({"format": "jax-autotune-cache", "schema_version": 99,
-                                                        "entries": []})), "schema_version 99"),
-    "entries not a list": (lambda p: p.write_text(json.dumps({"format": "jax-autotune-cache",
-                                                              "schema_version": 1, "entries": {}})),
-                           'no "entries" list'),
+    "wrong schema": (
+        lambda p: p.write_text(json.dumps({"format": "jax-autotune-cache", "schema_version": 99, "entries": []})),
+        "schema_version 99",
+    ),
+    "entries not a list": (
+        lambda p: p.write_text(json.dumps({"format": "jax-autotune-cache", "schema_version": 1, "entries": {}})),
+        'no "entries" list',
+    ),
 }
 
 

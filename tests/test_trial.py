@@ -15,20 +15,19 @@ import time
 import jax.numpy as jnp
 import optuna
 import pytest
+from _procs import gone
 
 import autotune as at
 from autotune._errors import StudyError
 from autotune.worker import TrialFailed, WorkerRunner
 from autotune.worker._channel import diagnose
 
-from _procs import gone
-
 FAST = {"target_s": 0.02, "min_reps": 3, "warmup": 1}
 FOR = {"l": {"repr": "for"}}
 
 # One study file serves the isolation tests: `explode` fully unrolled ("for") compiles for
 # seconds; a file named "fault" beside it makes the next trace segfault / abort.
-STUDY = textwrap.dedent('''
+STUDY = textwrap.dedent("""
     import ctypes, os
     import jax.numpy as jnp
     import autotune as at
@@ -59,7 +58,7 @@ STUDY = textwrap.dedent('''
 
     def examples():
         return [(explode, (jnp.linspace(0.0, 1.0, 64),))]
-''')
+""")
 
 
 def explode_body(c, _):
@@ -163,9 +162,19 @@ def test_tune_records_pruned_and_timed_out_trials(tmp_path):
     def run(name, **options):
         study = optuna.create_study(study_name=name, storage=storage, direction="minimize")
         study.enqueue_trial({"l.repr": "scan", "l.unroll": 1})  # the default first, then the full unroll;
-        study.enqueue_trial({"l.repr": "for"})                  # the third trial is the sampler's
-        r = at.tune(explode, x, n_trials=3, sampler="random", storage=storage, study_name=name, timing=FAST,
-                    confirm_rounds=1, confirm_top=1, **options)
+        study.enqueue_trial({"l.repr": "for"})  # the third trial is the sampler's
+        r = at.tune(
+            explode,
+            x,
+            n_trials=3,
+            sampler="random",
+            storage=storage,
+            study_name=name,
+            timing=FAST,
+            confirm_rounds=1,
+            confirm_top=1,
+            **options,
+        )
         assert [t.config for t in r.trials[:2]] == [default, unrolled]
         return r, [t.state.name for t in optuna.load_study(study_name=name, storage=storage).trials]
 

@@ -53,8 +53,15 @@ def last_only(xs):
 
 
 def test_compile_only_objective_never_picks_full_unroll(tmp_path):
-    r = at.tune(heavy, jnp.ones(16), expected_calls=0, storage=str(tmp_path / "s.db"), sampler="grid",
-                timing=FAST, confirm_rounds=2)
+    r = at.tune(
+        heavy,
+        jnp.ones(16),
+        expected_calls=0,
+        storage=str(tmp_path / "s.db"),
+        sampler="grid",
+        timing=FAST,
+        confirm_rounds=2,
+    )
     assert r.sampler == "grid" and len(r.trials) == r.space_size
     assert r.best_config["heavy"].repr != "for", r.best_config
     for_trials = [t for t in r.trials if t.config["heavy"].repr == "for"]
@@ -64,8 +71,15 @@ def test_compile_only_objective_never_picks_full_unroll(tmp_path):
 
 def test_finds_the_clear_winner(tmp_path):
     xs = jnp.ones((32, 48, 48)) * 0.01
-    r = at.tune(last_only, xs, expected_calls=1000, storage=str(tmp_path / "s.db"), sampler="grid",
-                timing=FAST, confirm_rounds=2)
+    r = at.tune(
+        last_only,
+        xs,
+        expected_calls=1000,
+        storage=str(tmp_path / "s.db"),
+        sampler="grid",
+        timing=FAST,
+        confirm_rounds=2,
+    )
     assert r.best_config == at.Config({"last": {"repr": "for"}})
     assert r.default_cost > 2 * r.best_cost
 
@@ -87,7 +101,7 @@ def test_resume_continues_the_same_study(tmp_path):
     r2 = at.tune(tiny, jnp.ones(()), n_trials=5, sampler="tpe", storage=storage, timing=FAST, confirm_rounds=1)
     assert r1.study_name == r2.study_name
     assert len(measured(r1.trials)) == 3 and len(measured(r2.trials)) == 5
-    assert [t.config for t in r2.trials[:len(r1.trials)]] == [t.config for t in r1.trials]
+    assert [t.config for t in r2.trials[: len(r1.trials)]] == [t.config for t in r1.trials]
 
 
 def test_grid_resume_measures_nothing_twice(tmp_path):
@@ -130,8 +144,16 @@ def two_loops(x):
 
 def test_every_trial_is_a_new_measurement_and_the_default_is_measured_three_times(tmp_path):
     storage = str(tmp_path / "s.db")
-    r = at.tune(two_loops, jnp.ones(4), n_trials=30, sampler="tpe", storage=storage, timing=FAST,
-                confirm_rounds=1, isolate=False)
+    r = at.tune(
+        two_loops,
+        jnp.ones(4),
+        n_trials=30,
+        sampler="tpe",
+        storage=storage,
+        timing=FAST,
+        confirm_rounds=1,
+        isolate=False,
+    )
     assert r.space_size >= 60
     configs = [t.config for t in r.trials]
     duplicates = sum(1 for t in r.trials if t.state == "duplicate")
@@ -150,10 +172,26 @@ def test_every_trial_is_a_new_measurement_and_the_default_is_measured_three_time
 
 def test_random_and_grid_never_repeat_and_resume_without_repeating(tmp_path):
     storage = str(tmp_path / "s.db")
-    r1 = at.tune(two_loops, jnp.ones(4), n_trials=8, sampler="random", storage=storage, timing=FAST,
-                 confirm_rounds=1, isolate=False)
-    r2 = at.tune(two_loops, jnp.ones(4), n_trials=14, sampler="random", storage=storage, timing=FAST,
-                 confirm_rounds=1, isolate=False)
+    r1 = at.tune(
+        two_loops,
+        jnp.ones(4),
+        n_trials=8,
+        sampler="random",
+        storage=storage,
+        timing=FAST,
+        confirm_rounds=1,
+        isolate=False,
+    )
+    r2 = at.tune(
+        two_loops,
+        jnp.ones(4),
+        n_trials=14,
+        sampler="random",
+        storage=storage,
+        timing=FAST,
+        confirm_rounds=1,
+        isolate=False,
+    )
     assert len(measured(r1.trials)) == 8 and len(measured(r2.trials)) == 14
     assert len({t.config.to_json() for t in r2.trials}) == len(r2.trials)
 
@@ -161,8 +199,15 @@ def test_random_and_grid_never_repeat_and_resume_without_repeating(tmp_path):
 def test_the_winner_cost_and_the_stored_winner_come_from_the_one_rule(tmp_path):
     from autotune import _select
 
-    r = at.tune(heavy, jnp.ones(16), storage=str(tmp_path / "s.db"), sampler="grid", timing=FAST,
-                confirm_rounds=3, isolate=False)
+    r = at.tune(
+        heavy,
+        jnp.ones(16),
+        storage=str(tmp_path / "s.db"),
+        sampler="grid",
+        timing=FAST,
+        confirm_rounds=3,
+        isolate=False,
+    )
     choice = _select.choose(r.confirmed, r.objective, default=r.default_config.to_dict())
     assert r.best_config == at.Config.from_dict(choice.config) and r.best_cost == choice.cost
     assert r.rescore(r.objective) == (r.best_config, r.best_cost)
@@ -174,8 +219,8 @@ def test_the_winner_cost_and_the_stored_winner_come_from_the_one_rule(tmp_path):
 
 
 def test_a_config_predicted_far_over_the_budget_is_skipped_not_compiled(tmp_path):
-    from autotune.study._predict import CompilePredictor
     from autotune._space import Space
+    from autotune.study._predict import CompilePredictor
 
     space = Space(at.sites(heavy, jnp.ones(16)))
     predictor = CompilePredictor(space)
@@ -227,13 +272,15 @@ def test_pareto_search_with_nsga2(tmp_path):
     r2 = at.tune(smooth, jnp.zeros(16), objective="pareto", n_trials=7, storage=storage, expected_calls=1, **fast)
     assert r2.study_name == r.study_name and len(r2.trials) == 7
     # A cost search of the same function is a different study.
-    assert at.tune(smooth, jnp.zeros(16), n_trials=2, storage=storage, sampler="random", confirm_top=1,
-                   **fast).study_name != r.study_name
+    assert (
+        at.tune(smooth, jnp.zeros(16), n_trials=2, storage=storage, sampler="random", confirm_top=1, **fast).study_name
+        != r.study_name
+    )
     with pytest.raises(at.StudyError, match="objective"):
         at.tune(smooth, jnp.zeros(16), objective="fastest", storage=storage)
 
 
-STUDY_FILE = '''
+STUDY_FILE = """
 import jax.numpy as jnp
 import autotune as at
 
@@ -243,7 +290,7 @@ def smooth(x):
 
 def examples():
     return [(smooth, (jnp.zeros(8),))]
-'''
+"""
 
 
 def test_cli_tune_objective_pareto_stores_a_pareto_entry(tmp_path, capsys):
@@ -286,8 +333,17 @@ def test_a_finished_study_measures_nothing_until_its_budget_grows(tmp_path):
 
     def run(n, **kw):
         runner = CountingRunner(tiny, x)
-        return at.tune(tiny, x, runner=runner, n_trials=n, sampler="random", storage=storage, confirm_rounds=2,
-                       progress=False, **kw), runner
+        return at.tune(
+            tiny,
+            x,
+            runner=runner,
+            n_trials=n,
+            sampler="random",
+            storage=storage,
+            confirm_rounds=2,
+            progress=False,
+            **kw,
+        ), runner
 
     (first, r1), (again, r2) = run(2), run(2)
     assert not first.finished and first.new_trials == 2 and r1.calls > 0
@@ -311,8 +367,9 @@ def _entry_row(cache: str):
 def test_fn_tune_again_keeps_the_entry_byte_for_byte_and_reconfirm_changes_it_only_on_a_win(tmp_path):
     cache = str(tmp_path / "cache.db")
     fn = at.autotuned(tiny, cache=cache, key="test:finished")
-    tune = lambda **kw: fn.tune(jnp.ones(()), n_trials=3, timing=FAST, confirm_rounds=2, isolate=False,
-                                progress=False, **kw)
+    tune = lambda **kw: fn.tune(
+        jnp.ones(()), n_trials=3, timing=FAST, confirm_rounds=2, isolate=False, progress=False, **kw
+    )
     first = tune()
     row = _entry_row(cache)
     assert first.stored == "written" and len(row) == 1
@@ -326,16 +383,19 @@ def test_fn_tune_again_keeps_the_entry_byte_for_byte_and_reconfirm_changes_it_on
     assert (_entry_row(cache) == row) == (retimed.stored == "kept")
     # A fresh cache for the same finished study gets the entry, from the stored confirmation.
     other = fn.autotune.with_options(cache=str(tmp_path / "other.db"))
-    restored = other.tune(jnp.ones(()), n_trials=3, storage=str(tmp_path / "studies.db"), isolate=False,
-                          progress=False)
+    restored = other.tune(jnp.ones(()), n_trials=3, storage=str(tmp_path / "studies.db"), isolate=False, progress=False)
     assert restored.finished and restored.stored == "written"
     assert restored.best_config == retimed.best_config
 
 
 def _pt(name, rounds):
     cfg = {"s": {"repr": "scan", "unroll": name}}
-    return {"config": cfg, "compile_s": sorted(c for c, _ in rounds)[1], "run_s": sorted(r for _, r in rounds)[1],
-            "rounds": [list(r) for r in rounds]}
+    return {
+        "config": cfg,
+        "compile_s": sorted(c for c, _ in rounds)[1],
+        "run_s": sorted(r for _, r in rounds)[1],
+        "rounds": [list(r) for r in rounds],
+    }
 
 
 def test_a_new_pick_replaces_the_studys_winner_only_by_beating_it_in_the_paired_rounds():
@@ -363,8 +423,17 @@ def test_a_finished_pareto_study_re_picks_for_another_call_count_without_measuri
 
     def run(calls):
         runner = CountingRunner(smooth, x)
-        return at.tune(smooth, x, runner=runner, objective="pareto", n_trials=3, storage=storage,
-                       expected_calls=calls, confirm_rounds=1, progress=False), runner
+        return at.tune(
+            smooth,
+            x,
+            runner=runner,
+            objective="pareto",
+            n_trials=3,
+            storage=storage,
+            expected_calls=calls,
+            confirm_rounds=1,
+            progress=False,
+        ), runner
 
     (first, _), (other, counted) = run(1000), run(1)
     assert other.finished and counted.calls == 0 and other.confirmed == first.confirmed

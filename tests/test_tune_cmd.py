@@ -69,8 +69,9 @@ def test_best_at_the_tuned_call_count_and_next_to_it(tuned):
     entry = best_json(tuned)
     n = entry["objective"]["expected_calls"]
     assert best_json(tuned, "--expected-calls", f"{n:g}")["config"] == entry["config"]
-    crossovers = [{**it, "to_calls": float("inf") if it["to_calls"] is None else it["to_calls"]}
-                  for it in entry["crossovers"]]
+    crossovers = [
+        {**it, "to_calls": float("inf") if it["to_calls"] is None else it["to_calls"]} for it in entry["crossovers"]
+    ]
     for m in (n - 1, n + 1):
         picked = best_json(tuned, "--expected-calls", f"{m:g}")["config"]
         assert picked == _select.best_at(crossovers, m)  # the re-pick follows the intervals exactly
@@ -84,9 +85,15 @@ def test_every_command_fits_80_columns_at_a_terminal(tuned, tmp_path):
     env = cli_env(tmp_path)
     top = best_json(tuned)["complete_range"]["to_calls"]  # None: complete for every call count
     far = 1e9 if top is None else 10 * top
-    for args in (("tune", "tiny_study.py", *FAST), ("sites", "tiny_study.py"), ("best",),
-                 ("best", "--expected-calls", f"{far:g}"), ("list",), ("report", "tiny_study.py", "--out", "rep"),
-                 ("pending",)):
+    for args in (
+        ("tune", "tiny_study.py", *FAST),
+        ("sites", "tiny_study.py"),
+        ("best",),
+        ("best", "--expected-calls", f"{far:g}"),
+        ("list",),
+        ("report", "tiny_study.py", "--out", "rep"),
+        ("pending",),
+    ):
         status, out = run_in_pty(*args, cwd=tmp_path, env=env, columns=80)
         assert status in (0, 2), out[-3000:]  # 2: `pending` before record-and-replay lands
         assert too_long(out) == [], (args, too_long(out))
@@ -111,8 +118,9 @@ def test_json_is_alone_on_stdout_though_the_function_prints(tmp_path):
     assert r.returncode == 0, r.stderr
     (res,) = json.loads(r.stdout)
     assert "study file imported" in r.stderr and "tracing smooth" in r.stderr
-    assert res["function"] == "tiny_study:smooth" and res["trials"][0]["config"] == {"smooth": {"repr": "scan",
-                                                                                                "unroll": 1}}
+    assert res["function"] == "tiny_study:smooth" and res["trials"][0]["config"] == {
+        "smooth": {"repr": "scan", "unroll": 1}
+    }
     rng = res["complete_range"]  # one trial of a space of 5: only the tuned call count is decided
     assert res["in_range"] is True and rng["from_calls"] == rng["to_calls"] == 100 and "never measured" in rng["why"]
     assert res["storage"] == f"sqlite:///{tmp_path / 'studies.db'}"
@@ -159,15 +167,22 @@ def test_the_summary_says_when_a_close_lead_was_re_timed_in_a_second_worker(tmp_
     from rich.console import Console
 
     import autotune as at
-    from autotune.cli._tune import show_result
-
     from autotune._space import Space
+    from autotune.cli._tune import show_result
 
     x = jnp.ones(4)
     default = Space(at.sites(test_confirm.loop8, x)).default()  # the study's default, spelled out
     runner = test_confirm.TwoProcessRunner([{default: 1e-3, "others": 0.95e-3}, {default: 1e-3, "others": 0.96e-3}])
-    r = at.tune(test_confirm.loop8, x, runner=runner, n_trials=3, sampler="grid", expected_calls=1e6,
-                storage=str(tmp_path / "s.db"), progress=False)
+    r = at.tune(
+        test_confirm.loop8,
+        x,
+        runner=runner,
+        n_trials=3,
+        sampler="grid",
+        expected_calls=1e6,
+        storage=str(tmp_path / "s.db"),
+        progress=False,
+    )
     assert r.default_config == default and runner.renewed == 1 and r.best_config != default
     assert any(p.get("processes") == 2 for p in r.confirmed)
     out = Console(record=True, width=100)

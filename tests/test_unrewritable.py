@@ -74,8 +74,11 @@ def test_proposers_hold_a_pinned_site_at_its_default(tmp_path):
     default = kernel_site.default
     study = _optuna.Study("pin", f"sqlite:///{tmp_path / 's.db'}", 1)
     try:
-        proposers = [GridProposer(space), RandomProposer(space, 0),
-                     SamplerProposer("tpe", study, space, _optuna.make_sampler("tpe", 0, 8), 0)]
+        proposers = [
+            GridProposer(space),
+            RandomProposer(space, 0),
+            SamplerProposer("tpe", study, space, _optuna.make_sampler("tpe", 0, 8), 0),
+        ]
         for proposer in proposers:
             proposer.pin([kernel_site.id])
             taken: set[str] = set()
@@ -92,8 +95,17 @@ def test_proposers_hold_a_pinned_site_at_its_default(tmp_path):
 @pytest.mark.parametrize("sampler", ["grid", "random", "tpe"])
 def test_a_study_spends_at_most_one_error_trial_on_it(tmp_path, sampler):
     _, kernel_site, scan_site = the_sites()
-    r = at.tune(program, X, n_trials=6, sampler=sampler, storage=str(tmp_path / "s.db"), timing=FAST,
-                confirm_rounds=1, isolate=False, compile_weight=0.0)
+    r = at.tune(
+        program,
+        X,
+        n_trials=6,
+        sampler=sampler,
+        storage=str(tmp_path / "s.db"),
+        timing=FAST,
+        confirm_rounds=1,
+        isolate=False,
+        compile_weight=0.0,
+    )
     errors = [t for t in r.trials if t.state == "error"]
     assert len(errors) == 1 if sampler == "grid" else len(errors) <= 1, [(t.config, t.reason) for t in errors]
     if errors:  # it was tried once: its trial says why, and that the site stays at its default
@@ -151,14 +163,35 @@ def test_autotune_tune_says_so_once_and_json_carries_it(tmp_path):
     from _cli import cli_env, run
 
     (tmp_path / "pallas_study.py").write_text(STUDY)
-    r = run("tune", "pallas_study.py", "--trials", "6", "--sampler", "grid", "--run-seconds", "0.02",
-            cwd=tmp_path, env=cli_env(tmp_path))
+    r = run(
+        "tune",
+        "pallas_study.py",
+        "--trials",
+        "6",
+        "--sampler",
+        "grid",
+        "--run-seconds",
+        "0.02",
+        cwd=tmp_path,
+        env=cli_env(tmp_path),
+    )
     assert r.returncode == 0, r.stderr
     text = " ".join(r.stdout.split())  # rich wraps long lines
     assert text.count("cannot be rewritten (ValueError") == 1, r.stdout
     assert "): it stays at its default" in text, r.stdout
-    r = run("tune", "pallas_study.py", "--json", "--trials", "6", "--sampler", "grid",
-            "--run-seconds", "0.02", cwd=tmp_path, env=cli_env(tmp_path))
+    r = run(
+        "tune",
+        "pallas_study.py",
+        "--json",
+        "--trials",
+        "6",
+        "--sampler",
+        "grid",
+        "--run-seconds",
+        "0.02",
+        cwd=tmp_path,
+        env=cli_env(tmp_path),
+    )
     assert r.returncode == 0, r.stderr
     [result] = json.loads(r.stdout)
     assert list(result["unrewritable"]) == ["fori@pallas_study.py:11"]

@@ -14,7 +14,6 @@ from sqlalchemy.engine import make_url
 from test_faults import ENV, call_and_count, make, put_entry
 
 import autotune as at
-
 from autotune._errors import CacheError
 from autotune.cache import Cache, redact
 from autotune.cache._url import redact_text, resolve_url, sqlite_file, url_hash
@@ -23,17 +22,23 @@ SECRET = "s3cret-Pw"
 PG = f"postgresql+psycopg://me:{SECRET}@127.0.0.1:1/autotune"  # port 1: refused at once
 
 
-@pytest.mark.parametrize("url,shown", [
-    ("postgresql://me:pw@db.example/autotune", "postgresql://me:***@db.example/autotune"),
-    ("postgresql+psycopg://u:p%40ss@h:5432/db?sslmode=require", "postgresql+psycopg://u:***@h:5432/db?sslmode=require"),
-    ("postgresql://u@h/db?password=hunter22", "postgresql://u@h/db?password=***"),
-    ("mysql+pymysql://root:@localhost/x", "mysql+pymysql://root:***@localhost/x"),
-    ("postgresql://u@h/db", "postgresql://u@h/db"),
-    ("sqlite:////tmp/a b/c.db", "sqlite:////tmp/a b/c.db"),
-    ("/tmp/plain/path.db", "/tmp/plain/path.db"),
-    # not parseable by SQLAlchemy (a bad port): redacted by pattern
-    ("postgresql://me:pw@host:notaport/db", "postgresql://me:***@host:notaport/db"),
-])
+@pytest.mark.parametrize(
+    "url,shown",
+    [
+        ("postgresql://me:pw@db.example/autotune", "postgresql://me:***@db.example/autotune"),
+        (
+            "postgresql+psycopg://u:p%40ss@h:5432/db?sslmode=require",
+            "postgresql+psycopg://u:***@h:5432/db?sslmode=require",
+        ),
+        ("postgresql://u@h/db?password=hunter22", "postgresql://u@h/db?password=***"),
+        ("mysql+pymysql://root:@localhost/x", "mysql+pymysql://root:***@localhost/x"),
+        ("postgresql://u@h/db", "postgresql://u@h/db"),
+        ("sqlite:////tmp/a b/c.db", "sqlite:////tmp/a b/c.db"),
+        ("/tmp/plain/path.db", "/tmp/plain/path.db"),
+        # not parseable by SQLAlchemy (a bad port): redacted by pattern
+        ("postgresql://me:pw@host:notaport/db", "postgresql://me:***@host:notaport/db"),
+    ],
+)
 def test_redact_hides_passwords_and_keeps_the_rest(url, shown):
     assert redact(url) == shown
     if "://" in url and "notaport" not in url:
@@ -102,14 +107,20 @@ def test_values_dir_beside_a_file_or_in_the_user_cache_dir(tmp_path, monkeypatch
 
 # ------------------------------------------- passwords through the decorator and the CLI
 
+
 def test_a_password_in_the_cache_url_is_never_shown(tmp_path):
     url = f"postgresql+psycopg://me:{SECRET}@127.0.0.1:1/autotune"  # nothing listens on port 1
     source, ours = call_and_count(make(url))
     assert source == "default (cache error)" and len(ours) == 1
     assert SECRET not in str(ours[0].message) and "me:***@127.0.0.1:1" in str(ours[0].message), str(ours[0].message)
-    for args in (["best", "--cache", url], ["list", "--cache", url], ["export", str(tmp_path / "x.json"), "--cache", url]):
-        r = subprocess.run([sys.executable, "-m", "autotune", *args], env=ENV, capture_output=True, text=True,
-                           timeout=120)
+    for args in (
+        ["best", "--cache", url],
+        ["list", "--cache", url],
+        ["export", str(tmp_path / "x.json"), "--cache", url],
+    ):
+        r = subprocess.run(
+            [sys.executable, "-m", "autotune", *args], env=ENV, capture_output=True, text=True, timeout=120
+        )
         assert r.returncode == 2 and SECRET not in r.stdout + r.stderr and "me:***@" in r.stderr, r.stderr
 
 
@@ -118,11 +129,21 @@ def test_import_and_export_messages_redact_a_real_servers_password(tmp_path, pg_
     assert url != pg_url
     put_entry(tmp_path / "c.db", make(tmp_path / "c.db"), jnp.zeros(3))
     at.Cache(tmp_path / "c.db").export_json(tmp_path / "x.json")
-    r = subprocess.run([sys.executable, "-m", "autotune", "import", str(tmp_path / "x.json"), "--cache", url],
-                       env=ENV, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "autotune", "import", str(tmp_path / "x.json"), "--cache", url],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and "imported 1 entries and 0 pending records into postgresql://postgres:***@" in r.stdout
     assert SECRET not in r.stdout + r.stderr
-    r = subprocess.run([sys.executable, "-m", "autotune", "export", str(tmp_path / "y.json"), "--cache", url],
-                       env=ENV, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "autotune", "export", str(tmp_path / "y.json"), "--cache", url],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and "postgresql://postgres:***@" in r.stdout and SECRET not in r.stdout + r.stderr
     assert SECRET not in repr(at.Cache(url)) and at.Cache(url).url == url

@@ -5,7 +5,6 @@ A while site has kind "while" and no static length. Its config
 times per iteration, each extra application guarded by the loop's predicate.
 """
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -40,6 +39,7 @@ def configured(fn, site, k, guard):
 
 def babylonian_sqrt(a, tol=1e-6):
     """Newton's iteration for sqrt(a) until the step is below tol (or 100 steps)."""
+
     def cond(state):
         x, dx, n = state
         return (jnp.abs(dx) > tol * jnp.abs(x)) & (n < 100)
@@ -56,6 +56,7 @@ def babylonian_sqrt(a, tol=1e-6):
 def adaptive_heun(y0, t_end, tol=1e-4):
     """y' = -2y + sin(3t) with an embedded Heun/Euler pair: accept or reject each step
     by its error estimate and adapt the step size, until t reaches t_end."""
+
     def f(t, y):
         return -2.0 * y + jnp.sin(3.0 * t)
 
@@ -72,8 +73,13 @@ def adaptive_heun(y0, t_end, tol=1e-4):
         err = jnp.max(jnp.abs(heun - euler)) + 1e-12
         ok = err <= tol
         scale = jnp.clip(0.9 * jnp.sqrt(tol / err), 0.2, 5.0)
-        return (jnp.where(ok, t + h, t), jnp.where(ok, heun, y), h * scale,
-                accepted + ok.astype(jnp.int32), rejected + (~ok).astype(jnp.int32))
+        return (
+            jnp.where(ok, t + h, t),
+            jnp.where(ok, heun, y),
+            h * scale,
+            accepted + ok.astype(jnp.int32),
+            rejected + (~ok).astype(jnp.int32),
+        )
 
     state = (jnp.float32(0.0), y0, jnp.float32(0.5), jnp.int32(0), jnp.int32(0))
     return lax.while_loop(cond, body, state)
@@ -122,8 +128,10 @@ def test_vmap_with_batched_predicates(k, guard):
     y0s = jnp.stack([Y0, -Y0, 2 * Y0])
     site = only_while(adaptive_heun, Y0, T_END)
     h = configured(adaptive_heun, site, k, guard)
-    leaves_equal(jax.jit(jax.vmap(h, in_axes=(0, None)))(y0s, T_END),
-                 jax.jit(jax.vmap(adaptive_heun, in_axes=(0, None)))(y0s, T_END))
+    leaves_equal(
+        jax.jit(jax.vmap(h, in_axes=(0, None)))(y0s, T_END),
+        jax.jit(jax.vmap(adaptive_heun, in_axes=(0, None)))(y0s, T_END),
+    )
 
 
 @pytest.mark.parametrize("guard", GUARDS)
@@ -135,8 +143,10 @@ def test_forward_mode_derivatives(k, guard):
     def root(fn):
         return lambda a: fn(a)[0]
 
-    leaves_equal(jax.jit(lambda a: jax.jvp(root(g), (a,), (jnp.float32(1.0),)))(A),
-                 jax.jit(lambda a: jax.jvp(root(babylonian_sqrt), (a,), (jnp.float32(1.0),)))(A))
+    leaves_equal(
+        jax.jit(lambda a: jax.jvp(root(g), (a,), (jnp.float32(1.0),)))(A),
+        jax.jit(lambda a: jax.jvp(root(babylonian_sqrt), (a,), (jnp.float32(1.0),)))(A),
+    )
     got = jax.jit(jax.jacfwd(lambda v: jax.vmap(root(g))(v)))(AS)
     want = jax.jit(jax.jacfwd(lambda v: jax.vmap(root(babylonian_sqrt))(v)))(AS)
     leaves_equal(got, want)
@@ -150,8 +160,10 @@ def test_forward_mode_derivatives(k, guard):
     got = jax.jit(jax.jacfwd(lambda y: h(y, T_END)[1]))(Y0)
     want = jax.jit(jax.jacfwd(lambda y: adaptive_heun(y, T_END)[1]))(Y0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    leaves_equal(jax.jit(lambda y: jax.jvp(lambda v: h(v, T_END), (y,), (jnp.ones_like(y),))[0])(Y0),
-                 jax.jit(adaptive_heun)(Y0, T_END))
+    leaves_equal(
+        jax.jit(lambda y: jax.jvp(lambda v: h(v, T_END), (y,), (jnp.ones_like(y),))[0])(Y0),
+        jax.jit(adaptive_heun)(Y0, T_END),
+    )
 
 
 def test_reverse_mode_is_an_error_in_jax_itself():
@@ -252,6 +264,7 @@ def test_nested_sites_take_every_combination(name):
 def test_while_inside_a_vmapped_function_inside_the_program():
     """vmap inside the program gives a while equation with a batched predicate: JAX runs
     it while any lane goes on and keeps finished lanes unchanged; so does the rewrite."""
+
     def fn(xs, y0s):
         return jax.vmap(babylonian_sqrt)(xs), jax.vmap(adaptive_heun, in_axes=(0, None))(y0s, T_END)
 
@@ -263,8 +276,10 @@ def test_while_inside_a_vmapped_function_inside_the_program():
         for guard in GUARDS:
             cfg = {s.id: {"repr": "while", "unroll": k, "guard": guard} for s in sites}
             leaves_equal(jax.jit(at.with_config(fn, cfg))(AS, y0s), want)
-            leaves_equal(jax.jit(jax.vmap(at.with_config(fn, cfg)))(AS[None], y0s[None]),
-                         jax.jit(jax.vmap(fn))(AS[None], y0s[None]))
+            leaves_equal(
+                jax.jit(jax.vmap(at.with_config(fn, cfg)))(AS[None], y0s[None]),
+                jax.jit(jax.vmap(fn))(AS[None], y0s[None]),
+            )
 
 
 # --- validation, side effects, the space ---------------------------------------------------------
@@ -304,7 +319,12 @@ def test_side_effects_allow_only_the_cond_guard_and_run_as_often_as_before():
     calls = []
     fn = counting_loop(calls)
     site = only_while(fn, X)
-    assert [str(c) for c in Space([site]).entries[0].choices] == ["while×1", "while×2/cond", "while×4/cond", "while×8/cond"]
+    assert [str(c) for c in Space([site]).entries[0].choices] == [
+        "while×1",
+        "while×2/cond",
+        "while×4/cond",
+        "while×8/cond",
+    ]
     with pytest.raises(at.ConfigError, match="side effects"):
         configured(fn, site, 4, "select")(X)
     want = jax.jit(fn)(X)

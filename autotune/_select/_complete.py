@@ -8,7 +8,7 @@ from fractions import Fraction
 from typing import Any
 
 from ._range import format_calls
-from ._rule import _Line, _breakpoints, _find_default, _lines, _objective, _weight, _winner
+from ._rule import _breakpoints, _find_default, _Line, _lines, _objective, _weight, _winner
 
 
 def _chosen_cost_crosses(lines: list[_Line], dflt: _Line | None, breaks: list[Fraction], bound: Fraction) -> Fraction:
@@ -25,8 +25,14 @@ def _chosen_cost_crosses(lines: list[_Line], dflt: _Line | None, breaks: list[Fr
     return Fraction(-1)  # never crosses
 
 
-def complete_range(points: Sequence[Mapping[str, Any]], objective: Any, *, default: Any = None,
-                   stopped: Iterable[tuple[Any, float]] = (), unmeasured: int = 0) -> dict[str, Any]:
+def complete_range(
+    points: Sequence[Mapping[str, Any]],
+    objective: Any,
+    *,
+    default: Any = None,
+    stopped: Iterable[tuple[Any, float]] = (),
+    unmeasured: int = 0,
+) -> dict[str, Any]:
     """The call counts over which the measured points are the whole story.
 
     A study leaves configs open in two ways: *stopped* ones (pruned by the compile
@@ -49,9 +55,12 @@ def complete_range(points: Sequence[Mapping[str, Any]], objective: Any, *, defau
     n0, cw, rw = _objective(objective)
     stopped = list(stopped)
     if unmeasured > 0:
-        return {"from_calls": n0, "to_calls": n0,
-                "why": f"{unmeasured} config(s) of the space were never measured (a sampled search), so the "
-                       f"measurements decide only the tuned call count {format_calls(n0)}"}
+        return {
+            "from_calls": n0,
+            "to_calls": n0,
+            "why": f"{unmeasured} config(s) of the space were never measured (a sampled search), so the "
+            f"measurements decide only the tuned call count {format_calls(n0)}",
+        }
     if not stopped or not points:
         return {"from_calls": 0.0, "to_calls": math.inf, "why": "every config of the space was measured"}
     lines = _lines(points, cw, rw)
@@ -66,6 +75,8 @@ def complete_range(points: Sequence[Mapping[str, Any]], objective: Any, *, defau
     if limiting is None:
         why = f"{len(stopped)} stopped config(s) compile too slowly to win at any call count measured"
     else:
-        why = (f"{len(stopped)} config(s) were stopped before their run time was known (pruned or timed out); "
-               f"above {format_calls(hi)} calls one of them could be cheaper")
+        why = (
+            f"{len(stopped)} config(s) were stopped before their run time was known (pruned or timed out); "
+            f"above {format_calls(hi)} calls one of them could be cheaper"
+        )
     return {"from_calls": 0.0, "to_calls": hi, "why": why}

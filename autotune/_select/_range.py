@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+
 def in_range(complete: Mapping[str, Any] | None, calls: float) -> bool:
     """Whether ``calls`` lies in a range from :func:`complete_range` (None: unknown, taken as covered)."""
     if not complete:

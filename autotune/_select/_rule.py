@@ -1,6 +1,5 @@
 """The winner rule, the re-pick for another call count and the crossover intervals (see the package docstring)."""
 
-
 from __future__ import annotations
 
 import functools
@@ -18,7 +17,7 @@ SIGN_TEST_LEVEL = Fraction(1, 8)
 rounds it needs (a one-sided sign test): see :func:`wins_needed`."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def wins_needed(n: int) -> int:
     """How many of ``n`` paired rounds a challenger must win to replace the default: the fewest
     that a coin (a challenger exactly as good) reaches with probability at most
@@ -34,7 +33,7 @@ def wins_needed(n: int) -> int:
     tail = 0
     for w in range(n, 0, -1):
         tail += math.comb(n, w)
-        if Fraction(tail, 2 ** n) > SIGN_TEST_LEVEL:
+        if Fraction(tail, 2**n) > SIGN_TEST_LEVEL:
             return min(n, w + 1)
     return n
 
@@ -56,8 +55,9 @@ def _seconds(point: Mapping[str, Any], name: str, index: int) -> float:
     try:
         value = float(point[name])
     except KeyError:
-        raise ValueError(f"point {index} has no {name!r}; each point needs 'config', 'compile_s' and "
-                         "'run_s'.") from None
+        raise ValueError(
+            f"point {index} has no {name!r}; each point needs 'config', 'compile_s' and 'run_s'."
+        ) from None
     except (TypeError, ValueError):
         raise ValueError(f"point {index}: {name}={point[name]!r} is not a number.") from None
     if not math.isfinite(value) or value < 0:
@@ -140,7 +140,7 @@ def _winner(lines: list[_Line], dflt: _Line | None, n: Fraction) -> _Line:
 def _calls(calls: Any) -> Fraction:
     if isinstance(calls, bool) or not isinstance(calls, (int, float)) or math.isnan(calls) or calls < 0:
         raise ValueError(f"expected_calls={calls!r} must be a number >= 0.")
-    return Fraction(calls) if math.isfinite(calls) else Fraction(10 ** 30)
+    return Fraction(calls) if math.isfinite(calls) else Fraction(10**30)
 
 
 def cost(point: Mapping[str, Any], objective: Any) -> float:
@@ -196,8 +196,13 @@ class Choice:
     in_range: bool = True
 
 
-def choose(points: Sequence[Mapping[str, Any]], objective: Any, *, default: Any = None,
-           complete: Mapping[str, Any] | None = None) -> Choice | None:
+def choose(
+    points: Sequence[Mapping[str, Any]],
+    objective: Any,
+    *,
+    default: Any = None,
+    complete: Mapping[str, Any] | None = None,
+) -> Choice | None:
     """The winner for ``objective`` with its cost and whether the call count is covered.
 
     ``complete`` is a range as :func:`complete_range` returns it (None: unknown, taken as covered).
@@ -206,8 +211,14 @@ def choose(points: Sequence[Mapping[str, Any]], objective: Any, *, default: Any 
     if best is None:
         return None
     n = _objective(objective)[0]
-    return Choice(config=dict(best["config"]), cost=cost(best, objective), compile_s=float(best["compile_s"]),
-                  run_s=float(best["run_s"]), expected_calls=float(n), in_range=_in_range(complete, n))
+    return Choice(
+        config=dict(best["config"]),
+        cost=cost(best, objective),
+        compile_s=float(best["compile_s"]),
+        run_s=float(best["run_s"]),
+        expected_calls=float(n),
+        in_range=_in_range(complete, n),
+    )
 
 
 def pareto_front(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -247,11 +258,11 @@ def _breakpoints(lines: list[_Line]) -> list[Fraction]:
         all_lines.update(ln.lines)
         if len(ln.lines) % 2 == 0:  # an even count's median follows the mean of two lines
             ls = ln.lines
-            all_lines.update(((a + c) / 2, (b + d) / 2) for i, (a, b) in enumerate(ls) for (c, d) in ls[i + 1:])
+            all_lines.update(((a + c) / 2, (b + d) / 2) for i, (a, b) in enumerate(ls) for (c, d) in ls[i + 1 :])
     ordered = sorted(all_lines)
     xs = {Fraction(0)}
     for i, (a, b) in enumerate(ordered):
-        for c, d in ordered[i + 1:]:
+        for c, d in ordered[i + 1 :]:
             if b != d:
                 x = (c - a) / (b - d)
                 if x > 0:
@@ -259,8 +270,13 @@ def _breakpoints(lines: list[_Line]) -> list[Fraction]:
     return sorted(xs)
 
 
-def crossover_intervals(points: Sequence[Mapping[str, Any]], compile_weight: float = 1.0,
-                        runtime_weight: float = 1.0, *, default: Any = None) -> list[dict[str, Any]]:
+def crossover_intervals(
+    points: Sequence[Mapping[str, Any]],
+    compile_weight: float = 1.0,
+    runtime_weight: float = 1.0,
+    *,
+    default: Any = None,
+) -> list[dict[str, Any]]:
     """The call counts for which each config is the winner: ``[from_calls, to_calls)``.
 
     Without ``default`` (or without rounds) this is the lower envelope of the lines
@@ -283,9 +299,11 @@ def crossover_intervals(points: Sequence[Mapping[str, Any]], compile_weight: flo
     Example (compile 10 s / run 1 ms vs compile 1 s / run 10 ms: they cost the same
     at 1000 calls)::
 
-        >>> crossover_intervals([{"config": "for", "compile_s": 10.0, "run_s": 1e-3},
-        ...                      {"config": "scan", "compile_s": 1.0, "run_s": 1e-2}])
-        [{'config': 'scan', 'from_calls': 0.0, 'to_calls': 1000.0}, {'config': 'for', 'from_calls': 1000.0, 'to_calls': inf}]
+        >>> for interval in crossover_intervals([{"config": "for", "compile_s": 10.0, "run_s": 1e-3},
+        ...                                      {"config": "scan", "compile_s": 1.0, "run_s": 1e-2}]):
+        ...     print(interval)
+        {'config': 'scan', 'from_calls': 0.0, 'to_calls': 1000.0}
+        {'config': 'for', 'from_calls': 1000.0, 'to_calls': inf}
     """
     if not points:
         return []
@@ -304,8 +322,15 @@ def crossover_intervals(points: Sequence[Mapping[str, Any]], compile_weight: flo
             if current is None or w is not current:
                 if out:
                     out[-1]["to_calls"] = _float_up(x)
-                out.append({"config": w.point["config"], "from_calls": _float_up(x), "to_calls": math.inf,
-                            "_line": w, "_from": x})
+                out.append(
+                    {
+                        "config": w.point["config"],
+                        "from_calls": _float_up(x),
+                        "to_calls": math.inf,
+                        "_line": w,
+                        "_from": x,
+                    }
+                )
                 current = w
         if exact or all(_winner(lines, dflt, _probe_of(it, out)) is it["_line"] for it in out):
             break
@@ -366,9 +391,8 @@ def _objective(objective: Any) -> tuple[float, float, float]:
     if isinstance(objective, Mapping):
         get = objective.get
     else:
+
         def get(name, default=None):
             return getattr(objective, name, default)
-    return (float(get("expected_calls", 1000)), float(get("compile_weight", 1.0)),
-            float(get("runtime_weight", 1.0)))
 
-
+    return (float(get("expected_calls", 1000)), float(get("compile_weight", 1.0)), float(get("runtime_weight", 1.0)))

@@ -12,20 +12,30 @@ through `_fastread` with the standard library alone. Modules: `_url` (locations,
 """
 
 from .._keys import device_key as device_key
+from .._lazy import lazy_attributes
 from .._paths import default_cache_location as default_cache_location
 from .._paths import redact as redact
 from ._entry import CacheEntry as CacheEntry
 from ._entry import best_for as best_for
 from ._layout import SCHEMA_VERSION as SCHEMA_VERSION
-from .._lazy import lazy_attributes
 from ._pending import PendingRecord as PendingRecord
 
 # name -> the module that defines it; these import SQLAlchemy, so they load on first use.
-_LAZY = {"Cache": "_cache", "TransferCount": "_cache", "LOCK_WAIT_BUDGET_S": "_sqlite",
-         "MAX_IMPORT_BYTES": "_transfer"}
+_LAZY = {"Cache": "_cache", "TransferCount": "_cache", "LOCK_WAIT_BUDGET_S": "_sqlite", "MAX_IMPORT_BYTES": "_transfer"}
 
-__all__ = ["LOCK_WAIT_BUDGET_S", "MAX_IMPORT_BYTES", "SCHEMA_VERSION", "Cache", "CacheEntry", "PendingRecord",
-           "TransferCount", "best_for", "default_cache_location", "device_key", "redact"]
+__all__ = [
+    "LOCK_WAIT_BUDGET_S",
+    "MAX_IMPORT_BYTES",
+    "SCHEMA_VERSION",
+    "Cache",
+    "CacheEntry",
+    "PendingRecord",
+    "TransferCount",
+    "best_for",
+    "default_cache_location",
+    "device_key",
+    "redact",
+]
 
 
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY)

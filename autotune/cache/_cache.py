@@ -113,9 +113,17 @@ class Cache:
 
     # ------------------------------------------------------------------ entries
 
-    def lookup(self, function_key: str, fingerprint: str, signature: str, device_key: str, *,
-               expected_calls: float | None = None, compile_weight: float | None = None,
-               runtime_weight: float | None = None) -> CacheEntry | None:
+    def lookup(
+        self,
+        function_key: str,
+        fingerprint: str,
+        signature: str,
+        device_key: str,
+        *,
+        expected_calls: float | None = None,
+        compile_weight: float | None = None,
+        runtime_weight: float | None = None,
+    ) -> CacheEntry | None:
         """Find the entry for an exact key.
 
         Arguments:
@@ -136,8 +144,9 @@ class Cache:
         key = (function_key, fingerprint, signature, device_key)
 
         def body(conn: Connection, version: int) -> CacheEntry | None:
-            row = conn.execute(self._entry_query(version).where(
-                *[_rows.ENTRIES.c[c] == k for c, k in zip(_rows.KEY_COLUMNS, key)])).first()
+            row = conn.execute(
+                self._entry_query(version).where(*[_rows.ENTRIES.c[c] == k for c, k in zip(_rows.KEY_COLUMNS, key)])
+            ).first()
             return None if row is None else _rows.entry_from_row(row._mapping, self._db.describe(True))
 
         entry = self._read(body, None)
@@ -151,6 +160,7 @@ class Cache:
         Raises:
             CacheError: as `lookup`, for the first unreadable or inconsistent row.
         """
+
         def body(conn: Connection, version: int) -> list[CacheEntry]:
             t = _rows.ENTRIES
             query = self._entry_query(version).order_by(t.c.function_key, t.c.created_at, t.c.id)
@@ -195,11 +205,13 @@ class Cache:
         Raises:
             CacheError: the record is invalid, or the cache cannot be written (not a lock).
         """
-        row = self._valid_row("record", rec, PendingRecord, parse_pending, _rows.pending_row,
-                              "record a pending call of")
+        row = self._valid_row(
+            "record", rec, PendingRecord, parse_pending, _rows.pending_row, "record a pending call of"
+        )
         try:
-            return bool(self._write("record a pending call in", lambda conn: _rows.insert_pending(conn, [row]),
-                                    hot=True))
+            return bool(
+                self._write("record a pending call in", lambda conn: _rows.insert_pending(conn, [row]), hot=True)
+            )
         except CacheError as e:
             if _sqlite.is_busy(e.__cause__):
                 return False
@@ -207,6 +219,7 @@ class Cache:
 
     def pending(self, function_key: str | None = None) -> list[PendingRecord]:
         """The pending records (of `function_key` when given), by function key then creation time."""
+
         def body(conn: Connection, version: int) -> list[PendingRecord]:
             if not _schema.has_pending(version):
                 return []
@@ -219,20 +232,31 @@ class Cache:
 
         return self._read(body, [])
 
-    def delete_pending(self, function_key: str | None = None, fingerprint: str | None = None,
-                       signature: str | None = None, device_key: str | None = None) -> int:
+    def delete_pending(
+        self,
+        function_key: str | None = None,
+        fingerprint: str | None = None,
+        signature: str | None = None,
+        device_key: str | None = None,
+    ) -> int:
         """Delete the pending records matching every given key part (all when none is given),
         and the value files no remaining record names; return how many records were deleted."""
         if not self._db.exists():
             return 0
         t = _rows.PENDING
-        conditions = [t.c[c] == k for c, k in zip(_rows.KEY_COLUMNS, (function_key, fingerprint, signature,
-                                                                      device_key)) if k is not None]
+        conditions = [
+            t.c[c] == k
+            for c, k in zip(_rows.KEY_COLUMNS, (function_key, fingerprint, signature, device_key))
+            if k is not None
+        ]
         orphans: list[str] = []
 
         def body(conn: Connection) -> int:
-            doomed = {f for (text,) in conn.execute(select(t.c["values"]).where(*conditions))
-                      for f in _rows.value_files_of(text)}
+            doomed = {
+                f
+                for (text,) in conn.execute(select(t.c["values"]).where(*conditions))
+                for f in _rows.value_files_of(text)
+            }
             n = conn.execute(delete(t).where(*conditions)).rowcount
             kept = {f for (text,) in conn.execute(select(t.c["values"])) for f in _rows.value_files_of(text)}
             orphans[:] = sorted(doomed - kept)
@@ -245,8 +269,10 @@ class Cache:
             except FileNotFoundError:
                 pass
             except OSError as e:
-                raise CacheError(f"Deleted {n} pending record(s) from {self._db.describe()}, but could not "
-                                 f"delete their value file {name}: {e}. Delete it by hand.") from None
+                raise CacheError(
+                    f"Deleted {n} pending record(s) from {self._db.describe()}, but could not "
+                    f"delete their value file {name}: {e}. Delete it by hand."
+                ) from None
         return n
 
     # ------------------------------------------------------------ export/import
@@ -331,8 +357,10 @@ class Cache:
             return to_row(parse(dataclasses.asdict(obj)))
         except FieldError as e:
             noun = "entry" if cls is CacheEntry else "record"
-            raise CacheError(f"Cannot {what} function {obj.function_key!r} in {self._db.describe()}: {e}. "
-                             f"Fix the {noun}; nothing was written.") from None
+            raise CacheError(
+                f"Cannot {what} function {obj.function_key!r} in {self._db.describe()}: {e}. "
+                f"Fix the {noun}; nothing was written."
+            ) from None
 
     def _entry_query(self, version: int):
         return select(*[_rows.ENTRIES.c[c] for c in _schema.entry_columns(version)])
@@ -355,6 +383,7 @@ class Cache:
 
     def _write(self, what: str, body: Callable[[Connection], _T], *, hot: bool = False) -> _T:
         """Run ``body`` in a write transaction after creating or upgrading the tables."""
+
         def run(conn: Connection) -> _T:
             _schema.ensure_current(conn, self._db.describe(True))
             return body(conn)

@@ -28,11 +28,22 @@ MAX_POINTS = 10_000
 """Most points accepted in an entry's ``pareto`` list."""
 MAX_ROUNDS = 1_000
 """Most per-round samples accepted on one point."""
-UNRANGED_WHY = ("the entry records no complete range (it was tuned before ranges were recorded), so its "
-                "measurements decide only the call count it was tuned for")
+UNRANGED_WHY = (
+    "the entry records no complete range (it was tuned before ranges were recorded), so its "
+    "measurements decide only the call count it was tuned for"
+)
 
-_REQUIRED = ("function_key", "fingerprint", "signature", "device", "config", "sites",
-             "measurements", "objective", "cost")
+_REQUIRED = (
+    "function_key",
+    "fingerprint",
+    "signature",
+    "device",
+    "config",
+    "sites",
+    "measurements",
+    "objective",
+    "cost",
+)
 _OPTIONAL = ("default_cost", "pareto", "study_name", "created_at", "default_config", "complete_range", "retune")
 _POINT_KEYS = ("config", "compile_s", "run_s", "rounds", "confirmed", "equivalent")
 _RANGE_KEYS = ("from_calls", "to_calls", "why")
@@ -137,8 +148,9 @@ class CacheEntry:
         want = _select.config_text(self.default_config)
         return next((p for p in self.pareto if _select.config_text(p["config"]) == want), None)
 
-    def with_choice(self, config: Mapping[str, Any], cost: float,
-                    objective: Mapping[str, Any] | None = None) -> CacheEntry:
+    def with_choice(
+        self, config: Mapping[str, Any], cost: float, objective: Mapping[str, Any] | None = None
+    ) -> CacheEntry:
         """Return a copy choosing `config` at `cost` (under `objective`, if given).
 
         When the objective changes, `default_cost` is re-computed from the default's point
@@ -148,12 +160,19 @@ class CacheEntry:
         changes: dict[str, Any] = {"config": dict(config), "cost": float(cost)}
         if objective is not None and dict(objective) != self.objective:
             point = self.default_point
-            changes.update(objective=dict(objective), complete_range=self.covered_range,
-                           default_cost=None if point is None else _select.cost(point, objective))
+            changes.update(
+                objective=dict(objective),
+                complete_range=self.covered_range,
+                default_cost=None if point is None else _select.cost(point, objective),
+            )
         return dataclasses.replace(self, **changes)
 
-    def for_objective(self, expected_calls: float | None = None, compile_weight: float | None = None,
-                      runtime_weight: float | None = None) -> CacheEntry:
+    def for_objective(
+        self,
+        expected_calls: float | None = None,
+        compile_weight: float | None = None,
+        runtime_weight: float | None = None,
+    ) -> CacheEntry:
         """Re-pick the config for another objective, without measuring, by `_select.choose`.
 
         Arguments:
@@ -166,31 +185,34 @@ class CacheEntry:
             Whether the new call count is covered: ``copy.covers(expected_calls)``.
         """
         objective = dict(self.objective)
-        for name, value in (("expected_calls", expected_calls), ("compile_weight", compile_weight),
-                            ("runtime_weight", runtime_weight)):
+        for name, value in (
+            ("expected_calls", expected_calls),
+            ("compile_weight", compile_weight),
+            ("runtime_weight", runtime_weight),
+        ):
             if value is not None:
                 objective[name] = value
         if objective == self.objective or not self.pareto:
             return self
-        choice = _select.choose(self.pareto, objective, default=self.default_config,
-                                complete=self.covered_range)
+        choice = _select.choose(self.pareto, objective, default=self.default_config, complete=self.covered_range)
         return self.with_choice(choice.config, choice.cost, objective)
 
 
-def best_for(pareto: list[Mapping[str, Any]], expected_calls: float,
-             compile_weight: float = 1.0, runtime_weight: float = 1.0) -> dict | None:
+def best_for(
+    pareto: list[Mapping[str, Any]], expected_calls: float, compile_weight: float = 1.0, runtime_weight: float = 1.0
+) -> dict | None:
     """The cheapest point for a call count, with no default to beat (the lower envelope).
 
     A thin wrapper over `autotune._select.winner` without a default: ties go to the
     config that is cheaper just above ``expected_calls``, then to the smaller canonical
     config JSON. Returns None for an empty list.
     """
-    objective = {"expected_calls": expected_calls, "compile_weight": compile_weight,
-                 "runtime_weight": runtime_weight}
+    objective = {"expected_calls": expected_calls, "compile_weight": compile_weight, "runtime_weight": runtime_weight}
     return _select.winner(list(pareto), objective)
 
 
 # ---------------------------------------------------------------- validation
+
 
 def parse_entry(d: Any) -> CacheEntry:
     """Validate a dict and build the `CacheEntry`; raise `FieldError` on the first bad field."""
@@ -198,8 +220,9 @@ def parse_entry(d: Any) -> CacheEntry:
         raise FieldError("<entry>", f"must be a JSON object, got {type(d).__name__}")
     unknown = sorted((k for k in d if k not in _REQUIRED + _OPTIONAL), key=str)
     if unknown:
-        raise FieldError(str(unknown[0])[:100], f"is not a cache entry field; valid fields are "
-                         f"{list(_REQUIRED + _OPTIONAL)}")
+        raise FieldError(
+            str(unknown[0])[:100], f"is not a cache entry field; valid fields are {list(_REQUIRED + _OPTIONAL)}"
+        )
     for name in _REQUIRED:
         if name not in d:
             raise FieldError(name, "is missing")
@@ -213,10 +236,15 @@ def parse_entry(d: Any) -> CacheEntry:
     study_name, default_cost = d.get("study_name"), d.get("default_cost")
     default = d.get("default_config")
     default = None if default is None else _config("default_config", default, sites)
-    if default is not None and points and not any(
-            _select.config_text(p["config"]) == _select.config_text(default) for p in points):
-        raise FieldError("default_config", "is not the config of any point in 'pareto'; the default's "
-                         "measured point must be among them")
+    if (
+        default is not None
+        and points
+        and not any(_select.config_text(p["config"]) == _select.config_text(default) for p in points)
+    ):
+        raise FieldError(
+            "default_config",
+            "is not the config of any point in 'pareto'; the default's measured point must be among them",
+        )
     retune = d.get("retune")
     if retune is not None and "{calls}" not in v.text("retune", retune):
         raise FieldError("retune", "must contain the placeholder {calls} where the call count goes")
@@ -256,7 +284,8 @@ def _sites(value: Any) -> dict[str, dict[str, Any]]:
             raise FieldError(f"{where}.kind", f"must be one of {list(SITE_KINDS)}, got {kind!r}")
         length = site["length"]
         if not (length is None and kind == "while") and (
-                isinstance(length, bool) or not isinstance(length, int) or length < 0):
+            isinstance(length, bool) or not isinstance(length, int) or length < 0
+        ):
             what = "a non-negative integer (or null for a while site)" if kind == "while" else "a non-negative integer"
             raise FieldError(f"{where}.length", f"must be {what}, got {v.short(length)}")
         v.flag(f"{where}.has_ys", site["has_ys"])
@@ -275,13 +304,20 @@ def _config(name: str, value: Any, sites: Mapping[str, Mapping[str, Any]]) -> di
         if site is None:
             raise FieldError(f"{name}.{sid}", f"names a site that is not in the entry's sites {sorted(sites)[:20]}")
         if (choice.repr == "while") != (site["kind"] == "while"):
-            raise FieldError(f"{name}.{sid}.repr", f'"{choice.repr}" does not fit a site of kind '
-                             f'"{site["kind"]}"; a while site takes "while", other sites "scan", "for" or "fori"')
+            raise FieldError(
+                f"{name}.{sid}.repr",
+                f'"{choice.repr}" does not fit a site of kind '
+                f'"{site["kind"]}"; a while site takes "while", other sites "scan", "for" or "fori"',
+            )
         if site["length"] is not None and choice.unroll > max(site["length"], 1):
-            raise FieldError(f"{name}.{sid}.unroll", f"is {choice.unroll}, more than the site's length {site['length']}")
+            raise FieldError(
+                f"{name}.{sid}.unroll", f"is {choice.unroll}, more than the site's length {site['length']}"
+            )
         if choice.repr == "fori" and site["has_ys"]:
-            raise FieldError(f"{name}.{sid}.repr", '"fori" is not valid for a site with stacked '
-                             'outputs (has_ys); use "scan" or "for"')
+            raise FieldError(
+                f"{name}.{sid}.repr",
+                '"fori" is not valid for a site with stacked outputs (has_ys); use "scan" or "for"',
+            )
     return config.to_dict()
 
 
@@ -325,7 +361,9 @@ def _range(value: Any) -> dict[str, Any] | None:
     r = v.obj("complete_range", value)
     unknown = [k for k in r if k not in _RANGE_KEYS]
     if unknown:
-        raise FieldError(f"complete_range.{unknown[0][:100]}", f"is not a range field; valid fields are {list(_RANGE_KEYS)}")
+        raise FieldError(
+            f"complete_range.{unknown[0][:100]}", f"is not a range field; valid fields are {list(_RANGE_KEYS)}"
+        )
     for k in _RANGE_KEYS:
         if k not in r:
             raise FieldError(f"complete_range.{k}", "is missing")
@@ -335,5 +373,8 @@ def _range(value: Any) -> dict[str, Any] | None:
         hi = None
     if hi is not None:
         hi = v.number("complete_range.to_calls", hi, minimum=lo)
-    return {"from_calls": float(lo), "to_calls": None if hi is None else float(hi),
-            "why": v.text("complete_range.why", r["why"], allow_empty=True)}
+    return {
+        "from_calls": float(lo),
+        "to_calls": None if hi is None else float(hi),
+        "why": v.text("complete_range.why", r["why"], allow_empty=True),
+    }

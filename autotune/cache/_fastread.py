@@ -35,8 +35,9 @@ def read_only_path(path: str) -> bool:
     """Whether reads of ``path`` need the immutable read-only connection: the directory is
     not writable and the ``-wal``/``-shm`` files are absent (SQLite cannot open a WAL
     database read-only without them)."""
-    return (not os.access(os.path.dirname(path), os.W_OK)
-            and not (os.path.exists(path + "-wal") and os.path.exists(path + "-shm")))
+    return not os.access(os.path.dirname(path), os.W_OK) and not (
+        os.path.exists(path + "-wal") and os.path.exists(path + "-shm")
+    )
 
 
 def sqlite_path(location: Any) -> str | None:
@@ -60,7 +61,7 @@ def sqlite_path(location: Any) -> str | None:
     if "://" not in text:
         return os.path.abspath(os.path.expanduser(text))
     prefix = "sqlite:///"
-    path = text[len(prefix):] if text.startswith(prefix) else ""
+    path = text[len(prefix) :] if text.startswith(prefix) else ""
     if not path or path == ":memory:" or path.startswith("file:") or any(c in path for c in "?%#"):
         return None
     return os.path.abspath(os.path.expanduser(path))
@@ -98,9 +99,17 @@ class Reader:
             self._cache = self._open(self.location)
         return self._cache
 
-    def lookup(self, function_key: str, fingerprint: str, signature: str, device_key: str, *,
-               expected_calls: float | None = None, compile_weight: float | None = None,
-               runtime_weight: float | None = None) -> CacheEntry | None:
+    def lookup(
+        self,
+        function_key: str,
+        fingerprint: str,
+        signature: str,
+        device_key: str,
+        *,
+        expected_calls: float | None = None,
+        compile_weight: float | None = None,
+        runtime_weight: float | None = None,
+    ) -> CacheEntry | None:
         """As `Cache.lookup`: the entry for an exact key, re-picked for the given objective.
 
         Raises:
@@ -109,8 +118,9 @@ class Reader:
         key = (function_key, fingerprint, signature, device_key)
         entry = _UNREAD if self.path is None else _read(self.path, key)
         if entry is _UNREAD:
-            return self.cache.lookup(*key, expected_calls=expected_calls, compile_weight=compile_weight,
-                                     runtime_weight=runtime_weight)
+            return self.cache.lookup(
+                *key, expected_calls=expected_calls, compile_weight=compile_weight, runtime_weight=runtime_weight
+            )
         if entry is None or (expected_calls, compile_weight, runtime_weight) == (None, None, None):
             return entry
         return entry.for_objective(expected_calls, compile_weight, runtime_weight)
@@ -130,8 +140,13 @@ def _read(path: str, key: tuple[str, str, str, str]) -> Any:
     mode = "mode=ro&immutable=1" if read_only_path(path) else "mode=rw"
     try:
         # busy timeout 0: a locked file goes to Cache, which waits within the process's lock budget.
-        con = sqlite3.connect(f"file:{urllib.parse.quote(path)}?{mode}", uri=True, timeout=0,
-                              isolation_level=None, check_same_thread=False)
+        con = sqlite3.connect(
+            f"file:{urllib.parse.quote(path)}?{mode}",
+            uri=True,
+            timeout=0,
+            isolation_level=None,
+            check_same_thread=False,
+        )
     except sqlite3.Error:
         return _UNREAD
     try:
@@ -145,8 +160,11 @@ def _read(path: str, key: tuple[str, str, str, str]) -> Any:
             return _UNREAD
         columns = entry_columns(found[0])
         names = ", ".join(f'"{c}"' for c in columns)
-        row = con.execute(f"SELECT {names} FROM {ENTRIES_TABLE} WHERE function_key = ? AND fingerprint = ? "
-                          "AND signature = ? AND device_key = ?", key).fetchone()
+        row = con.execute(
+            f"SELECT {names} FROM {ENTRIES_TABLE} WHERE function_key = ? AND fingerprint = ? "
+            "AND signature = ? AND device_key = ?",
+            key,
+        ).fetchone()
         con.execute("COMMIT")
     except sqlite3.Error:
         return _UNREAD

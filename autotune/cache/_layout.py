@@ -35,12 +35,26 @@ PENDING_TABLE = "autotune_pending"
 KEY_COLUMNS = ("function_key", "fingerprint", "signature", "device_key")
 """The columns that make an entry (and a pending record) unique."""
 
-V1_ENTRY_COLUMNS = ("id", "function_key", "fingerprint", "signature", "device_key", "device", "config", "sites",
-                    "measurements", "objective", "pareto", "cost", "default_cost", "study_name", "created_at")
+V1_ENTRY_COLUMNS = (
+    "id",
+    "function_key",
+    "fingerprint",
+    "signature",
+    "device_key",
+    "device",
+    "config",
+    "sites",
+    "measurements",
+    "objective",
+    "pareto",
+    "cost",
+    "default_cost",
+    "study_name",
+    "created_at",
+)
 V2_ENTRY_COLUMNS = V1_ENTRY_COLUMNS + ("default_config", "complete_range", "retune")
 
-ENTRY_PLAIN = ("function_key", "fingerprint", "signature", "cost", "default_cost", "study_name", "created_at",
-               "retune")
+ENTRY_PLAIN = ("function_key", "fingerprint", "signature", "cost", "default_cost", "study_name", "created_at", "retune")
 ENTRY_JSON = ("device", "config", "sites", "measurements", "objective", "pareto")
 ENTRY_NULLABLE_JSON = ("default_config", "complete_range")
 PENDING_PLAIN = ("function_key", "fingerprint", "signature", "replayable", "why_not", "created_at")
@@ -63,8 +77,9 @@ def readable(version: Any) -> bool:
     return isinstance(version, int) and OLDEST_READABLE <= version <= SCHEMA_VERSION
 
 
-def _decode(row: Mapping[str, Any], plain: Sequence[str], json_cols: Sequence[str],
-            nullable: Sequence[str]) -> dict[str, Any]:
+def _decode(
+    row: Mapping[str, Any], plain: Sequence[str], json_cols: Sequence[str], nullable: Sequence[str]
+) -> dict[str, Any]:
     d = {name: row[name] for name in plain if name in row}
     for name in json_cols:
         d[name] = v.loads(row[name])
@@ -89,9 +104,14 @@ def entry_from_row(row: Mapping[str, Any], where: str) -> CacheEntry:
     except (FieldError, ValueError, TypeError, OverflowError) as e:
         raise _bad_row(where, "entry", row, f"holds an unreadable entry: {e}") from None
     if entry.device_key != row["device_key"]:
-        raise _bad_row(where, "entry", row, f"is inconsistent: its device JSON gives the device key "
-                       f"{entry.device_key!r} but its device_key column says {row['device_key']!r} (edited by hand "
-                       "or damaged), so it is never applied")
+        raise _bad_row(
+            where,
+            "entry",
+            row,
+            f"is inconsistent: its device JSON gives the device key "
+            f"{entry.device_key!r} but its device_key column says {row['device_key']!r} (edited by hand "
+            "or damaged), so it is never applied",
+        )
     return entry
 
 
@@ -104,8 +124,13 @@ def pending_from_row(row: Mapping[str, Any], where: str) -> PendingRecord:
     except (FieldError, ValueError, TypeError, OverflowError) as e:
         raise _bad_row(where, "pending record", row, f"holds an unreadable record: {e}") from None
     if rec.device_key != row["device_key"]:
-        raise _bad_row(where, "pending record", row, f"is inconsistent: its device JSON gives the device key "
-                       f"{rec.device_key!r} but its device_key column says {row['device_key']!r}")
+        raise _bad_row(
+            where,
+            "pending record",
+            row,
+            f"is inconsistent: its device JSON gives the device key "
+            f"{rec.device_key!r} but its device_key column says {row['device_key']!r}",
+        )
     return rec
 
 
@@ -113,5 +138,7 @@ def _bad_row(where: str, kind: str, row: Mapping[str, Any], problem: str) -> Cac
     fk = str(row.get("function_key"))[:100]
     table = PENDING_TABLE if kind == "pending record" else ENTRIES_TABLE
     delete = "Cache.delete_pending" if kind == "pending record" else "Cache.delete"
-    return CacheError(f"{where}: the {kind} in row {row.get('id')} of {table} (function {fk!r}) {problem}. "
-                      f"Delete it ({delete}({fk!r}) deletes that function's rows) or use another cache.")
+    return CacheError(
+        f"{where}: the {kind} in row {row.get('id')} of {table} (function {fk!r}) {problem}. "
+        f"Delete it ({delete}({fk!r}) deletes that function's rows) or use another cache."
+    )

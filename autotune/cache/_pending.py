@@ -99,8 +99,9 @@ def parse_pending(d: Any) -> PendingRecord:
         raise FieldError("<record>", f"must be a JSON object, got {type(d).__name__}")
     unknown = sorted((k for k in d if k not in _REQUIRED + _OPTIONAL), key=str)
     if unknown:
-        raise FieldError(str(unknown[0])[:100], f"is not a pending record field; valid fields are "
-                         f"{list(_REQUIRED + _OPTIONAL)}")
+        raise FieldError(
+            str(unknown[0])[:100], f"is not a pending record field; valid fields are {list(_REQUIRED + _OPTIONAL)}"
+        )
     for name in _REQUIRED:
         if name not in d:
             raise FieldError(name, "is missing")
@@ -143,8 +144,11 @@ def _values(value: Any) -> dict[str, Any] | None:
         raise FieldError("values.files", f"must be a list of file names, got {type(files).__name__}")
     for i, name in enumerate(files):
         if name is not None and (not isinstance(name, str) or not VALUE_FILE_RE.fullmatch(name)):
-            raise FieldError(f"values.files[{i}]", f"must be a plain .npy file name (letters, digits, '.', '_', "
-                             f"'-'; no folders) or null, got {v.short(name)}")
+            raise FieldError(
+                f"values.files[{i}]",
+                f"must be a plain .npy file name (letters, digits, '.', '_', "
+                f"'-'; no folders) or null, got {v.short(name)}",
+            )
     present = [f for f in files if f is not None]
     if len(set(present)) != len(present):
         raise FieldError("values.files", "names one file twice")

@@ -16,9 +16,15 @@ from sqlalchemy.engine import Connection
 
 from . import _validate as v
 from ._entry import CacheEntry
+
 # Reading a row needs no SQLAlchemy: the decoding lives in _layout (the decorator's reader uses it too).
-from ._layout import (ENTRY_JSON, ENTRY_NULLABLE_JSON, ENTRY_PLAIN, PENDING_JSON,  # noqa: F401 (re-exported)
-                      PENDING_NULLABLE_JSON, PENDING_PLAIN, entry_from_row, pending_from_row)
+from ._layout import (
+    ENTRY_JSON,
+    ENTRY_NULLABLE_JSON,
+    ENTRY_PLAIN,
+    PENDING_JSON,  # noqa: F401 (re-exported)
+    PENDING_PLAIN,
+)
 from ._models import KEY_COLUMNS, EntryModel, PendingModel
 from ._pending import VALUE_FILE_RE, PendingRecord
 
@@ -32,8 +38,9 @@ def entry_row(entry: CacheEntry) -> dict[str, Any]:
     """The column values of a validated entry (schema version 2)."""
     row = {name: getattr(entry, name) for name in ENTRY_PLAIN}
     row.update({name: v.dumps(getattr(entry, name)) for name in ENTRY_JSON})
-    row.update({name: None if getattr(entry, name) is None else v.dumps(getattr(entry, name))
-                for name in ENTRY_NULLABLE_JSON})
+    row.update(
+        {name: None if getattr(entry, name) is None else v.dumps(getattr(entry, name)) for name in ENTRY_NULLABLE_JSON}
+    )
     row["device_key"] = entry.device_key
     return row
 
@@ -77,7 +84,9 @@ def upsert_entries(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
         if found is not None:
             existing[key_of(rows[0])] = found
     else:
-        existing = {tuple(r[1:]): r[0] for r in conn.execute(select(ENTRIES.c.id, *[ENTRIES.c[c] for c in KEY_COLUMNS]))}
+        existing = {
+            tuple(r[1:]): r[0] for r in conn.execute(select(ENTRIES.c.id, *[ENTRIES.c[c] for c in KEY_COLUMNS]))
+        }
     new, changed = [], []
     for row in rows:
         row_id = existing.get(key_of(row))

@@ -24,9 +24,12 @@ from sqlalchemy.engine import Connection
 
 from .._errors import CacheSchemaError
 from .._paths import ENV_CACHE
+
 # Versions and columns are plain data in _layout (read without SQLAlchemy by `_fastread`).
-from ._layout import (OLDEST_READABLE, V1_ENTRY_COLUMNS, V2_ENTRY_COLUMNS,  # noqa: F401 (re-exported)
-                      entry_columns, has_pending)
+from ._layout import (
+    OLDEST_READABLE,
+    V2_ENTRY_COLUMNS,  # noqa: F401 (re-exported)
+)
 from ._models import SCHEMA_VERSION, BaseModel, EntryModel, PendingModel, SchemaVersionModel
 
 
@@ -61,8 +64,10 @@ def read_version(conn: Connection, where: str, *, lock: bool = False) -> int | N
     inspector = inspect(conn)
     if not inspector.has_table(SchemaVersionModel.__tablename__):
         if inspector.has_table(EntryModel.__tablename__):
-            raise CacheSchemaError(f"{where} has an entries table but no schema version table, so it was not "
-                                   "written by jax-autotune; use another cache.")
+            raise CacheSchemaError(
+                f"{where} has an entries table but no schema version table, so it was not "
+                "written by jax-autotune; use another cache."
+            )
         return None
     query = select(SchemaVersionModel.version).where(SchemaVersionModel.id == 1)
     version = conn.execute(query.with_for_update() if lock else query).scalar()
@@ -71,11 +76,13 @@ def read_version(conn: Connection, where: str, *, lock: bool = False) -> int | N
     if version > SCHEMA_VERSION:
         raise CacheSchemaError(
             f"{where} uses schema version {version}, but this jax-autotune understands only schema version "
-            f"{SCHEMA_VERSION}. Upgrade jax-autotune, or use another cache (cache=... or ${ENV_CACHE}).")
+            f"{SCHEMA_VERSION}. Upgrade jax-autotune, or use another cache (cache=... or ${ENV_CACHE})."
+        )
     if version < OLDEST_READABLE:
         raise CacheSchemaError(
             f"{where} uses the old schema version {version}, and this jax-autotune (schema version "
-            f"{SCHEMA_VERSION}) cannot migrate it. Delete it, or use another cache (cache=... or ${ENV_CACHE}).")
+            f"{SCHEMA_VERSION}) cannot migrate it. Delete it, or use another cache (cache=... or ${ENV_CACHE})."
+        )
     return version
 
 
@@ -96,9 +103,12 @@ def ensure_current(conn: Connection, where: str) -> int:
             migrate(conn)
             version = end
     if version != SCHEMA_VERSION:  # a gap in MIGRATIONS: a bug, say so rather than write a half schema
-        raise CacheSchemaError(f"{where} uses schema version {before} and no migration leads from version "
-                               f"{version} to {SCHEMA_VERSION}; report this bug. Nothing was written.")
+        raise CacheSchemaError(
+            f"{where} uses schema version {before} and no migration leads from version "
+            f"{version} to {SCHEMA_VERSION}; report this bug. Nothing was written."
+        )
     if version != before:
-        conn.execute(update(SchemaVersionModel.__table__).where(SchemaVersionModel.id == 1)
-                     .values(version=SCHEMA_VERSION))
+        conn.execute(
+            update(SchemaVersionModel.__table__).where(SchemaVersionModel.id == 1).values(version=SCHEMA_VERSION)
+        )
     return before

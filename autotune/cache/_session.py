@@ -33,8 +33,10 @@ WRITE_RETRY_S = 10.0
 # queue as on SQLite (BEGIN IMMEDIATE), so table creation and upgrades cannot race. Queued
 # writers wait at most 30 s, like SQLite's; hot writes only try, and retry within the budget.
 _PG_LOCK_KEY = 7022344802737483365
-_PG_WRITE_LOCK = (f"SET LOCAL lock_timeout = '{_sqlite.WRITE_BUSY_TIMEOUT_MS}ms'",
-                  f"SELECT pg_advisory_xact_lock({_PG_LOCK_KEY})")
+_PG_WRITE_LOCK = (
+    f"SET LOCAL lock_timeout = '{_sqlite.WRITE_BUSY_TIMEOUT_MS}ms'",
+    f"SELECT pg_advisory_xact_lock({_PG_LOCK_KEY})",
+)
 _PG_TRY_LOCK = f"SELECT pg_try_advisory_xact_lock({_PG_LOCK_KEY})"
 
 
@@ -138,7 +140,7 @@ class Database:
                 # a queued writer already waited busy_timeout inside the attempt: a few more tries
                 if attempt >= WRITE_ATTEMPTS or time.monotonic() > give_up:
                     raise
-            time.sleep(0.05 * 2 ** attempt * (1 + random.random()))
+            time.sleep(0.05 * 2**attempt * (1 + random.random()))
 
     def error(self, what: str, exc: BaseException | None, *, budget_spent: bool = False) -> CacheError:
         """The `CacheError` for driver error ``exc`` while doing ``what``."""
@@ -146,21 +148,30 @@ class Database:
         low = text.lower()
         where = f"Could not {what} {self.describe()}: {text}."
         if "not a database" in low or "malformed" in low or "encrypted" in low:
-            fix = ("The file is not a SQLite database of autotune (corrupt, or another program's); "
-                   f"move or delete it, or use another cache (cache=... or ${ENV_CACHE}).")
+            fix = (
+                "The file is not a SQLite database of autotune (corrupt, or another program's); "
+                f"move or delete it, or use another cache (cache=... or ${ENV_CACHE})."
+            )
         elif "locked" in low or "busy" in low or "lock timeout" in low:
             fix = "Another process holds the cache locked; try again later, or use another cache."
             if budget_spent:
-                fix += (f" (This process has spent its {_sqlite.LOCK_WAIT_BUDGET_S:g} s budget of waiting on "
-                        "cache locks, so its lookups no longer wait.)")
+                fix += (
+                    f" (This process has spent its {_sqlite.LOCK_WAIT_BUDGET_S:g} s budget of waiting on "
+                    "cache locks, so its lookups no longer wait.)"
+                )
         elif isinstance(exc, ImportError):
-            fix = (f"Install the database driver the URL names (`{exc.name or 'the driver'}`; for PostgreSQL "
-                   "`pip install 'jax-autotune[postgres]'`), name an installed one in the URL "
-                   "(e.g. postgresql+psycopg2://...), or use another cache.")
+            fix = (
+                f"Install the database driver the URL names (`{exc.name or 'the driver'}`; for PostgreSQL "
+                "`pip install 'jax-autotune[postgres]'`), name an installed one in the URL "
+                "(e.g. postgresql+psycopg2://...), or use another cache."
+            )
         elif isinstance(exc, OSError) or any(
-                s in low for s in ("readonly", "read-only", "unable to open", "permission")):
-            fix = ("Make sure the file and its directory exist and are writable, or use another "
-                   f"cache (cache=... or ${ENV_CACHE}).")
+            s in low for s in ("readonly", "read-only", "unable to open", "permission")
+        ):
+            fix = (
+                "Make sure the file and its directory exist and are writable, or use another "
+                f"cache (cache=... or ${ENV_CACHE})."
+            )
         else:
             fix = f"Check that the URL is right and the database is reachable, or use another cache (${ENV_CACHE})."
         return CacheError(f"{where} {fix}")

@@ -106,8 +106,9 @@ def create_sqlite_engine(url: URL, path: str | None, *, write: bool) -> tuple[bo
     """
     read_only = not write and path is not None and read_only_path(path)
     if read_only:
-        url = URL.create("sqlite", database="file:" + urllib.parse.quote(path),
-                         query={"mode": "ro", "immutable": "1", "uri": "true"})
+        url = URL.create(
+            "sqlite", database="file:" + urllib.parse.quote(path), query={"mode": "ro", "immutable": "1", "uri": "true"}
+        )
     engine = create_engine(url, connect_args={"timeout": WRITE_BUSY_TIMEOUT_MS / 1000})
     event.listen(engine, "connect", _on_connect)
     event.listen(engine, "begin", _on_begin)

@@ -59,19 +59,26 @@ def write_export(path: str | os.PathLike, bundle: Bundle) -> None:
         CacheError: the file could not be written.
     """
     path = os.path.abspath(os.fspath(path))
-    doc = {"format": FORMAT, "schema_version": SCHEMA_VERSION,
-           "entries": [e.to_dict() for e in bundle.entries],
-           "pending": [r.to_dict() for r in bundle.pending],
-           "values": {name: base64.b64encode(data).decode("ascii") for name, data in sorted(bundle.values.items())}}
+    doc = {
+        "format": FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "entries": [e.to_dict() for e in bundle.entries],
+        "pending": [r.to_dict() for r in bundle.pending],
+        "values": {name: base64.b64encode(data).decode("ascii") for name, data in sorted(bundle.values.items())},
+    }
     text = json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n"
     if not os.path.isdir(os.path.dirname(path)):
-        raise CacheError(f"Could not write the cache export file {path}: its directory does not exist. "
-                         "Create it, or choose another path.")
+        raise CacheError(
+            f"Could not write the cache export file {path}: its directory does not exist. "
+            "Create it, or choose another path."
+        )
     try:
         write_private(path, text.encode("utf-8"))
     except OSError as e:
-        raise CacheError(f"Could not write the cache export file {path}: {e}. Make sure its "
-                         "directory exists and is writable, or choose another path.") from None
+        raise CacheError(
+            f"Could not write the cache export file {path}: {e}. Make sure its "
+            "directory exists and is writable, or choose another path."
+        ) from None
 
 
 def read_bounded(path: str | os.PathLike, max_bytes: int = MAX_IMPORT_BYTES) -> bytes:
@@ -87,8 +94,10 @@ def read_bounded(path: str | os.PathLike, max_bytes: int = MAX_IMPORT_BYTES) -> 
     path = os.fspath(path)
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
         raise CacheImportError(f"max_bytes={max_bytes!r} must be a positive whole number of bytes. {_NOTHING}")
-    cap = (f"the import limit of {max_bytes} bytes ({max_bytes / 2**20:g} MiB); pass max_bytes= "
-           "(CLI: --max-size MIB) to import a larger file")
+    cap = (
+        f"the import limit of {max_bytes} bytes ({max_bytes / 2**20:g} MiB); pass max_bytes= "
+        "(CLI: --max-size MIB) to import a larger file"
+    )
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -98,11 +107,21 @@ def read_bounded(path: str | os.PathLike, max_bytes: int = MAX_IMPORT_BYTES) -> 
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode)
-                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
-            raise CacheImportError(f"{path} is {kind}, not a regular file; import reads only regular files "
-                                   f"written by `autotune export`. {_NOTHING}")
+            kind = (
+                "a directory"
+                if stat.S_ISDIR(st.st_mode)
+                else "a FIFO (named pipe)"
+                if stat.S_ISFIFO(st.st_mode)
+                else "a device"
+                if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "a socket"
+                if stat.S_ISSOCK(st.st_mode)
+                else "not a regular file"
+            )
+            raise CacheImportError(
+                f"{path} is {kind}, not a regular file; import reads only regular files "
+                f"written by `autotune export`. {_NOTHING}"
+            )
         if st.st_size > max_bytes:
             raise CacheImportError(f"The cache export file {path} is {st.st_size} bytes, more than {cap}. {_NOTHING}")
         chunks, total = [], 0
@@ -140,22 +159,26 @@ def read_export(path: str | os.PathLike, max_bytes: int = MAX_IMPORT_BYTES) -> B
     try:
         doc = loads(raw)
     except json.JSONDecodeError as e:
-        raise CacheImportError(f"The cache export file {path} is not valid JSON ({e}); export it again "
-                               f"with `autotune export`. {_NOTHING}") from None
+        raise CacheImportError(
+            f"The cache export file {path} is not valid JSON ({e}); export it again with `autotune export`. {_NOTHING}"
+        ) from None
     except ValueError as e:  # a huge number, deep nesting, bad UTF-8
-        raise CacheImportError(f"The cache export file {path} cannot be read: {e}; export it again with "
-                               f"`autotune export`. {_NOTHING}") from None
+        raise CacheImportError(
+            f"The cache export file {path} cannot be read: {e}; export it again with `autotune export`. {_NOTHING}"
+        ) from None
     del raw
     if not isinstance(doc, Mapping) or doc.get("format") != FORMAT:
         raise CacheImportError(
             f"The file {path} is not a jax-autotune cache export: its top level must be an object with "
-            f'"format": "{FORMAT}". Export it with `autotune export` / Cache.export_json. {_NOTHING}')
+            f'"format": "{FORMAT}". Export it with `autotune export` / Cache.export_json. {_NOTHING}'
+        )
     version = doc.get("schema_version")
     if isinstance(version, bool) or version not in READABLE_VERSIONS:
         raise CacheImportError(
             f"The cache export file {path} has schema_version {str(version)[:40]}, but this jax-autotune reads "
             f"schema_version {' or '.join(map(str, READABLE_VERSIONS))}; export it again with a matching "
-            f"jax-autotune. {_NOTHING}")
+            f"jax-autotune. {_NOTHING}"
+        )
     items = doc.get("entries")
     if not isinstance(items, list):
         raise CacheImportError(f'The cache export file {path} has no "entries" list. {_NOTHING}')
@@ -177,7 +200,8 @@ def _parse_item(path: str, kind: str, index: int, item: Any, parse: Any) -> Any:
         who = f" (function_key {name!r})" if isinstance(name, str) else ""
         raise CacheImportError(
             f"{kind} {index}{who} of the cache export file {path} is invalid: {e}. Fix or remove "
-            f"that {kind.lower()} and import again. {_NOTHING}") from None
+            f"that {kind.lower()} and import again. {_NOTHING}"
+        ) from None
 
 
 def _values(path: str, blobs: Any, pending: Sequence[PendingRecord]) -> dict[str, bytes]:
@@ -201,6 +225,8 @@ def _values(path: str, blobs: Any, pending: Sequence[PendingRecord]) -> dict[str
         out[name] = data
     missing = sorted(wanted - set(out))
     if missing:
-        raise CacheImportError(f"The cache export file {path} lacks the value file {missing[0]!r} that a pending "
-                               f"record names; export it again. {_NOTHING}")
+        raise CacheImportError(
+            f"The cache export file {path} lacks the value file {missing[0]!r} that a pending "
+            f"record names; export it again. {_NOTHING}"
+        )
     return out

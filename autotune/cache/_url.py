@@ -37,8 +37,10 @@ def resolve_url(url: str | os.PathLike | None) -> URL:
     """
     text = default_cache_location() if url is None else url
     if not isinstance(text, (str, os.PathLike)):
-        raise CacheError(f"A cache must be a SQLAlchemy URL, a file path or None, got "
-                         f"{type(text).__name__} {redact(repr(text))}; {HINT}.")
+        raise CacheError(
+            f"A cache must be a SQLAlchemy URL, a file path or None, got "
+            f"{type(text).__name__} {redact(repr(text))}; {HINT}."
+        )
     text = os.fspath(text)
     if not isinstance(text, str) or not text.strip():
         raise CacheError(f"The cache location {text!r} is empty or not text; {HINT}.")
@@ -48,8 +50,10 @@ def resolve_url(url: str | os.PathLike | None) -> URL:
         parsed = make_url(text)
         parsed.get_dialect()
     except (ArgumentError, ValueError) as e:
-        raise CacheError(f"The cache location {redact(text)!r} is not a SQLAlchemy URL or a file path "
-                         f"({redact_text(str(e), text)}); {HINT}.") from None
+        raise CacheError(
+            f"The cache location {redact(text)!r} is not a SQLAlchemy URL or a file path "
+            f"({redact_text(str(e), text)}); {HINT}."
+        ) from None
     path = sqlite_file(parsed)
     return parsed if path is None else parsed.set(database=path)
 
@@ -57,5 +61,3 @@ def resolve_url(url: str | os.PathLike | None) -> URL:
 def url_hash(url: URL) -> str:
     """A short hash naming a database independently of its password (for per-database folders)."""
     return hashlib.sha256(redact(url).encode()).hexdigest()[:16]
-
-

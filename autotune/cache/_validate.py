@@ -12,7 +12,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .._errors import CacheImportError
@@ -58,13 +58,14 @@ def checked(parse: Any, d: Any, noun: str) -> Any:
 
 def utc_now() -> str:
     """Return the current time as ISO-8601 text in UTC, e.g. ``2025-01-31T12:00:00.000000+00:00``."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def _parse_int(digits: str) -> int:
     if len(digits.lstrip("-")) > MAX_INT_DIGITS:
-        raise ValueError(f"it holds an integer with {len(digits.lstrip('-'))} digits (at most "
-                         f"{MAX_INT_DIGITS} are accepted)")
+        raise ValueError(
+            f"it holds an integer with {len(digits.lstrip('-'))} digits (at most {MAX_INT_DIGITS} are accepted)"
+        )
     return int(digits)
 
 

@@ -76,13 +76,18 @@ def main(argv: list[str] | None = None) -> int:
         from .._interrupt import Interrupted
 
         signum = exc.signum if isinstance(exc, Interrupted) else 2
-        err.print(f"interrupted ({Interrupted(signum).name}): completed trials are kept in the study; run the "
-                  "same command again to resume.")
+        err.print(
+            f"interrupted ({Interrupted(signum).name}): completed trials are kept in the study; run the "
+            "same command again to resume."
+        )
         return 128 + signum
     except Exception:  # a bug: show where, and say so
         traceback.print_exc()
-        err.print(f"autotune {args.command}: an unexpected error (a bug in autotune, or in the program it ran); "
-                  "the traceback above shows where.", soft_wrap=True)
+        err.print(
+            f"autotune {args.command}: an unexpected error (a bug in autotune, or in the program it ran); "
+            "the traceback above shows where.",
+            soft_wrap=True,
+        )
         return 1
 
 

@@ -47,9 +47,13 @@ def entry_json(e) -> dict[str, Any]:
     complete range and whether its call count lies in it, and the command re-tuning for it."""
     cw, rw = _weights(e)
     intervals = _select.crossover_intervals(e.pareto, cw, rw, default=e.default_config)
-    return e.to_dict() | {"device_key": e.device_key, "crossovers": _select.intervals_json(intervals),
-                          "complete_range": _select.range_json(e.covered_range), "in_range": e.covers(_calls(e)),
-                          "retune_command": e.retune_command(_calls(e))}
+    return e.to_dict() | {
+        "device_key": e.device_key,
+        "crossovers": _select.intervals_json(intervals),
+        "complete_range": _select.range_json(e.covered_range),
+        "in_range": e.covers(_calls(e)),
+        "retune_command": e.retune_command(_calls(e)),
+    }
 
 
 def _device_matches(e, want: str) -> bool:
@@ -64,8 +68,12 @@ def cmd_best(a: argparse.Namespace) -> int:
     if a.expected_calls is not None:
         entries = [e.for_objective(expected_calls=a.expected_calls) for e in entries]
     if not entries:
-        console(stderr=True).print("no cache entry matches" + (f" function {a.function!r}" if a.function else "")
-                                   + (f" on device {a.device!r}" if a.device else "") + ".")
+        console(stderr=True).print(
+            "no cache entry matches"
+            + (f" function {a.function!r}" if a.function else "")
+            + (f" on device {a.device!r}" if a.device else "")
+            + "."
+        )
         return 1
     if a.json:
         emit_json([entry_json(e) for e in entries])
@@ -77,19 +85,29 @@ def cmd_best(a: argparse.Namespace) -> int:
     out.print(_best_table(entries, names, a.wide))
     for e in entries:
         if not e.covers(_calls(e)):
-            out.print(f"{e.function_key}: the configs were not measured for {_select.format_calls(_calls(e))} "
-                      f"calls (its measurements are complete for {_select.range_text(e.covered_range)} calls); "
-                      "the config above is the best measured one, not a tuned one. Re-tune for it:")
+            out.print(
+                f"{e.function_key}: the configs were not measured for {_select.format_calls(_calls(e))} "
+                f"calls (its measurements are complete for {_select.range_text(e.covered_range)} calls); "
+                "the config above is the best measured one, not a tuned one. Re-tune for it:"
+            )
             for line in retune_lines(e.retune_command(_calls(e)), out.width):
                 out.print(line, soft_wrap=True, highlight=False, markup=False)
     for e in entries:
         cw, rw = _weights(e)
         intervals = _select.crossover_intervals(e.pareto, cw, rw, default=e.default_config)
         if len(_display.listed_points(e.pareto, intervals, e.config)) > 1:
-            out.print(crossover_table(e.pareto, cw, rw, names=names, chosen=e.config, default=e.default_config,
-                                      intervals=intervals,
-                                      title=f"{e.function_key} on {e.device.get('device_kind', '?')}: the cheapest "
-                                            "config by call count"))
+            out.print(
+                crossover_table(
+                    e.pareto,
+                    cw,
+                    rw,
+                    names=names,
+                    chosen=e.config,
+                    default=e.default_config,
+                    intervals=intervals,
+                    title=f"{e.function_key} on {e.device.get('device_kind', '?')}: the cheapest config by call count",
+                )
+            )
     print_legend(out, names)
     return 0
 
@@ -99,8 +117,13 @@ def _best_table(entries: list, names: SiteNames, wide: bool):
     keys = [(e.function_key, e.device_key) for e in entries]
     show_device = wide or len(devices) > 1
     show_signature = wide or len(set(keys)) < len(keys)
-    cols = ["function"] + (["device"] if show_device else []) + (["signature"] if show_signature else []) + \
-        ["config", "cost", "calls", "complete for"] + (["compile", "run"] if wide else [])
+    cols = (
+        ["function"]
+        + (["device"] if show_device else [])
+        + (["signature"] if show_signature else [])
+        + ["config", "cost", "calls", "complete for"]
+        + (["compile", "run"] if wide else [])
+    )
     title = "best configs" + ("" if show_device else f" on {entries[0].device.get('device_kind', '?')}")
     t = table(title, cols, right=("cost", "calls", "compile", "run"))
     for e in entries:
@@ -109,14 +132,22 @@ def _best_table(entries: list, names: SiteNames, wide: bool):
             row.append(e.device_key if wide else str(e.device.get("device_kind", "?")))
         if show_signature:
             row.append(e.signature if wide else signature_text(e.signature))
-        row += [names.config(e.config), _display.cost(e.cost),
-                _select.format_calls(_calls(e)), _select.range_text(e.covered_range)]
+        row += [
+            names.config(e.config),
+            _display.cost(e.cost),
+            _select.format_calls(_calls(e)),
+            _select.range_text(e.covered_range),
+        ]
         if wide:
-            point = next((p for p in e.pareto if _select.config_text(p["config"]) == _select.config_text(e.config)),
-                         None)
+            point = next(
+                (p for p in e.pareto if _select.config_text(p["config"]) == _select.config_text(e.config)), None
+            )
             m = e.measurements
-            compile_s = point["compile_s"] if point else sum(float(m.get(k) or 0.0)
-                                                             for k in ("trace_s", "lower_s", "compile_s"))
+            compile_s = (
+                point["compile_s"]
+                if point
+                else sum(float(m.get(k) or 0.0) for k in ("trace_s", "lower_s", "compile_s"))
+            )
             row += [_display.seconds(compile_s), _display.seconds(point["run_s"] if point else m.get("run_s"))]
         t.add_row(*row)
     return t
@@ -131,8 +162,11 @@ def cmd_list(a: argparse.Namespace) -> int:
     names = SiteNames(a.wide)
     for e in entries:
         names.add([{"id": sid, **site} for sid, site in e.sites.items()])
-    cols = (["function", "fingerprint", "signature", "device"] if a.wide else ["function", "device"]) + \
-        ["config", "cost", "created"]
+    cols = (["function", "fingerprint", "signature", "device"] if a.wide else ["function", "device"]) + [
+        "config",
+        "cost",
+        "created",
+    ]
     t = table(f"{len(entries)} cache entr{'y' if len(entries) == 1 else 'ies'}", cols, right=("cost",))
     for e in entries:
         row = [e.function_key]
@@ -151,8 +185,12 @@ def cmd_export(a: argparse.Namespace) -> int:
     from ..cache import Cache
 
     n = (cache := Cache(a.cache)).export_json(a.path)
-    console().print(f"exported {n.entries} entries and {n.pending} pending records from {cache.display_url} "
-                    f"to {a.path}", soft_wrap=True, highlight=False, markup=False)
+    console().print(
+        f"exported {n.entries} entries and {n.pending} pending records from {cache.display_url} to {a.path}",
+        soft_wrap=True,
+        highlight=False,
+        markup=False,
+    )
     return 0
 
 
@@ -161,7 +199,11 @@ def cmd_import(a: argparse.Namespace) -> int:
 
     limit = MAX_IMPORT_BYTES if a.max_size is None else max(1, int(a.max_size * 2**20))
     n = (cache := Cache(a.cache)).import_json(a.path, max_bytes=limit)
-    console().print(f"imported {n.entries} entries and {n.pending} pending records into {cache.display_url}"
-                    + (f" ({n.pending_kept} pending records were there already)" if n.pending_kept else ""),
-                    soft_wrap=True, highlight=False, markup=False)
+    console().print(
+        f"imported {n.entries} entries and {n.pending} pending records into {cache.display_url}"
+        + (f" ({n.pending_kept} pending records were there already)" if n.pending_kept else ""),
+        soft_wrap=True,
+        highlight=False,
+        markup=False,
+    )
     return 0

@@ -42,6 +42,7 @@ def nonneg_float(text: str) -> float:
 def _one_of(name: str):
     """An argparse type accepting the values ``autotune.study`` lists under ``name`` (its
     one home). Imported when ``tune`` parses, so the other commands stay light."""
+
     def check(text: str) -> str:
         from .. import study
 
@@ -55,55 +56,123 @@ def _one_of(name: str):
 
 
 def _cache_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cache", metavar="URL_OR_PATH", default=None,
-                   help="the tuning cache (SQLAlchemy URL or file path); default $AUTOTUNE_CACHE or "
-                        "~/.cache/autotune/cache.db")
+    p.add_argument(
+        "--cache",
+        metavar="URL_OR_PATH",
+        default=None,
+        help="the tuning cache (SQLAlchemy URL or file path); default $AUTOTUNE_CACHE or ~/.cache/autotune/cache.db",
+    )
 
 
 def _wide_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--wide", action="store_true",
-                   help="show everything: full site ids, signatures, device keys (tables fit 80 columns otherwise)")
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="show everything: full site ids, signatures, device keys (tables fit 80 columns otherwise)",
+    )
 
 
 def _storage_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--storage", default=None, metavar="URL_OR_PATH",
-                   help="Optuna storage URL or file (default: studies.db beside the cache)")
+    p.add_argument(
+        "--storage",
+        default=None,
+        metavar="URL_OR_PATH",
+        help="Optuna storage URL or file (default: studies.db beside the cache)",
+    )
 
 
 def _tune_parser(sub) -> None:
     p = sub.add_parser("tune", help="tune every example of a study file (or recorded calls) and store the winners")
-    p.add_argument("file", nargs="?", default=None,
-                   help="a study file: defines @at.autotuned functions and examples() (or use --recorded)")
-    p.add_argument("--recorded", action="store_true",
-                   help="tune the calls recorded with AUTOTUNE_RECORD (see `autotune pending`) instead of a FILE")
-    p.add_argument("--function", default=None, metavar="KEY",
-                   help="only this function (module:qualname)")
-    p.add_argument("--trials", type=positive_int, default=None, metavar="N",
-                   help="trials per function (default: the whole space if small, else 32)")
-    p.add_argument("--timeout", type=nonneg_float, default=None, metavar="S", help="stop starting new trials after this many seconds")
-    p.add_argument("--expected-calls", type=nonneg_float, default=None, metavar="N",
-                   help="override the decorator's expected_calls")
-    p.add_argument("--compile-weight", type=nonneg_float, default=None, metavar="W",
-                   help="override the decorator's compile_weight (default 1)")
-    p.add_argument("--runtime-weight", type=nonneg_float, default=None, metavar="W",
-                   help="override the decorator's runtime_weight (default 1)")
-    p.add_argument("--sampler", type=_one_of("SAMPLERS"), default="auto", metavar="NAME",
-                   help="auto (the whole grid when it fits the budget, else TPE; NSGA-II for --objective pareto), "
-                        "tpe, grid, random or nsga2")
-    p.add_argument("--objective", type=_one_of("SEARCHES"), default="cost", metavar="SEARCH",
-                   help="cost: search the weighted cost; pareto: NSGA-II on (compile s, run s), then pick from the "
-                        "front for expected_calls (one study serves every call count)")
+    p.add_argument(
+        "file",
+        nargs="?",
+        default=None,
+        help="a study file: defines @at.autotuned functions and examples() (or use --recorded)",
+    )
+    p.add_argument(
+        "--recorded",
+        action="store_true",
+        help="tune the calls recorded with AUTOTUNE_RECORD (see `autotune pending`) instead of a FILE",
+    )
+    p.add_argument("--function", default=None, metavar="KEY", help="only this function (module:qualname)")
+    p.add_argument(
+        "--trials",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="trials per function (default: the whole space if small, else 32)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=nonneg_float,
+        default=None,
+        metavar="S",
+        help="stop starting new trials after this many seconds",
+    )
+    p.add_argument(
+        "--expected-calls", type=nonneg_float, default=None, metavar="N", help="override the decorator's expected_calls"
+    )
+    p.add_argument(
+        "--compile-weight",
+        type=nonneg_float,
+        default=None,
+        metavar="W",
+        help="override the decorator's compile_weight (default 1)",
+    )
+    p.add_argument(
+        "--runtime-weight",
+        type=nonneg_float,
+        default=None,
+        metavar="W",
+        help="override the decorator's runtime_weight (default 1)",
+    )
+    p.add_argument(
+        "--sampler",
+        type=_one_of("SAMPLERS"),
+        default="auto",
+        metavar="NAME",
+        help="auto (the whole grid when it fits the budget, else TPE; NSGA-II for --objective pareto), "
+        "tpe, grid, random or nsga2",
+    )
+    p.add_argument(
+        "--objective",
+        type=_one_of("SEARCHES"),
+        default="cost",
+        metavar="SEARCH",
+        help="cost: search the weighted cost; pareto: NSGA-II on (compile s, run s), then pick from the "
+        "front for expected_calls (one study serves every call count)",
+    )
     _storage_arg(p)
-    p.add_argument("--trial-timeout", type=nonneg_float, default=None, metavar="S",
-                   help="kill a trial's compile+run after this many seconds")
-    p.add_argument("--trial-memory", type=nonneg_float, default=None, metavar="GIB", help="memory cap per trial worker, in GiB")
-    p.add_argument("--workers", type=positive_int, default=1, metavar="K",
-                   help="worker processes on one study (one per device is the rule)")
-    p.add_argument("--run-seconds", type=nonneg_float, default=None, metavar="S",
-                   help="seconds of runtime sampling per trial (default 0.5; more for noisy machines)")
-    p.add_argument("--reconfirm", action="store_true",
-                   help="re-time the contenders of a finished study (one with nothing new to measure, which "
-                        "otherwise stops at once); its cache entry changes only if a challenger beats it")
+    p.add_argument(
+        "--trial-timeout",
+        type=nonneg_float,
+        default=None,
+        metavar="S",
+        help="kill a trial's compile+run after this many seconds",
+    )
+    p.add_argument(
+        "--trial-memory", type=nonneg_float, default=None, metavar="GIB", help="memory cap per trial worker, in GiB"
+    )
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        metavar="K",
+        help="worker processes on one study (one per device is the rule)",
+    )
+    p.add_argument(
+        "--run-seconds",
+        type=nonneg_float,
+        default=None,
+        metavar="S",
+        help="seconds of runtime sampling per trial (default 0.5; more for noisy machines)",
+    )
+    p.add_argument(
+        "--reconfirm",
+        action="store_true",
+        help="re-time the contenders of a finished study (one with nothing new to measure, which "
+        "otherwise stops at once); its cache entry changes only if a challenger beats it",
+    )
     p.add_argument("--json", action="store_true", help="print the results as JSON (nothing else on stdout)")
     _wide_arg(p)
     p.add_argument("--join-study", default=None, help=argparse.SUPPRESS)  # internal: a --workers helper
@@ -125,8 +194,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("best", help="the cached best config per function")
     p.add_argument("--function", default=None, metavar="KEY", help="function key (module:qualname); default all")
     p.add_argument("--device", default=None, help="device kind or platform to filter on (e.g. cpu, 'NVIDIA H200')")
-    p.add_argument("--expected-calls", type=nonneg_float, default=None, metavar="N",
-                   help="re-pick from the stored measurements for this call count")
+    p.add_argument(
+        "--expected-calls",
+        type=nonneg_float,
+        default=None,
+        metavar="N",
+        help="re-pick from the stored measurements for this call count",
+    )
     p.add_argument("--json", action="store_true")
     _wide_arg(p)
     _cache_arg(p)
@@ -141,15 +215,24 @@ def build_parser() -> argparse.ArgumentParser:
     _wide_arg(p)
     _cache_arg(p)
 
-    p = sub.add_parser("report", help="an offline HTML report and PNG figures of studies: trade-off, crossovers, "
-                                      "sites, history")
+    p = sub.add_parser(
+        "report", help="an offline HTML report and PNG figures of studies: trade-off, crossovers, sites, history"
+    )
     p.add_argument("file", nargs="?", default=None, help="a study file: report on the studies of its functions")
-    p.add_argument("--study", action="append", default=None, metavar="NAME",
-                   help="report on this study instead (repeatable)")
+    p.add_argument(
+        "--study", action="append", default=None, metavar="NAME", help="report on this study instead (repeatable)"
+    )
     _storage_arg(p)
-    p.add_argument("--out", required=True, metavar="DIR", help="folder for report.html, report.json and the PNG figures")
-    p.add_argument("--expected-calls", type=nonneg_float, default=None, metavar="N",
-                   help="re-score for this call count (default: each study's own)")
+    p.add_argument(
+        "--out", required=True, metavar="DIR", help="folder for report.html, report.json and the PNG figures"
+    )
+    p.add_argument(
+        "--expected-calls",
+        type=nonneg_float,
+        default=None,
+        metavar="N",
+        help="re-score for this call count (default: each study's own)",
+    )
     p.add_argument("--all", action="store_true", help="with FILE: also the studies of older versions of its functions")
     p.add_argument("--json", action="store_true", help="print the report's data as JSON")
     _wide_arg(p)
@@ -161,8 +244,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("import", help="merge a JSON export into the cache (all or nothing)")
     p.add_argument("path")
-    p.add_argument("--max-size", type=nonneg_float, default=None, metavar="MIB",
-                   help="refuse files over MIB mebibytes (default 256)")
+    p.add_argument(
+        "--max-size",
+        type=nonneg_float,
+        default=None,
+        metavar="MIB",
+        help="refuse files over MIB mebibytes (default 256)",
+    )
     _cache_arg(p)
     return parser
 

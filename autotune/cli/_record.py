@@ -28,8 +28,12 @@ def pending_json(row: Any) -> dict[str, Any]:
     from .._abstract import short_signature
 
     rec = row.record
-    return rec.to_dict() | {"device_key": rec.device_key, "short_signature": short_signature(rec.abstract),
-                            "tuned_here": row.tuned_here, "values_stored": row.values_stored}
+    return rec.to_dict() | {
+        "device_key": rec.device_key,
+        "short_signature": short_signature(rec.abstract),
+        "tuned_here": row.tuned_here,
+        "values_stored": row.values_stored,
+    }
 
 
 def cmd_pending(a: argparse.Namespace) -> int:
@@ -46,8 +50,10 @@ def cmd_pending(a: argparse.Namespace) -> int:
         print(json.dumps([pending_json(r) for r in rows], indent=2))
         return 0
     if not rows:
-        out.print(f"No recorded signatures in {cache.display_url}. Run your program with AUTOTUNE_RECORD=1 "
-                  "(or AUTOTUNE_RECORD=values) to record the calls it makes.")
+        out.print(
+            f"No recorded signatures in {cache.display_url}. Run your program with AUTOTUNE_RECORD=1 "
+            "(or AUTOTUNE_RECORD=values) to record the calls it makes."
+        )
         return 0
     wide = bool(getattr(a, "wide", False))
     notes: list[str] = []
@@ -73,8 +79,12 @@ def cmd_pending(a: argparse.Namespace) -> int:
         device = rec.device_key if wide else str(rec.device.get("device_kind", "?"))
         cells.append([key, short_signature(rec.abstract), device, status, shown])
     headers = ["function", "signature", "recorded on", "status", "values"]
-    table = Table(title=f"{len(rows)} recorded signature{'s' if len(rows) != 1 else ''}", box=None,
-                  title_justify="left", pad_edge=False)
+    table = Table(
+        title=f"{len(rows)} recorded signature{'s' if len(rows) != 1 else ''}",
+        box=None,
+        title_justify="left",
+        pad_edge=False,
+    )
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
     if not wide:  # fit the console: the fixed columns keep their width, the function and signature share the rest
         widths[2] = min(widths[2], 14)
@@ -90,8 +100,9 @@ def cmd_pending(a: argparse.Namespace) -> int:
         table.add_row(*row)
     table.columns[0].header_style = table.columns[1].header_style = "bold"
     out.print(table)
-    out.print("status: tuned = a tuned entry exists for this device; values: - = shapes only "
-              "(synthesized inputs when tuned).")
+    out.print(
+        "status: tuned = a tuned entry exists for this device; values: - = shapes only (synthesized inputs when tuned)."
+    )
     for i, text in enumerate(notes, 1):
         out.print(f"[{i}] {text}", markup=False)
     if any(not r.tuned_here and r.record.replayable for r in rows):
@@ -139,27 +150,45 @@ def cmd_tune_recorded(a: argparse.Namespace) -> int:
 
     out, err = _consoles()
     if getattr(a, "workers", 1) not in (None, 1):
-        err.print("[red]error:[/red] --workers does not combine with --recorded. Run `autotune tune --recorded` "
-                  "once per device instead (with a shared --storage the runs share their studies).", soft_wrap=True)
+        err.print(
+            "[red]error:[/red] --workers does not combine with --recorded. Run `autotune tune --recorded` "
+            "once per device instead (with a shared --storage the runs share their studies).",
+            soft_wrap=True,
+        )
         return 2
     cache = Cache(a.cache)
     run_seconds = getattr(a, "run_seconds", None)
-    options = dict(sampler=getattr(a, "sampler", "auto"), storage=getattr(a, "storage", None),
-                   objective=getattr(a, "objective", "cost"), trial_timeout=getattr(a, "trial_timeout", None),
-                   trial_memory_gb=getattr(a, "trial_memory", None),
-                   timing=None if run_seconds is None else {"target_s": run_seconds},
-                   progress=False if a.json else None)
+    options = dict(
+        sampler=getattr(a, "sampler", "auto"),
+        storage=getattr(a, "storage", None),
+        objective=getattr(a, "objective", "cost"),
+        trial_timeout=getattr(a, "trial_timeout", None),
+        trial_memory_gb=getattr(a, "trial_memory", None),
+        timing=None if run_seconds is None else {"target_s": run_seconds},
+        progress=False if a.json else None,
+    )
     say = lambda line: err.print(line, markup=False, soft_wrap=True)  # noqa: E731
     with _stdout_to_stderr() if a.json else contextlib.nullcontext():
-        done = tune_recorded(cache, function=getattr(a, "function", None), n_trials=getattr(a, "trials", None),
-                             timeout=getattr(a, "timeout", None), expected_calls=getattr(a, "expected_calls", None),
-                             compile_weight=getattr(a, "compile_weight", None),
-                             runtime_weight=getattr(a, "runtime_weight", None), say=say,
-                             cache_flag=_cache_flag(a.cache), **options)
+        done = tune_recorded(
+            cache,
+            function=getattr(a, "function", None),
+            n_trials=getattr(a, "trials", None),
+            timeout=getattr(a, "timeout", None),
+            expected_calls=getattr(a, "expected_calls", None),
+            compile_weight=getattr(a, "compile_weight", None),
+            runtime_weight=getattr(a, "runtime_weight", None),
+            say=say,
+            cache_flag=_cache_flag(a.cache),
+            **options,
+        )
     if not done:
         which = f" of {a.function}" if getattr(a, "function", None) else ""
-        err.print(f"No recorded signatures{which} in {cache.display_url}. Run your program with AUTOTUNE_RECORD=1 "
-                  "first; `autotune pending` lists what is recorded.", markup=False, soft_wrap=True)
+        err.print(
+            f"No recorded signatures{which} in {cache.display_url}. Run your program with AUTOTUNE_RECORD=1 "
+            "first; `autotune pending` lists what is recorded.",
+            markup=False,
+            soft_wrap=True,
+        )
         return 1
     if a.json:
         print(json.dumps([_outcome_json(d, short_signature) for d in done], indent=2, allow_nan=False))
@@ -167,21 +196,38 @@ def cmd_tune_recorded(a: argparse.Namespace) -> int:
         for d in done:
             r = d.result
             if r is not None:
-                out.print(f"winner for {d.record.function_key} {short_signature(d.record.abstract)}: "
-                          f"{r.best_config.label(r.sites)}  cost {r.best_cost:.4g} s (default {r.default_cost:.4g} s, "
-                          f"{r.speedup:.2f}x) on {d.inputs}", markup=False)
+                out.print(
+                    f"winner for {d.record.function_key} {short_signature(d.record.abstract)}: "
+                    f"{r.best_config.label(r.sites)}  cost {r.best_cost:.4g} s (default {r.default_cost:.4g} s, "
+                    f"{r.speedup:.2f}x) on {d.inputs}",
+                    markup=False,
+                )
         tuned = sum(d.status == "tuned" for d in done)
-        out.print(f"{tuned} tuned, {sum(d.status == 'tuned before' for d in done)} tuned before, "
-                  f"{sum(d.status in ('skipped', 'failed') for d in done)} skipped -> cache {cache.display_url}",
-                  markup=False)
+        out.print(
+            f"{tuned} tuned, {sum(d.status == 'tuned before' for d in done)} tuned before, "
+            f"{sum(d.status in ('skipped', 'failed') for d in done)} skipped -> cache {cache.display_url}",
+            markup=False,
+        )
     return 1 if any(d.status in ("skipped", "failed") for d in done) else 0
 
 
 def _outcome_json(d: Any, short_signature: Any) -> dict[str, Any]:
     rec, r = d.record, d.result
-    item = {"function": rec.function_key, "signature": rec.signature, "short_signature": short_signature(rec.abstract),
-            "fingerprint": rec.fingerprint, "status": d.status, "reason": d.reason, "inputs": d.inputs}
+    item = {
+        "function": rec.function_key,
+        "signature": rec.signature,
+        "short_signature": short_signature(rec.abstract),
+        "fingerprint": rec.fingerprint,
+        "status": d.status,
+        "reason": d.reason,
+        "inputs": d.inputs,
+    }
     if r is not None:
-        item.update(best_config=r.best_config.to_dict(), best_cost=r.best_cost, default_cost=r.default_cost,
-                    study=r.study_name, storage=redact(r.storage))
+        item.update(
+            best_config=r.best_config.to_dict(),
+            best_cost=r.best_cost,
+            default_cost=r.default_cost,
+            study=r.study_name,
+            storage=redact(r.storage),
+        )
     return item

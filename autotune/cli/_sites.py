@@ -19,8 +19,10 @@ from ._output import console, emit_json, stdout_to_stderr
 from ._tables import SiteNames, print_legend, table
 
 FORMS = {"loop": "at.loop", "scan": "scan", "fori": "fori", "while": "while"}
-DERIVED_NOTE = ("derived: a loop JAX made from one of yours (the backward pass under jax.grad, or a "
-                "jax.checkpoint copy); it is tuned as an ordinary scan.")
+DERIVED_NOTE = (
+    "derived: a loop JAX made from one of yours (the backward pass under jax.grad, or a "
+    "jax.checkpoint copy); it is tuned as an ordinary scan."
+)
 
 
 def form_text(site: dict[str, Any]) -> str:
@@ -69,16 +71,24 @@ def cmd_sites(a: argparse.Namespace) -> int:
     derived = False
     for key, sites in groups:
         names.add(sites)
-        cols = ("site", "form", "length", "depth", "parent", "default", "source", "library") if a.wide else \
-            ("site", "form", "length", "parent", "source")
+        cols = (
+            ("site", "form", "length", "depth", "parent", "default", "source", "library")
+            if a.wide
+            else ("site", "form", "length", "parent", "source")
+        )
         t = table(f"loop sites of {key}" + ("" if sites else ": none"), cols, right=("length", "depth"))
         for s in sites:
             derived = derived or bool(s.get("derived"))
             parent = names.name(s["parent"]) if s.get("parent") else "-"
             row = [names.name(s["id"]), form_text(s), length_text(s)]
             if a.wide:
-                row += [str(s.get("depth", 0)), parent, choice_label(s.get("default") or {}),
-                        _source(s, True), s.get("library_source") or "-"]
+                row += [
+                    str(s.get("depth", 0)),
+                    parent,
+                    choice_label(s.get("default") or {}),
+                    _source(s, True),
+                    s.get("library_source") or "-",
+                ]
             else:
                 row += [parent, _source(s, False)]
             t.add_row(*row)
@@ -86,8 +96,11 @@ def cmd_sites(a: argparse.Namespace) -> int:
         for s in sites:
             if s.get("rewrite_error"):
                 why = s["rewrite_error"]
-                out.print(f"site {names.name(s['id'])} cannot be rewritten ({why}): tuning leaves it at its "
-                          "default", highlight=False, markup=False)
+                out.print(
+                    f"site {names.name(s['id'])} cannot be rewritten ({why}): tuning leaves it at its default",
+                    highlight=False,
+                    markup=False,
+                )
     print_legend(out, names)
     if derived:
         out.print(DERIVED_NOTE)

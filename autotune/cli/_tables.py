@@ -104,8 +104,14 @@ def table(title: str | None = None, columns: Sequence[str] = (), right: Sequence
         def add_row(self, *cells: Any, **kwargs: Any) -> None:
             super().add_row(*(escape(c) if isinstance(c, str) else c for c in cells), **kwargs)
 
-    t = Plain(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title_justify="left",
-              min_width=len(title or ""))  # a title wider than the columns would wrap to their width
+    t = Plain(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        title_justify="left",
+        min_width=len(title or ""),
+    )  # a title wider than the columns would wrap to their width
     for col in columns:
         t.add_column(col, justify="right" if col in right else "left", overflow="fold")
     return t
@@ -118,14 +124,25 @@ def print_legend(out, names: SiteNames) -> None:
 
 def _spans(intervals: list[dict[str, Any]], config: Any) -> str:
     text = _select.config_text(config)
-    spans = [f"[{_select.format_calls(it['from_calls'])}, {_select.format_calls(it['to_calls'])})"
-             for it in intervals if _select.config_text(it["config"]) == text]
+    spans = [
+        f"[{_select.format_calls(it['from_calls'])}, {_select.format_calls(it['to_calls'])})"
+        for it in intervals
+        if _select.config_text(it["config"]) == text
+    ]
     return "; ".join(spans) or "never cheapest"
 
 
-def crossover_table(points: Sequence[Mapping[str, Any]], compile_weight: float = 1.0,
-                    runtime_weight: float = 1.0, *, names: SiteNames, chosen: Any = None,
-                    default: Any = None, title: str | None = None, intervals: list | None = None):
+def crossover_table(
+    points: Sequence[Mapping[str, Any]],
+    compile_weight: float = 1.0,
+    runtime_weight: float = 1.0,
+    *,
+    names: SiteNames,
+    chosen: Any = None,
+    default: Any = None,
+    title: str | None = None,
+    intervals: list | None = None,
+):
     """The configs by call count: for each, the ``[from, to)`` intervals of
     :func:`autotune._select.crossover_intervals` (over every point, the default's
     included; or ``intervals`` as computed already) where it is the winner; ★ marks ``chosen``."""
@@ -133,8 +150,12 @@ def crossover_table(points: Sequence[Mapping[str, Any]], compile_weight: float =
         intervals = _select.crossover_intervals(list(points), compile_weight, runtime_weight, default=default)
     t = table(title, ("config", "compile", "run", "cheapest for calls"), right=("compile", "run"))
     for p in _display.listed_points(points, intervals, chosen):
-        t.add_row(with_equivalents(names, p, marked(names, p["config"], chosen, default)),
-                  _display.seconds(p["compile_s"]), _display.seconds(p["run_s"]), _spans(intervals, p["config"]))
+        t.add_row(
+            with_equivalents(names, p, marked(names, p["config"], chosen, default)),
+            _display.seconds(p["compile_s"]),
+            _display.seconds(p["run_s"]),
+            _spans(intervals, p["config"]),
+        )
     return t
 
 
@@ -161,9 +182,13 @@ def result_table(result, names: SiteNames, title: str | None = None):
         c = _select.cost(row, goal)
         is_default = _select.config_text(row["config"]) == _select.config_text(default)
         label = with_equivalents(names, row, marked(names, row["config"], winner))
-        t.add_row(label, _display.seconds(row["compile_s"]),
-                  _display.seconds(row["run_s"]), _display.cost(c),
-                  "default" if is_default else _display.ratio(result.default_cost / c) if c > 0 else "-")
+        t.add_row(
+            label,
+            _display.seconds(row["compile_s"]),
+            _display.seconds(row["run_s"]),
+            _display.cost(c),
+            "default" if is_default else _display.ratio(result.default_cost / c) if c > 0 else "-",
+        )
     return t
 
 

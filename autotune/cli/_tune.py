@@ -26,8 +26,10 @@ NOT_FOR_RETUNE = ("json", "wide", "expected_calls", "workers", "reconfirm") + HE
 
 def cmd_tune(a: argparse.Namespace) -> int:
     if a.recorded == (a.file is not None):
-        raise StudyError("Give exactly one of a study FILE or --recorded: `autotune tune studies/x.py` tunes a study "
-                         "file, `autotune tune --recorded` the calls recorded with AUTOTUNE_RECORD=1.")
+        raise StudyError(
+            "Give exactly one of a study FILE or --recorded: `autotune tune studies/x.py` tunes a study "
+            "file, `autotune tune --recorded` the calls recorded with AUTOTUNE_RECORD=1."
+        )
     if a.recorded:
         from ._record import cmd_tune_recorded
 
@@ -44,14 +46,29 @@ def cmd_tune(a: argparse.Namespace) -> int:
         results = []
         for ex in examples:
             ex.sites()  # a TypeError while tracing is one clear line, before any worker starts
-            fn = ex.fn.with_options(expected_calls=a.expected_calls, compile_weight=a.compile_weight,
-                                    runtime_weight=a.runtime_weight, cache=a.cache)
+            fn = ex.fn.with_options(
+                expected_calls=a.expected_calls,
+                compile_weight=a.compile_weight,
+                runtime_weight=a.runtime_weight,
+                cache=a.cache,
+            )
             err.print(f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g})")
             helpers = Helpers(a, ex.index)
-            result = fn.tune(*ex.args, n_trials=a.trials, timeout=a.timeout, sampler=a.sampler,
-                             storage=a.storage, progress=False if a.json else None, on_ready=helpers.start,
-                             before_finish=helpers.wait, location=Location.study_file(a.file, ex.index),
-                             retune=retune_template(a), reconfirm=a.reconfirm, **trial_options(a), **ex.kwargs)
+            result = fn.tune(
+                *ex.args,
+                n_trials=a.trials,
+                timeout=a.timeout,
+                sampler=a.sampler,
+                storage=a.storage,
+                progress=False if a.json else None,
+                on_ready=helpers.start,
+                before_finish=helpers.wait,
+                location=Location.study_file(a.file, ex.index),
+                retune=retune_template(a),
+                reconfirm=a.reconfirm,
+                **trial_options(a),
+                **ex.kwargs,
+            )
             results.append((fn, result))
             if not a.json:
                 show_result(out, fn, result, wide=a.wide)
@@ -69,8 +86,10 @@ def _selected(a: argparse.Namespace) -> list:
     chosen = [ex for ex in examples if ex.fn.key == a.function]
     if not chosen:
         keys = sorted({ex.fn.key for ex in examples})
-        raise StudyError(f"Study file {a.file!r} has no example of function {a.function!r}; its functions are "
-                         f"{keys}. Pass one of them to --function, or leave --function out.")
+        raise StudyError(
+            f"Study file {a.file!r} has no example of function {a.function!r}; its functions are "
+            f"{keys}. Pass one of them to --function, or leave --function out."
+        )
     return chosen
 
 
@@ -79,17 +98,32 @@ def _helper(a: argparse.Namespace, examples: list) -> int:
     ex = next((e for e in examples if e.index == a.example), None)
     if ex is None:
         raise StudyError(f"Study file {a.file!r} has no examples()[{a.example}] any more; was it edited meanwhile?")
-    fn = ex.fn.with_options(expected_calls=a.expected_calls, compile_weight=a.compile_weight,
-                            runtime_weight=a.runtime_weight, cache=a.cache)
-    fn.tune(*ex.args, n_trials=a.trials, timeout=a.timeout, sampler=a.sampler, storage=a.storage,
-            study_name=a.join_study, join=True, progress=False, **trial_options(a), **ex.kwargs)
+    fn = ex.fn.with_options(
+        expected_calls=a.expected_calls, compile_weight=a.compile_weight, runtime_weight=a.runtime_weight, cache=a.cache
+    )
+    fn.tune(
+        *ex.args,
+        n_trials=a.trials,
+        timeout=a.timeout,
+        sampler=a.sampler,
+        storage=a.storage,
+        study_name=a.join_study,
+        join=True,
+        progress=False,
+        **trial_options(a),
+        **ex.kwargs,
+    )
     return 0
 
 
 def trial_options(a: argparse.Namespace) -> dict[str, Any]:
     """The per-trial options of ``autotune tune``, as ``Autotuned.tune`` takes them."""
-    return {"timing": None if a.run_seconds is None else {"target_s": a.run_seconds},
-            "objective": a.objective, "trial_timeout": a.trial_timeout, "trial_memory_gb": a.trial_memory}
+    return {
+        "timing": None if a.run_seconds is None else {"target_s": a.run_seconds},
+        "objective": a.objective,
+        "trial_timeout": a.trial_timeout,
+        "trial_memory_gb": a.trial_memory,
+    }
 
 
 def _location(value: str) -> str:
@@ -112,14 +146,25 @@ def retune_template(a: argparse.Namespace) -> str:
 def result_json(fn, r) -> dict[str, Any]:
     """One tuned function as ``tune --json`` prints it."""
     calls = r.objective.expected_calls
-    return {"function": fn.key, "best_config": r.best_config.to_dict(), "best_cost": r.best_cost,
-            "default_cost": r.default_cost, "objective": r.objective.to_dict(), "study": r.study_name,
-            "storage": redact(r.storage), "cache": fn.cache.display_url,
-            "complete_range": _select.range_json(r.complete_range),
-            "in_range": _select.in_range(r.complete_range, calls),
-            "trials": [t.to_dict() for t in r.trials], "confirmed": r.confirmed, "pareto": r.pareto,
-            "finished": r.finished, "new_trials": r.new_trials, "stored": r.stored,
-            "unrewritable": dict(getattr(r, "unrewritable", {}) or {})}
+    return {
+        "function": fn.key,
+        "best_config": r.best_config.to_dict(),
+        "best_cost": r.best_cost,
+        "default_cost": r.default_cost,
+        "objective": r.objective.to_dict(),
+        "study": r.study_name,
+        "storage": redact(r.storage),
+        "cache": fn.cache.display_url,
+        "complete_range": _select.range_json(r.complete_range),
+        "in_range": _select.in_range(r.complete_range, calls),
+        "trials": [t.to_dict() for t in r.trials],
+        "confirmed": r.confirmed,
+        "pareto": r.pareto,
+        "finished": r.finished,
+        "new_trials": r.new_trials,
+        "stored": r.stored,
+        "unrewritable": dict(getattr(r, "unrewritable", {}) or {}),
+    }
 
 
 def show_result(out, fn, result, *, wide: bool = False) -> None:
@@ -130,45 +175,71 @@ def show_result(out, fn, result, *, wide: bool = False) -> None:
     winner, default = result.best_config.to_dict(), result.default_config.to_dict()
     if result.finished:
         where = "unchanged" if result.stored != "written" else f"written to {fn.cache.display_url}"
-        out.print(f"{fn.key}: finished, nothing new to measure ({len(result.trials)} trials, confirmed); winner "
-                  f"{names.config(winner)} ({_display.ratio(result.speedup)} the default's cost), cache entry "
-                  f"{where}; --reconfirm re-times it", markup=False, highlight=False)
+        out.print(
+            f"{fn.key}: finished, nothing new to measure ({len(result.trials)} trials, confirmed); winner "
+            f"{names.config(winner)} ({_display.ratio(result.speedup)} the default's cost), cache entry "
+            f"{where}; --reconfirm re-times it",
+            markup=False,
+            highlight=False,
+        )
         print_legend(out, names)
         return
     title = f"{fn.key}: the contenders re-timed side by side, for {_select.format_calls(goal.expected_calls)} calls"
     out.print(result_table(result, names, title))
     ranked = sorted(result.confirmed, key=lambda r: (_select.cost(r, goal), _select.config_text(r["config"])))
     if ranked and _select.config_text(ranked[0]["config"]) != _select.config_text(winner):
-        out.print("★ the winner: a config must beat the default on the median cost and in enough paired rounds "
-                  f"({_select.wins_needed(3)} of 3, {_select.wins_needed(6)} of 6); a cheaper median above did not.")
+        out.print(
+            "★ the winner: a config must beat the default on the median cost and in enough paired rounds "
+            f"({_select.wins_needed(3)} of 3, {_select.wins_needed(6)} of 6); a cheaper median above did not."
+        )
     if any(p.get("processes") == 2 for p in result.confirmed):
         from ..study._confirm import PROCESS_NOISE  # here: `import autotune` loads no Optuna
 
-        out.print(f"A lead under {PROCESS_NOISE:.0%} of the default's cost was re-timed in a second, fresh worker "
-                  "too (a program's runtime moves between processes); the rounds of both decided.")
+        out.print(
+            f"A lead under {PROCESS_NOISE:.0%} of the default's cost was re-timed in a second, fresh worker "
+            "too (a program's runtime moves between processes); the rounds of both decided."
+        )
     counts = result.counts()
-    out.print(f"{len(result.trials)} trials ({result.sampler} over a space of {result.space_size}): "
-              + ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))
+    out.print(
+        f"{len(result.trials)} trials ({result.sampler} over a space of {result.space_size}): "
+        + ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    )
     for line in trial_lines(result.trials, names, out.width):
         out.print(line, highlight=False, markup=False)
     for site_id, why in (getattr(result, "unrewritable", None) or {}).items():
-        out.print(f"site {names.name(site_id)} cannot be rewritten ({why}): it stays at its default",
-                  highlight=False, markup=False)
-    out.print(f"winner for {fn.key}: [bold]{names.config(winner)}[/bold]  cost {_display.cost(result.best_cost)} "
-              f"(default {_display.cost(result.default_cost)}, {_display.ratio(result.speedup)})")
+        out.print(
+            f"site {names.name(site_id)} cannot be rewritten ({why}): it stays at its default",
+            highlight=False,
+            markup=False,
+        )
+    out.print(
+        f"winner for {fn.key}: [bold]{names.config(winner)}[/bold]  cost {_display.cost(result.best_cost)} "
+        f"(default {_display.cost(result.default_cost)}, {_display.ratio(result.speedup)})"
+    )
     if result.stored == "kept":
-        out.print(f"the cache {fn.cache.display_url} keeps its entry from this study: no new trial, or no "
-                  "challenger beat its config in these paired rounds", markup=False)
+        out.print(
+            f"the cache {fn.cache.display_url} keeps its entry from this study: no new trial, or no "
+            "challenger beat its config in these paired rounds",
+            markup=False,
+        )
     else:
         out.print(f"stored in the cache {fn.cache.display_url}", markup=False)
     if wide:
         out.print(f"study {result.study_name} in {redact(result.storage)}", markup=False)
-    intervals = _select.crossover_intervals(result.confirmed, goal.compile_weight, goal.runtime_weight,
-                                            default=default)
+    intervals = _select.crossover_intervals(result.confirmed, goal.compile_weight, goal.runtime_weight, default=default)
     if len(_display.listed_points(result.confirmed, intervals, winner)) > 1:
-        out.print(crossover_table(result.confirmed, goal.compile_weight, goal.runtime_weight, names=names,
-                                  chosen=winner, default=default, intervals=intervals,
-                                  title=f"{fn.key}: the cheapest config by call count"))
+        out.print(
+            crossover_table(
+                result.confirmed,
+                goal.compile_weight,
+                goal.runtime_weight,
+                names=names,
+                chosen=winner,
+                default=default,
+                intervals=intervals,
+                title=f"{fn.key}: the cheapest config by call count",
+            )
+        )
     out.print(f"measurements complete for {_select.range_text(result.complete_range)} calls")
     print_legend(out, names)
 
@@ -194,8 +265,16 @@ class Helpers:
     def argv(self, study_name: str) -> list[str]:
         """``python -m autotune tune ... --join-study NAME --example I``: this command's options,
         less those a helper must not repeat (see ``_parser.NOT_FOR_HELPERS``)."""
-        return [sys.executable, "-m", "autotune", *repeat_argv(self.a), "--join-study", study_name,
-                "--example", str(self.index)]
+        return [
+            sys.executable,
+            "-m",
+            "autotune",
+            *repeat_argv(self.a),
+            "--join-study",
+            study_name,
+            "--example",
+            str(self.index),
+        ]
 
     def start(self, storage: str, study_name: str) -> None:
         if self.a.workers <= 1:
@@ -206,5 +285,7 @@ class Helpers:
     def wait(self) -> None:
         failed = [p.args for p in self.procs if p.wait() != 0]
         if failed:
-            console(stderr=True).print(f"[yellow]warning:[/yellow] {len(failed)} worker process(es) exited with an "
-                                       "error; their completed trials are kept.")
+            console(stderr=True).print(
+                f"[yellow]warning:[/yellow] {len(failed)} worker process(es) exited with an "
+                "error; their completed trials are kept."
+            )

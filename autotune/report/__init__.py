@@ -12,13 +12,13 @@ Example::
     files = report("out", file="studies/seed_rollout.py")   # out/report.html, report.json, PNGs
 """
 
+from ._axes import OUTCOME_STYLE as OUTCOME_STYLE
 from ._data import StudyReport as StudyReport
 from ._data import TrialRow as TrialRow
 from ._data import load_study_report as load_study_report
 from ._data import studies_for_file as studies_for_file
 from ._figures import CAPTIONS as CAPTIONS
 from ._figures import FIGURES as FIGURES
-from ._axes import OUTCOME_STYLE as OUTCOME_STYLE
 from ._html import render_html as render_html
 from ._write import ReportFiles as ReportFiles
 from ._write import report as report

@@ -9,10 +9,17 @@ from .._runner import Outcome
 from ._data import WAITING_STATES
 
 _STYLE = {  # marker, colour of each trial outcome
-    Outcome.COMPLETE: ("o", "#1f77b4"), Outcome.SHARED: ("o", "#17becf"), Outcome.DUPLICATE: (".", "#9e9e9e"),
-    Outcome.REJECTED: ("X", "#d62728"), Outcome.PRUNED: ("s", "#9467bd"), Outcome.TIMEOUT: ("v", "#ff7f0e"),
-    Outcome.CRASHED: ("D", "#8c564b"), Outcome.OOM: ("P", "#8c564b"), Outcome.ERROR: ("x", "#d62728"),
-    Outcome.INTERRUPTED: ("|", "#7f7f7f"), Outcome.ABANDONED: ("|", "#7f7f7f"),
+    Outcome.COMPLETE: ("o", "#1f77b4"),
+    Outcome.SHARED: ("o", "#17becf"),
+    Outcome.DUPLICATE: (".", "#9e9e9e"),
+    Outcome.REJECTED: ("X", "#d62728"),
+    Outcome.PRUNED: ("s", "#9467bd"),
+    Outcome.TIMEOUT: ("v", "#ff7f0e"),
+    Outcome.CRASHED: ("D", "#8c564b"),
+    Outcome.OOM: ("P", "#8c564b"),
+    Outcome.ERROR: ("x", "#d62728"),
+    Outcome.INTERRUPTED: ("|", "#7f7f7f"),
+    Outcome.ABANDONED: ("|", "#7f7f7f"),
 }
 
 OUTCOME_STYLE = {o.value: _STYLE[o] for o in Outcome} | dict(zip(WAITING_STATES, (("|", "#bcbd22"), ("|", "#c7c7c7"))))

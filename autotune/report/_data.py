@@ -23,8 +23,7 @@ from .._runner import Outcome
 
 WAITING_STATES = ("running", "waiting")
 """What a trial without an outcome shows: another worker is measuring it, or it is queued."""
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-           "#17becf", "#bcbd22", "#7f7f7f")
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 
 
 @dataclass
@@ -60,9 +59,19 @@ class TrialRow:
         return not self.counts and self.outcome != Outcome.DUPLICATE.value
 
     def to_dict(self) -> dict[str, Any]:
-        return {"number": self.number, "outcome": self.outcome, "config": self.config, "reason": self.reason,
-                "trace_s": self.trace_s, "lower_s": self.lower_s, "xla_compile_s": self.xla_compile_s,
-                "compile_s": self.compile_s, "run_s": self.run_s, "cost": self.cost, "duration_s": self.duration_s}
+        return {
+            "number": self.number,
+            "outcome": self.outcome,
+            "config": self.config,
+            "reason": self.reason,
+            "trace_s": self.trace_s,
+            "lower_s": self.lower_s,
+            "xla_compile_s": self.xla_compile_s,
+            "compile_s": self.compile_s,
+            "run_s": self.run_s,
+            "cost": self.cost,
+            "duration_s": self.duration_s,
+        }
 
 
 @dataclass
@@ -135,31 +144,46 @@ class StudyReport:
 
     def cost_of(self, point: dict[str, Any], calls: float | None = None) -> float:
         """A point's cost under the report's objective (or at another call count), by ``_select.cost``."""
-        obj = self.objective if calls is None else Objective(calls, self.objective.compile_weight,
-                                                               self.objective.runtime_weight)
+        obj = (
+            self.objective
+            if calls is None
+            else Objective(calls, self.objective.compile_weight, self.objective.runtime_weight)
+        )
         return _select.cost(point, obj)
 
     def to_dict(self) -> dict[str, Any]:
         """The report's data as strict JSON-able dicts (an unbounded interval ends at null)."""
         unbounded = lambda b: None if b == math.inf else b  # noqa: E731
         return {
-            "study_name": self.study_name, "storage": self.storage, "function_key": self.function_key,
-            "device": self.device, "objective": self.objective.to_dict(), "study_objective": self.study_objective,
-            "search": self.search, "fingerprint": self.fingerprint, "sites": self.sites,
-            "default_config": self.default_config, "chosen": self.chosen, "default": self.default,
-            "complete_range": _select.range_json(self.complete_range), "in_range": self.in_range,
+            "study_name": self.study_name,
+            "storage": self.storage,
+            "function_key": self.function_key,
+            "device": self.device,
+            "objective": self.objective.to_dict(),
+            "study_objective": self.study_objective,
+            "search": self.search,
+            "fingerprint": self.fingerprint,
+            "sites": self.sites,
+            "default_config": self.default_config,
+            "chosen": self.chosen,
+            "default": self.default,
+            "complete_range": _select.range_json(self.complete_range),
+            "in_range": self.in_range,
             "retune_command": None if self.in_range else self.retune_command(),
             "pareto": [_point_json(p, unbounded) for p in self.pareto],
             "shown": [_point_json(p, unbounded) for p in self.shown],
-            "crossovers": _select.intervals_json(self.intervals), "confirmed": [
-                {k: v for k, v in c.items() if k != "measurement"} for c in self.confirmed],
-            "trials": [t.to_dict() for t in self.trials], "figures": self.figures,
+            "crossovers": _select.intervals_json(self.intervals),
+            "confirmed": [{k: v for k, v in c.items() if k != "measurement"} for c in self.confirmed],
+            "trials": [t.to_dict() for t in self.trials],
+            "figures": self.figures,
         }
 
 
 def _point_json(p: dict[str, Any], unbounded) -> dict[str, Any]:
-    return {**{k: v for k, v in p.items() if k != "measurement"},
-            "optimal": [[a, unbounded(b)] for a, b in p.get("optimal", [])]}
+    return {
+        **{k: v for k, v in p.items() if k != "measurement"},
+        "optimal": [[a, unbounded(b)] for a, b in p.get("optimal", [])],
+    }
 
 
 def _float(x: Any) -> float | None:
@@ -192,9 +216,16 @@ def _trial_row(view, frozen, objective: Objective) -> TrialRow:
         config = {}
     outcome = view.outcome.value if view.outcome is not None else view.state.lower()
     m = view.measurement or {}
-    row = TrialRow(number=view.number, outcome=outcome, config=config, reason=view.reason,
-                   trace_s=_float(m.get("trace_s")), lower_s=_float(m.get("lower_s")),
-                   xla_compile_s=_float(m.get("compile_s")), run_s=_float(m.get("run_s")))
+    row = TrialRow(
+        number=view.number,
+        outcome=outcome,
+        config=config,
+        reason=view.reason,
+        trace_s=_float(m.get("trace_s")),
+        lower_s=_float(m.get("lower_s")),
+        xla_compile_s=_float(m.get("compile_s")),
+        run_s=_float(m.get("run_s")),
+    )
     if frozen is not None and frozen.datetime_start is not None and frozen.datetime_complete is not None:
         row.duration_s = (frozen.datetime_complete - frozen.datetime_start).total_seconds()
     if row.compile_s is not None and row.run_s is not None:
@@ -210,12 +241,21 @@ def _trial_row(view, frozen, objective: Objective) -> TrialRow:
 def _default_config(attrs: dict[str, Any], sites: list[dict[str, Any]]) -> dict[str, Any]:
     if attrs.get("default_config") is not None:
         return dict(attrs["default_config"])
-    return {s["id"]: dict(s.get("default") or {"repr": "scan", "unroll": 1})
-            for s in sites if s.get("length") is None or int(s["length"]) > 1}
+    return {
+        s["id"]: dict(s.get("default") or {"repr": "scan", "unroll": 1})
+        for s in sites
+        if s.get("length") is None or int(s["length"]) > 1
+    }
 
 
-def load_study_report(study_name: str, storage: str, *, expected_calls: float | None = None,
-                      compile_weight: float | None = None, runtime_weight: float | None = None) -> StudyReport:
+def load_study_report(
+    study_name: str,
+    storage: str,
+    *,
+    expected_calls: float | None = None,
+    compile_weight: float | None = None,
+    runtime_weight: float | None = None,
+) -> StudyReport:
     """Read one study and compute its shown configs, crossovers and chosen config.
 
     Arguments:
@@ -253,35 +293,69 @@ def load_study_report(study_name: str, storage: str, *, expected_calls: float | 
     # Exactly what tune() decided on: the confirmed points (with their paired rounds), judged
     # by the one selection rule; a study without confirmation falls back to its trials.
     confirmed = [dict(c) for c in attrs.get("confirmed") or []]
-    points = confirmed or [{"config": t.config, "compile_s": t.compile_s, "run_s": t.run_s} for t in trials
-                           if t.counts and t.compile_s is not None and t.run_s is not None]
+    points = confirmed or [
+        {"config": t.config, "compile_s": t.compile_s, "run_s": t.run_s}
+        for t in trials
+        if t.counts and t.compile_s is not None and t.run_s is not None
+    ]
     for c in confirmed:
         c["cost"] = _select.cost(c, objective)
     default_arg = default_config if confirmed else None
-    intervals = _select.crossover_intervals(points, objective.compile_weight, objective.runtime_weight,
-                                            default=default_arg)
+    intervals = _select.crossover_intervals(
+        points, objective.compile_weight, objective.runtime_weight, default=default_arg
+    )
     complete = attrs.get("complete_range")
     choice = _select.choose(points, objective, default=default_arg, complete=complete)
-    chosen = None if choice is None else {"config": choice.config, "compile_s": choice.compile_s,
-                                          "run_s": choice.run_s, "cost": choice.cost, "in_range": choice.in_range}
+    chosen = (
+        None
+        if choice is None
+        else {
+            "config": choice.config,
+            "compile_s": choice.compile_s,
+            "run_s": choice.run_s,
+            "cost": choice.cost,
+            "in_range": choice.in_range,
+        }
+    )
     front = {_select.config_text(p["config"]) for p in _select.pareto_front(points)}
     shown = []
     for i, p in enumerate(_display.listed_points(points, intervals, chosen and chosen["config"])):
         text = _select.config_text(p["config"])
-        shown.append({**p, "label": letter(i), "color": PALETTE[i % len(PALETTE)], "on_front": text in front,
-                      "optimal": [[it["from_calls"], it["to_calls"]] for it in intervals
-                                  if _select.config_text(it["config"]) == text]})
+        shown.append(
+            {
+                **p,
+                "label": letter(i),
+                "color": PALETTE[i % len(PALETTE)],
+                "on_front": text in front,
+                "optimal": [
+                    [it["from_calls"], it["to_calls"]] for it in intervals if _select.config_text(it["config"]) == text
+                ],
+            }
+        )
     default_text = _select.config_text(default_config)
     default = next((p for p in points if _select.config_text(p["config"]) == default_text), None)
     if default is not None:
         default = {**default, "cost": _select.cost(default, objective)}
     return StudyReport(
-        study_name=study_name, storage=redact(url), function_key=str(attrs.get("function_key", "?")),
-        device=dict(attrs.get("device") or {}), objective=objective, study_objective=own,
+        study_name=study_name,
+        storage=redact(url),
+        function_key=str(attrs.get("function_key", "?")),
+        device=dict(attrs.get("device") or {}),
+        objective=objective,
+        study_objective=own,
         search=str(attrs.get("search", "pareto" if directions > 1 else "cost")),
-        fingerprint=attrs.get("fingerprint"), sites=sites, trials=trials, confirmed=confirmed,
-        pareto=[p for p in shown if p["on_front"]], intervals=intervals, chosen=chosen, default=default,
-        default_config=default_config, shown=shown, complete_range=complete, retune=attrs.get("retune"),
+        fingerprint=attrs.get("fingerprint"),
+        sites=sites,
+        trials=trials,
+        confirmed=confirmed,
+        pareto=[p for p in shown if p["on_front"]],
+        intervals=intervals,
+        chosen=chosen,
+        default=default,
+        default_config=default_config,
+        shown=shown,
+        complete_range=complete,
+        retune=attrs.get("retune"),
         slug=_slug(str(attrs.get("function_key", "study")), study_name),
     )
 
@@ -319,5 +393,7 @@ def studies_for_file(path: str, storage: str, *, all_programs: bool = False) -> 
 
 
 def no_study_error(file: str, url: str) -> StudyError:
-    return StudyError(f"No study of the functions in {file} in {redact(url)}: run `autotune tune {file}` first "
-                      "(with the same --cache/--storage), or pass --storage.")
+    return StudyError(
+        f"No study of the functions in {file} in {redact(url)}: run `autotune tune {file}` first "
+        "(with the same --cache/--storage), or pass --storage."
+    )

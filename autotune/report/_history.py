@@ -23,8 +23,12 @@ _COLORS = {"scan": "#1f77b4", "fori": "#2ca02c", "for": "#d62728", "while": "#94
 def _unroll_ticks(length: int | None, seen: set[int]) -> list[int]:
     """Powers of two up to the trip count, the trip count ("for") and every factor seen."""
     top = length if length else max(seen | {2})
-    return sorted({1} | seen | ({length} if length else set())
-                  | {2 ** i for i in range(1, max(1, int(math.log2(max(top, 2)))) + 1) if 2 ** i < top})
+    return sorted(
+        {1}
+        | seen
+        | ({length} if length else set())
+        | {2**i for i in range(1, max(1, int(math.log2(max(top, 2)))) + 1) if 2**i < top}
+    )
 
 
 def figure_sites(rep: StudyReport, path: str) -> str:
@@ -36,9 +40,12 @@ def figure_sites(rep: StudyReport, path: str) -> str:
     rows = max(1, len(sites))
     fig = new_figure(9.0, 2.9 * rows + 0.6)
     axes = fig.subplots(rows, 2, squeeze=False)
-    fig.suptitle(f"Per loop site: unroll factor and representation vs time — {rep.function_key}\n"
-                 "each point is one measured trial (other sites vary too); lines join the medians; "
-                 "'for' = fully unrolled", fontsize=10)
+    fig.suptitle(
+        f"Per loop site: unroll factor and representation vs time — {rep.function_key}\n"
+        "each point is one measured trial (other sites vary too); lines join the medians; "
+        "'for' = fully unrolled",
+        fontsize=10,
+    )
     measured = [t for t in rep.trials if t.counts and t.compile_s is not None and t.run_s is not None]
     if not sites or not measured:
         for ax in axes[0]:
@@ -63,28 +70,49 @@ def figure_sites(rep: StudyReport, path: str) -> str:
                 x = np.array([_effective_unroll(c, length) for _, c in pts], dtype=float)
                 y = np.array([getattr(t, metric) * k for t, _ in pts])
                 jitter = np.exp(np.linspace(-0.06, 0.06, len(x))) if len(x) > 1 else np.ones(1)
-                ax.scatter(x * jitter, y, marker=_MARKERS[rep_name], color=_COLORS[rep_name], alpha=0.7, s=26,
-                           label=rep_name if rep_name != "for" else f"for (= unroll {length})")
+                ax.scatter(
+                    x * jitter,
+                    y,
+                    marker=_MARKERS[rep_name],
+                    color=_COLORS[rep_name],
+                    alpha=0.7,
+                    s=26,
+                    label=rep_name if rep_name != "for" else f"for (= unroll {length})",
+                )
                 xs = sorted(set(x))
                 if len(xs) > 1:
                     ax.plot(xs, [float(np.median(y[x == v])) for v in xs], color=_COLORS[rep_name], lw=1.0, alpha=0.8)
             pick = chosen.get(sid)
             if pick is not None:
-                ax.scatter([_effective_unroll(pick, length)], [rep.chosen[metric] * k], s=260, marker="*",
-                           facecolor="gold", edgecolor="black", zorder=5,
-                           label="chosen config" + (" (confirmed median)" if rep.confirmed else ""))
+                ax.scatter(
+                    [_effective_unroll(pick, length)],
+                    [rep.chosen[metric] * k],
+                    s=260,
+                    marker="*",
+                    facecolor="gold",
+                    edgecolor="black",
+                    zorder=5,
+                    label="chosen config" + (" (confirmed median)" if rep.confirmed else ""),
+                )
             ax.set_xscale("log", base=2)
             ticks = _unroll_ticks(length, seen)
             ax.set_xticks(ticks)
             ax.set_xticklabels([f"{v}\n(for)" if v == length else str(v) for v in ticks], fontsize=8)
             ax.set_xlim(ticks[0] / 1.5, ticks[-1] * 1.5)
             ax.set_ylabel(f"{what} time ({unit})")
-            ax.set_xlabel("unroll factor (body applications per iteration)" if length is None
-                          else "unroll factor (iterations per rolled step)")
+            ax.set_xlabel(
+                "unroll factor (body applications per iteration)"
+                if length is None
+                else "unroll factor (iterations per rolled step)"
+            )
             ax.grid(True, alpha=0.25)
             size = "dynamic length" if length is None else f"length {length}"
-            ax.set_title(_display.shorten(f"{site_label(site)}  [{site.get('kind')}, {size}, depth "
-                                          f"{site.get('depth', 0)}] — {what}", 70), fontsize=9)
+            ax.set_title(
+                _display.shorten(
+                    f"{site_label(site)}  [{site.get('kind')}, {size}, depth {site.get('depth', 0)}] — {what}", 70
+                ),
+                fontsize=9,
+            )
             if row == 0 and col == 1:
                 ax.legend(fontsize=7.5, loc="best", framealpha=0.9)
     fig.savefig(path)
@@ -96,8 +124,9 @@ def reason_lines(trials: Sequence[Any], most: int = 6) -> list[str]:
     failed = [t for t in trials if t.failed and t.reason]
     lines = []
     for t in failed[:most]:
-        wrapped = _display.wrap(f"#{t.number} {t.outcome}: {_display.first_sentence(t.reason)}", REASON_CHARS,
-                                max_lines=2)
+        wrapped = _display.wrap(
+            f"#{t.number} {t.outcome}: {_display.first_sentence(t.reason)}", REASON_CHARS, max_lines=2
+        )
         lines += [wrapped[0]] + ["    " + ln for ln in _display.wrap(" ".join(wrapped[1:]), REASON_CHARS - 4)]
     if len(failed) > most:
         lines.append(f"... and {len(failed) - most} more: see the report's trial table")
@@ -114,20 +143,38 @@ def figure_history(rep: StudyReport, path: str) -> str:
         ax, strip, text = fig.subplots(3, 1, gridspec_kw={"height_ratios": [3, 1.3, notes * 0.8]})
         strip.sharex(ax)
         text.axis("off")
-        note = text.text(0.0, 1.0, "\n".join(lines), transform=text.transAxes, ha="left", va="top", fontsize=7,
-                         family="monospace", bbox={"boxstyle": "round,pad=0.4", "fc": "#fff8e1", "ec": "#cccccc"})
+        note = text.text(
+            0.0,
+            1.0,
+            "\n".join(lines),
+            transform=text.transAxes,
+            ha="left",
+            va="top",
+            fontsize=7,
+            family="monospace",
+            bbox={"boxstyle": "round,pad=0.4", "fc": "#fff8e1", "ec": "#cccccc"},
+        )
         note.set_in_layout(False)
     else:
         ax, strip = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
     obj = rep.objective
     counts = rep.outcome_counts()
-    fig.suptitle(f"Trial history — {rep.function_key}\n"
-                 + ", ".join(f"{n} {o}" for o, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-                 + f"; cost for {_select.format_calls(obj.expected_calls)} calls", fontsize=10)
+    fig.suptitle(
+        f"Trial history — {rep.function_key}\n"
+        + ", ".join(f"{n} {o}" for o, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        + f"; cost for {_select.format_calls(obj.expected_calls)} calls",
+        fontsize=10,
+    )
     scored = [t for t in trials if t.counts and t.cost is not None]
     if scored:
-        ax.scatter([t.number for t in scored], [t.cost for t in scored], s=30, color="#1f77b4", zorder=3,
-                   label="measured trial")
+        ax.scatter(
+            [t.number for t in scored],
+            [t.cost for t in scored],
+            s=30,
+            color="#1f77b4",
+            zorder=3,
+            label="measured trial",
+        )
         xs, ys, best = [], [], math.inf
         for t in scored:
             best = min(best, t.cost)
@@ -137,10 +184,21 @@ def figure_history(rep: StudyReport, path: str) -> str:
         ys.append(best)
         ax.step(xs, ys, where="post", color="#d62728", lw=2.0, label="best so far (single measurements)", zorder=2)
         if rep.chosen is not None:
-            ax.axhline(rep.chosen["cost"], color="goldenrod", lw=1.2, ls="-.",
-                       label=f"chosen after confirmation: {_display.cost(rep.chosen['cost'])}")
+            ax.axhline(
+                rep.chosen["cost"],
+                color="goldenrod",
+                lw=1.2,
+                ls="-.",
+                label=f"chosen after confirmation: {_display.cost(rep.chosen['cost'])}",
+            )
         if rep.default is not None:
-            ax.axhline(rep.default["cost"], color="#555555", lw=1.0, ls=":", label=f"default: {_display.cost(rep.default['cost'])}")
+            ax.axhline(
+                rep.default["cost"],
+                color="#555555",
+                lw=1.0,
+                ls=":",
+                label=f"default: {_display.cost(rep.default['cost'])}",
+            )
         shown = [t.cost for t in scored] + [r["cost"] for r in (rep.chosen, rep.default) if r is not None]
         log = wants_log(shown, 10.0)
         if log:
@@ -160,8 +218,15 @@ def figure_history(rep: StudyReport, path: str) -> str:
         if outcome not in ("complete", "shared", "duplicate"):
             for t in trials:
                 if t.outcome == outcome:
-                    strip.annotate(f"#{t.number}", (t.number, yi), xytext=(0, 6), textcoords="offset points",
-                                   ha="center", fontsize=7, color=color)
+                    strip.annotate(
+                        f"#{t.number}",
+                        (t.number, yi),
+                        xytext=(0, 6),
+                        textcoords="offset points",
+                        ha="center",
+                        fontsize=7,
+                        color=color,
+                    )
     strip.set_yticks(range(len(outcomes)))
     strip.set_yticklabels([f"{o} ({counts[o]})" for o in outcomes], fontsize=8)
     strip.set_ylim(-0.7, len(outcomes) - 0.3)

@@ -41,39 +41,55 @@ def _summary(rep: StudyReport) -> list[str]:
     obj = rep.objective
     counts = rep.outcome_counts()
     rescored = rep.study_objective.get("expected_calls") not in (None, obj.expected_calls)
-    rows = [f"<tr><th>study</th><td><code>{_e(rep.study_name)}</code></td></tr>",
-            f"<tr><th>storage</th><td><code>{_e(rep.storage)}</code></td></tr>",
-            f"<tr><th>device</th><td>{_e(rep.device.get('platform', '?'))} / {_e(rep.device.get('device_kind', '?'))}"
-            f" ×{_e(rep.device.get('device_count', '?'))}, jax {_e(rep.device.get('jax', '?'))}</td></tr>",
-            f"<tr><th>search</th><td>{_e(rep.search)}"
-            f"{' (NSGA-II on compile and run seconds)' if rep.search == 'pareto' else ' (weighted cost)'}</td></tr>",
-            f"<tr><th>objective</th><td>cost = {obj.compile_weight:g}·compile + {obj.runtime_weight:g}·"
-            f"{_e(_select.format_calls(obj.expected_calls))}·run"
-            + (f" <span class='muted'>(re-scored; the study was tuned for "
-               f"{_e(_select.format_calls(float(rep.study_objective['expected_calls'])))} calls)</span>"
-               if rescored else "") + "</td></tr>",
-            "<tr><th>trials</th><td>" + ", ".join(f"{n} {_e(o)}" for o, n in sorted(counts.items(),
-                                                                                     key=lambda kv: -kv[1]))
-            + "</td></tr>",
-            f"<tr><th>measurements complete for</th><td>{_e(_select.range_text(rep.complete_range))} calls"
-            + (f" <span class='muted'>({_e(rep.complete_range.get('why'))})</span>"
-               if rep.complete_range and rep.complete_range.get("why") else "") + "</td></tr>"]
+    rows = [
+        f"<tr><th>study</th><td><code>{_e(rep.study_name)}</code></td></tr>",
+        f"<tr><th>storage</th><td><code>{_e(rep.storage)}</code></td></tr>",
+        f"<tr><th>device</th><td>{_e(rep.device.get('platform', '?'))} / {_e(rep.device.get('device_kind', '?'))}"
+        f" ×{_e(rep.device.get('device_count', '?'))}, jax {_e(rep.device.get('jax', '?'))}</td></tr>",
+        f"<tr><th>search</th><td>{_e(rep.search)}"
+        f"{' (NSGA-II on compile and run seconds)' if rep.search == 'pareto' else ' (weighted cost)'}</td></tr>",
+        f"<tr><th>objective</th><td>cost = {obj.compile_weight:g}·compile + {obj.runtime_weight:g}·"
+        f"{_e(_select.format_calls(obj.expected_calls))}·run"
+        + (
+            f" <span class='muted'>(re-scored; the study was tuned for "
+            f"{_e(_select.format_calls(float(rep.study_objective['expected_calls'])))} calls)</span>"
+            if rescored
+            else ""
+        )
+        + "</td></tr>",
+        "<tr><th>trials</th><td>"
+        + ", ".join(f"{n} {_e(o)}" for o, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        + "</td></tr>",
+        f"<tr><th>measurements complete for</th><td>{_e(_select.range_text(rep.complete_range))} calls"
+        + (
+            f" <span class='muted'>({_e(rep.complete_range.get('why'))})</span>"
+            if rep.complete_range and rep.complete_range.get("why")
+            else ""
+        )
+        + "</td></tr>",
+    ]
     if rep.chosen:
         speed = ""
         if rep.default and rep.chosen["cost"] > 0:
-            speed = (f" — {_display.ratio(rep.default['cost'] / rep.chosen['cost'])} cheaper than the default "
-                     f"({_display.cost(rep.default['cost'])})")
-        rows.append(f"<tr><th>chosen</th><td><b>{_e(rep.label(rep.chosen['config']))}</b>, cost "
-                    f"{_e(_display.cost(rep.chosen['cost']))}{_e(speed)}</td></tr>")
+            speed = (
+                f" — {_display.ratio(rep.default['cost'] / rep.chosen['cost'])} cheaper than the default "
+                f"({_display.cost(rep.default['cost'])})"
+            )
+        rows.append(
+            f"<tr><th>chosen</th><td><b>{_e(rep.label(rep.chosen['config']))}</b>, cost "
+            f"{_e(_display.cost(rep.chosen['cost']))}{_e(speed)}</td></tr>"
+        )
     parts = ["<table>", *rows, "</table>"]
     if not rep.in_range:
         command = rep.retune_command()
-        parts.append(f"<p class='warn'>The configs were not measured for {_e(_select.format_calls(obj.expected_calls))}"
-                     f" calls: the measurements are complete for {_e(_select.range_text(rep.complete_range))} calls, "
-                     "so a config the study stopped or never measured could be cheaper; the chosen one is the best "
-                     "measured one. "
-                     + (f"Re-tune for it: <code>{_e(command)}</code>" if command else "Re-tune it for that call count.")
-                     + "</p>")
+        parts.append(
+            f"<p class='warn'>The configs were not measured for {_e(_select.format_calls(obj.expected_calls))}"
+            f" calls: the measurements are complete for {_e(_select.range_text(rep.complete_range))} calls, "
+            "so a config the study stopped or never measured could be cheaper; the chosen one is the best "
+            "measured one. "
+            + (f"Re-tune for it: <code>{_e(command)}</code>" if command else "Re-tune it for that call count.")
+            + "</p>"
+        )
     return parts
 
 
@@ -83,65 +99,89 @@ def _shown_table(rep: StudyReport) -> list[str]:
     obj = rep.objective
     chosen_key = _select.config_text(rep.chosen["config"]) if rep.chosen else None
     default_key = _select.config_text(rep.default_config)
-    parts = ["<table><tr><th></th><th>config</th><th>compile</th><th>run</th>"
-             f"<th>cost at {_e(_select.format_calls(obj.expected_calls))} calls</th><th>cheapest for calls in</th></tr>"]
+    parts = [
+        "<table><tr><th></th><th>config</th><th>compile</th><th>run</th>"
+        f"<th>cost at {_e(_select.format_calls(obj.expected_calls))} calls</th><th>cheapest for calls in</th></tr>"
+    ]
     for p in rep.shown:
         key = _select.config_text(p["config"])
-        tags = (" ★ chosen" if key == chosen_key else "") + (" (default)" if key == default_key else "") + \
-               ("" if p.get("on_front", True) else " <span class='muted'>(off the Pareto front)</span>") + \
-               ("" if p.get("confirmed") or p.get("rounds") else " <span class='muted'>(single trial)</span>")
+        tags = (
+            (" ★ chosen" if key == chosen_key else "")
+            + (" (default)" if key == default_key else "")
+            + ("" if p.get("on_front", True) else " <span class='muted'>(off the Pareto front)</span>")
+            + ("" if p.get("confirmed") or p.get("rounds") else " <span class='muted'>(single trial)</span>")
+        )
         parts.append(
             f"<tr{' class=chosen' if key == chosen_key else ''}><td><span class='swatch' style='background:"
             f"{_e(p['color'])}'></span><b>{_e(p['label'])}</b></td><td>{_e(rep.label(p['config']))}{tags}</td>"
             f"<td class='num'>{_e(_display.seconds(p['compile_s']))}</td>"
             f"<td class='num'>{_e(_display.seconds(p['run_s']))}</td>"
-            f"<td class='num'>{_e(_display.cost(rep.cost_of(p)))}</td><td>{_e(_interval_text(p))}</td></tr>")
+            f"<td class='num'>{_e(_display.cost(rep.cost_of(p)))}</td><td>{_e(_interval_text(p))}</td></tr>"
+        )
     parts.append("</table>")
     return parts
 
 
 def _sites_table(rep: StudyReport) -> list[str]:
-    parts = ["<h3>Loop sites</h3><table><tr><th>site id</th><th>kind</th><th>form</th><th>length</th><th>depth</th>"
-             "<th>source</th><th>default</th><th>chosen</th></tr>"]
+    parts = [
+        "<h3>Loop sites</h3><table><tr><th>site id</th><th>kind</th><th>form</th><th>length</th><th>depth</th>"
+        "<th>source</th><th>default</th><th>chosen</th></tr>"
+    ]
     for s in rep.tunable_sites:
         pick = (rep.chosen or {}).get("config", {}).get(s["id"])
         form = str(s.get("form") or s.get("kind")) + (", derived" if s.get("derived") else "")
-        parts.append(f"<tr><td><code>{_e(s['id'])}</code></td><td>{_e(s.get('kind'))}</td><td>{_e(form)}</td>"
-                     f"<td class='num'>{_e('dynamic' if s.get('length') is None else s['length'])}</td>"
-                     f"<td class='num'>{_e(s.get('depth', 0))}</td><td>{_e(s.get('source') or '-')}</td>"
-                     f"<td>{_e(choice_label(s.get('default') or {}))}</td>"
-                     f"<td>{_e(choice_label(pick) if pick else '-')}</td></tr>")
+        parts.append(
+            f"<tr><td><code>{_e(s['id'])}</code></td><td>{_e(s.get('kind'))}</td><td>{_e(form)}</td>"
+            f"<td class='num'>{_e('dynamic' if s.get('length') is None else s['length'])}</td>"
+            f"<td class='num'>{_e(s.get('depth', 0))}</td><td>{_e(s.get('source') or '-')}</td>"
+            f"<td>{_e(choice_label(s.get('default') or {}))}</td>"
+            f"<td>{_e(choice_label(pick) if pick else '-')}</td></tr>"
+        )
     parts.append("</table>")
     return parts
 
 
 def _study_html(rep: StudyReport, images: dict[str, str]) -> str:
-    parts = [f'<h2 id="{_e(rep.slug)}">{_e(rep.function_key)}</h2>', *_summary(rep),
-             "<h3>Which config for how many calls</h3>", *_shown_table(rep)]
+    parts = [
+        f'<h2 id="{_e(rep.slug)}">{_e(rep.function_key)}</h2>',
+        *_summary(rep),
+        "<h3>Which config for how many calls</h3>",
+        *_shown_table(rep),
+    ]
     for name in FIGURES:
         if name in images:
-            parts.append(f"<figure><img alt='{_e(name)} figure' src='data:image/png;base64,{images[name]}'>"
-                         f"<figcaption>{_e(CAPTIONS[name])}</figcaption></figure>")
+            parts.append(
+                f"<figure><img alt='{_e(name)} figure' src='data:image/png;base64,{images[name]}'>"
+                f"<figcaption>{_e(CAPTIONS[name])}</figcaption></figure>"
+            )
     if rep.confirmed:
-        parts.append("<h3>Confirmation (interleaved re-measurement; medians)</h3><table><tr><th>config</th>"
-                     "<th>rounds</th><th>compile</th><th>run</th><th>cost</th></tr>")
+        parts.append(
+            "<h3>Confirmation (interleaved re-measurement; medians)</h3><table><tr><th>config</th>"
+            "<th>rounds</th><th>compile</th><th>run</th><th>cost</th></tr>"
+        )
         for c in sorted(rep.confirmed, key=lambda c: (c["cost"], _select.config_text(c["config"]))):
             rounds = len(c["rounds"]) if isinstance(c.get("rounds"), list) else c.get("rounds", "-")
-            parts.append(f"<tr><td>{_e(rep.label(c['config']))}</td><td class='num'>{_e(rounds)}</td>"
-                         f"<td class='num'>{_e(_display.seconds(c['compile_s']))}</td>"
-                         f"<td class='num'>{_e(_display.seconds(c['run_s']))}</td>"
-                         f"<td class='num'>{_e(_display.cost(c['cost']))}</td></tr>")
+            parts.append(
+                f"<tr><td>{_e(rep.label(c['config']))}</td><td class='num'>{_e(rounds)}</td>"
+                f"<td class='num'>{_e(_display.seconds(c['compile_s']))}</td>"
+                f"<td class='num'>{_e(_display.seconds(c['run_s']))}</td>"
+                f"<td class='num'>{_e(_display.cost(c['cost']))}</td></tr>"
+            )
         parts.append("</table>")
     if rep.tunable_sites:
         parts += _sites_table(rep)
-    parts.append("<h3>Trials</h3><table><tr><th>#</th><th>outcome</th><th>config</th><th>compile</th>"
-                 "<th>run</th><th>cost</th><th>reason</th></tr>")
+    parts.append(
+        "<h3>Trials</h3><table><tr><th>#</th><th>outcome</th><th>config</th><th>compile</th>"
+        "<th>run</th><th>cost</th><th>reason</th></tr>"
+    )
     for t in sorted(rep.trials, key=lambda t: t.number):
         cls = " class='bad'" if t.failed else ""
-        parts.append(f"<tr><td class='num'>{t.number}</td><td{cls}>{_e(t.outcome)}</td><td>{_e(rep.label(t.config))}"
-                     f"</td><td class='num'>{_e(_display.seconds(t.compile_s))}</td>"
-                     f"<td class='num'>{_e(_display.seconds(t.run_s))}</td><td class='num'>{_e(_display.cost(t.cost))}"
-                     f"</td><td class='reason'>{_e(t.reason or '')}</td></tr>")
+        parts.append(
+            f"<tr><td class='num'>{t.number}</td><td{cls}>{_e(t.outcome)}</td><td>{_e(rep.label(t.config))}"
+            f"</td><td class='num'>{_e(_display.seconds(t.compile_s))}</td>"
+            f"<td class='num'>{_e(_display.seconds(t.run_s))}</td><td class='num'>{_e(_display.cost(t.cost))}"
+            f"</td><td class='reason'>{_e(t.reason or '')}</td></tr>"
+        )
     parts.append("</table>")
     return "\n".join(parts)
 
@@ -150,12 +190,21 @@ def render_html(reports: Sequence[StudyReport], images: dict[str, dict[str, str]
     """One self-contained page: inline CSS, figures as base64 PNG, no script, no external resource."""
     toc = ""
     if len(reports) > 1:
-        toc = "<ul>" + "".join(f"<li><a href='#{_e(r.slug)}'>{_e(r.function_key)}</a> "
-                               f"<span class='muted'>{_e(r.study_name)}</span></li>" for r in reports) + "</ul>"
+        toc = (
+            "<ul>"
+            + "".join(
+                f"<li><a href='#{_e(r.slug)}'>{_e(r.function_key)}</a> "
+                f"<span class='muted'>{_e(r.study_name)}</span></li>"
+                for r in reports
+            )
+            + "</ul>"
+        )
     body = "\n".join(_study_html(r, images.get(r.slug, {})) for r in reports)
-    return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-            f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{_e(title)}</title>"
-            f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>"
-            "<p class='muted'>cost = compile_weight·(trace + lower + compile) + runtime_weight·expected_calls·run. "
-            "Generated by jax-autotune from the study's stored trials; nothing was re-measured.</p>"
-            f"{toc}{body}</body></html>\n")
+    return (
+        f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{_e(title)}</title>"
+        f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>"
+        "<p class='muted'>cost = compile_weight·(trace + lower + compile) + runtime_weight·expected_calls·run. "
+        "Generated by jax-autotune from the study's stored trials; nothing was re-measured.</p>"
+        f"{toc}{body}</body></html>\n"
+    )

@@ -25,8 +25,9 @@ class ReportFiles:
     reports: list[StudyReport]
 
 
-def write_report(reports: Sequence[StudyReport], out_dir: str, *, title: str | None = None,
-                 progress: bool = False) -> ReportFiles:
+def write_report(
+    reports: Sequence[StudyReport], out_dir: str, *, title: str | None = None, progress: bool = False
+) -> ReportFiles:
     """Write ``report.html``, ``report.json`` and four PNG figures per study into ``out_dir``.
 
     Arguments:
@@ -67,9 +68,17 @@ def write_report(reports: Sequence[StudyReport], out_dir: str, *, title: str | N
     return ReportFiles(html=html_path, figures=written, data=data_path, reports=list(reports))
 
 
-def report(out_dir: str, *, study_names: Sequence[str] | None = None, file: str | None = None,
-           storage: str | None = None, cache: str | None = None, expected_calls: float | None = None,
-           all_programs: bool = False, progress: bool = False) -> ReportFiles:
+def report(
+    out_dir: str,
+    *,
+    study_names: Sequence[str] | None = None,
+    file: str | None = None,
+    storage: str | None = None,
+    cache: str | None = None,
+    expected_calls: float | None = None,
+    all_programs: bool = False,
+    progress: bool = False,
+) -> ReportFiles:
     """Write a report of some studies: by name, or those of a study file's functions.
 
     Arguments:

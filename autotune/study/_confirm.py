@@ -85,8 +85,7 @@ def by_program(points: Sequence[dict[str, Any]], default: Config) -> list[dict[s
         groups.setdefault(key, []).append(p)
     dtext, out = _select.config_text(default), []
     for members in groups.values():
-        members = sorted(members, key=lambda p: (_select.config_text(p["config"]) != dtext,
-                                                  simplest_key(p["config"])))
+        members = sorted(members, key=lambda p: (_select.config_text(p["config"]) != dtext, simplest_key(p["config"])))
         head = dict(members[0])
         if len(members) > 1:
             head["equivalent"] = [dict(m["config"]) for m in members[1:]]
@@ -94,8 +93,14 @@ def by_program(points: Sequence[dict[str, Any]], default: Config) -> list[dict[s
     return out
 
 
-def contenders(points: Sequence[dict[str, Any]], default: Config, objective: Objective, top: int,
-               front_cap: int = 6, whole_front: bool = False) -> list[Config]:
+def contenders(
+    points: Sequence[dict[str, Any]],
+    default: Config,
+    objective: Objective,
+    top: int,
+    front_cap: int = 6,
+    whole_front: bool = False,
+) -> list[Config]:
     """The configs to confirm, one per program (:func:`by_program`): the ``top`` cheapest, the
     configs cheapest at some call count (capped), the default.
 
@@ -109,8 +114,10 @@ def contenders(points: Sequence[dict[str, Any]], default: Config, objective: Obj
     if whole_front:
         front = _select.pareto_front(points)
     else:
-        front = [{"config": it["config"]} for it in _select.crossover_intervals(
-            points, objective.compile_weight, objective.runtime_weight)]
+        front = [
+            {"config": it["config"]}
+            for it in _select.crossover_intervals(points, objective.compile_weight, objective.runtime_weight)
+        ]
     out: list[Config] = []
     for p in ranked[:top] + front[:front_cap]:
         c = Config.from_dict(p["config"])
@@ -137,15 +144,22 @@ def _sample(runner, config: Config, full: bool) -> tuple[Measurement | None, boo
 
 def _rotated(configs: list[Config], r: int) -> list[Config]:
     """Round ``r``'s order: A B C, then B C A, then C A B ..."""
-    return configs[r % len(configs):] + configs[: r % len(configs)]
+    return configs[r % len(configs) :] + configs[: r % len(configs)]
 
 
 def point_of(points: Sequence[dict[str, Any]], config: Any) -> dict[str, Any] | None:
     """The point of ``config``, or of its program (a config listed in a point's ``"equivalent"``
     lowered to the same program), or None."""
     text = _select.config_text(config)
-    return next((p for p in points if _select.config_text(p["config"]) == text
-                 or any(_select.config_text(e) == text for e in p.get("equivalent") or ())), None)
+    return next(
+        (
+            p
+            for p in points
+            if _select.config_text(p["config"]) == text
+            or any(_select.config_text(e) == text for e in p.get("equivalent") or ())
+        ),
+        None,
+    )
 
 
 def compile_could_flip(points: Sequence[dict[str, Any]], default: Config, objective: Objective) -> bool:
@@ -155,9 +169,12 @@ def compile_could_flip(points: Sequence[dict[str, Any]], default: Config, object
     if d is None or objective.compile_weight <= 0:
         return False
     d_cost = _select.cost(d, objective)
-    return any(abs(_select.cost(p, objective) - d_cost)
-               < objective.compile_weight * COMPILE_NOISE * (p["compile_s"] + d["compile_s"])
-               for p in points if p is not d)
+    return any(
+        abs(_select.cost(p, objective) - d_cost)
+        < objective.compile_weight * COMPILE_NOISE * (p["compile_s"] + d["compile_s"])
+        for p in points
+        if p is not d
+    )
 
 
 def second_process(points: list[dict[str, Any]], default: Config, objective: Objective) -> list[Config]:
@@ -218,22 +235,44 @@ def _point(config: Config, processes: list[_Rounds], equivalent: list[dict] | No
 
     compiled = fresh or ms  # compile figures from the compiles confirmation took
     summary = Measurement(
-        trace_s=med("trace_s", compiled), lower_s=med("lower_s", compiled), compile_s=med("compile_s", compiled),
-        trace_cpu_s=med("trace_cpu_s", compiled), lower_cpu_s=med("lower_cpu_s", compiled),
-        compile_cpu_s=med("compile_cpu_s", compiled), run_s=med("run_s", ms), run_iqr_s=med("run_iqr_s", ms),
+        trace_s=med("trace_s", compiled),
+        lower_s=med("lower_s", compiled),
+        compile_s=med("compile_s", compiled),
+        trace_cpu_s=med("trace_cpu_s", compiled),
+        lower_cpu_s=med("lower_cpu_s", compiled),
+        compile_cpu_s=med("compile_cpu_s", compiled),
+        run_s=med("run_s", ms),
+        run_iqr_s=med("run_iqr_s", ms),
         run_p10_s=med("run_p10_s", ms),
-        reps=sum(m.reps for m in ms), config=config, memory=ms[-1].memory, flops=ms[-1].flops,
-        program_hash=ms[-1].program_hash)
-    point = {"config": config.to_dict(), "compile_s": statistics.median(r[0] for r in rows),
-             "run_s": statistics.median(r[1] for r in rows), "rounds": rows, "confirmed": True,
-             "measurement": summary.to_dict(), "compiles": len(fresh)}
+        reps=sum(m.reps for m in ms),
+        config=config,
+        memory=ms[-1].memory,
+        flops=ms[-1].flops,
+        program_hash=ms[-1].program_hash,
+    )
+    point = {
+        "config": config.to_dict(),
+        "compile_s": statistics.median(r[0] for r in rows),
+        "run_s": statistics.median(r[1] for r in rows),
+        "rounds": rows,
+        "confirmed": True,
+        "measurement": summary.to_dict(),
+        "compiles": len(fresh),
+    }
     if equivalent:
         point["equivalent"] = equivalent
     return point
 
 
-def _measure_rounds(runner, configs: list[Config], rounds: int, default: Config, objective: Objective,
-                    check: Callable[[], None], each_round: bool | None = None) -> _Rounds:
+def _measure_rounds(
+    runner,
+    configs: list[Config],
+    rounds: int,
+    default: Config,
+    objective: Objective,
+    check: Callable[[], None],
+    each_round: bool | None = None,
+) -> _Rounds:
     """One process's rounds (see the module docstring); ``each_round`` forces the compile mode."""
     got = _Rounds(configs, rounds)
     got.take(runner, range(1), True, check)  # round 1: every contender compiled, side by side
@@ -243,16 +282,23 @@ def _measure_rounds(runner, configs: list[Config], rounds: int, default: Config,
 
     got.each_round = each_round if each_round is not None else compile_could_flip(points(), default, objective)
     got.take(runner, range(1, rounds), got.each_round, check)
-    if each_round is None and not got.each_round and rounds > 1 and compile_could_flip(points(), default,
-                                                                                         objective):
+    if each_round is None and not got.each_round and rounds > 1 and compile_could_flip(points(), default, objective):
         got.each_round = True  # the re-timed rounds brought them within compile noise: compile them again
         got.take(runner, range(1, rounds), True, check)
     return got
 
 
-def confirm(runner, points: Sequence[dict[str, Any]], default: Config, objective: Objective, *, top: int = 3,
-            rounds: int = 3, check: Callable[[], None] = lambda: None,
-            whole_front: bool = False) -> list[dict[str, Any]]:
+def confirm(
+    runner,
+    points: Sequence[dict[str, Any]],
+    default: Config,
+    objective: Objective,
+    *,
+    top: int = 3,
+    rounds: int = 3,
+    check: Callable[[], None] = lambda: None,
+    whole_front: bool = False,
+) -> list[dict[str, Any]]:
     """Confirmed points of the contenders (see the module docstring); the default's always among them
     when it can be measured at all. A point lists the configs that lowered to its program in
     ``"equivalent"`` and how many compiles confirmation took of it in ``"compiles"``."""
@@ -264,16 +310,14 @@ def confirm(runner, points: Sequence[dict[str, Any]], default: Config, objective
     processes = [first]
 
     def confirmed_now() -> list[dict[str, Any]]:
-        return [p for c in configs
-                if (p := _point(c, processes, equivalent.get(_select.config_text(c)))) is not None]
+        return [p for c in configs if (p := _point(c, processes, equivalent.get(_select.config_text(c)))) is not None]
 
     confirmed = confirmed_now()
     challengers = second_process(confirmed, default, objective)
     renew = getattr(runner, "renew", None)  # a runner without another process to use has none
     if challengers and renew is not None and renew():
         pair = challengers + [default]
-        processes.append(_measure_rounds(runner, pair, rounds, default, objective, check,
-                                         each_round=first.each_round))
+        processes.append(_measure_rounds(runner, pair, rounds, default, objective, check, each_round=first.each_round))
         confirmed = confirmed_now()
         for p in confirmed:
             c = Config.from_dict(p["config"])

@@ -74,15 +74,25 @@ def tolerance(dtype: Any) -> tuple[float, float]:
     return 2 * eps, eps / 2
 
 
-def _compare_floats(i: int, part: str, r: np.ndarray, c: np.ndarray, dtype: np.dtype,
-                    rtol: float | None, atol: float | None, scale: float | None = None) -> str | None:
+def _compare_floats(
+    i: int,
+    part: str,
+    r: np.ndarray,
+    c: np.ndarray,
+    dtype: np.dtype,
+    rtol: float | None,
+    atol: float | None,
+    scale: float | None = None,
+) -> str | None:
     r64, c64 = r.astype(np.float64), c.astype(np.float64)
     where = f"output leaf {i}{part}"
     r_nan, c_nan = np.isnan(r64), np.isnan(c64)
     if not np.array_equal(r_nan, c_nan):
         k = int(np.argmax(r_nan != c_nan))
-        return (f"{where} has NaN where the default config's has {float(r64.flat[k])}, or the reverse "
-                f"(first at flat index {k})")
+        return (
+            f"{where} has NaN where the default config's has {float(r64.flat[k])}, or the reverse "
+            f"(first at flat index {k})"
+        )
     r_inf, c_inf = np.isinf(r64), np.isinf(c64)
     if not np.array_equal(r_inf, c_inf) or not np.array_equal(np.sign(r64[r_inf]), np.sign(c64[c_inf])):
         bad = (r_inf != c_inf) | (r_inf & c_inf & (np.sign(r64) != np.sign(c64)))
@@ -101,18 +111,25 @@ def _compare_floats(i: int, part: str, r: np.ndarray, c: np.ndarray, dtype: np.d
     limit = elem_rtol * (np.abs(rf) + scale / 10) + slack
     if (diff > limit).any():
         k = int(np.argmax(diff - limit))
-        return (f"{where} differs from the default config's by {diff[k]:.3g} at one value ({cf[k]:.6g} vs "
-                f"{rf[k]:.6g}), over the {dtype.name} tolerance {limit[k]:.3g}")
+        return (
+            f"{where} differs from the default config's by {diff[k]:.3g} at one value ({cf[k]:.6g} vs "
+            f"{rf[k]:.6g}), over the {dtype.name} tolerance {limit[k]:.3g}"
+        )
     norm_r = float(np.linalg.norm(rf))
     norm_d = float(np.linalg.norm(cf - rf))
     if norm_r == 0.0:
-        return None if norm_d <= slack * math.sqrt(rf.size) else (
-            f"{where} is not zero where the default config's is (norm {norm_d:.3g})")
+        return (
+            None
+            if norm_d <= slack * math.sqrt(rf.size)
+            else (f"{where} is not zero where the default config's is (norm {norm_d:.3g})")
+        )
     bound = max(norm_rtol, 1.5 * _eps(dtype) / math.sqrt(rf.size)) if rtol is None else norm_rtol
     rel = norm_d / norm_r
     if rel > bound + slack * math.sqrt(rf.size) / norm_r:
-        return (f"{where} differs from the default config's by {rel:.3g} relative to its norm, over the "
-                f"{dtype.name} tolerance {bound:.3g} (a systematic change, not rounding)")
+        return (
+            f"{where} differs from the default config's by {rel:.3g} relative to its norm, over the "
+            f"{dtype.name} tolerance {bound:.3g} (a systematic change, not rounding)"
+        )
     return None
 
 
@@ -161,6 +178,8 @@ def compare_outputs(reference: Any, candidate: Any, rtol: float | None = None, a
                 return why
         elif not np.array_equal(r, c):
             k = int(np.argmax((r != c).reshape(-1)))
-            return (f"output leaf {i} ({r.dtype}) differs from the default config's at flat index {k}: "
-                    f"{c.reshape(-1)[k].item()} vs {r.reshape(-1)[k].item()} ({r.dtype} must match exactly)")
+            return (
+                f"output leaf {i} ({r.dtype}) differs from the default config's at flat index {k}: "
+                f"{c.reshape(-1)[k].item()} vs {r.reshape(-1)[k].item()} ({r.dtype} must match exactly)"
+            )
     return None

@@ -33,8 +33,19 @@ from .._runner import Outcome
 from . import _locks
 from ._locks import creation_lock, owner_gone, owner_identity
 
-TRIAL_ATTRS = ("config", "device", "outcome", "reason", "measurement", "program_hash", "shared_with",
-               "compile_s_at_least", "predicted_compile_s", "owner", "lease_until")
+TRIAL_ATTRS = (
+    "config",
+    "device",
+    "outcome",
+    "reason",
+    "measurement",
+    "program_hash",
+    "shared_with",
+    "compile_s_at_least",
+    "predicted_compile_s",
+    "owner",
+    "lease_until",
+)
 """User attributes of a trial: its config (canonical JSON), device key, :class:`Outcome`, reason,
 measurement (``Measurement.to_dict()``), lowered-program hash, the trial whose measurement it
 shares, a compile-time lower bound when stopped, a predicted compile time when skipped, and its lease."""
@@ -54,8 +65,8 @@ class TrialView:
 
     number: int
     trial_id: int
-    state: str                     # Optuna's state name: WAITING, RUNNING, COMPLETE, PRUNED, FAIL
-    outcome: Outcome | None        # None while running or waiting
+    state: str  # Optuna's state name: WAITING, RUNNING, COMPLETE, PRUNED, FAIL
+    outcome: Outcome | None  # None while running or waiting
     config_json: str | None
     reason: str | None
     measurement: dict[str, Any] | None
@@ -87,8 +98,17 @@ def _view(t: optuna.trial.FrozenTrial, space=None) -> TrialView:
     if outcome is None and t.state.name in ("FAIL", "PRUNED"):
         outcome = Outcome.ERROR if t.state.name == "FAIL" else Outcome.PRUNED
     values = tuple(t.values) if t.values else None
-    return TrialView(t.number, t._trial_id, t.state.name, outcome, config, attrs.get("reason"),
-                     attrs.get("measurement"), values, attrs)
+    return TrialView(
+        t.number,
+        t._trial_id,
+        t.state.name,
+        outcome,
+        config,
+        attrs.get("reason"),
+        attrs.get("measurement"),
+        values,
+        attrs,
+    )
 
 
 def _storage_error(url: str, exc: BaseException) -> StudyError:
@@ -96,10 +116,14 @@ def _storage_error(url: str, exc: BaseException) -> StudyError:
 
     text = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, ImportError) or "no module named" in text.lower():
-        return StudyError(f"The study storage {redact(url)} needs a database driver that is not installed ({text}); "
-                          "for PostgreSQL run `pip install 'jax-autotune[postgres]'`.")
-    return StudyError(f"Could not open the study storage {redact(url)}: {text}. Check that the path or server is "
-                      "reachable and writable (and the disk not full), or pass another --storage.")
+        return StudyError(
+            f"The study storage {redact(url)} needs a database driver that is not installed ({text}); "
+            "for PostgreSQL run `pip install 'jax-autotune[postgres]'`."
+        )
+    return StudyError(
+        f"Could not open the study storage {redact(url)}: {text}. Check that the path or server is "
+        "reachable and writable (and the disk not full), or pass another --storage."
+    )
 
 
 def storage(url: str) -> optuna.storages.BaseStorage:
@@ -115,7 +139,7 @@ def storage(url: str) -> optuna.storages.BaseStorage:
             text = str(exc).lower()
             if not any(w in text for w in ("already exists", "unique constraint", "duplicate key", "locked")):
                 raise _storage_error(url, exc) from None
-            time.sleep(0.05 * 2 ** attempt)
+            time.sleep(0.05 * 2**attempt)
     raise _storage_error(url, last)
 
 
@@ -133,22 +157,27 @@ class Study:
         for attempt in range(6):
             try:
                 self._study = optuna.create_study(
-                    study_name=name, storage=st, directions=["minimize"] * directions,
-                    sampler=optuna.samplers.RandomSampler(), load_if_exists=True)
+                    study_name=name,
+                    storage=st,
+                    directions=["minimize"] * directions,
+                    sampler=optuna.samplers.RandomSampler(),
+                    load_if_exists=True,
+                )
                 break
             except Exception as exc:
                 if attempt == 5 or not any(w in str(exc).lower() for w in ("already exists", "unique", "duplicate")):
                     raise _storage_error(url, exc) from None
-                time.sleep(0.05 * 2 ** attempt)
+                time.sleep(0.05 * 2**attempt)
         if len(self._study.directions) != directions:
             from .._paths import redact
 
             raise StudyError(
                 f"Study {name!r} in {redact(url)} has {len(self._study.directions)} objective(s), but this search "
-                f"needs {directions}; pass another study_name (the default names differ).")
+                f"needs {directions}; pass another study_name (the default names differ)."
+            )
         self.directions = directions
         self._lease_lock = threading.Lock()
-        self._leased: dict[int, int] = {}   # trial_id -> number, while this process measures them
+        self._leased: dict[int, int] = {}  # trial_id -> number, while this process measures them
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
@@ -184,12 +213,23 @@ class Study:
         config, perhaps another process's). Returns the trial and its config."""
         params, choices = space.to_params(config), space.param_choices()
         template = optuna.trial.FrozenTrial(
-            number=-1, state=optuna.trial.TrialState.RUNNING, value=None, datetime_start=datetime.datetime.now(),
-            datetime_complete=None, params=params,
+            number=-1,
+            state=optuna.trial.TrialState.RUNNING,
+            value=None,
+            datetime_start=datetime.datetime.now(),
+            datetime_complete=None,
+            params=params,
             distributions={k: optuna.distributions.CategoricalDistribution(choices[k]) for k in params},
-            user_attrs={"config": config.to_json(), "device": device_key, "owner": owner_identity(),
-                        "lease_until": time.time() + LEASE_S},
-            system_attrs={}, intermediate_values={}, trial_id=-1)
+            user_attrs={
+                "config": config.to_json(),
+                "device": device_key,
+                "owner": owner_identity(),
+                "lease_until": time.time() + LEASE_S,
+            },
+            system_attrs={},
+            intermediate_values={},
+            trial_id=-1,
+        )
         trial_id = self._study._storage.create_new_trial(self._study._study_id, template_trial=template)
         return self._lease(optuna.Trial(self._study, trial_id), space)
 
@@ -221,13 +261,18 @@ class Study:
             trial = self._study.ask()
             trial.set_user_attr("config", space.suggest(trial).to_json())
             trial.set_user_attr("device", device_key)
-            self.finish(trial, Outcome.DUPLICATE, reason="left queued when the search ended (enqueued through Optuna "
-                                                          "beyond the trial budget, or by an older version's enqueue "
-                                                          "race); the search proposes its configs itself")
+            self.finish(
+                trial,
+                Outcome.DUPLICATE,
+                reason="left queued when the search ended (enqueued through Optuna "
+                "beyond the trial budget, or by an older version's enqueue "
+                "race); the search proposes its configs itself",
+            )
         return len(waiting)
 
-    def finish(self, trial: Any, outcome: Outcome, *, value: Any = None, reason: str | None = None,
-               **attrs: Any) -> None:
+    def finish(
+        self, trial: Any, outcome: Outcome, *, value: Any = None, reason: str | None = None, **attrs: Any
+    ) -> None:
         """Close a trial with its outcome (and value for a counted measurement)."""
         with self._lease_lock:
             self._leased.pop(trial._trial_id, None)
@@ -270,8 +315,9 @@ class Study:
                 continue
             try:
                 self._study._storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.ABANDONED.value)
-                self._study._storage.set_trial_user_attr(t._trial_id, "reason", f"abandoned: {why}; "
-                                                         "the config is free to be measured again")
+                self._study._storage.set_trial_user_attr(
+                    t._trial_id, "reason", f"abandoned: {why}; the config is free to be measured again"
+                )
                 self._study.tell(t.number, state=optuna.trial.TrialState.FAIL)
                 out.append(t.number)
             except Exception:  # another process closed it first
@@ -304,8 +350,7 @@ class Study:
         creating any trial in the study (an in-memory copy is asked instead), so a draw of an
         already measured config costs nothing and the sampler's model is kept."""
         shadow = optuna.create_study(directions=["minimize"] * self.directions, sampler=sampler)
-        done = [t for t in self._study.get_trials(deepcopy=True)
-                if t.state.is_finished() and t.distributions]
+        done = [t for t in self._study.get_trials(deepcopy=True) if t.state.is_finished() and t.distributions]
         for t in done:  # a trial the sampler can learn from must carry its own values
             if t.state == optuna.trial.TrialState.COMPLETE and not t.values:
                 continue
@@ -324,8 +369,9 @@ def make_sampler(name: str, seed: int | None, budget: int) -> optuna.samplers.Ba
     if name == "tpe":
         with warnings.catch_warnings():  # `group` is "experimental" since Optuna 2.8
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True,
-                                              n_startup_trials=max(3, min(10, budget // 3)))
+            return optuna.samplers.TPESampler(
+                seed=seed, multivariate=True, group=True, n_startup_trials=max(3, min(10, budget // 3))
+            )
     if name == "nsga2":  # small generations, so that a short budget still evolves
         return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, min(50, budget // 3)))
     return optuna.samplers.RandomSampler(seed=seed)
@@ -339,8 +385,10 @@ def load(name: str, url: str) -> Study:
         optuna.load_study(study_name=name, storage=storage(url))
     except KeyError:
         names = optuna.study.get_all_study_names(storage=storage(url))
-        raise StudyError(f"No study {name!r} in {redact(url)}; it has {len(names)} "
-                         f"stud{'y' if len(names) == 1 else 'ies'}: {names[:10]}.") from None
+        raise StudyError(
+            f"No study {name!r} in {redact(url)}; it has {len(names)} "
+            f"stud{'y' if len(names) == 1 else 'ies'}: {names[:10]}."
+        ) from None
     return Study(name, url, len(optuna.load_study(study_name=name, storage=storage(url)).directions))
 
 
@@ -350,8 +398,10 @@ def summaries(url: str) -> list[dict[str, Any]]:
 
     path = storage_file(url)
     if path is not None and not os.path.exists(path):
-        raise StudyError(f"There is no study storage at {redact(url)}: run `autotune tune FILE` first, or pass "
-                         "--storage (or --cache) to point at the one it used.")
+        raise StudyError(
+            f"There is no study storage at {redact(url)}: run `autotune tune FILE` first, or pass "
+            "--storage (or --cache) to point at the one it used."
+        )
     try:
         found = optuna.get_all_study_summaries(storage=storage(url), include_best_trial=False)
     except StudyError:

@@ -31,14 +31,14 @@ class Progress:
         completed: the steps done already (a resumed study's trials): the first frame shows them.
     """
 
-    def __init__(self, enabled: bool, total: int, title: str = "tuning", transient: bool = False,
-                 completed: int = 0):
+    def __init__(self, enabled: bool, total: int, title: str = "tuning", transient: bool = False, completed: int = 0):
         self.bar = None
         self._status = ""
         if not enabled:
             return
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as RichProgress
 
         from .._display import shorten
 
@@ -54,9 +54,15 @@ class Progress:
         self._shorten = shorten
         self._best = ""
         self.bar = RichProgress(
-            TextColumn(f"[bold]{title}[/bold]"), BarColumn(bar_width=bar_width), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("{task.fields[best]}"), TextColumn("{task.fields[status]}"),
-            console=console, transient=transient)
+            TextColumn(f"[bold]{title}[/bold]"),
+            BarColumn(bar_width=bar_width),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[best]}"),
+            TextColumn("{task.fields[status]}"),
+            console=console,
+            transient=transient,
+        )
         self.task = self.bar.add_task(title, total=max(1, total), completed=completed, status="", best="")
         self.bar.start()
 
@@ -65,8 +71,14 @@ class Progress:
         """Whether the bar is drawn (so callers can skip building its texts)."""
         return self.bar is not None
 
-    def update(self, completed: int | None = None, status: str | None = None, total: int | None = None,
-               advance: int = 0, best: str | None = None) -> None:
+    def update(
+        self,
+        completed: int | None = None,
+        status: str | None = None,
+        total: int | None = None,
+        advance: int = 0,
+        best: str | None = None,
+    ) -> None:
         """Move the bar; ``best`` is the standing best-so-far text (kept until replaced, ``""``
         clears it), ``status`` what is happening now."""
         if self.bar is None:

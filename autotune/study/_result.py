@@ -61,9 +61,16 @@ class TrialRecord:
         return point
 
     def to_dict(self) -> dict[str, Any]:
-        return {"number": self.number, "config": self.config.to_dict(), "state": self.state, "cost": self.cost,
-                "reason": self.reason, "measurement": self.measurement,
-                "compile_s_at_least": self.compile_s_at_least, "predicted_compile_s": self.predicted_compile_s}
+        return {
+            "number": self.number,
+            "config": self.config.to_dict(),
+            "state": self.state,
+            "cost": self.cost,
+            "reason": self.reason,
+            "measurement": self.measurement,
+            "compile_s_at_least": self.compile_s_at_least,
+            "predicted_compile_s": self.predicted_compile_s,
+        }
 
 
 @dataclass
@@ -127,8 +134,9 @@ class TuneResult:
 
     def choose(self, objective: Objective) -> _select.Choice:
         """The winner for another objective, from the confirmed points, without measuring again."""
-        return _select.choose(self.confirmed, objective, default=self.default_config.to_dict(),
-                              complete=self.complete_range)
+        return _select.choose(
+            self.confirmed, objective, default=self.default_config.to_dict(), complete=self.complete_range
+        )
 
     def rescore(self, objective: Objective) -> tuple[Config, float]:
         """(config, cost) of :meth:`choose`."""

@@ -38,10 +38,19 @@ def record_of(view: TrialView, objective: Objective) -> TrialRecord:
     """A trial as the study's result shows it (its cost from the one selection rule)."""
     config = view.config or Config()
     if view.outcome is None:  # another worker's trial, still in flight
-        return TrialRecord(view.number, config, "running", None, view.reason or "being measured by another worker",
-                           view.measurement)
-    record = TrialRecord(view.number, config, view.outcome.value, None, view.reason, view.measurement,
-                         view.attrs.get("compile_s_at_least"), view.attrs.get("predicted_compile_s"))
+        return TrialRecord(
+            view.number, config, "running", None, view.reason or "being measured by another worker", view.measurement
+        )
+    record = TrialRecord(
+        view.number,
+        config,
+        view.outcome.value,
+        None,
+        view.reason,
+        view.measurement,
+        view.attrs.get("compile_s_at_least"),
+        view.attrs.get("predicted_compile_s"),
+    )
     point = record.point()
     if point is None:
         return record
@@ -51,9 +60,22 @@ def record_of(view: TrialView, objective: Objective) -> TrialRecord:
 class Search:
     """One process's share of a study's trials."""
 
-    def __init__(self, study: Study, space, runner, objective: Objective, search: str, proposer,
-                 device_key: str, *, rtol: float | None, atol: float | None, progress, latch,
-                 unrewritable: Callable[[Config], dict[str, str]] | None = None):
+    def __init__(
+        self,
+        study: Study,
+        space,
+        runner,
+        objective: Objective,
+        search: str,
+        proposer,
+        device_key: str,
+        *,
+        rtol: float | None,
+        atol: float | None,
+        progress,
+        latch,
+        unrewritable: Callable[[Config], dict[str, str]] | None = None,
+    ):
         self.study, self.space, self.runner, self.objective = study, space, runner, objective
         # (config that failed) -> {site id: why} for the sites it changes that cannot be re-emitted
         self.unrewritable = unrewritable
@@ -148,16 +170,25 @@ class Search:
         """Measure the config of an opened trial and close the trial with what happened."""
         owner = self.study.owner_of(got.to_json(), trial.number, self.space)
         if owner is not None:
-            self.study.finish(trial, Outcome.DUPLICATE, reason=f"same config as trial {owner} (another worker drew "
-                              "it at the same moment); not measured twice")
+            self.study.finish(
+                trial,
+                Outcome.DUPLICATE,
+                reason=f"same config as trial {owner} (another worker drew it at the same moment); not measured twice",
+            )
             return
         predicted = self.predictor.over_budget(got, budget_s) if got != self.default else None
         if predicted is not None:
-            self.study.finish(trial, Outcome.PRUNED, predicted_compile_s=predicted,
-                              compile_s_at_least=predicted / MARGIN, reason=(
-                                  f"skipped before compiling: its predicted compile time {predicted:.3g} s (fit on "
-                                  f"{len(self.predictor.y)} trials) is over {MARGIN:g}x the compile budget of "
-                                  f"{budget_s:.3g} s, so it cannot win"))
+            self.study.finish(
+                trial,
+                Outcome.PRUNED,
+                predicted_compile_s=predicted,
+                compile_s_at_least=predicted / MARGIN,
+                reason=(
+                    f"skipped before compiling: its predicted compile time {predicted:.3g} s (fit on "
+                    f"{len(self.predictor.y)} trials) is over {MARGIN:g}x the compile budget of "
+                    f"{budget_s:.3g} s, so it cannot win"
+                ),
+            )
             return
         self.progress.update(status=f"measuring {got.label(self.space.sites)}")
         shared: dict[str, Any] = {}
@@ -197,10 +228,20 @@ class Search:
             self.study.finish(trial, Outcome.REJECTED, reason=f"correctness guard: {why}", measurement=measurement)
             return
         outcome = Outcome.SHARED if shared else Outcome.COMPLETE
-        reason = (f"lowered to the same program as trial {shared['from']}: its compile and run figures are shared"
-                  if shared else None)
-        self.study.finish(trial, outcome, value=self._value(m, rounds), reason=reason, measurement=measurement,
-                          program_hash=m.program_hash, shared_with=shared.get("from"))
+        reason = (
+            f"lowered to the same program as trial {shared['from']}: its compile and run figures are shared"
+            if shared
+            else None
+        )
+        self.study.finish(
+            trial,
+            outcome,
+            value=self._value(m, rounds),
+            reason=reason,
+            measurement=measurement,
+            program_hash=m.program_hash,
+            shared_with=shared.get("from"),
+        )
         if m.program_hash and not shared:
             self._by_hash[m.program_hash] = (trial.number, m)
 
@@ -220,8 +261,10 @@ class Search:
             known = dict(self.study.attrs.get("unrewritable") or {})
             self.study.set_attrs(unrewritable={**found, **known})
         names = ", ".join(repr(k) for k in found)
-        return (f"; site{'s' if len(found) > 1 else ''} {names} cannot be rewritten for any choice (the loop could "
-                "not be re-traced), so the study leaves it at its default from now on")
+        return (
+            f"; site{'s' if len(found) > 1 else ''} {names} cannot be rewritten for any choice (the loop could "
+            "not be re-traced), so the study leaves it at its default from now on"
+        )
 
     def run(self, budget: int, deadline: float | None) -> None:
         """Trials until the study holds ``budget`` counted trials, the deadline passes, or
@@ -259,8 +302,9 @@ class Search:
             views = self.study.trials(self.space)
             points = self.points([record_of(v, self.objective) for v in views])
             # Keep the contenders' executables in the warm worker: confirmation re-times them without compiling.
-            self.runner.retain(contenders(points, self.default, self.objective, self.keep_top,
-                                          whole_front=self.search == "pareto"))
+            self.runner.retain(
+                contenders(points, self.default, self.objective, self.keep_top, whole_front=self.search == "pareto")
+            )
             if self.progress.shown:
                 self.progress.update(completed=min(budget, _counted(views)), best=self.best_text(points), status="")
 
@@ -290,11 +334,20 @@ def _counted(views: list[TrialView]) -> int:
 def _median(ms: list[Measurement]) -> Measurement:
     if len(ms) == 1:
         return ms[0]
-    med = {k: statistics.median(getattr(m, k) for m in ms) for k in ("trace_s", "lower_s", "compile_s", "run_s",
-                                                                     "run_iqr_s")}
+    med = {
+        k: statistics.median(getattr(m, k) for m in ms)
+        for k in ("trace_s", "lower_s", "compile_s", "run_s", "run_iqr_s")
+    }
     for k in ("trace_cpu_s", "lower_cpu_s", "compile_cpu_s", "run_p10_s"):
         values = [getattr(m, k) for m in ms if getattr(m, k) is not None]
         med[k] = statistics.median(values) if values else None
     first = ms[0]
-    return Measurement(reps=sum(m.reps for m in ms), config=first.config, memory=first.memory, flops=first.flops,
-                       outputs=first.outputs, program_hash=first.program_hash, **med)
+    return Measurement(
+        reps=sum(m.reps for m in ms),
+        config=first.config,
+        memory=first.memory,
+        flops=first.flops,
+        outputs=first.outputs,
+        program_hash=first.program_hash,
+        **med,
+    )

@@ -36,15 +36,27 @@ def plan(sampler: str, search: str, space_size: int, n_trials: int | None) -> tu
     if search not in SEARCHES:
         raise StudyError(f"objective={search!r} is not one of {list(SEARCHES)}.")
     budget = n_trials if n_trials is not None else DEFAULT_TRIALS
-    kind = sampler if sampler != "auto" else (
-        "grid" if space_size <= budget else ("nsga2" if search == "pareto" else "tpe"))
+    kind = (
+        sampler
+        if sampler != "auto"
+        else ("grid" if space_size <= budget else ("nsga2" if search == "pareto" else "tpe"))
+    )
     if kind == "grid" and n_trials is None:
         budget = space_size
     return kind, min(budget, space_size)
 
 
-def default_runner(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, timing: dict, isolate: bool | str,
-                   trial_timeout: float | None, trial_memory_gb: float | None, location: Any = None):
+def default_runner(
+    fn: Callable,
+    args: tuple,
+    kwargs: dict,
+    jit_kwargs: dict,
+    timing: dict,
+    isolate: bool | str,
+    trial_timeout: float | None,
+    trial_memory_gb: float | None,
+    location: Any = None,
+):
     """A worker process unless ``isolate=False``."""
     if isolate not in ("auto", True, False):
         raise StudyError(f"isolate={isolate!r} must be 'auto', True or False.")
@@ -58,8 +70,17 @@ def default_runner(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, ti
         from ..worker import Location
 
         location = Location.of(fn)
-    return WorkerRunner(fn, args, kwargs, jit_kwargs, timing, trial_timeout=trial_timeout,
-                        memory_gb=trial_memory_gb, isolate=isolate, location=location)
+    return WorkerRunner(
+        fn,
+        args,
+        kwargs,
+        jit_kwargs,
+        timing,
+        trial_timeout=trial_timeout,
+        memory_gb=trial_memory_gb,
+        isolate=isolate,
+        location=location,
+    )
 
 
 def open_study(name: str, url: str, search: str, device: dict, attrs: dict[str, Any]) -> Study:
@@ -71,21 +92,45 @@ def open_study(name: str, url: str, search: str, device: dict, attrs: dict[str, 
         raise StudyError(
             f"Study {name!r} in {_paths.redact(url)} was measured on {_keys.device_key(ran_on)}, but this process "
             f"runs on {_keys.device_key(device)}; a study never mixes devices in one ranking. Use another study "
-            "name (the default name includes the device) or run this on the study's device.")
+            "name (the default name includes the device) or run this on the study's device."
+        )
     study.set_attrs(device=device, **attrs)
     return study
 
 
-def tune(fn: Callable, *args: Any, kwargs: dict[str, Any] | None = None, expected_calls: float = 1000,
-         compile_weight: float = 1.0, runtime_weight: float = 1.0, n_trials: int | None = None,
-         timeout: float | None = None, sampler: str = "auto", storage: str | None = None,
-         study_name: str | None = None, function_key: str | None = None, jit_kwargs: dict[str, Any] | None = None,
-         seed: int | None = 0, confirm_top: int = 3, confirm_rounds: int = 3, rtol: float | None = None,
-         atol: float | None = None, timing: dict[str, Any] | None = None, runner: Any = None,
-         progress: bool | None = None, join: bool = False, on_ready: Callable[[str, str], None] | None = None,
-         before_finish: Callable[[], None] | None = None, objective: str = "cost",
-         trial_timeout: float | None = None, trial_memory_gb: float | None = None, isolate: bool | str = "auto",
-         location: Any = None, retune: str | None = None, reconfirm: bool = False) -> TuneResult | None:
+def tune(
+    fn: Callable,
+    *args: Any,
+    kwargs: dict[str, Any] | None = None,
+    expected_calls: float = 1000,
+    compile_weight: float = 1.0,
+    runtime_weight: float = 1.0,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    sampler: str = "auto",
+    storage: str | None = None,
+    study_name: str | None = None,
+    function_key: str | None = None,
+    jit_kwargs: dict[str, Any] | None = None,
+    seed: int | None = 0,
+    confirm_top: int = 3,
+    confirm_rounds: int = 3,
+    rtol: float | None = None,
+    atol: float | None = None,
+    timing: dict[str, Any] | None = None,
+    runner: Any = None,
+    progress: bool | None = None,
+    join: bool = False,
+    on_ready: Callable[[str, str], None] | None = None,
+    before_finish: Callable[[], None] | None = None,
+    objective: str = "cost",
+    trial_timeout: float | None = None,
+    trial_memory_gb: float | None = None,
+    isolate: bool | str = "auto",
+    location: Any = None,
+    retune: str | None = None,
+    reconfirm: bool = False,
+) -> TuneResult | None:
     """Search the loop configs of ``fn`` on ``args`` and return the winner.
 
     Trial 0 is the default config, measured three times. Every later trial measures a
@@ -135,8 +180,9 @@ def tune(fn: Callable, *args: Any, kwargs: dict[str, Any] | None = None, expecte
     kwargs, jit_kwargs = dict(kwargs or {}), dict(jit_kwargs or {})
     goal = Objective(expected_calls, compile_weight, runtime_weight)
     if runner is None:  # started first: the worker imports JAX while this process traces and opens the study
-        runner = default_runner(fn, tuple(args), kwargs, jit_kwargs, dict(timing or {}), isolate, trial_timeout,
-                                trial_memory_gb, location)
+        runner = default_runner(
+            fn, tuple(args), kwargs, jit_kwargs, dict(timing or {}), isolate, trial_timeout, trial_memory_gb, location
+        )
         runner.start()
     try:
         program, signature = _keys.program_key(fn, args, kwargs, jit_kwargs)
@@ -147,10 +193,23 @@ def tune(fn: Callable, *args: Any, kwargs: dict[str, Any] | None = None, expecte
         name = study_name or _keys.study_name(fkey, program.fingerprint, signature, device, goal, objective)
         url = _paths.storage_url(storage) if storage else _paths.default_storage_url()
         default = space.default()
-        study = open_study(name, url, objective, device, dict(
-            function_key=fkey, fingerprint=program.fingerprint, objective=goal.to_dict(), search=objective,
-            sites=[s.to_dict() for s in program.sites], default_config=default.to_dict(), space_size=len(space),
-            sampler=kind, **({"retune": retune} if retune else {})))
+        study = open_study(
+            name,
+            url,
+            objective,
+            device,
+            dict(
+                function_key=fkey,
+                fingerprint=program.fingerprint,
+                objective=goal.to_dict(),
+                search=objective,
+                sites=[s.to_dict() for s in program.sites],
+                default_config=default.to_dict(),
+                space_size=len(space),
+                sampler=kind,
+                **({"retune": retune} if retune else {}),
+            ),
+        )
     except BaseException:
         runner.close()
         raise
@@ -163,20 +222,32 @@ def tune(fn: Callable, *args: Any, kwargs: dict[str, Any] | None = None, expecte
             runner.close()  # a finished study: no trial, no confirmation, no helper
             if join:
                 return None
-            result = _result(study, space, program, signature, device, goal, objective, kind, held, None, url,
-                             started)
+            result = _result(study, space, program, signature, device, goal, objective, kind, held, None, url, started)
             with Progress(wanted(progress), budget, f"tuning {fkey}", completed=min(budget, before)) as bar:
                 bar.update(status="finished: nothing new to measure")
             return result
         proposer = make_proposer(kind, study, space, seed, budget)
         if on_ready is not None:
             on_ready(url, name)
-        with InterruptLatch() as latch, Progress(wanted(progress), budget, f"tuning {fkey}",
-                                                 completed=min(budget, before)) as bar:  # a resumed study's trials
+        with (
+            InterruptLatch() as latch,
+            Progress(wanted(progress), budget, f"tuning {fkey}", completed=min(budget, before)) as bar,
+        ):  # a resumed study's trials
             try:
-                search = Search(study, space, runner, goal, objective, proposer, _keys.device_key(device),
-                                rtol=rtol, atol=atol, progress=bar, latch=latch,
-                                unrewritable=lambda c: unrewritable(fn, tuple(args), kwargs, jit_kwargs, space, c))
+                search = Search(
+                    study,
+                    space,
+                    runner,
+                    goal,
+                    objective,
+                    proposer,
+                    _keys.device_key(device),
+                    rtol=rtol,
+                    atol=atol,
+                    progress=bar,
+                    latch=latch,
+                    unrewritable=lambda c: unrewritable(fn, tuple(args), kwargs, jit_kwargs, space, c),
+                )
                 search.keep_top = confirm_top
                 if not idle:  # an idle search would only measure the default again, for the guard
                     search.run(budget, None if timeout is None else time.monotonic() + timeout)
@@ -188,12 +259,33 @@ def tune(fn: Callable, *args: Any, kwargs: dict[str, Any] | None = None, expecte
                 records = search.records()
                 points = search.points(records)
                 top = _top_with(points, incumbent(study.attrs, goal), default, goal, confirm_top, objective)
-                confirmed = confirm(runner, points, default, goal, top=top,
-                                    rounds=confirm_rounds, check=latch.check, whole_front=objective == "pareto")
+                confirmed = confirm(
+                    runner,
+                    points,
+                    default,
+                    goal,
+                    top=top,
+                    rounds=confirm_rounds,
+                    check=latch.check,
+                    whole_front=objective == "pareto",
+                )
             finally:
                 runner.close()
-            result = _result(study, space, program, signature, device, goal, objective, kind, records,
-                             confirmed, url, started, new_trials=len(_measured(records)) - len(_measured(held)))
+            result = _result(
+                study,
+                space,
+                program,
+                signature,
+                device,
+                goal,
+                objective,
+                kind,
+                records,
+                confirmed,
+                url,
+                started,
+                new_trials=len(_measured(records)) - len(_measured(held)),
+            )
             bar.update(best="", status=f"winner {result.best_config.label(program.sites)} at {result.best_cost:.4g} s")
         return result
     finally:
@@ -213,8 +305,11 @@ def confirmed_as_is(study: Study, records: list[TrialRecord]) -> bool:
     """Whether the study's stored confirmation was taken over exactly the trials it holds now."""
     attrs = study.attrs
     winner, confirmed = attrs.get("winner"), attrs.get("confirmed") or []
-    return (winner is not None and attrs.get("confirmed_trials") == _measured(records)
-            and point_of(confirmed, winner) is not None)
+    return (
+        winner is not None
+        and attrs.get("confirmed_trials") == _measured(records)
+        and point_of(confirmed, winner) is not None
+    )
 
 
 def incumbent(attrs: dict[str, Any], goal: Objective) -> Any:
@@ -228,23 +323,29 @@ def _measured(records: list[TrialRecord]) -> list[int]:
     return sorted(r.number for r in records if r.point() is not None)
 
 
-def _top_with(points: list[dict[str, Any]], incumbent: Any, default: Config, goal: Objective, top: int,
-              search: str) -> int:
+def _top_with(
+    points: list[dict[str, Any]], incumbent: Any, default: Config, goal: Objective, top: int, search: str
+) -> int:
     """``top``, raised until the study's earlier winner (or a config of its program) is a
     contender: it must be re-timed side by side for a new pick to replace it."""
     mine = None if incumbent is None else point_of(points, incumbent)
     if mine is None:
         return top
-    same = {_select.config_text(p["config"]) for p in points
-            if p is mine or (mine.get("program") and p.get("program") == mine.get("program"))}
-    while top < len(points) and not same & {c.to_json() for c in contenders(points, default, goal, top,
-                                                                           whole_front=search == "pareto")}:
+    same = {
+        _select.config_text(p["config"])
+        for p in points
+        if p is mine or (mine.get("program") and p.get("program") == mine.get("program"))
+    }
+    while top < len(points) and not same & {
+        c.to_json() for c in contenders(points, default, goal, top, whole_front=search == "pareto")
+    }:
         top += 1
     return top
 
 
-def keep_or_replace(confirmed: list[dict[str, Any]], goal: Objective, default: Config,
-                    incumbent: Any) -> dict[str, Any]:
+def keep_or_replace(
+    confirmed: list[dict[str, Any]], goal: Objective, default: Config, incumbent: Any
+) -> dict[str, Any]:
     """The winner of a confirmation: the rule's pick against the default; when the study
     named another winner in an earlier confirmation (``incumbent``) and it was re-timed in
     these rounds, the pick must also beat it under the same rule (median and paired rounds),
@@ -279,9 +380,21 @@ def entry_stands(current: Any, entry: Any, result: TuneResult) -> bool:
     return not _select.beats(won, old, result.objective)
 
 
-def _result(study: Study, space: Space, program, signature: str, device: dict, goal: Objective, search: str,
-            kind: str, records: list[TrialRecord], confirmed: list[dict[str, Any]] | None, url: str,
-            started: float, new_trials: int = 0) -> TuneResult:
+def _result(
+    study: Study,
+    space: Space,
+    program,
+    signature: str,
+    device: dict,
+    goal: Objective,
+    search: str,
+    kind: str,
+    records: list[TrialRecord],
+    confirmed: list[dict[str, Any]] | None,
+    url: str,
+    started: float,
+    new_trials: int = 0,
+) -> TuneResult:
     """The result of a confirmation (recorded in the study), or with ``confirmed=None`` the
     study's stored one (a finished study)."""
     default = space.default()
@@ -290,8 +403,10 @@ def _result(study: Study, space: Space, program, signature: str, device: dict, g
     if finished:
         confirmed = attrs["confirmed"]
     if not confirmed:
-        raise StudyError(f"Study {study.name!r}: no config compiled and ran, not even the default; see the "
-                         "trial reasons (TuneResult.trials, or `autotune report`).")
+        raise StudyError(
+            f"Study {study.name!r}: no config compiled and ran, not even the default; see the "
+            "trial reasons (TuneResult.trials, or `autotune report`)."
+        )
     by_text = {_select.config_text(p["config"]): p for p in confirmed}
     if finished and incumbent(attrs, goal) is not None:
         best = point_of(confirmed, attrs["winner"])
@@ -306,19 +421,42 @@ def _result(study: Study, space: Space, program, signature: str, device: dict, g
         decided.add(r.config.to_json())
         if r.outcome.stopped:
             stopped.append((r.config.to_dict(), float(r.compile_s_at_least or 0.0)))
-    complete = _select.complete_range(confirmed, goal, default=default.to_dict(), stopped=stopped,
-                                      unmeasured=max(0, len(space) - len(decided)))
+    complete = _select.complete_range(
+        confirmed, goal, default=default.to_dict(), stopped=stopped, unmeasured=max(0, len(space) - len(decided))
+    )
     if not finished:
-        study.set_attrs(confirmed=confirmed, winner=best["config"], complete_range=_select.range_json(complete),
-                        confirmed_trials=_measured(records), confirmed_for=goal.to_dict())
+        study.set_attrs(
+            confirmed=confirmed,
+            winner=best["config"],
+            complete_range=_select.range_json(complete),
+            confirmed_trials=_measured(records),
+            confirmed_for=goal.to_dict(),
+        )
     return TuneResult(
-        best_config=Config.from_dict(best["config"]), best_cost=_select.cost(best, goal),
-        best=Measurement.from_dict(best["measurement"]), default_cost=_select.cost(dflt, goal),
-        default=Measurement.from_dict(dflt["measurement"]), trials=records, objective=goal, sites=program.sites,
-        fingerprint=program.fingerprint, signature=signature, device=device, study_name=study.name, storage=url,
-        sampler=kind, space_size=len(space), confirmed=confirmed, default_config=default, complete_range=complete,
-        wall_s=time.perf_counter() - started, search=search, finished=finished, new_trials=max(0, new_trials),
-        unrewritable=dict(attrs.get("unrewritable") or {}))
+        best_config=Config.from_dict(best["config"]),
+        best_cost=_select.cost(best, goal),
+        best=Measurement.from_dict(best["measurement"]),
+        default_cost=_select.cost(dflt, goal),
+        default=Measurement.from_dict(dflt["measurement"]),
+        trials=records,
+        objective=goal,
+        sites=program.sites,
+        fingerprint=program.fingerprint,
+        signature=signature,
+        device=device,
+        study_name=study.name,
+        storage=url,
+        sampler=kind,
+        space_size=len(space),
+        confirmed=confirmed,
+        default_config=default,
+        complete_range=complete,
+        wall_s=time.perf_counter() - started,
+        search=search,
+        finished=finished,
+        new_trials=max(0, new_trials),
+        unrewritable=dict(attrs.get("unrewritable") or {}),
+    )
 
 
 __all__ = ["SAMPLERS", "SEARCHES", "Outcome", "entry_stands", "keep_or_replace", "nothing_to_measure", "plan", "tune"]

@@ -10,7 +10,11 @@ per platform (a fresh worker per trial on GPU).
 """
 
 from .._runner import TrialFailed as TrialFailed
-from ._codec import NotPortable as NotPortable, decode_array as decode_array, encode_array as encode_array
-from ._policy import CompilePolicy as CompilePolicy, compile_policy as compile_policy
+from ._codec import NotPortable as NotPortable
+from ._codec import decode_array as decode_array
+from ._codec import encode_array as encode_array
+from ._policy import CompilePolicy as CompilePolicy
+from ._policy import compile_policy as compile_policy
 from ._process import WorkerRunner as WorkerRunner
-from ._protocol import PROTOCOL as PROTOCOL, Location as Location
+from ._protocol import PROTOCOL as PROTOCOL
+from ._protocol import Location as Location

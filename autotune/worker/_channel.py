@@ -18,8 +18,13 @@ from typing import Any
 from .. import _interrupt
 from ._protocol import OOM_WORDS, PROTOCOL, Event
 
-_SIGNAL_WORDS = {"SIGSEGV": "segmentation fault", "SIGABRT": "abort", "SIGBUS": "bus error",
-                 "SIGILL": "illegal instruction", "SIGFPE": "floating-point exception"}
+_SIGNAL_WORDS = {
+    "SIGSEGV": "segmentation fault",
+    "SIGABRT": "abort",
+    "SIGBUS": "bus error",
+    "SIGILL": "illegal instruction",
+    "SIGFPE": "floating-point exception",
+}
 
 
 class Dead(Exception):
@@ -62,8 +67,10 @@ def diagnose(rc: int | None, tail: str, pid: Any, when: str) -> tuple[str, str]:
     if rc is not None and rc < 0:
         sig = signal_name(-rc)
         if sig == "SIGKILL":
-            return "oom", (f"the worker (pid {pid}) was killed by SIGKILL {when}, which on Linux is almost "
-                           f"always the kernel's out-of-memory killer{said}")
+            return "oom", (
+                f"the worker (pid {pid}) was killed by SIGKILL {when}, which on Linux is almost "
+                f"always the kernel's out-of-memory killer{said}"
+            )
         if oom_words:
             return "oom", f"the worker (pid {pid}) ran out of memory {when} and died from {sig}{said}"
         words = _SIGNAL_WORDS.get(sig, "")
@@ -87,13 +94,20 @@ class WorkerProcess:
             cmd += ["--memory-bytes", str(int(memory_bytes))]
         self.stderr = tempfile.TemporaryFile(prefix="autotune-worker-", suffix=".log")
         self.spawned_at = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-                                     env=env, start_new_session=True, close_fds=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
         self._finalizer = weakref.finalize(self, kill_group, self.proc)
         self.buf = b""
-        self.ready: dict[str, Any] | None = None   # the "ready" event, once received
-        self.loaded = False                        # it has the function / the inputs
-        self.compiled = 0                          # trials it has compiled
+        self.ready: dict[str, Any] | None = None  # the "ready" event, once received
+        self.loaded = False  # it has the function / the inputs
+        self.compiled = 0  # trials it has compiled
 
     @property
     def pid(self) -> int:

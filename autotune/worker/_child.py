@@ -61,11 +61,23 @@ class Child:
         import jax
 
         devices = jax.devices()
-        self.emit(event=Event.READY, protocol=PROTOCOL, pid=os.getpid(), platform=devices[0].platform,
-                  jax=jax.__version__, xla_flags=os.environ.get("XLA_FLAGS", ""),
-                  device_ids=[int(d.id) for d in devices])
-        handlers = {Op.LOAD_STUDY: self.load_study, Op.LOAD_IMPORT: self.load_import, Op.LOAD_ARGS: self.load_args,
-                    Op.TRIAL: self.trial, Op.RETIME: self.retime, Op.RETAIN: self.retain}
+        self.emit(
+            event=Event.READY,
+            protocol=PROTOCOL,
+            pid=os.getpid(),
+            platform=devices[0].platform,
+            jax=jax.__version__,
+            xla_flags=os.environ.get("XLA_FLAGS", ""),
+            device_ids=[int(d.id) for d in devices],
+        )
+        handlers = {
+            Op.LOAD_STUDY: self.load_study,
+            Op.LOAD_IMPORT: self.load_import,
+            Op.LOAD_ARGS: self.load_args,
+            Op.TRIAL: self.trial,
+            Op.RETIME: self.retime,
+            Op.RETAIN: self.retain,
+        }
         while True:
             req = self.next_request()
             if req is None or req.get("op") == Op.EXIT:
@@ -83,8 +95,14 @@ class Child:
                     raise
                 text = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
                 oom = isinstance(exc, MemoryError) or any(w in str(exc).lower() for w in OOM_WORDS[:4])
-                self.emit(event=Event.ERROR, id=req.get("id"), type=type(exc).__name__, message=text[:1500],
-                          phase=self.phase, oom=oom)
+                self.emit(
+                    event=Event.ERROR,
+                    id=req.get("id"),
+                    type=type(exc).__name__,
+                    message=text[:1500],
+                    phase=self.phase,
+                    oom=oom,
+                )
             self.phase = "idle"
 
     # -- getting the function and its inputs ------------------------------------------------
@@ -108,8 +126,11 @@ class Child:
         args, kwargs = decode_tree(req["args"])
         self.args, self.kwargs = tuple(args), dict(kwargs)
         self.jit_kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in (req.get("jit_kwargs") or {}).items()}
-        self.emit(event=Event.LOADED, digest=digest(array_leaves((self.args, self.kwargs))),
-                  placement=placement(jax_leaves((self.args, self.kwargs))))
+        self.emit(
+            event=Event.LOADED,
+            digest=digest(array_leaves((self.args, self.kwargs))),
+            placement=placement(jax_leaves((self.args, self.kwargs))),
+        )
 
     def load_args(self, req: dict[str, Any]) -> None:
         arrays = [decode_array(d) for d in req["leaves"]]
@@ -129,9 +150,18 @@ class Child:
                 kept = self.store.program(stages.program_hash)
                 if kept is not None:
                     self.store.alias(key, reuse(kept.measurement, stages, config))
-                self.emit(event=Event.RESULT, id=rid, skipped=True, measurement={
-                    "trace_s": stages.trace_s, "lower_s": stages.lower_s, "program_hash": stages.program_hash,
-                    "trace_cpu_s": stages.trace_cpu_s, "lower_cpu_s": stages.lower_cpu_s})
+                self.emit(
+                    event=Event.RESULT,
+                    id=rid,
+                    skipped=True,
+                    measurement={
+                        "trace_s": stages.trace_s,
+                        "lower_s": stages.lower_s,
+                        "program_hash": stages.program_hash,
+                        "trace_cpu_s": stages.trace_cpu_s,
+                        "lower_cpu_s": stages.lower_cpu_s,
+                    },
+                )
                 return
             dyn_args, dyn_kwargs = dynamic_args(self.fn, self.args, self.kwargs, self.jit_kwargs)
             donating = donates(self.jit_kwargs)
@@ -140,8 +170,15 @@ class Child:
             dyn_args, dyn_kwargs, donating = tuple(self.leaves), {}, bool(req.get("donate"))
         self.emit(event=Event.COMPILE_END, id=rid, compile_s=stages.compile_s)
         self.phase = "run"
-        m = run_measurement(stages, dyn_args, dyn_kwargs, config=config, donating=donating, keep_outputs=True,
-                            **dict(req.get("timing") or {}))
+        m = run_measurement(
+            stages,
+            dyn_args,
+            dyn_kwargs,
+            config=config,
+            donating=donating,
+            keep_outputs=True,
+            **dict(req.get("timing") or {}),
+        )
         self.store.put(key, Executable(stages.compiled, dyn_args, dyn_kwargs, donating, m.replace(outputs=None)))
         import jax
 
@@ -156,8 +193,7 @@ class Child:
             self.phase = "lower"
 
         def lowered(st: Stages) -> Any:
-            self.emit(event=Event.LOWERED, id=rid, program_hash=st.program_hash, trace_s=st.trace_s,
-                      lower_s=st.lower_s)
+            self.emit(event=Event.LOWERED, id=rid, program_hash=st.program_hash, trace_s=st.trace_s, lower_s=st.lower_s)
             if req.get("ask_lowered"):
                 reply = self.next_request()
                 if reply is None:
@@ -171,8 +207,9 @@ class Child:
             return None
 
         self.phase = "trace"
-        return compile_config(self.fn, self.args, self.kwargs, config, jit_kwargs=self.jit_kwargs,
-                              on_traced=traced, on_lowered=lowered)
+        return compile_config(
+            self.fn, self.args, self.kwargs, config, jit_kwargs=self.jit_kwargs, on_traced=traced, on_lowered=lowered
+        )
 
     def _compile_exported(self, req: dict[str, Any]) -> Stages:
         """Export mode: the parent traced and lowered; deserialise and compile here."""

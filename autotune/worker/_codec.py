@@ -87,8 +87,10 @@ def encode_tree(value: Any, where: str = "the arguments") -> Any:
     if _is_array(value):
         if isinstance(value, jax.Array) and getattr(getattr(value, "aval", None), "weak_type", False):
             if value.ndim != 0:
-                raise NotPortable(f"{where} hold a weakly typed array of shape {value.shape}, which "
-                                  "cannot be rebuilt exactly in another process")
+                raise NotPortable(
+                    f"{where} hold a weakly typed array of shape {value.shape}, which "
+                    "cannot be rebuilt exactly in another process"
+                )
             return _placed({"weak": value.item()}, value, where)
         node = _placed({"jax": isinstance(value, jax.Array)}, value, where)  # first: it refuses what cannot cross
         return {"array": encode_array(value), **node}
@@ -100,9 +102,11 @@ def encode_tree(value: Any, where: str = "the arguments") -> Any:
         if not all(isinstance(k, str) for k in value):
             raise NotPortable(f"{where} hold a dict with non-string keys")
         return {"dict": {k: encode_tree(v, where) for k, v in value.items()}}
-    raise NotPortable(f"{where} hold a {type(value).__module__}.{type(value).__qualname__}, which cannot be "
-                      "sent to another process as JSON (only arrays, Python scalars, strings, None, tuples, "
-                      "lists and dicts can)")
+    raise NotPortable(
+        f"{where} hold a {type(value).__module__}.{type(value).__qualname__}, which cannot be "
+        "sent to another process as JSON (only arrays, Python scalars, strings, None, tuples, "
+        "lists and dicts can)"
+    )
 
 
 def _placed(node: dict[str, Any], value: Any, where: str) -> dict[str, Any]:

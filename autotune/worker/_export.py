@@ -56,19 +56,31 @@ def _export_flat(stages: Stages, leaves: list):
     run, avals = _compat.jaxpr_function(stages.traced.jaxpr)
     if len(leaves) != len(avals):
         leaves = [None] * len(avals)
-    structs = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False),
-                                    sharding=_committed_sharding(x)) for a, x in zip(avals, leaves)]
+    structs = [
+        jax.ShapeDtypeStruct(
+            a.shape, a.dtype, weak_type=getattr(a, "weak_type", False), sharding=_committed_sharding(x)
+        )
+        for a, x in zip(avals, leaves)
+    ]
     exported = jax.export.export(jax.jit(lambda *xs: run(*xs)))(*structs)
     return exported, exported.serialize()
 
 
-def trace_and_lower(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, config: Config,
-                    on_stage: Callable[[str, Stages], None]) -> Stages:
+def trace_and_lower(
+    fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, config: Config, on_stage: Callable[[str, Stages], None]
+) -> Stages:
     """Trace and lower ``config`` cold in this process, checking ``on_stage`` after each stage."""
     try:
-        return compile_config(fn, args, kwargs, config, jit_kwargs=jit_kwargs, compile=False,
-                              on_traced=lambda st: on_stage("trace", st),
-                              on_lowered=lambda st: on_stage("lower", st))
+        return compile_config(
+            fn,
+            args,
+            kwargs,
+            config,
+            jit_kwargs=jit_kwargs,
+            compile=False,
+            on_traced=lambda st: on_stage("trace", st),
+            on_lowered=lambda st: on_stage("lower", st),
+        )
     except (TrialFailed, KeyboardInterrupt):
         raise
     except Exception as exc:  # the config does not trace or lower: a result, the worker stays
@@ -107,20 +119,26 @@ def export(stages: Stages, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: 
     named = {d for x in leaves if _committed_sharding(x) is not None for d in x.sharding.device_set}
     if devices != 1 or len(named) > 1:
         if len(named) != devices:  # the worker gets its devices from the arguments' shardings only
-            raise CannotExport(f"the program runs on {devices} device(s) and its arguments are committed to "
-                               f"{len(named)}, so the devices come from elsewhere (a mesh in the function)")
+            raise CannotExport(
+                f"the program runs on {devices} device(s) and its arguments are committed to "
+                f"{len(named)}, so the devices come from elsewhere (a mesh in the function)"
+            )
     if (not flat and tree != exported.in_tree) or len(leaves) != len(exported.in_avals):
         raise CannotExport("its arguments do not flatten like the exported program's inputs")
     out_tree = jax.tree_util.tree_structure(stages.traced.out_info) if flat else exported.out_tree
     request = {
-        "op": Op.TRIAL, "mode": Mode.EXPORT,
+        "op": Op.TRIAL,
+        "mode": Mode.EXPORT,
         "program": base64.b64encode(bytes(program)).decode("ascii"),
         "program_hash": stages.program_hash,
         "donate": donated_leaves(fn, args, kwargs, jit_kwargs),
         "compiler_options": jit_kwargs.get("compiler_options"),
-        "trace_s": stages.trace_s, "lower_s": stages.lower_s,
-        "trace_cpu_s": stages.trace_cpu_s, "lower_cpu_s": stages.lower_cpu_s,
-        "timing": timing, "keep_outputs": True,
+        "trace_s": stages.trace_s,
+        "lower_s": stages.lower_s,
+        "trace_cpu_s": stages.trace_cpu_s,
+        "lower_cpu_s": stages.lower_cpu_s,
+        "timing": timing,
+        "keep_outputs": True,
     }
     return Exported(stages, exported, request, out_tree)
 
@@ -145,8 +163,7 @@ def args_message(exported: Any, fn: Callable, args: tuple, kwargs: dict, jit_kwa
     leaves = call_leaves(fn, args, kwargs, jit_kwargs)
     shardings = [encode_sharding(x, f"argument leaf {i}") for i, x in enumerate(leaves)]
     arrays = [np.asarray(x, dtype=aval.dtype) for x, aval in zip(leaves, exported.in_avals)]
-    encoded = [encode_array(a) if s is None else {**encode_array(a), "sharding": s}
-               for a, s in zip(arrays, shardings)]
+    encoded = [encode_array(a) if s is None else {**encode_array(a), "sharding": s} for a, s in zip(arrays, shardings)]
     line = json.dumps({"op": Op.LOAD_ARGS, "leaves": encoded}) + "\n"
     return line.encode(), arrays
 

@@ -20,8 +20,12 @@ import shlex
 from dataclasses import dataclass, field
 
 # XLA flags that read autotuning (or kernel) results saved by an earlier process.
-CARRY_OVER_FLAGS = ("--xla_gpu_per_fusion_autotune_cache_dir", "--xla_gpu_load_autotune_results_from",
-                    "--xla_gpu_experimental_autotuner_cache_dir", "--xla_gpu_kernel_cache_file")
+CARRY_OVER_FLAGS = (
+    "--xla_gpu_per_fusion_autotune_cache_dir",
+    "--xla_gpu_load_autotune_results_from",
+    "--xla_gpu_experimental_autotuner_cache_dir",
+    "--xla_gpu_kernel_cache_file",
+)
 
 _GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 
@@ -78,9 +82,15 @@ def compile_policy(platform: str, environ: dict[str, str] | None = None) -> Comp
         return CompilePolicy(platform)
     flags, removed = _strip(environ.get("XLA_FLAGS", ""))
     return CompilePolicy(
-        platform, fresh_worker_per_trial=True, env={"XLA_FLAGS": flags}, removed_flags=removed,
-        reason=("XLA's GPU autotuner keeps its results in process memory, so every trial compiles in a fresh "
-                "worker process" + (f" (and without {', '.join(removed)})" if removed else "")))
+        platform,
+        fresh_worker_per_trial=True,
+        env={"XLA_FLAGS": flags},
+        removed_flags=removed,
+        reason=(
+            "XLA's GPU autotuner keeps its results in process memory, so every trial compiles in a fresh "
+            "worker process" + (f" (and without {', '.join(removed)})" if removed else "")
+        ),
+    )
 
 
 def jax_env() -> dict[str, str]:

@@ -74,12 +74,24 @@ class WorkerRunner:
         True
     """
 
-    def __init__(self, fn: Callable | None, args: tuple = (), kwargs: dict | None = None,
-                 jit_kwargs: dict | None = None, timing: dict | None = None, *,
-                 trial_timeout: float | None = None, memory_gb: float | None = None,
-                 isolate: bool | str = "auto", startup_timeout: float = 300.0,
-                 prune_grace_s: float | None = None, python: str | None = None,
-                 location: Location | None = None, policy: CompilePolicy | None = None, recent: int = RECENT):
+    def __init__(
+        self,
+        fn: Callable | None,
+        args: tuple = (),
+        kwargs: dict | None = None,
+        jit_kwargs: dict | None = None,
+        timing: dict | None = None,
+        *,
+        trial_timeout: float | None = None,
+        memory_gb: float | None = None,
+        isolate: bool | str = "auto",
+        startup_timeout: float = 300.0,
+        prune_grace_s: float | None = None,
+        python: str | None = None,
+        location: Location | None = None,
+        policy: CompilePolicy | None = None,
+        recent: int = RECENT,
+    ):
         if trial_timeout is not None and not trial_timeout > 0:
             raise StudyError(f"trial_timeout={trial_timeout!r} must be a number of seconds > 0, or None.")
         if memory_gb is not None and not memory_gb > 0:
@@ -98,8 +110,8 @@ class WorkerRunner:
         self.study_file = location.file if location is not None and location.is_study_file else None
         self.index = location.index if self.study_file else 0
         self.fallback_reason: str | None = None  # why trials run in-process (not isolated)
-        self.import_reason: str | None = None    # why the worker imports the function (export failed)
-        self.worker_info: dict[str, Any] = {}   # the current worker's "ready" event
+        self.import_reason: str | None = None  # why the worker imports the function (export failed)
+        self.worker_info: dict[str, Any] = {}  # the current worker's "ready" event
         self._worker: WorkerProcess | None = None
         self._in_process_runner: InProcessRunner | None = None
         self._starts, self._ever_ready, self._trial_id = 0, False, 0
@@ -140,8 +152,13 @@ class WorkerRunner:
         """False once this runner measures in-process (see ``fallback_reason``)."""
         return self.fallback_reason is None
 
-    def measure(self, config: Config | dict | None, *, compile_budget_s: float | None = None,
-                on_lowered: Callable[[str], Measurement | None] | None = None) -> Measurement:
+    def measure(
+        self,
+        config: Config | dict | None,
+        *,
+        compile_budget_s: float | None = None,
+        on_lowered: Callable[[str], Measurement | None] | None = None,
+    ) -> Measurement:
         """Measure ``config`` in the worker (the Runner contract in ``autotune._runner``): raises
         :class:`TrialFailed`, or ``Interrupted`` for a signal while waiting (the worker killed first)."""
         if self._closed:
@@ -212,8 +229,13 @@ class WorkerRunner:
         if self._worker is not None and self._worker.loaded and self._worker.alive() and not self._closed:
             self._trial_id += 1
             try:
-                request_reply(self._worker, {"op": Op.RETAIN, "id": self._trial_id, "keys": keys},
-                              time.monotonic() + self.startup_timeout, "dropping kept executables", rid=self._trial_id)
+                request_reply(
+                    self._worker,
+                    {"op": Op.RETAIN, "id": self._trial_id, "keys": keys},
+                    time.monotonic() + self.startup_timeout,
+                    "dropping kept executables",
+                    rid=self._trial_id,
+                )
             except TrialFailed:
                 self._discard()  # nothing is kept now, which retime() will say
 
@@ -236,14 +258,20 @@ class WorkerRunner:
     def _fall_back(self, reason: str) -> _FellBack:
         if self.strict:
             self._discard()
-            raise StudyError(f"Cannot measure this function in a worker process: {reason}. "
-                             "Pass isolate='auto' to measure it in-process, or isolate=False.")
+            raise StudyError(
+                f"Cannot measure this function in a worker process: {reason}. "
+                "Pass isolate='auto' to measure it in-process, or isolate=False."
+            )
         self.fallback_reason = reason
         limits = [n for n, v in (("trial_timeout", self.trial_timeout), ("trial_memory_gb", self.memory_gb)) if v]
-        lost = f"; {' and '.join(limits)} and compile-budget pruning do not apply" if limits else \
-            "; compile-budget pruning does not apply"
-        warnings.warn(f"autotune: measuring in-process, without isolation: {reason}{lost}.",
-                      RuntimeWarning, stacklevel=5)
+        lost = (
+            f"; {' and '.join(limits)} and compile-budget pruning do not apply"
+            if limits
+            else "; compile-budget pruning does not apply"
+        )
+        warnings.warn(
+            f"autotune: measuring in-process, without isolation: {reason}{lost}.", RuntimeWarning, stacklevel=5
+        )
         self._discard()
         return _FellBack()  # for the caller to raise: from now on it measures in-process
 
@@ -251,16 +279,23 @@ class WorkerRunner:
         if self.fn is None:  # study-file mode never falls back
             raise StudyError(f"The worker for {self.study_file} is unavailable: {self.fallback_reason}")
         if self._in_process_runner is None:
-            self._in_process_runner = InProcessRunner(self.fn, self.args, self.kwargs, self.jit_kwargs, self.timing,
-                                                      recent=self.recent)
+            self._in_process_runner = InProcessRunner(
+                self.fn, self.args, self.kwargs, self.jit_kwargs, self.timing, recent=self.recent
+            )
         return self._in_process_runner
 
     # -- export mode ----------------------------------------------------------------------
     def _measure_export(self, config: Config, budget: float | None, on_lowered) -> Measurement:
         self._spawn()  # the worker imports JAX while this process traces
         started = time.monotonic()
-        stages = trace_and_lower(self.fn, self.args, self.kwargs, self.jit_kwargs, config,
-                                 stage_guard(budget, self.trial_timeout, started, " in the parent"))
+        stages = trace_and_lower(
+            self.fn,
+            self.args,
+            self.kwargs,
+            self.jit_kwargs,
+            config,
+            stage_guard(budget, self.trial_timeout, started, " in the parent"),
+        )
         if on_lowered is not None:
             earlier = on_lowered(stages.program_hash)
             if earlier is not None:
@@ -279,7 +314,8 @@ class WorkerRunner:
         request = dict(ex.request, config=config.to_dict())
         done, _ = self._run(request, budget, started, parent_s=stages.trace_s + stages.lower_s)
         return Measurement.from_dict(done["measurement"]).replace(
-            config=config, outputs=outputs_of(ex.exported, done.get("outputs"), ex.out_tree))
+            config=config, outputs=outputs_of(ex.exported, done.get("outputs"), ex.out_tree)
+        )
 
     def _switch_to_import(self, reason: str) -> None:
         """Export failed: let the worker import the function (or fall back without a location)."""
@@ -290,8 +326,9 @@ class WorkerRunner:
             self.mode, self.study_file, self.index = Mode.STUDY, loc.file, loc.index
         else:
             try:
-                self._import_request, self._input_digest = load_import_message(loc, self.args, self.kwargs,
-                                                                               self.jit_kwargs)
+                self._import_request, self._input_digest = load_import_message(
+                    loc, self.args, self.kwargs, self.jit_kwargs
+                )
                 self._placement = placement(jax_leaves((self.args, self.kwargs)))
             except NotPortable as exc:
                 raise self._fall_back(f"{reason}, and {exc}") from None
@@ -304,20 +341,36 @@ class WorkerRunner:
     def _measure_traced(self, config: Config, budget: float | None, on_lowered) -> Measurement:
         self._spawn()
         started = time.monotonic()
-        request = {"op": Op.TRIAL, "mode": self.mode, "config": config.to_dict(), "timing": self.timing,
-                   "keep_outputs": True, "ask_lowered": on_lowered is not None}
+        request = {
+            "op": Op.TRIAL,
+            "mode": self.mode,
+            "config": config.to_dict(),
+            "timing": self.timing,
+            "keep_outputs": True,
+            "ask_lowered": on_lowered is not None,
+        }
         done, reused = self._run(request, budget, started, parent_s=0.0, on_lowered=on_lowered)
         if done.get("skipped"):
             m = done["measurement"]
-            return reuse(reused, Stages(None, trace_s=float(m["trace_s"]), lower_s=float(m["lower_s"]),
-                                        program_hash=m.get("program_hash"), trace_cpu_s=m.get("trace_cpu_s"),
-                                        lower_cpu_s=m.get("lower_cpu_s")), config)
+            return reuse(
+                reused,
+                Stages(
+                    None,
+                    trace_s=float(m["trace_s"]),
+                    lower_s=float(m["lower_s"]),
+                    program_hash=m.get("program_hash"),
+                    trace_cpu_s=m.get("trace_cpu_s"),
+                    lower_cpu_s=m.get("lower_cpu_s"),
+                ),
+                config,
+            )
         outputs = [decode_array(d) for d in done.get("outputs") or []]
         return Measurement.from_dict(done["measurement"]).replace(config=config, outputs=outputs)
 
     # -- the worker process ---------------------------------------------------------------
-    def _run(self, request: dict[str, Any], budget: float | None, started: float, parent_s: float,
-             on_lowered=None) -> tuple[dict[str, Any], Measurement | None]:
+    def _run(
+        self, request: dict[str, Any], budget: float | None, started: float, parent_s: float, on_lowered=None
+    ) -> tuple[dict[str, Any], Measurement | None]:
         """Send one trial and follow it to its result (see ``_trial.follow``)."""
         setup = time.monotonic()
         self._await_ready()
@@ -326,8 +379,9 @@ class WorkerRunner:
         self._trial_id += 1
         request["id"] = self._trial_id
         grace = self.prune_grace_s if self.prune_grace_s is not None else (self.startup_s or 0.0)
-        run = TrialRun(self._worker, request, started, budget, self.trial_timeout, grace, parent_s,
-                       self.memory_gb, on_lowered)
+        run = TrialRun(
+            self._worker, request, started, budget, self.trial_timeout, grace, parent_s, self.memory_gb, on_lowered
+        )
         try:
             done = follow(run)
         except TrialFailed:
@@ -371,8 +425,9 @@ class WorkerRunner:
             self._discard()
             if first and self.fn is not None:
                 raise self._fall_back(f"the worker process could not start ({why})") from exc
-            raise TrialFailed("oom" if state == "oom" else "crashed",
-                              f"the worker process could not start: {why}") from None
+            raise TrialFailed(
+                "oom" if state == "oom" else "crashed", f"the worker process could not start: {why}"
+            ) from None
         problem = ready_problem(event, self.startup_timeout)
         if problem is not None:
             self._discard()
@@ -387,11 +442,20 @@ class WorkerRunner:
         worker = self._worker
         if worker.loaded:
             return
-        message = {Mode.EXPORT: self._args_line, Mode.IMPORT: self._import_request,
-                   Mode.STUDY: {"op": Op.LOAD_STUDY, "path": self.study_file, "index": self.index}}[self.mode]
+        message = {
+            Mode.EXPORT: self._args_line,
+            Mode.IMPORT: self._import_request,
+            Mode.STUDY: {"op": Op.LOAD_STUDY, "path": self.study_file, "index": self.index},
+        }[self.mode]
         try:
-            self._input_digest = load_inputs(worker, message, self.mode, self._input_digest, self.startup_timeout,
-                                             None if self.mode == Mode.STUDY else self._placement)
+            self._input_digest = load_inputs(
+                worker,
+                message,
+                self.mode,
+                self._input_digest,
+                self.startup_timeout,
+                None if self.mode == Mode.STUDY else self._placement,
+            )
         except Misplaced as exc:  # measuring here beats measuring another program there
             raise self._fall_back(f"the worker process cannot run the program as the call does: {exc}") from None
         except TrialFailed:

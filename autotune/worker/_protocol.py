@@ -24,13 +24,13 @@ PROTOCOL = 3
 class Op:
     """Requests the parent sends."""
 
-    LOAD_STUDY = "load_study"      # import a study file, take examples()[index]
-    LOAD_IMPORT = "load_import"    # import a function by module and qualname; arguments as JSON
-    LOAD_ARGS = "load_args"        # the flat input leaves of an exported program
-    TRIAL = "trial"                # measure one config
+    LOAD_STUDY = "load_study"  # import a study file, take examples()[index]
+    LOAD_IMPORT = "load_import"  # import a function by module and qualname; arguments as JSON
+    LOAD_ARGS = "load_args"  # the flat input leaves of an exported program
+    TRIAL = "trial"  # measure one config
     LOWERED_REPLY = "lowered_reply"  # after a "lowered" event: compile, or skip (a shared program)
-    RETIME = "retime"              # time a kept executable's runtime again
-    RETAIN = "retain"              # keep only these configs' executables
+    RETIME = "retime"  # time a kept executable's runtime again
+    RETAIN = "retain"  # keep only these configs' executables
     EXIT = "exit"
 
 
@@ -44,28 +44,43 @@ class Event:
     COMPILE_START = "compile_start"
     COMPILE_END = "compile_end"
     RESULT = "result"
-    GONE = "gone"                  # retime: that executable is not kept
+    GONE = "gone"  # retime: that executable is not kept
     RETAINED = "retained"
     ERROR = "error"
-    NOISE = "noise"                # a line that was not JSON
+    NOISE = "noise"  # a line that was not JSON
 
 
 class Mode:
     """How the function gets into the worker."""
 
-    EXPORT = "export"   # the parent traces and lowers; the program crosses as jax.export bytes
-    STUDY = "study"     # the worker imports a study file and measures examples()[index]
-    IMPORT = "import"   # the worker imports the function and gets the arguments as JSON
+    EXPORT = "export"  # the parent traces and lowers; the program crosses as jax.export bytes
+    STUDY = "study"  # the worker imports a study file and measures examples()[index]
+    IMPORT = "import"  # the worker imports the function and gets the arguments as JSON
 
     TRACED_IN_WORKER = ("study", "import")
 
 
-CARRIED_JIT_OPTIONS = frozenset({"static_argnums", "static_argnames", "donate_argnums", "donate_argnames",
-                                 "keep_unused", "inline", "compiler_options"})
+CARRIED_JIT_OPTIONS = frozenset(
+    {
+        "static_argnums",
+        "static_argnames",
+        "donate_argnums",
+        "donate_argnames",
+        "keep_unused",
+        "inline",
+        "compiler_options",
+    }
+)
 """The ``jax.jit`` options a worker can be given; any other means measuring in-process."""
 
-OOM_WORDS = ("resource_exhausted", "out of memory", "bad_alloc", "cannot allocate memory", "memoryerror",
-             "failed to allocate")
+OOM_WORDS = (
+    "resource_exhausted",
+    "out of memory",
+    "bad_alloc",
+    "cannot allocate memory",
+    "memoryerror",
+    "failed to allocate",
+)
 """Words in an error or a dying worker's last lines that mean it ran out of memory."""
 
 
@@ -145,8 +160,13 @@ def load_import_message(loc: Location, args: tuple, kwargs: dict, jit_kwargs: di
 
     from ._codec import NotPortable, array_leaves, digest, encode_tree
 
-    message = {"op": Op.LOAD_IMPORT, "location": loc.to_dict(), "sys_path": list(sys.path),
-               "args": encode_tree([list(args), dict(kwargs)]), "jit_kwargs": dict(jit_kwargs)}
+    message = {
+        "op": Op.LOAD_IMPORT,
+        "location": loc.to_dict(),
+        "sys_path": list(sys.path),
+        "args": encode_tree([list(args), dict(kwargs)]),
+        "jit_kwargs": dict(jit_kwargs),
+    }
     try:
         json.dumps(message["jit_kwargs"])
     except (TypeError, ValueError):
@@ -178,6 +198,8 @@ def import_location(loc: Location) -> Any:
     module = importlib.import_module(loc.module)
     path = getattr(module, "__file__", None)
     if loc.file and path and os.path.realpath(path) != os.path.realpath(loc.file):
-        raise ImportError(f"module {loc.module!r} imports {path} in the worker, not {loc.file}; "
-                          "run the tuning from the same environment (sys.path) as the function's module")
+        raise ImportError(
+            f"module {loc.module!r} imports {path} in the worker, not {loc.file}; "
+            "run the tuning from the same environment (sys.path) as the function's module"
+        )
     return unwrap(resolve(module, loc.qualname))

@@ -26,8 +26,10 @@ def _not_portable(message: str) -> Exception:
 
 def _axis_name(name: Any, where: str) -> str:
     if not isinstance(name, str):
-        raise _not_portable(f"{where} is placed on a mesh with the axis name {name!r}; only string axis "
-                            "names can be sent to another process")
+        raise _not_portable(
+            f"{where} is placed on a mesh with the axis name {name!r}; only string axis "
+            "names can be sent to another process"
+        )
     return name
 
 
@@ -46,10 +48,13 @@ def _spec_entry(entry: Any, where: str) -> Any:
 def _mesh(mesh: Any, where: str) -> dict[str, Any]:
     devices = np.asarray(mesh.devices)
     types = getattr(mesh, "axis_types", None)
-    return {"devices": [int(d.id) for d in devices.flat], "shape": [int(n) for n in devices.shape],
-            "axes": [_axis_name(a, where) for a in mesh.axis_names],
-            "axis_types": None if types is None else [t.name for t in types],
-            "platform": devices.flat[0].platform}
+    return {
+        "devices": [int(d.id) for d in devices.flat],
+        "shape": [int(n) for n in devices.shape],
+        "axes": [_axis_name(a, where) for a in mesh.axis_names],
+        "axis_types": None if types is None else [t.name for t in types],
+        "platform": devices.flat[0].platform,
+    }
 
 
 def encode_sharding(x: Any, where: str = "an argument") -> dict[str, Any] | None:
@@ -73,19 +78,24 @@ def encode_sharding(x: Any, where: str = "an argument") -> dict[str, Any] | None
     s = x.sharding
     if isinstance(s, SingleDeviceSharding):
         (device,) = s.device_set
-        out = {"kind": "single", "device": int(device.id), "platform": device.platform,
-               "memory_kind": s.memory_kind}
+        out = {"kind": "single", "device": int(device.id), "platform": device.platform, "memory_kind": s.memory_kind}
     elif isinstance(s, NamedSharding):
         spec = s.spec
-        out = {"kind": "named", "mesh": _mesh(s.mesh, where), "spec": [_spec_entry(e, where) for e in spec],
-               "memory_kind": s.memory_kind}
+        out = {
+            "kind": "named",
+            "mesh": _mesh(s.mesh, where),
+            "spec": [_spec_entry(e, where) for e in spec],
+            "memory_kind": s.memory_kind,
+        }
         for extra in ("unreduced", "reduced"):  # newer PartitionSpecs only
             names = getattr(spec, extra, None)
             if names:
                 out[extra] = sorted(_axis_name(a, where) for a in names)
     else:
-        raise _not_portable(f"{where} has a {type(s).__name__}, which cannot be sent to another process (a "
-                            "NamedSharding over a Mesh or a single device can)")
+        raise _not_portable(
+            f"{where} has a {type(s).__name__}, which cannot be sent to another process (a "
+            "NamedSharding over a Mesh or a single device can)"
+        )
     # Whatever this JSON does not hold (a newer spec field, a mesh option) must not be lost quietly.
     if decode_sharding(out) != s:
         raise _not_portable(f"{where} has the sharding {s!r}, which does not come back the same from JSON")
@@ -101,8 +111,10 @@ def _devices(platform: str, ids: list[int]) -> list[Any]:
         seen = {}
     missing = [i for i in ids if i not in seen]
     if missing:
-        raise _not_portable(f"the arguments are placed on {platform} device ids {sorted(set(ids))}, but this "
-                            f"process sees {len(seen)} {platform} device(s) {sorted(seen)}")
+        raise _not_portable(
+            f"the arguments are placed on {platform} device ids {sorted(set(ids))}, but this "
+            f"process sees {len(seen)} {platform} device(s) {sorted(seen)}"
+        )
     return [seen[i] for i in ids]
 
 
@@ -130,8 +142,10 @@ def decode_sharding(d: dict[str, Any], meshes: dict | None = None) -> Any:
         mesh = Mesh(devices.reshape(m["shape"]), tuple(m["axes"]), **options)
         if meshes is not None:
             meshes[key] = mesh
-    entries = [PartitionSpec.UNCONSTRAINED if isinstance(e, dict) else tuple(e) if isinstance(e, list) else e
-               for e in d["spec"]]
+    entries = [
+        PartitionSpec.UNCONSTRAINED if isinstance(e, dict) else tuple(e) if isinstance(e, list) else e
+        for e in d["spec"]
+    ]
     extra = {k: frozenset(d[k]) for k in ("unreduced", "reduced") if d.get(k)}
     return NamedSharding(mesh, PartitionSpec(*entries, **extra), memory_kind=d.get("memory_kind"))
 
@@ -173,8 +187,11 @@ def placement(leaves: list[Any]) -> dict[str, Any]:
                 per_device[device.id] = per_device.get(device.id, 0) + shard_bytes
         elif isinstance(x, (jax.Array, np.ndarray, np.generic)):
             loose += int(getattr(x, "nbytes", 0) or 0)
-    return {"devices": sorted(per_device), "bytes_per_device": max(per_device.values(), default=0),
-            "loose_bytes": loose}
+    return {
+        "devices": sorted(per_device),
+        "bytes_per_device": max(per_device.values(), default=0),
+        "loose_bytes": loose,
+    }
 
 
 def differs(mine: dict[str, Any], theirs: dict[str, Any] | None) -> str | None:
@@ -184,6 +201,8 @@ def differs(mine: dict[str, Any], theirs: dict[str, Any] | None) -> str | None:
         return "the worker process did not report where it placed the arguments"
     if all(theirs.get(k) == mine[k] for k in ("devices", "bytes_per_device")):
         return None
-    return (f"the worker process placed the arguments on devices {theirs.get('devices')} with "
-            f"{theirs.get('bytes_per_device')} bytes per device, the call has them on {mine['devices']} with "
-            f"{mine['bytes_per_device']} bytes per device")
+    return (
+        f"the worker process placed the arguments on devices {theirs.get('devices')} with "
+        f"{theirs.get('bytes_per_device')} bytes per device, the call has them on {mine['devices']} with "
+        f"{mine['bytes_per_device']} bytes per device"
+    )

@@ -27,7 +27,7 @@ from ._protocol import Event, Mode, Op
 class _Clock:
     """Where the trial is, and the trace + lower + compile seconds it has spent so far."""
 
-    parent_s: float                 # trace + lower already spent in the parent (export mode)
+    parent_s: float  # trace + lower already spent in the parent (export mode)
     phase: str = "waiting"
     phase_started: float = field(default_factory=time.monotonic)
     trace_s: float = 0.0
@@ -51,14 +51,14 @@ class TrialRun:
 
     worker: WorkerProcess
     request: dict[str, Any]
-    started: float                      # time.monotonic() when the trial began
-    budget: float | None = None         # compile budget, seconds
+    started: float  # time.monotonic() when the trial began
+    budget: float | None = None  # compile budget, seconds
     trial_timeout: float | None = None
-    grace: float = 0.0                  # never prune before this much trace + lower + compile
+    grace: float = 0.0  # never prune before this much trace + lower + compile
     parent_s: float = 0.0
     memory_gb: float | None = None
     on_lowered: Callable[[str], Measurement | None] | None = None
-    reused: Measurement | None = None   # what on_lowered returned (the worker skipped compiling)
+    reused: Measurement | None = None  # what on_lowered returned (the worker skipped compiling)
 
 
 def follow(run: TrialRun) -> dict[str, Any]:
@@ -125,7 +125,9 @@ def follow(run: TrialRun) -> dict[str, Any]:
             if event.get("oom"):
                 worker.kill()  # a worker that ran out of memory is replaced
                 cap = f" (memory cap {run.memory_gb:g} GiB)" if run.memory_gb else ""
-                raise TrialFailed("oom", f"ran out of memory during {event.get('phase', clock.phase)}{cap}: {text}"[:2000])
+                raise TrialFailed(
+                    "oom", f"ran out of memory during {event.get('phase', clock.phase)}{cap}: {text}"[:2000]
+                )
             raise TrialFailed("error", text[:2000])
 
 
@@ -148,19 +150,38 @@ def _stop(run: TrialRun, clock: _Clock, kind: str | None, now: float) -> None:
     run.worker.kill()
     spent = clock.spent(now)
     if kind == "pruned":
-        waited = (f" (killed once it had also run {run.grace:.3g} s, as long as starting a new worker "
-                  "takes)") if run.grace > run.budget else ""
-        raise TrialFailed("pruned", (
-            f"stopped during {clock.phase} after {spent:.3g} s of trace+lower+compile, over the compile budget "
-            f"of {run.budget:.3g} s (best cost / compile weight), so this config can no longer win{waited}; "
-            f"worker pid {pid} killed"), compile_s_at_least=spent)
-    raise TrialFailed("timeout", (
-        f"over the trial timeout of {run.trial_timeout:g} s during {clock.phase} "
-        f"({now - run.started:.3g} s in all); worker pid {pid} killed"), compile_s_at_least=spent)
+        waited = (
+            (f" (killed once it had also run {run.grace:.3g} s, as long as starting a new worker takes)")
+            if run.grace > run.budget
+            else ""
+        )
+        raise TrialFailed(
+            "pruned",
+            (
+                f"stopped during {clock.phase} after {spent:.3g} s of trace+lower+compile, over the compile budget "
+                f"of {run.budget:.3g} s (best cost / compile weight), so this config can no longer win{waited}; "
+                f"worker pid {pid} killed"
+            ),
+            compile_s_at_least=spent,
+        )
+    raise TrialFailed(
+        "timeout",
+        (
+            f"over the trial timeout of {run.trial_timeout:g} s during {clock.phase} "
+            f"({now - run.started:.3g} s in all); worker pid {pid} killed"
+        ),
+        compile_s_at_least=spent,
+    )
 
 
-def request_reply(worker: WorkerProcess, message: dict[str, Any] | bytes, deadline: float | None, what: str,
-                  timeout_s: float | None = None, rid: int | None = None) -> dict[str, Any]:
+def request_reply(
+    worker: WorkerProcess,
+    message: dict[str, Any] | bytes,
+    deadline: float | None,
+    what: str,
+    timeout_s: float | None = None,
+    rid: int | None = None,
+) -> dict[str, Any]:
     """Send one request that is answered by one event (load, retime, retain); events of
     another request id and lines that were not JSON are skipped."""
     try:
@@ -177,8 +198,9 @@ def request_reply(worker: WorkerProcess, message: dict[str, Any] | bytes, deadli
         pid = worker.pid
         worker.kill()
         limit = f" within {timeout_s:g} s" if timeout_s is not None else ""
-        raise TrialFailed("timeout", f"the worker (pid {pid}) did not answer{limit} while {what}; killed",
-                          compile_s_at_least=None)
+        raise TrialFailed(
+            "timeout", f"the worker (pid {pid}) did not answer{limit} while {what}; killed", compile_s_at_least=None
+        )
     return event
 
 
@@ -186,8 +208,14 @@ def retime_in(worker: WorkerProcess, rid: int, key: str, timing: dict, timeout_s
     """Ask the worker to time config ``key``'s kept executable again: the measurement dict,
     or None when it is not kept. Raises :class:`TrialFailed` (timeout, crash, error)."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    event = request_reply(worker, {"op": Op.RETIME, "id": rid, "key": key, "timing": timing}, deadline,
-                          "re-timing a kept executable", timeout_s, rid)
+    event = request_reply(
+        worker,
+        {"op": Op.RETIME, "id": rid, "key": key, "timing": timing},
+        deadline,
+        "re-timing a kept executable",
+        timeout_s,
+        rid,
+    )
     if event.get("event") == Event.GONE:
         return None
     if event.get("event") != Event.RESULT:
@@ -199,8 +227,14 @@ class Misplaced(Exception):
     """The worker could not place the arguments where the call has them; the message says how."""
 
 
-def load_inputs(worker: WorkerProcess, message: Any, mode: str, digest: str | None, timeout_s: float,
-                placement: dict[str, Any] | None = None) -> str | None:
+def load_inputs(
+    worker: WorkerProcess,
+    message: Any,
+    mode: str,
+    digest: str | None,
+    timeout_s: float,
+    placement: dict[str, Any] | None = None,
+) -> str | None:
     """Send the worker its inputs (``message``, by ``mode``) and return their digest, which must
     equal ``digest`` (the first worker's) when given. Raises :class:`TrialFailed` ("error"), or
     :class:`Misplaced` when the worker's ``placement`` of the arguments is not the given one."""
@@ -208,8 +242,10 @@ def load_inputs(worker: WorkerProcess, message: Any, mode: str, digest: str | No
 
     seen = (worker.ready or {}).get("device_ids") or ()
     if placement is not None and not set(placement["devices"]) <= set(seen):
-        raise Misplaced(f"the arguments are on devices {placement['devices']}, but the worker process sees "
-                        f"only devices {list(seen)} (its XLA_FLAGS: {(worker.ready or {}).get('xla_flags')!r})")
+        raise Misplaced(
+            f"the arguments are on devices {placement['devices']}, but the worker process sees "
+            f"only devices {list(seen)} (its XLA_FLAGS: {(worker.ready or {}).get('xla_flags')!r})"
+        )
     event = request_reply(worker, message, time.monotonic() + timeout_s, "loading the inputs", timeout_s)
     if event.get("event") == Event.ERROR:
         if event.get("type") == "NotPortable":
@@ -219,8 +255,13 @@ def load_inputs(worker: WorkerProcess, message: Any, mode: str, digest: str | No
     if why is not None:
         raise Misplaced(why)
     if digest is not None and event.get("digest") != digest:
-        raise TrialFailed("error", (
-            "the worker decoded other inputs than this process sent" if mode == Mode.IMPORT else
-            "the restarted worker got other inputs than the first one (examples() is not deterministic; "
-            "seed its random inputs), so its outputs cannot be compared"))
+        raise TrialFailed(
+            "error",
+            (
+                "the worker decoded other inputs than this process sent"
+                if mode == Mode.IMPORT
+                else "the restarted worker got other inputs than the first one (examples() is not deterministic; "
+                "seed its random inputs), so its outputs cannot be compared"
+            ),
+        )
     return event.get("digest") if digest is None else digest
