@@ -1,4 +1,5 @@
-# The two commands: `make demo` and `make test`. Each creates the venv when missing.
+# The commands: `make demo`, `make test` (lint, then the whole suite), `make test-fast` (the inner
+# loop: lint, then every test not marked slow), `make lint`. Each creates the venv when missing.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -8,7 +9,12 @@ EXTRAS ?= test
 comma := ,
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
-.PHONY: demo test install bench clean
+# The suite runs in JOBS pytest-xdist processes, a test file per process (module fixtures, such as
+# a study tuned once for a file's tests, are not repeated): `make test JOBS=1` runs it serially.
+JOBS ?= 2
+XDIST = $(if $(filter-out 0 1,$(JOBS)),-n $(JOBS) --dist loadfile,)
+
+.PHONY: demo test test-fast lint install bench docs docs-build clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,11 +27,32 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
+	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
+
+# What it leaves out (`make test` runs them): the tests marked slow (real tuning studies end to
+# end through the CLI, the benchmark scripts' smoke runs, PostgreSQL scale-out with several
+# processes, the loaded-machine and sharded-mesh checks) and tests/test_real_studies.py (the
+# real-library studies: flax, diffrax, blackjax, optax, numpyro, equinox, optimistix).
+test-fast: lint
+	$(BIN)/python -m pytest -q $(XDIST) -m "not slow" --ignore=tests/test_real_studies.py $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py --quick
+
+# The documentation site: `make docs` serves it at http://127.0.0.1:8000, `make docs-build`
+# builds it into build/site with --strict (a broken link or a missing API name fails).
+docs:
+	$(MAKE) install EXTRAS=docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+docs-build:
+	$(MAKE) install EXTRAS=docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) .venv312 build *.egg-info

@@ -51,8 +51,9 @@ _LAZY = {
     "Measurement": "_measure",
     "measure": "_measure",
     "with_config": "_rewrite",
+    "TuneOptions": "_options",
     "InProcessRunner": "_runner",
-    "Outcome": "_runner",
+    "Outcome": "_outcome",
     "Runner": "_runner",
     "TrialFailed": "_runner",
     "crossover_intervals": "_select",
@@ -61,5 +62,24 @@ _LAZY = {
     "sites": "_sites",
 }
 
+
+__all__ = [
+    "AutotuneError",
+    "Autotuned",
+    "CacheError",
+    "CacheImportError",
+    "CacheSchemaError",
+    "Config",
+    "ConfigError",
+    "Interrupted",
+    "Lookup",
+    "Objective",
+    "SiteChoice",
+    "StudyError",
+    "TraceError",
+    "autotuned",
+    "loop",
+    *_LAZY,
+]
 
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY)

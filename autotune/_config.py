@@ -56,17 +56,9 @@ class SiteChoice:
     guard: str | None = None
 
     def __post_init__(self):
-        if self.repr == "while" and self.unroll > 1:
-            if self.guard is None:
-                object.__setattr__(self, "guard", "select")
-            elif self.guard not in GUARDS:
-                raise ConfigError(f"A while choice has guard={self.guard!r}; valid guards are {list(GUARDS)}.")
-        elif self.guard is not None and self.repr != "while":
-            raise ConfigError(
-                f'A {self.repr!r} choice has guard={self.guard!r}, but a guard applies only to repr "while"; remove it.'
-            )
-        else:  # while×1 is the original loop: there is nothing to guard
-            object.__setattr__(self, "guard", None)
+        rep, unroll, guard = checked_choice(self.repr, self.unroll, self.guard, "A site choice")
+        object.__setattr__(self, "unroll", unroll)
+        object.__setattr__(self, "guard", guard)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"repr", "unroll"}``, plus ``"guard"`` when one is set (an unrolled while)."""
@@ -99,12 +91,86 @@ class SiteChoice:
                 f"Cannot read the site choice {text!r}; write one of 'for', 'scan×K', 'fori×K', "
                 "'while×K' or 'while×K/cond' (K a positive integer; 'x' works for '×')."
             )
-        unroll = int(m["unroll"] or 1)
-        if unroll < 1:
-            raise ConfigError(f"The site choice {text!r} has unroll {unroll}; unroll must be >= 1.")
-        if m["guard"] and m["repr"] != "while":
-            raise ConfigError(f"The site choice {text!r} has a guard, but only while choices take one.")
-        return cls(m["repr"], unroll, m["guard"] if unroll > 1 else None)
+        return cls(*checked_choice(m["repr"], int(m["unroll"] or 1), m["guard"], f"The site choice {text!r}"))
+
+
+def checked_choice(rep: Any, unroll: Any, guard: Any, where: str) -> tuple[str, int, str | None]:
+    """THE rules of one site choice: ``(repr, unroll, guard)`` checked and normalised (an unrolled
+    while's guard defaults to ``"select"``; any other choice has none), or a :class:`ConfigError`
+    that starts with ``where`` (who gave it: a config entry, the notation, a :class:`SiteChoice`)."""
+    if not isinstance(rep, str) or rep not in REPRS:
+        raise ConfigError(f"{where} has repr={rep!r}; valid choices are {list(REPRS)}.")
+    if isinstance(unroll, bool) or not isinstance(unroll, int):
+        if not (isinstance(unroll, float) and math.isfinite(unroll) and unroll == int(unroll)):
+            raise ConfigError(f"{where} has unroll={unroll!r}; unroll must be a positive integer.")
+        unroll = int(unroll)
+    if unroll < 1:
+        raise ConfigError(f'{where} has unroll={unroll}; unroll must be >= 1 (use {{"repr": "for"}} to unroll fully).')
+    if guard is not None and rep != "while":
+        raise ConfigError(
+            f'{where} has guard={guard!r} with repr={rep!r}; a guard applies only to repr "while". Remove it.'
+        )
+    if guard is not None and (not isinstance(guard, str) or guard not in GUARDS):
+        raise ConfigError(f"{where} has guard={guard!r}; valid guards are {list(GUARDS)}.")
+    if rep != "while" or unroll == 1:  # while×1 is the original loop: there is nothing to guard
+        return rep, unroll, None
+    return rep, unroll, guard or "select"
+
+
+def misfit(
+    choice: SiteChoice, kind: str, length: int | None, has_ys: bool, effects: bool = False
+) -> tuple[str, str] | None:
+    """THE rule of which choice fits which site: None when ``choice`` can be emitted at a site of
+    ``kind`` (``"while"``, or a static loop of ``length`` steps, stacking outputs when ``has_ys``,
+    with side effects in its body when ``effects``), else ``(field, why)``: the choice's field at
+    fault (``"repr"``, ``"unroll"``, ``"guard"``) and why. The rewrite and the cache's entry
+    check both ask it.
+
+    Example::
+
+        >>> misfit(SiteChoice("scan", 16), "scan", 8, has_ys=False)[0]
+        'unroll'
+    """
+    if kind == "while":
+        if choice.repr != "while":
+            return "repr", (
+                f'"{choice.repr}" does not fit a site of kind "while" (a while loop: its trip count is only known '
+                'at run time); its choices are {"repr": "while", "unroll": k, "guard": "select" | "cond"}'
+            )
+        if choice.guard == "select" and effects:
+            return "guard", (
+                '"select" would run the body\'s side effects (callbacks, prints) on the discarded steps; '
+                'use "guard": "cond"'
+            )
+        return None
+    if choice.repr == "while":
+        valid = "'scan' and 'for'" if has_ys else "'scan', 'for' and 'fori'"
+        return "repr", (
+            f'"while" does not fit a site of kind "{kind}" (a loop with a static trip count of {length}); '
+            f"valid reprs for it are {valid}"
+        )
+    if choice.repr == "fori" and has_ys:
+        return (
+            "repr",
+            "\"fori\" does not fit a site with stacked outputs (has_ys); valid reprs for it are 'scan' and 'for'",
+        )
+    if choice.repr != "for" and length is not None and choice.unroll > max(1, length):
+        return "unroll", (
+            f"is {choice.unroll}, more than the site's length {length}; "
+            f"choose unroll in 1..{max(1, length)} or repr 'for'"
+        )
+    return None
+
+
+def canonical_json(value: Any) -> str:
+    """The one canonical JSON text: sorted keys, no spaces, no NaN or Infinity (a ``ValueError``).
+
+    Example::
+
+        >>> canonical_json({"b": 1, "a": [1.5, None]})
+        '{"a":[1.5,null],"b":1}'
+    """
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def scan_unroll(choice: SiteChoice, length: int) -> int:
@@ -131,34 +197,10 @@ def _parse_choice(site_id: str, value: Any) -> SiteChoice:
             f"Config entry for site {site_id!r} has unknown keys {sorted(map(str, unknown))}; "
             'the valid keys are "repr", "unroll" and (for "while") "guard".'
         )
-    rep = value.get("repr", "scan")
-    if not isinstance(rep, str) or rep not in REPRS:
-        raise ConfigError(f"Config entry for site {site_id!r} has repr={rep!r}; valid choices are {list(REPRS)}.")
-    unroll = value.get("unroll", 1)
-    if isinstance(unroll, bool) or not isinstance(unroll, int):
-        if isinstance(unroll, float) and math.isfinite(unroll) and unroll == int(unroll):
-            unroll = int(unroll)
-        else:
-            raise ConfigError(
-                f"Config entry for site {site_id!r} has unroll={unroll!r}; unroll must be a positive integer."
-            )
-    if unroll < 1:
-        raise ConfigError(
-            f"Config entry for site {site_id!r} has unroll={unroll}; unroll must be >= 1 "
-            '(use {"repr": "for"} to unroll fully).'
-        )
-    guard = value.get("guard")
-    if guard is not None:
-        if rep != "while":
-            raise ConfigError(
-                f"Config entry for site {site_id!r} has guard={guard!r} with repr={rep!r}; "
-                'a guard applies only to repr "while". Remove it.'
-            )
-        if not isinstance(guard, str) or guard not in GUARDS:
-            raise ConfigError(
-                f"Config entry for site {site_id!r} has guard={guard!r}; valid guards are {list(GUARDS)}."
-            )
-    return SiteChoice(rep, unroll, guard if rep == "while" and unroll > 1 else None)
+    rep, unroll, guard = checked_choice(
+        value.get("repr", "scan"), value.get("unroll", 1), value.get("guard"), f"Config entry for site {site_id!r}"
+    )
+    return SiteChoice(rep, unroll, guard)
 
 
 class Config(Mapping):
@@ -203,7 +245,9 @@ class Config(Mapping):
         return {k: v.to_dict() for k, v in self._choices.items()}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """THE canonical text of a config (:func:`canonical_json` of :meth:`to_dict`): its identity in
+        a study's trials, in tie-breaks and wherever a config is written as text."""
+        return canonical_json(self.to_dict())
 
     def label(self, sites: Sequence[Any] = ()) -> str:
         """A short readable form: ``algo_iters=for, scan@f.py:53=scan×2`` (see :func:`config_label`)."""

@@ -19,56 +19,18 @@ import jax
 
 from . import _keys
 from ._config import Config
-from ._errors import AutotuneError, ConfigError, warn_once
+from ._errors import AutotuneError, ConfigError, warn_user_once
 from ._lookup import Lookup, open_cache, prefetch, read_config
 from ._methods import AutotunedMethod, BoundAutotuned, defined_in_class
+from ._objective import DEFAULT
 
-__all__ = ["Autotuned", "Lookup", "autotuned", "controller", "entry_from_result", "open_cache"]
+__all__ = ["Autotuned", "Lookup", "autotuned", "controller", "open_cache"]
 
 if TYPE_CHECKING:
     from .study import TuneResult
 
 ON_MISS = ("default", "warn", "tune")
 _ENV_RECORD = "AUTOTUNE_RECORD"  # _record.ENV_RECORD: read here so that _record loads only when recording
-
-
-def entry_from_result(result: TuneResult, function_key: str, retune: str | None = None):
-    """The cache entry that records ``result``: the winner, and every confirmed point with
-    its rounds, so another call count is re-picked by the same rule."""
-    from . import _select
-    from .cache import CacheEntry
-
-    best = result.best
-    measurements = {
-        "trace_s": best.trace_s,
-        "lower_s": best.lower_s,
-        "compile_s": best.compile_s,
-        "run_s": best.run_s,
-        "run_iqr_s": best.run_iqr_s,
-        "reps": best.reps,
-    }
-    measurements.update({f"memory_{k}_bytes": v for k, v in best.memory.items()})
-    if best.flops is not None:
-        measurements["flops"] = best.flops
-    keep = ("config", "compile_s", "run_s", "rounds", "confirmed", "equivalent")
-    fields = dict(
-        function_key=function_key,
-        fingerprint=result.fingerprint,
-        signature=result.signature,
-        device=dict(result.device),
-        config=result.best_config.to_dict(),
-        sites={s.id: {"kind": s.kind, "length": s.length, "has_ys": s.has_ys} for s in result.sites},
-        measurements=measurements,
-        objective=result.objective.to_dict(),
-        cost=result.best_cost,
-        default_cost=result.default_cost,
-        study_name=result.study_name,
-        pareto=[{k: p[k] for k in keep if k in p} for p in result.confirmed],
-        default_config=result.default_config.to_dict(),
-        complete_range=_select.range_json(result.complete_range),
-        retune=retune,
-    )
-    return CacheEntry(**fields)
 
 
 def controller(fn: Any) -> Autotuned | None:
@@ -93,9 +55,9 @@ class Autotuned:
         self,
         fun: Callable,
         *,
-        expected_calls: float = 1000,
-        compile_weight: float = 1.0,
-        runtime_weight: float = 1.0,
+        expected_calls: float = DEFAULT.expected_calls,
+        compile_weight: float = DEFAULT.compile_weight,
+        runtime_weight: float = DEFAULT.runtime_weight,
         cache: Any = None,
         on_miss: str = "default",
         key: str | None = None,
@@ -112,12 +74,11 @@ class Autotuned:
         self.on_miss = on_miss
         self.key = key or _keys.function_key(fun)
         if key is None and _keys.unstable_key_reason(self.key):
-            warn_once(
+            warn_user_once(
                 ("unstable-key", self.key),
                 f"autotune: {self.key} has no stable function key ({_keys.unstable_key_reason(self.key)}), so "
                 "a config tuned in one process is not found in another. Pass a stable name: "
                 "@at.autotuned(key='mymodule:myfn').",
-                stacklevel=3,
             )
         self.jit_kwargs = jit_kwargs
         self._record_arg, self.record_mode = record, None
@@ -208,11 +169,10 @@ class Autotuned:
 
     def _failed(self, what: str, exc: Exception, signature: str = "?") -> Lookup:
         """The default config's `Lookup` after a failure of ours, and its one warning."""
-        warn_once(
+        warn_user_once(
             ("failed", self.key, type(exc).__name__),
             f"autotune: @at.autotuned could not {what} for {self.key} ({type(exc).__name__}: {exc}); it runs "
             "its default config, exactly as jax.jit would. This is a bug of autotune: please report it.",
-            stacklevel=4,
         )
         return Lookup(Config(), "default (error)", None, "?", signature, "?", f"{type(exc).__name__}: {exc}")
 
@@ -287,107 +247,39 @@ class Autotuned:
         sampler: str = "auto",
         storage: str | None = None,
         study_name: str | None = None,
-        progress: bool | None = None,
-        store: bool = True,
-        join: bool = False,
-        on_ready: Callable | None = None,
-        before_finish: Callable | None = None,
-        timing: dict[str, Any] | None = None,
-        objective: str = "cost",
-        trial_timeout: float | None = None,
-        trial_memory_gb: float | None = None,
-        isolate: bool | str = "auto",
-        retune: str | None = None,
-        location: Any = None,
-        confirm_top: int = 3,
-        confirm_rounds: int = 3,
-        seed: int | None = 0,
-        rtol: float | None = None,
-        atol: float | None = None,
-        reconfirm: bool = False,
-        **kwargs: Any,
-    ) -> TuneResult | None:
+        **options: Any,
+    ) -> TuneResult:
         """Tune this function on these example arguments (exactly a call's arguments) and
-        store the winner in the cache (see :meth:`_store` for when an entry changes).
+        store the winner in the cache (unless the cache's entry from the same study stands:
+        :func:`autotune.cache._store.entry_stands`).
 
         Running it again resumes the study; a study with nothing new to measure is finished
         and returns at once (``result.finished``), unless ``reconfirm=True`` re-times its
-        contenders. The other options are those of :func:`at.tune`.
+        contenders. ``**options`` are the other fields of :class:`autotune.TuneOptions`
+        (``search``, ``timing``, ``trial_timeout``, ...) and the function's own keyword
+        arguments; any other keyword is an error naming the nearest option.
 
         Returns:
             The :class:`at.TuneResult`; later calls with the same signature use its config.
         """
-        from .study import tune
+        from ._tuning import options_of, tune_with
 
-        retune = retune or f"{self.__name__}.with_options(expected_calls={{calls}}).tune(*args)"
-        result = tune(
-            self.fun,
-            *args,
-            kwargs=kwargs,
-            expected_calls=self.expected_calls,
-            compile_weight=self.compile_weight,
-            runtime_weight=self.runtime_weight,
-            n_trials=n_trials,
-            timeout=timeout,
-            sampler=sampler,
-            storage=storage or _storage_beside(self._cache_arg),
-            study_name=study_name,
-            function_key=self.key,
-            jit_kwargs=self.jit_kwargs,
-            progress=progress,
-            join=join,
-            on_ready=on_ready,
-            before_finish=before_finish,
-            timing=timing,
-            objective=objective,
-            trial_timeout=trial_timeout,
-            trial_memory_gb=trial_memory_gb,
-            isolate=isolate,
-            retune=retune,
-            location=location,
-            confirm_top=confirm_top,
-            confirm_rounds=confirm_rounds,
-            seed=seed,
-            rtol=rtol,
-            atol=atol,
-            reconfirm=reconfirm,
-        )
-        if result is not None and store:
-            result.stored = self._store(result, retune)
-        return result
+        named = dict(n_trials=n_trials, timeout=timeout, sampler=sampler, storage=storage, study_name=study_name)
+        opts, kwargs = options_of(self, f"{self.__name__}.tune", {**named, **options})
+        return tune_with(self, args, kwargs, opts)
 
-    def _store(self, result: TuneResult, retune: str | None = None) -> str:
-        """Write the winner unless the cache's entry from the same study stands (the rule:
-        :func:`autotune.study._tune.entry_stands`); returns ``"written"`` or ``"kept"``."""
-        from .study._tune import entry_stands
+    def _tune(self, args: tuple, kwargs: dict[str, Any], options: Any, plumbing: Any = None) -> TuneResult | None:
+        """The command line's entry: ``options`` (:class:`TuneOptions`) built by the caller,
+        ``plumbing`` (:class:`autotune._options.Plumbing`) for helpers, ``--join-study``, the
+        stored re-tune command and the worker's import location."""
+        from ._tuning import tune_with
 
-        entry = entry_from_result(result, self.key, retune)
-        current = self.cache.lookup(entry.function_key, entry.fingerprint, entry.signature, entry.device_key)
-        if entry_stands(current, entry, result):
-            return "kept"
-        self.cache.put(entry)
-        self.clear_cache()
-        return "written"
+        return tune_with(self, tuple(args), dict(kwargs), options, plumbing)
 
     def _tune_after_miss(self, args, kwargs) -> None:
-        self._pending = False
-        if self.jit_kwargs.get("donate_argnums") or self.jit_kwargs.get("donate_argnames"):
-            warn_once(
-                ("donate-tune", self.key),
-                f"autotune: on_miss='tune' cannot tune {self.key} on donated arguments; "
-                f"call {self.__name__}.tune(*args) with fresh inputs instead.",
-                stacklevel=3,
-            )
-            return
-        try:
-            self.tune(*args, n_trials=8, **kwargs)
-        except Exception as exc:
-            warn_once(
-                ("tune-error", self.key, type(exc).__name__),
-                f"autotune: on_miss='tune' could not tune {self.key} ({type(exc).__name__}: {exc}); "
-                "it keeps running its default config.",
-                stacklevel=3,
-            )
+        from ._tuning import tune_after_miss
+
+        tune_after_miss(self, args, kwargs)
 
     def __repr__(self) -> str:
         return f"<autotuned {self.key} expected_calls={self.expected_calls}>"
@@ -398,21 +290,12 @@ class Autotuned:
         return BoundAutotuned(self, obj)
 
 
-def _storage_beside(cache_arg: Any) -> str | None:
-    from ._paths import default_storage_url
-
-    if cache_arg is None:
-        return None
-    url = getattr(cache_arg, "url", cache_arg)
-    return default_storage_url(os.fspath(url))
-
-
 def autotuned(
     fun: Callable | None = None,
     *,
-    expected_calls: float = 1000,
-    compile_weight: float = 1.0,
-    runtime_weight: float = 1.0,
+    expected_calls: float = DEFAULT.expected_calls,
+    compile_weight: float = DEFAULT.compile_weight,
+    runtime_weight: float = DEFAULT.runtime_weight,
     cache: Any = None,
     on_miss: str = "default",
     key: str | None = None,

@@ -16,7 +16,7 @@ from typing import Any
 
 from . import _keys, _paths
 from ._config import Config
-from ._errors import warn_once
+from ._errors import warn_user_once
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,47 @@ class Lookup:
     signature: str
     device_key: str
     error: str | None = None
+
+    def __repr__(self) -> str:
+        """One line: the config in notation, where it came from, and for a cached one its gain
+        over the default and its cost, e.g. ``Lookup(smooth=scan×4 from cache, 1.8× the
+        default, cost 0.0123 s)``."""
+        parts = [f"{self._config_text()} from {self.source}"]
+        gain, cost = self._figures()
+        parts += [f"{gain} the default" if gain else "", f"cost {cost}" if cost else ""]
+        if self.error:
+            parts.append(f"error: {_short(self.error)}")
+        return f"Lookup({', '.join(p for p in parts if p)})"
+
+    def _repr_html_(self) -> str:
+        """A small table for notebooks: the facts of :meth:`__repr__`, one per row."""
+        import html
+
+        gain, cost = self._figures()
+        rows = [("config", self._config_text()), ("source", self.source)]
+        rows += [(k, v) for k, v in (("gain over the default", gain), ("cost", cost)) if v]
+        rows += [("error", _short(self.error))] if self.error else []
+        body = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
+        return f"<table><caption>Lookup</caption>{body}</table>"
+
+    def _config_text(self) -> str:
+        return _short(self.config.label(), 80)
+
+    def _figures(self) -> tuple[str, str]:
+        """(gain over the default, cost) of a cached entry, as shown; empty strings otherwise."""
+        entry = self.entry if self.source == "cache" else None
+        cost = getattr(entry, "cost", None)
+        if cost is None:
+            return "", ""
+        default = getattr(entry, "default_cost", None)
+        gain = "" if default is None or cost <= 0 else f"{default / cost:.3g}×"
+        return gain, f"{cost:.4g} s"
+
+
+def _short(text: str, limit: int = 120) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def open_cache(cache: Any):
@@ -102,12 +143,11 @@ def read_config(ctl: Any, program: Any, signature: str) -> Lookup:
         )
         if entry is None:
             if ctl.on_miss == "warn":
-                warn_once(
+                warn_user_once(
                     ("miss", ctl.key, signature),
                     f"autotune: no tuned config for {ctl.key} with signature {signature} on "
                     f"{device_key}; running the default config. Tune it with "
                     f"`{ctl.__name__}.tune(*args)` or `autotune tune FILE`.",
-                    stacklevel=4,
                 )
             return Lookup(Config(), "default", None, fingerprint, signature, device_key)
         config = Config.from_dict(entry.config)
@@ -117,24 +157,25 @@ def read_config(ctl: Any, program: Any, signature: str) -> Lookup:
         Plan(program.sites, config)
     except Exception as exc:
         where = cache_location(ctl._cache_arg, ctl.reader.opened)
-        warn_once(
+        warn_user_once(
             ("cache-error", where, type(exc).__name__),
             f"autotune: the tuning cache {where} could not be used ({type(exc).__name__}: {exc}); "
             f"{ctl.key} runs its default config. Fix or remove the cache, or pass cache= another location.",
-            stacklevel=4,
         )
         return Lookup(Config(), "default (cache error)", None, fingerprint, signature, device_key, str(exc))
     if not entry.covers(ctl.expected_calls):
-        from . import _select
+        from . import _display
 
-        calls, covered = ctl.expected_calls, _select.range_text(entry.covered_range)
-        command = entry.retune_command(calls) or f"{ctl.__name__}.with_options(expected_calls={calls:g}).tune(*args)"
-        warn_once(
+        calls, covered = ctl.expected_calls, _display.range_text(entry.covered_range)
+        from .cache._entry import fill_retune
+        from .cache._store import python_retune
+
+        command = fill_retune(entry.retune or python_retune(ctl.__name__), calls)
+        warn_user_once(
             ("range", ctl.key, signature, calls),
             f"autotune: {ctl.key} was measured completely only for {covered} "
             f"calls, and expected_calls={calls:g} lies outside, so configs that were not measured for that "
             f"many calls could be cheaper; it runs the best measured one ({config}). "
             f"Re-tune for {calls:g} calls: {command}",
-            stacklevel=4,
         )
     return Lookup(config, "cache", entry, fingerprint, signature, device_key)

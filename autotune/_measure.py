@@ -12,13 +12,12 @@ the objective charges (:attr:`Measurement.compile_cost_s`; README, "Measuring ho
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -26,107 +25,10 @@ import jax
 from . import _compat
 from ._config import Config
 from ._jitargs import donates, dynamic_args, jit_option_set  # noqa: F401 (imported from here too)
+from ._measurement import Measurement as Measurement  # the value this module produces
 from ._rewrite import with_config
 
 TIMING_OPTIONS = ("warmup", "min_reps", "max_reps", "target_s")  # what runners pass on to time_calls
-OPTIONAL_SECONDS = ("trace_cpu_s", "lower_cpu_s", "compile_cpu_s", "run_p10_s")  # None in older records
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """What one config costs.
-
-    Attributes:
-        trace_s, lower_s, compile_s: seconds spent in ``jit(...).trace``, ``.lower``
-            and ``.compile`` (JAX's in-memory caches cleared and the persistent
-            compilation cache off, so each is a real, cold number).
-        run_s: median seconds per call after warm-up, each call synchronised with
-            ``block_until_ready``; ``run_iqr_s`` is the interquartile range of the samples.
-        reps: how many calls the runtime figures are based on.
-        memory: bytes XLA reports (``temp``, ``generated_code``, ``argument``, ``output``).
-        flops: flops XLA's cost analysis reports, or None.
-        program_hash: sha256 of the lowered program's text (computed before compiling):
-            two configs with the same hash compile to the same program.
-        trace_cpu_s, lower_cpu_s, compile_cpu_s: the process's CPU seconds (all threads)
-            over the same three stages, or None where not measured (older records).
-        run_p10_s: the 10th percentile of the per-call seconds (None in older records).
-    """
-
-    trace_s: float
-    lower_s: float
-    compile_s: float
-    run_s: float
-    run_iqr_s: float
-    reps: int
-    config: Config = field(default_factory=Config)
-    memory: dict[str, int] = field(default_factory=dict)
-    flops: float | None = None
-    program_hash: str | None = None
-    outputs: Any = field(default=None, compare=False, repr=False)
-    trace_cpu_s: float | None = None
-    lower_cpu_s: float | None = None
-    compile_cpu_s: float | None = None
-    run_p10_s: float | None = None
-
-    @property
-    def run_cost_s(self) -> float:
-        """The per-call seconds the objective charges: :attr:`run_p10_s` (a call another
-        process preempts takes longer, never shorter), else ``run_s``."""
-        return self.run_s if self.run_p10_s is None else self.run_p10_s
-
-    @property
-    def compile_total_s(self) -> float:
-        """Everything paid once per signature, in wall seconds: trace + lower + compile."""
-        return self.trace_s + self.lower_s + self.compile_s
-
-    @property
-    def compile_total_cpu_s(self) -> float | None:
-        """trace + lower + compile in process CPU seconds; None if a stage's is unknown."""
-        cpu = (self.trace_cpu_s, self.lower_cpu_s, self.compile_cpu_s)
-        return None if None in cpu else sum(cpu)
-
-    @property
-    def compile_cost_s(self) -> float:
-        """The one-off seconds the objective charges: :attr:`compile_total_cpu_s` (load stretches
-        wall time, a compile waiting for a core, not CPU time), else the wall seconds."""
-        return self.compile_total_s if self.compile_total_cpu_s is None else self.compile_total_cpu_s
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "trace_s": self.trace_s,
-            "lower_s": self.lower_s,
-            "compile_s": self.compile_s,
-            "run_s": self.run_s,
-            "run_iqr_s": self.run_iqr_s,
-            "reps": self.reps,
-            "config": self.config.to_dict(),
-            "memory": dict(self.memory),
-            "flops": self.flops,
-            "program_hash": self.program_hash,
-            "trace_cpu_s": self.trace_cpu_s,
-            "lower_cpu_s": self.lower_cpu_s,
-            "compile_cpu_s": self.compile_cpu_s,
-            "run_p10_s": self.run_p10_s,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Measurement:
-        return cls(
-            trace_s=float(d["trace_s"]),
-            lower_s=float(d["lower_s"]),
-            compile_s=float(d["compile_s"]),
-            run_s=float(d["run_s"]),
-            run_iqr_s=float(d.get("run_iqr_s", 0.0)),
-            reps=int(d.get("reps", 0)),
-            config=Config.from_dict(d.get("config") or {}),
-            memory=dict(d.get("memory") or {}),
-            flops=d.get("flops"),
-            program_hash=d.get("program_hash"),
-            **{k: None if d.get(k) is None else float(d[k]) for k in OPTIONAL_SECONDS},
-        )
-
-    def replace(self, **changes: Any) -> Measurement:
-        return dataclasses.replace(self, **changes)
 
 
 @dataclass
@@ -202,7 +104,7 @@ def compile_config(
     fn: Callable,
     args: Sequence[Any],
     kwargs: dict[str, Any] | None = None,
-    config: Config | dict | None = None,
+    config: Config | None = None,
     *,
     jit_kwargs: dict[str, Any] | None = None,
     clear_caches: bool = True,
@@ -213,7 +115,7 @@ def compile_config(
     """:func:`time_stages` of ``jax.jit(with_config(fn, config), **jit_kwargs)``, cold: JAX's
     in-memory caches cleared first (unless ``clear_caches=False``) and the persistent
     compilation cache neither read nor written."""
-    jitted = jax.jit(with_config(fn, Config.from_dict(config)), **dict(jit_kwargs or {}))
+    jitted = jax.jit(with_config(fn, Config() if config is None else config), **dict(jit_kwargs or {}))
     with _compat.no_persistent_cache():
         if clear_caches:
             _compat.clear_jax_caches()
@@ -310,7 +212,7 @@ def run_measurement(
     args: tuple,
     kwargs: dict,
     *,
-    config: Config | dict | None = None,
+    config: Config | None = None,
     donating: bool = False,
     keep_outputs: bool = False,
     **timing: Any,
@@ -324,7 +226,7 @@ def run_measurement(
         run_s=run_s,
         run_iqr_s=iqr_s,
         reps=reps,
-        config=Config.from_dict(config),
+        config=Config() if config is None else config,
         memory=_memory(stages.compiled),
         flops=_flops(stages.compiled),
         program_hash=stages.program_hash,
@@ -336,14 +238,14 @@ def run_measurement(
     )
 
 
-def reuse(earlier: Measurement, stages: Stages, config: Config | dict | None) -> Measurement:
+def reuse(earlier: Measurement, stages: Stages, config: Config) -> Measurement:
     """The measurement of a config that lowered to the same program as ``earlier``'s:
     its own trace and lower seconds, the earlier one's compile, runtime, memory, flops
     and outputs."""
     return earlier.replace(
         trace_s=stages.trace_s,
         lower_s=stages.lower_s,
-        config=Config.from_dict(config),
+        config=config,
         program_hash=stages.program_hash,
         trace_cpu_s=stages.trace_cpu_s,
         lower_cpu_s=stages.lower_cpu_s,
@@ -373,7 +275,7 @@ def measure_executable(
     fn: Callable,
     args: Sequence[Any],
     kwargs: dict[str, Any] | None = None,
-    config: Config | dict | None = None,
+    config: Config | None = None,
     *,
     jit_kwargs: dict[str, Any] | None = None,
     timing: dict[str, Any] | None = None,
@@ -389,7 +291,7 @@ def measure_executable(
     ``on_lowered``), e.g. to stop a config over its compile budget.
     """
     kwargs, jit_kwargs, args = dict(kwargs or {}), dict(jit_kwargs or {}), tuple(args)
-    config = Config.from_dict(config)
+    config = Config() if config is None else config
 
     def traced(st: Stages) -> None:
         if on_stage is not None:
@@ -464,7 +366,7 @@ def measure(
         fn,
         args,
         kwargs,
-        config,
+        Config.from_dict(config),  # a user's dict is read once, here
         jit_kwargs=jit_kwargs,
         timing=timing,
         clear_caches=clear_caches,

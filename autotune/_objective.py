@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
 
 from ._errors import ConfigError
 
@@ -37,12 +40,44 @@ class Objective:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"Objective {name}={value!r} must be a finite number >= 0.")
 
+    def line(self, compile_s: float, run_s: float) -> tuple[Fraction, Fraction]:
+        """THE cost formula, as a line in the call count N, exactly: ``(cw * compile_s, rw * run_s)``,
+        so ``cost(N) = intercept + slope * N`` (the winner rule compares these in rational arithmetic)."""
+        return Fraction(self.compile_weight) * Fraction(compile_s), Fraction(self.runtime_weight) * Fraction(run_s)
+
     def cost_of(self, compile_s: float, run_s: float) -> float:
-        return self.compile_weight * compile_s + self.runtime_weight * self.expected_calls * run_s
+        """The cost of one-off seconds ``compile_s`` and per-call seconds ``run_s`` (:meth:`line` at N)."""
+        a, b = self.line(compile_s, run_s)
+        return float(a + b * Fraction(self.expected_calls))
 
     def cost(self, measurement) -> float:
         """The cost of a :class:`Measurement` (its ``compile_cost_s`` and ``run_cost_s``)."""
         return self.cost_of(measurement.compile_cost_s, measurement.run_cost_s)
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Objective:
+        """The objective of a stored ``to_dict()`` (a missing figure takes its default); an
+        ``Objective`` is returned as it is."""
+        if isinstance(d, Objective):
+            return d
+        return cls(**{k: float(d[k]) for k in ("expected_calls", "compile_weight", "runtime_weight") if k in d})
+
+    def overridden(
+        self,
+        expected_calls: float | None = None,
+        compile_weight: float | None = None,
+        runtime_weight: float | None = None,
+    ) -> Objective:
+        """This objective with the figures given replaced (None keeps one): the one merge of a
+        stored or recorded objective with the options of a command.
+
+        Example::
+
+            >>> Objective(expected_calls=10).overridden(compile_weight=0.5).to_dict()
+            {'expected_calls': 10, 'compile_weight': 0.5, 'runtime_weight': 1.0}
+        """
+        given = dict(expected_calls=expected_calls, compile_weight=compile_weight, runtime_weight=runtime_weight)
+        return dataclasses.replace(self, **{k: float(v) for k, v in given.items() if v is not None})
 
     def to_dict(self) -> dict[str, float]:
         return {
@@ -50,3 +85,7 @@ class Objective:
             "compile_weight": self.compile_weight,
             "runtime_weight": self.runtime_weight,
         }
+
+
+DEFAULT = Objective()
+"""The objective of a tune without one: 1000 calls, compile and run weighted 1 (the one place these numbers live)."""

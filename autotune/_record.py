@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _compat, _keys
 from ._abstract import describe, dtype_named
-from ._errors import ConfigError, warn_once
+from ._errors import ConfigError, warn_user_once
 
 ENV_RECORD = "AUTOTUNE_RECORD"
 ENV_MAX_MB = "AUTOTUNE_RECORD_MAX_MB"
@@ -55,7 +55,7 @@ def mode(record: bool | str | None = False) -> str | None:
     env = raw.strip().lower()
     env_mode = "values" if env == "values" else ("shapes" if env in _ON else None)
     if env not in _ON + _OFF + ("values",):
-        warn_once(
+        warn_user_once(
             ("env", raw),
             f"autotune: {ENV_RECORD}={raw!r} is not 1, values or 0; recording stays off. "
             f"Set {ENV_RECORD}=1 to record the shapes of calls, or {ENV_RECORD}=values to keep their "
@@ -76,7 +76,7 @@ def max_bytes() -> int:
         if not math.isfinite(mb) or mb < 0:
             raise ValueError
     except ValueError:
-        warn_once(
+        warn_user_once(
             ("max", raw),
             f"autotune: {ENV_MAX_MB}={raw!r} is not a number of MiB >= 0; recording "
             f"keeps at most the default {DEFAULT_MAX_MB:g} MiB of values per signature.",
@@ -225,7 +225,7 @@ def record_call(ctl: Any, args: tuple, kwargs: dict, lookup: Any) -> bool:
 
 
 def _failed(key: str, exc: BaseException) -> None:
-    warn_once(
+    warn_user_once(
         ("record-error", key, type(exc).__name__),
         f"autotune: could not record {key} for tuning later ({type(exc).__name__}: {exc}); the program "
         "runs on unchanged, but `autotune tune --recorded` will not see this signature.",

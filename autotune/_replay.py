@@ -32,9 +32,12 @@ import numpy as np
 from . import _keys
 from ._abstract import decode_value, dtype_named, resolve_ref, short_signature
 from ._decorator import Autotuned, controller
-from ._errors import AutotuneError
+from ._errors import AutotuneError, error_text
+from ._objective import Objective
+from ._options import Plumbing, TuneOptions
 from ._record import jit_options
 from .cache import Cache, PendingRecord
+from .cache._store import command_retune
 
 MAX_WEAK_ELEMENTS = 4096
 """A weakly typed array argument (rare) is rebuilt element by element, up to this many."""
@@ -265,9 +268,7 @@ def rebuild(rec: PendingRecord, values_dir: str) -> tuple[Autotuned, tuple, dict
     try:
         program, signature = _keys.program_key(ctl.fun, args, kwargs, ctl.jit_kwargs)
     except Exception as e:
-        raise Skip(
-            f"it no longer traces on the recorded inputs ({type(e).__name__}: {str(e).splitlines()[0]})"
-        ) from None
+        raise Skip(f"it no longer traces on the recorded inputs ({error_text(e)})") from None
     if program.fingerprint != rec.fingerprint:
         upgrade = rec.device.get("jax") != _keys.device_info().get("jax")
         raise Skip(
@@ -325,19 +326,18 @@ def tune_recorded(
         expected_calls, compile_weight, runtime_weight: override the recorded objective.
         say: prints the one-line messages (skips, what is tuned).
         cache_flag: the ``--cache`` text to put into the stored re-tune command.
-        **tune_options: more `Autotuned.tune` options (``sampler``, ``storage``, ``objective``,
-            ``timing``, ``trial_timeout``, ``trial_memory_gb``, ``progress``...).
+        **tune_options: more fields of :class:`autotune.TuneOptions` (``sampler``, ``storage``,
+            ``search``, ``timing``, ``trial_timeout``, ``trial_memory_gb``, ``progress``...).
 
     Returns:
         One `Replayed` per distinct recorded signature.
     """
+    options = TuneOptions(n_trials=n_trials, timeout=timeout, **tune_options)
     device_key = _keys.device_key(_keys.device_info())
     out = []
     for rec in select(cache.pending(function), device_key):
-        obj = rec.objective
-        calls = float(obj["expected_calls"] if expected_calls is None else expected_calls)
-        cw = float(obj["compile_weight"] if compile_weight is None else compile_weight)
-        rw = float(obj["runtime_weight"] if runtime_weight is None else runtime_weight)
+        goal = Objective.from_dict(rec.objective).overridden(expected_calls, compile_weight, runtime_weight)
+        calls, cw, rw = goal.expected_calls, goal.compile_weight, goal.runtime_weight
         if function is None:
             entry = cache.lookup(rec.function_key, rec.fingerprint, rec.signature, device_key)
             if (
@@ -355,13 +355,11 @@ def tune_recorded(
             say(f"skipped {describe_record(rec)}: {' '.join(str(e).split())}")
             out.append(Replayed(rec, "skipped", str(e)))
             continue
-        retune = f"autotune tune --recorded --function {shlex.quote(rec.function_key)} --expected-calls {{calls}}" + (
-            f" --cache {shlex.quote(cache_flag)}" if cache_flag else ""
-        )
+        argv = ["tune", "--recorded", "--function", rec.function_key] + (["--cache", cache_flag] if cache_flag else [])
         fn = ctl.with_options(expected_calls=calls, compile_weight=cw, runtime_weight=rw, cache=cache)
         say(f"tuning {describe_record(rec)} on {inputs} (expected_calls={calls:g})")
         try:
-            result = fn.tune(*args, n_trials=n_trials, timeout=timeout, retune=retune, **tune_options, **kwargs)
+            result = fn._tune(args, kwargs, options, Plumbing(retune=command_retune(argv)))
         except AutotuneError as e:  # e.g. no config compiled: the next record still gets its turn
             say(f"failed {describe_record(rec)}: {' '.join(str(e).split())}")
             out.append(Replayed(rec, "failed", str(e), inputs))

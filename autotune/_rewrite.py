@@ -22,42 +22,16 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import _compat
-from ._config import Config, SiteChoice, scan_unroll
-from ._errors import ConfigError
+from ._config import Config, SiteChoice, misfit, scan_unroll
+from ._errors import ConfigError, error_text
 from ._sites import LoopSite, Program, split_args, trace_program
 
 
 def _check_choice(site: LoopSite, choice: SiteChoice) -> None:
-    if site.kind == "while":
-        if choice.repr != "while":
-            raise ConfigError(
-                f"Config sets site {site.id!r} to {choice.repr!r}, but that site is a while loop "
-                "(its trip count is only known at run time); its choices are "
-                '{"repr": "while", "unroll": k, "guard": "select" | "cond"}.'
-            )
-        if choice.guard == "select" and site.effects:
-            raise ConfigError(
-                f"Config sets site {site.id!r} to {choice}, but that loop's body has side effects "
-                "(callbacks, prints) that a select guard would run on discarded steps; use "
-                '"guard": "cond".'
-            )
-        return
-    if choice.repr == "while":
-        valid = "'scan' and 'for'" if site.has_ys else "'scan', 'for' and 'fori'"
-        raise ConfigError(
-            f"Config sets site {site.id!r} to 'while', but that loop has a static trip count "
-            f"of {site.length}; valid reprs for it are {valid}."
-        )
-    if choice.repr == "fori" and site.has_ys:
-        raise ConfigError(
-            f"Config sets site {site.id!r} to 'fori', but that loop stacks per-iteration "
-            "outputs; valid reprs for it are 'scan' and 'for'."
-        )
-    if choice.repr != "for" and choice.unroll > max(1, site.length):
-        raise ConfigError(
-            f"Config sets site {site.id!r} to unroll={choice.unroll}, but the loop runs "
-            f"{site.length} iterations; choose unroll in 1..{max(1, site.length)} or repr 'for'."
-        )
+    wrong = misfit(choice, site.kind, site.length, site.has_ys, bool(site.effects))
+    if wrong is not None:
+        field, why = wrong
+        raise ConfigError(f"Config sets site {site.id!r} to {choice}, but its {field} {why}.")
 
 
 class Plan:
@@ -288,7 +262,7 @@ def with_config(fn: Callable, config: Config | dict | None) -> Callable:
 
 
 def rewrite_error(
-    fn: Callable, args: tuple, kwargs: dict | None, jit_kwargs: dict | None, config: Config | dict | None
+    fn: Callable, args: tuple, kwargs: dict | None, jit_kwargs: dict | None, config: Config
 ) -> str | None:
     """Trace ``jax.jit(with_config(fn, config), **jit_kwargs)`` on the arguments, without
     lowering: None when it traces, else the error as ``"Type: message"``."""
@@ -297,5 +271,5 @@ def rewrite_error(
         stage = getattr(jitted, "trace", None) or jitted.lower  # jax without .trace lowers too
         stage(*args, **dict(kwargs or {}))
     except Exception as exc:  # what makes the rewrite fail is the answer, whatever it is
-        return f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:500]
+        return error_text(exc)
     return None

@@ -1,5 +1,6 @@
-"""How a study gets a config measured: the `Runner` contract, trial outcomes, the store
-of compiled executables kept for re-timing, and the in-process runner.
+"""How a study gets a config measured: the `Runner` contract, the failures a runner reports
+(`TrialFailed`, with an `Outcome` of ``_outcome``), the store of compiled executables kept
+for re-timing, and the in-process runner.
 
 ``tune(runner=...)`` accepts any object with this interface; the default is a worker
 process (:class:`autotune.worker.WorkerRunner`), which adds time limits, memory caps and
@@ -9,7 +10,6 @@ crash containment. A runner never raises for a config that merely fails: it rais
 
 from __future__ import annotations
 
-import enum
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -17,44 +17,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from . import _interrupt
 from ._config import Config
-from ._errors import AutotuneError
+from ._errors import AutotuneError, error_text
 from ._measure import TIMING_OPTIONS, Executable, Measurement, Stages, measure_executable
-
-
-class Outcome(enum.StrEnum):
-    """What a trial came to. The value is what studies, reports and JSON output show."""
-
-    COMPLETE = "complete"  # measured, and its outputs matched the default's
-    SHARED = "shared"  # lowered to the same program as an earlier config: its measurement is shared
-    DUPLICATE = "duplicate"  # the same config as an earlier trial (two workers drew it at once)
-    REJECTED = "rejected"  # the correctness guard: its outputs differ from the default's
-    PRUNED = "pruned"  # its compile alone could not beat the best cost (measured or predicted)
-    TIMEOUT = "timeout"  # over the trial time limit
-    CRASHED = "crashed"  # the worker died (signal, abort, exit)
-    OOM = "oom"  # out of memory
-    ERROR = "error"  # the config raised while tracing, lowering, compiling or running
-    INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM or SIGHUP while it was measured
-    ABANDONED = "abandoned"  # the process measuring it died; the config is free to measure again
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def counts(self) -> bool:
-        """Whether the trial produced a measurement a ranking can use."""
-        return self in (Outcome.COMPLETE, Outcome.SHARED)
-
-    @property
-    def stopped(self) -> bool:
-        """Whether the config was stopped for being slow to compile (it might still win at
-        more calls than the study was tuned for)."""
-        return self in (Outcome.PRUNED, Outcome.TIMEOUT)
-
-    @property
-    def releases(self) -> bool:
-        """Whether the config may be measured again by a later trial."""
-        return self in (Outcome.INTERRUPTED, Outcome.ABANDONED, Outcome.DUPLICATE)
-
+from ._outcome import Outcome as Outcome  # defined below the runner; the study publishes it
 
 FAILURES = (Outcome.TIMEOUT, Outcome.CRASHED, Outcome.OOM, Outcome.PRUNED, Outcome.ERROR)
 """The outcomes a runner may raise as :class:`TrialFailed`."""
@@ -297,7 +262,7 @@ class InProcessRunner:
         except (TrialFailed, KeyboardInterrupt):
             raise
         except Exception as exc:  # the config does not trace, compile or run: a result
-            raise TrialFailed("error", f"{type(exc).__name__}: {exc}"[:2000]) from exc
+            raise TrialFailed("error", error_text(exc, first_line=False)) from exc
         if exe is not None:
             self.store.put(config.to_json(), exe)
         else:

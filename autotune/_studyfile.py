@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._decorator import controller
-from ._errors import StudyError
+from ._errors import StudyError, error_text
 
 
 @dataclass
@@ -69,8 +69,7 @@ class Example:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return error_text(exc, with_type=False)
 
 
 def _signature_text(fn: Any) -> str:
@@ -189,7 +188,9 @@ def load_examples(path: str) -> list[Example]:
     if not callable(make):
         raise StudyError(
             f"Study file {path!r} has nothing to tune: define a function examples() returning "
-            "[(fn, args)] or [(fn, args, kwargs)] with fn an @at.autotuned function."
+            "[(fn, args)] or [(fn, args, kwargs)] with fn an @at.autotuned function. A function whose calls "
+            "were recorded (AUTOTUNE_RECORD=1) needs no study file: `autotune sites --function KEY`, "
+            "`autotune tune --recorded`."
         )
     try:
         items = make()

@@ -52,7 +52,17 @@ if ROOT not in sys.path:
 STUDY_DIR = os.path.join(ROOT, "studies")
 
 # Every study, lightest first; --quick runs QUICK_STUDIES.
-STUDIES = ["lambda_returns", "seed_rollout", "gru_encoder", "ode_rk4", "kalman", "hmc", "scan_layers", "rl_cartpole"]
+STUDIES = [
+    "lambda_returns",
+    "seed_rollout",
+    "demo_unroll",
+    "gru_encoder",
+    "ode_rk4",
+    "kalman",
+    "hmc",
+    "scan_layers",
+    "rl_cartpole",
+]
 QUICK_STUDIES = ["lambda_returns", "seed_rollout"]
 # The studies of real third-party code (studies/real_*.py), lightest first, and what each
 # imports: they need `pip install -e '.[examples]'`. A study that declares HOST_DEVICES
@@ -423,7 +433,7 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
                 "search_wall": (marks["search_end"] - t0) if "search_end" in marks else None,
                 "trials": len(result.trials),
                 "measured": measured,
-                "confirm_measurements": sum(len(c.get("rounds") or ()) for c in result.confirmed),
+                "confirm_measurements": sum(len(c.rounds) for c in result.confirmed),
                 "sampler": result.sampler,
                 "study_cost": result.best_cost,
             }

@@ -53,10 +53,12 @@ def timed_run(fn, config: dict, args: tuple, n_calls: int) -> dict[str, float]:
     ``n_calls`` dependent calls; seconds of each part."""
     import jax
 
+    from autotune._config import Config
     from autotune._measure import compile_config
+    from autotune._measurement import compile_total
 
-    stages = compile_config(fn, args, config=config)
-    compile_s = stages.trace_s + stages.lower_s + stages.compile_s
+    stages = compile_config(fn, args, config=Config.from_dict(config))
+    compile_s = compile_total(stages)
     params, state = args
     t0 = time.perf_counter()
     for _ in range(n_calls):

@@ -68,7 +68,8 @@ def tune_once(name: str, trials: int, storage: str) -> dict:
         "wall_s": time.perf_counter() - t0,
         "speedup": r.speedup,
         "confirmed": [
-            {"config": p["config"], "rounds": p["rounds"], "compiles": p.get("compiles")} for p in r.confirmed
+            {"config": p.config.to_dict(), "rounds": [list(x) for x in p.rounds], "compiles": p.compiles}
+            for p in r.confirmed
         ],
     }
 

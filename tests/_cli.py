@@ -14,7 +14,7 @@ import termios
 import textwrap
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _repo import python, repo_env
 
 # A tiny study whose function prints while it is traced (tracing runs in the CLI's process).
 STUDY = textwrap.dedent("""
@@ -37,27 +37,13 @@ _CSI = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[()][
 
 def cli_env(tmp_path, **extra: str) -> dict[str, str]:
     """An environment with the repository importable and a private cache under ``tmp_path``."""
-    env = {k: v for k, v in os.environ.items() if k not in ("AUTOTUNE_STORAGE", "COLUMNS", "LINES")}
-    env.update(
-        AUTOTUNE_CACHE=str(Path(tmp_path) / "cache.db"),
-        JAX_PLATFORMS="cpu",
-        PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    )
-    env.update(extra)
-    return env
+    base = {k: v for k, v in os.environ.items() if k not in ("AUTOTUNE_STORAGE", "COLUMNS", "LINES")}
+    return repo_env(base=base, **{"AUTOTUNE_CACHE": str(Path(tmp_path) / "cache.db"), **extra})
 
 
 def run(*args: str, cwd, env, timeout: float = 300) -> subprocess.CompletedProcess:
     """``python -m autotune ARGS`` with stdout and stderr on pipes."""
-    return subprocess.run(
-        [sys.executable, "-m", "autotune", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    return python("-m", "autotune", *args, cwd=cwd, env=env, timeout=timeout)
 
 
 def on_terminal(

@@ -11,7 +11,8 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _repo import ROOT, repo_env
+
 STUDY_DIR = os.path.join(ROOT, "studies")
 
 MESH_SCRIPT = """
@@ -39,7 +40,8 @@ xs = ex.args[1]
 out = {{"devices": jax.device_count(), "batch_devices": len(xs.sharding.device_set),
         "batch_shards": sorted({{tuple(s.data.shape) for s in xs.addressable_shards}}),
         "sites": [dict(id=s.id, kind=s.kind, length=s.length, source=s.source) for s in sites],
-        "space": len(space), "same_as_at_sites": [s.id for s in sites] == [s.id for s in at.sites(ex.fn.fun, *ex.args)]}}
+        "space": len(space),
+        "same_as_at_sites": [s.id for s in sites] == [s.id for s in at.sites(ex.fn.fun, *ex.args)]}}
 shardings = lambda tree: [str(x.sharding) for x in jax.tree_util.tree_leaves(tree)]
 reference = run(ex, space.default())
 out["finite"] = all(bool(np.all(np.isfinite(np.asarray(x)))) for x in jax.tree_util.tree_leaves(reference))
@@ -61,12 +63,7 @@ def mesh_process(name: str, mode: str, *rest: str) -> dict:
     device count: loading the study file asks for the devices it declares. ``mode`` is
     ``check`` (sites, shardings, the default and two sample configs run) or ``lookup CACHE CALLS``."""
     flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f)
-    env = dict(
-        os.environ,
-        JAX_PLATFORMS="cpu",
-        XLA_FLAGS=flags,
-        PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-    )
+    env = repo_env(XLA_FLAGS=flags)
     script = MESH_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run(
         [sys.executable, "-c", script, os.path.join(STUDY_DIR, f"{name}.py"), mode, *rest],

@@ -6,14 +6,6 @@ import contextlib
 import os
 import signal
 import time
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def env_with_repo(**extra: str) -> dict[str, str]:
-    """This environment with the repository importable (for subprocesses)."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), **extra}
 
 
 def gone(pid: int, wait: float = 10.0) -> bool:

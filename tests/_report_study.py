@@ -11,12 +11,12 @@ import dataclasses
 import json
 
 import optuna
+from _presets import FAST
 
 import autotune as at
 from autotune._runner import InProcessRunner
 from autotune._studyfile import load_examples
 
-FAST = {"target_s": 0.01, "min_reps": 3, "warmup": 1}
 PNG = b"\x89PNG\r\n\x1a\n"
 STUDY_FILE = """
 import jax.numpy as jnp
@@ -44,16 +44,12 @@ class Troubled(InProcessRunner):
         return m
 
 
-def tiny_study(tmp_path_factory) -> dict:
-    """The tiny study of the module docstring: ``root``, ``file``, ``storage``, ``result``, ``key``."""
-    if "tiny" in _BUILT:
-        return _BUILT["tiny"]
-    root = tmp_path_factory.mktemp("report")
-    path = root / "at_report_tiny_study.py"
-    path.write_text(STUDY_FILE)
+def tune_study_file(path, text: str, runner: type[InProcessRunner]):
+    """Write ``text`` to ``path`` and grid-tune its one example in-process with ``runner``,
+    into ``studies.db`` beside it: ``(path, storage, result, function key)``."""
+    path.write_text(text)
     (ex,) = load_examples(str(path))
-    storage = str(root / "studies.db")
-    runner = Troubled(ex.fn.fun, ex.args, {}, {}, FAST)
+    storage = str(path.parent / "studies.db")
     result = at.tune(
         ex.fn.fun,
         *ex.args,
@@ -62,10 +58,19 @@ def tiny_study(tmp_path_factory) -> dict:
         storage=storage,
         sampler="grid",
         timing=FAST,
-        runner=runner,
+        runner=runner(ex.fn.fun, ex.args, {}, {}, FAST),
         confirm_rounds=1,
         progress=False,
     )
+    return path, storage, result, ex.fn.key
+
+
+def tiny_study(tmp_path_factory) -> dict:
+    """The tiny study of the module docstring: ``root``, ``file``, ``storage``, ``result``, ``key``."""
+    if "tiny" in _BUILT:
+        return _BUILT["tiny"]
+    root = tmp_path_factory.mktemp("report")
+    path, storage, result, key = tune_study_file(root / "at_report_tiny_study.py", STUDY_FILE, Troubled)
     # A trial that some other worker timed out (as a worker process records it).
     s = optuna.load_study(study_name=result.study_name, storage="sqlite:///" + storage)
     s.add_trial(
@@ -79,7 +84,7 @@ def tiny_study(tmp_path_factory) -> dict:
             },
         )
     )
-    _BUILT["tiny"] = {"root": root, "file": str(path), "storage": storage, "result": result, "key": ex.fn.key}
+    _BUILT["tiny"] = {"root": root, "file": str(path), "storage": storage, "result": result, "key": key}
     return _BUILT["tiny"]
 
 
@@ -119,6 +124,26 @@ CONFIRMED = [
 RETUNE = "autotune tune /studies/forged.py --expected-calls {calls}"
 
 
+def forge_study(storage: str, key: str, site: dict, default: dict, confirmed: list, **more) -> optuna.Study:
+    """An empty study ``<key>@f00d/cpu`` in ``storage``, with the attributes ``tune()`` writes
+    for one site on a CPU (``more`` adds some, such as ``retune``)."""
+    study = optuna.create_study(study_name=f"{key}@f00d/cpu", storage="sqlite:///" + storage)
+    attrs = {
+        "function_key": key,
+        "fingerprint": "f00d",
+        "search": "cost",
+        "sites": [site],
+        "objective": {"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
+        "default_config": default,
+        "confirmed": confirmed,
+        **more,
+        "device": {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "jax": "x", "jaxlib": "x"},
+    }
+    for k, v in attrs.items():
+        study.set_user_attr(k, v)
+    return study
+
+
 def forged_study(tmp_path_factory) -> dict:
     """A study written as ``tune()`` writes its attributes (no trial measured here): the
     confirmed points above, a complete range [0, 2,000] and a re-tune command."""
@@ -126,22 +151,9 @@ def forged_study(tmp_path_factory) -> dict:
         return _BUILT["forged"]
     root = tmp_path_factory.mktemp("forged")
     storage = str(root / "studies.db")
-    name = "forged:step@f00d/cpu"
-    study = optuna.create_study(study_name=name, storage="sqlite:///" + storage)
-    attrs = {
-        "function_key": "forged:step",
-        "fingerprint": "f00d",
-        "search": "cost",
-        "sites": [SITE],
-        "objective": {"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
-        "default_config": DEFAULT,
-        "confirmed": CONFIRMED,
-        "retune": RETUNE,
-        "complete_range": {"from_calls": 0.0, "to_calls": 2000.0, "why": "2 config(s) were stopped"},
-        "device": {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "jax": "x", "jaxlib": "x"},
-    }
-    for k, v in attrs.items():
-        study.set_user_attr(k, v)
+    complete = {"from_calls": 0.0, "to_calls": 2000.0, "why": "2 config(s) were stopped"}
+    study = forge_study(storage, "forged:step", SITE, DEFAULT, CONFIRMED, retune=RETUNE, complete_range=complete)
+    name = study.study_name
     for config, (c, r) in ((DEFAULT, (0.9, 0.9e-3)), (FORI, (0.95, 0.95e-3)), (FOR, (4.0, 1e-4))):
         study.add_trial(
             optuna.trial.create_trial(

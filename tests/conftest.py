@@ -10,7 +10,10 @@ inherited by every subprocess it starts, and the user's own autotune variables a
 import os
 import shutil
 import signal
+import sys
 import tempfile
+
+import pytest
 
 # The suite runs on CPU wherever it runs (set before JAX is first imported).
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -39,5 +42,96 @@ for _sig, _handler in (
         signal.signal(_sig, _handler)
 
 
+# The files that take longest, run first: under pytest-xdist (`make test`, a file per process)
+# a long file started last would leave the other process idle at the end. Measured with
+# `--durations`; the order of everything else is pytest's.
+LONGEST_FIRST = (
+    "test_real_studies.py",
+    "test_stable.py",
+    "test_tune_cmd.py",
+    "test_demo.py",
+    "test_tune.py",
+    "test_postgres.py",
+    "test_decorator.py",
+    "test_process.py",
+    "test_trial.py",
+    "test_methods.py",
+    "test_sharded.py",
+    "test_optuna.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
 def pytest_unconfigure(config):
     shutil.rmtree(_SESSION_CACHE_HOME, ignore_errors=True)
+
+
+# ----------------------------------------------------------------- shared fixtures
+# Plain values (ROOT, repo_env, python, mode, the timing presets) are importable from
+# tests/_repo.py and tests/_presets.py, for module-level constants; these are their fixtures.
+
+
+@pytest.fixture(scope="session")
+def repo_root():
+    """The repository's root folder (a Path)."""
+    from _repo import ROOT
+
+    return ROOT
+
+
+@pytest.fixture
+def subprocess_env(tmp_path):
+    """An environment for subprocesses: the repository importable, on CPU, and a private cache
+    (``$AUTOTUNE_CACHE`` under the test's ``tmp_path``)."""
+    from _repo import repo_env
+
+    return repo_env(AUTOTUNE_CACHE=str(tmp_path / "cache.db"))
+
+
+@pytest.fixture
+def umask_000():
+    """The process umask set to 000 for the test (files come out as wide as the code lets them)."""
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server for the session (under pytest-xdist: one per worker, each on its own
+    free port and folder), stopped and its folder deleted at the end. Unavailable: a LOUD skip,
+    or a failure when $AUTOTUNE_REQUIRE_POSTGRES is set."""
+    from pg_server import ENV_REQUIRE, PgServer, PgUnavailable
+
+    server = PgServer()
+    try:
+        server.start()
+    except PgUnavailable as e:
+        message = f"POSTGRESQL UNAVAILABLE, scale-out tests NOT RUN: {e}"
+        if os.environ.get(ENV_REQUIRE, "") not in ("", "0"):
+            pytest.fail(message + f" (${ENV_REQUIRE} is set)", pytrace=False)
+        print("\n" + "!" * 100 + "\n" + message + "\n" + "!" * 100, file=sys.__stderr__, flush=True)
+        pytest.skip(message)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A fresh, empty database on the session's server; dropped afterwards."""
+    url = pg_server.create_database()
+    try:
+        yield url
+    finally:
+        try:
+            pg_server.drop_database(url)
+        except Exception:
+            pass

@@ -22,7 +22,6 @@ import pwd
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import uuid
 from contextlib import closing
@@ -262,42 +261,5 @@ def _tail(path: str, n: int = 1500) -> str:
         return ""
 
 
-# ------------------------------------------------------------------ pytest fixtures
-# Import them into a test module (``from pg_server import pg_server, pg_url``).
-try:
-    import pytest
-except ImportError:  # scripts/workers_bench.py uses PgServer without pytest
-    pytest = None
-
+# The pytest fixtures `pg_server` and `pg_url` are in tests/conftest.py (every test module gets them).
 ENV_REQUIRE = "AUTOTUNE_REQUIRE_POSTGRES"  # "1": fail instead of skip when PostgreSQL is unavailable
-
-if pytest is not None:
-
-    @pytest.fixture(scope="session")
-    def pg_server():
-        """A PostgreSQL server for the whole session, stopped (and its folder deleted) at the end."""
-        server = PgServer()
-        try:
-            server.start()
-        except PgUnavailable as e:
-            message = f"POSTGRESQL UNAVAILABLE, scale-out tests NOT RUN: {e}"
-            if os.environ.get(ENV_REQUIRE, "") not in ("", "0"):
-                pytest.fail(message + f" (${ENV_REQUIRE} is set)", pytrace=False)
-            print("\n" + "!" * 100 + "\n" + message + "\n" + "!" * 100, file=sys.__stderr__, flush=True)
-            pytest.skip(message)
-        try:
-            yield server
-        finally:
-            server.stop()
-
-    @pytest.fixture
-    def pg_url(pg_server):
-        """A fresh, empty database on the session's server; dropped afterwards."""
-        url = pg_server.create_database()
-        try:
-            yield url
-        finally:
-            try:
-                pg_server.drop_database(url)
-            except Exception:
-                pass

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _procs import REPO, env_with_repo
+from _repo import ROOT, repo_env
 from jax import lax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
@@ -38,10 +38,10 @@ here = pytest.mark.skipif(
 @pytest.mark.slow
 @pytest.mark.skipif(jax.device_count() >= DEVICES, reason="this process has the devices: the tests run here")
 def test_on_eight_host_devices():
-    env = env_with_repo(XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FLAG}".strip(), JAX_PLATFORMS="cpu")
+    env = repo_env(XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FLAG}".strip())
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", os.path.relpath(__file__, REPO)],
-        cwd=REPO,
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", os.path.relpath(__file__, ROOT)],
+        cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,

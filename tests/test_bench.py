@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
+from _repo import ROOT, repo_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import bench  # noqa: E402
@@ -61,7 +61,7 @@ def test_bench_quick_one_study_json_shape(tmp_path):
         "--out",
         str(out_md),
     ]
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = repo_env()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out_json.read_text())
@@ -199,7 +199,7 @@ def test_e2e_bench_smallest_mode_writes_its_table_and_json(tmp_path):
         "--out",
         str(out_md),
     ]
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = repo_env()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out_json.read_text())

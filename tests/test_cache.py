@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 from _privileges import read_only_dir, rerun_without_dac_override
+from _repo import TESTS, repo_env
 
 from autotune._errors import CacheError, CacheImportError, CacheSchemaError
 from autotune.cache import SCHEMA_VERSION, Cache, CacheEntry, best_for, default_cache_location, device_key
 
-REPO = Path(__file__).resolve().parents[1]
 CPU = {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "jax": "0.10.2", "jaxlib": "0.10.2"}
 GPU = {"platform": "gpu", "device_kind": "NVIDIA H200", "device_count": 1, "jax": "0.10.2", "jaxlib": "0.10.2"}
 SITES = {
@@ -240,12 +240,7 @@ WRITER = textwrap.dedent("""
 
 def test_four_processes_write_one_file_concurrently(tmp_path):
     path = tmp_path / "shared" / "c.db"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-        "TEST_DIR": str(Path(__file__).parent),
-        "JAX_PLATFORMS": "cpu",
-    }
+    env = repo_env(TEST_DIR=str(TESTS))
     path.parent.mkdir()
     procs = [
         subprocess.Popen(
@@ -314,9 +309,10 @@ def test_a_read_only_directory_can_be_read_but_not_written(tmp_path):
             rerun_without_dac_override(
                 __file__,
                 "test_a_read_only_directory_can_be_read_but_not_written",
-                {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])},
+                repo_env(),
                 60,
-                "test_writing_under_a_file_fails_cleanly and test_writing_a_read_only_database_fails_cleanly cover the failure path",
+                "test_writing_under_a_file_fails_cleanly and test_writing_a_read_only_database_fails_cleanly "
+                "cover the failure path",
             )
             return
         assert Cache(ro / "c.db").lookup(*key_of(make_entry())).function_key == "mymod:step"

@@ -26,7 +26,7 @@ def entry(**changes) -> CacheEntry:
         measurements={"trace_s": 1.0, "lower_s": 1.0, "compile_s": 1.0, "run_s": 2.0**-8},
         objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
         cost=3 + 1000 / 256,
-        pareto=THREE,
+        pareto=[p.to_json() for p in THREE],  # as the cache stores them
     )
     fields.update(changes)
     return CacheEntry(**fields)
@@ -118,10 +118,54 @@ def test_list_and_its_wide_form(tmp_path, capsys):
     assert cli.main(["list", "--cache", db]) == 0
     text = capsys.readouterr().out
     assert "2 cache entries" in text and "l=for" in text and "2.5 s" in text and "f00d" not in text
+    long_signature = "PyTreeDef(((*,), {}))|" + ";".join(["float32[1024,1024]"] * 9)
+    Cache(db).put(dataclasses.replace(entry(), function_key="lambda_returns:advantages", signature=long_signature))
     assert cli.main(["list", "--cache", db, "--wide"]) == 0
-    assert "f00d" in capsys.readouterr().out
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("mod:", "lambda"))]
+    assert len(rows) == 3 and all("f00d" in line and "cpu|cpu|1" in line for line in rows)  # one line per row
+    assert long_signature in rows[0]
+    assert cli.main(["list", "--cache", db]) == 0  # 80 columns: a key parts at its ':' at most, never inside
+    text = capsys.readouterr().out
+    assert (
+        "lambda_returns:" in text
+        and "advantages" in text
+        and "lambda_returns:adva" not in text.replace("lambda_returns:advantages", "")
+    )
+    assert max(len(line) for line in text.splitlines()) <= 80
     assert cli.main(["list", "--cache", db, "--json"]) == 0
-    assert [e["function_key"] for e in json.loads(capsys.readouterr().out)] == ["mod:other", "mod:step"]
+    keys = [e["function_key"] for e in json.loads(capsys.readouterr().out)]
+    assert keys == ["lambda_returns:advantages", "mod:other", "mod:step"]
+
+
+TRAIN_SITES = {  # as an entry keeps them: by id, in no program order
+    "fori@train.py:54": {"kind": "scan", "length": 8, "has_ys": False},
+    "scan@train.py:42": {"kind": "scan", "length": 32, "has_ys": True},
+    "scan@train.py:42#2": {"kind": "scan", "length": 32, "has_ys": True, "derived": True},
+}
+TRAIN_CONFIG = {sid: {"repr": "scan", "unroll": 2 if sid.startswith("fori") else 1} for sid in TRAIN_SITES}
+
+
+def test_short_site_names_are_the_functions_own_in_every_listing(tmp_path, capsys):
+    """The issue: `best --function` showed s1=fori@train.py:54, `report` s1=scan@train.py:42,
+    and `best` over every entry renumbered the same sites."""
+    db = str(tmp_path / "c.db")
+    put_entry(tmp_path / "c.db")
+    point = {"config": TRAIN_CONFIG, "compile_s": 1.0, "run_s": 0.01}
+    train = entry(function_key="train:train_step", sites=TRAIN_SITES, config=TRAIN_CONFIG, pareto=[point], cost=11.0)
+    Cache(db).put(train)
+    for args in (["best"], ["best", "--function", "train:train_step"], ["list"]):
+        assert cli.main([*args, "--cache", db]) == 0
+        text = capsys.readouterr().out
+        assert "s1=scan×1, s2=scan×1," in text and "s3=scan×2" in text, text  # s3 = the fori, unrolled
+        assert "s1 = scan@train.py:42\n" in text and "s3 = fori@train.py:54" in text
+        assert "s2 = scan@train.py:42#2 (derived)" in text  # grad's backward loop, marked as `sites` does
+
+
+def test_best_with_an_unknown_function_names_the_nearest_keys(tmp_path, capsys):
+    put_entry(tmp_path / "c.db")
+    assert cli.main(["best", "--cache", str(tmp_path / "c.db"), "--function", "mod:stpe"]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "no cache entry matches function 'mod:stpe'. Functions in the cache: mod:step" in err
 
 
 def test_export_and_import_say_what_moved(tmp_path, capsys):

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import pytest
-from _procs import default_disposition, env_with_repo, exited, gone, workers_of
+from _procs import default_disposition, exited, gone, workers_of
+from _repo import repo_env
 
 import autotune as at
 from autotune._interrupt import Interrupted, InterruptLatch
@@ -73,7 +74,7 @@ def slow_study(tmp_path):
 def _start(slow_study: Path, how: str) -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen(
         [sys.executable, str(slow_study.parent / "parent.py"), str(slow_study), how],
-        env=env_with_repo(JAX_PLATFORMS="cpu"),
+        env=repo_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -184,7 +185,7 @@ def test_ctrl_c_stops_cleanly_keeps_trials_reaps_the_worker_and_resumes(tmp_path
         "--storage",
         str(db),
     ]
-    env = env_with_repo(JAX_PLATFORMS="cpu")
+    env = repo_env()
 
     first, workers = _interrupt_after(cmd, env, db, more_than=1)
     assert first.returncode == 130, first.stderr

@@ -122,7 +122,8 @@ def test_a_worker_exits_when_its_parent_is_gone(tmp_path):
     import subprocess
     import sys
 
-    from _procs import env_with_repo, exited
+    from _procs import exited
+    from _repo import repo_env
 
     # A parent that starts a worker naming it as parent, then exits at once without killing it.
     code = textwrap.dedent("""
@@ -131,6 +132,6 @@ def test_a_worker_exits_when_its_parent_is_gone(tmp_path):
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
         print(p.pid, flush=True)
     """)
-    done = subprocess.run([sys.executable, "-c", code], env=env_with_repo(), capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", code], env=repo_env(), capture_output=True, text=True, timeout=60)
     pid = int(done.stdout.split()[0])
     assert exited(pid, wait=20), f"worker {pid} outlived its parent"

@@ -85,9 +85,20 @@ def test_errors_are_one_line_with_exit_2(folder, args, message):
         (["tune", "tiny_study.py", "--expected-calls", "-5"], "must be a finite number"),
     ],
 )
-def test_bad_options_get_the_usage_and_exit_2(folder, args, message):
+def test_bad_options_are_one_line_with_exit_2(folder, args, message):
     r = run(*args, cwd=folder, env=cli_env(folder))
-    assert r.returncode == 2 and message in r.stderr and r.stderr.startswith("usage: autotune tune")
+    assert r.returncode == 2 and message in r.stderr and "usage:" not in r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("autotune tune: error: argument ")
+    assert r.stderr.rstrip().endswith("`autotune tune --help` lists the options.")
+
+
+def test_version_and_the_exit_status_table():
+    from autotune import __version__
+    from autotune.cli import EXIT_STATUS, PARTIAL
+
+    r = subprocess.run([sys.executable, "-m", "autotune", "--version"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith(f"autotune {__version__} (Python ")
+    assert set(EXIT_STATUS) == {"0", "1", "2", str(PARTIAL), "128 + N"} and "tune --recorded" in EXIT_STATUS["3"]
 
 
 def test_a_bug_prints_its_traceback_and_says_so(folder):

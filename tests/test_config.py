@@ -315,3 +315,47 @@ def test_one_unroll_clamp():
     assert scan_unroll(at.SiteChoice("scan", 30), 8) == 8
     assert scan_unroll(at.SiteChoice("fori", 2), 0) == 1
     assert scan_unroll(at.SiteChoice("for"), 0) == 1
+
+
+# --- each rule once: the canonical text, the choice rules, which choice fits which site ----------
+
+
+def test_one_canonical_json_for_configs_and_stored_cache_data():
+    from autotune._config import canonical_json
+    from autotune.cache import _validate
+
+    c = at.Config({"b": {"repr": "for"}, "a": {"unroll": 2}})
+    assert c.to_json() == canonical_json(c.to_dict()) == _validate.dumps(c.to_dict())
+    assert c.to_json() == '{"a":{"repr":"scan","unroll":2},"b":{"repr":"for","unroll":1}}'
+    with pytest.raises(ValueError):
+        canonical_json({"x": math.nan})  # never NaN in stored JSON
+
+
+@pytest.mark.parametrize(
+    ("rep", "unroll", "guard", "problem"),
+    [("whilst", 1, None, "repr='whilst'"), ("scan", 0, None, "unroll must be >= 1"), ("scan", 2, "cond", "a guard")],
+)
+def test_the_site_choice_rules_are_one_rule_whoever_reads_the_choice(rep, unroll, guard, problem):
+    # A dict entry, the notation and the dataclass all refuse the same choice for the same reason.
+    with pytest.raises(at.ConfigError, match=problem) as entry:
+        at.Config.from_dict({SITE: {"repr": rep, "unroll": unroll, **({"guard": guard} if guard else {})}})
+    assert SITE in str(entry.value)
+    with pytest.raises(at.ConfigError, match=problem):
+        at.SiteChoice(rep, unroll, guard)
+    if rep != "whilst":  # the notation cannot even spell an unknown repr
+        with pytest.raises(at.ConfigError, match=problem):
+            at.SiteChoice.parse(f"{rep}×{unroll}" + (f"/{guard}" if guard else ""))
+    assert at.SiteChoice("while", 4).guard == "select" and at.SiteChoice("while", 1, "cond").guard is None
+
+
+def test_which_choice_fits_which_site_is_one_rule_for_the_rewrite_and_the_cache():
+    from autotune._config import misfit
+
+    assert misfit(at.SiteChoice("scan", 4), "scan", 8, has_ys=True) is None
+    assert misfit(at.SiteChoice("for"), "loop", 8, has_ys=True) is None
+    assert misfit(at.SiteChoice("fori", 2), "scan", 8, has_ys=True)[0] == "repr"
+    assert misfit(at.SiteChoice("scan", 16), "scan", 8, has_ys=False)[0] == "unroll"
+    assert misfit(at.SiteChoice("while", 2), "scan", 8, has_ys=False)[0] == "repr"
+    assert misfit(at.SiteChoice("scan", 2), "while", None, has_ys=False)[0] == "repr"
+    assert misfit(at.SiteChoice("while", 2), "while", None, has_ys=False, effects=True)[0] == "guard"
+    assert misfit(at.SiteChoice("while", 2, "cond"), "while", None, has_ys=False, effects=True) is None

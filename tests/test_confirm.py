@@ -6,19 +6,25 @@ import statistics
 
 import jax.numpy as jnp
 import pytest
+from _presets import FAST
 
 import autotune as at
 from autotune import _select
 from autotune._measure import compile_config
 from autotune._runner import InProcessRunner
+from autotune._select import Point
 from autotune.study._confirm import PROCESS_NOISE, by_program, confirm, contenders, second_process, simplest_key
 
-FAST = {"target_s": 0.01, "min_reps": 3, "warmup": 1}
 DEFAULT = at.Config({})
 UNROLL2 = at.Config({"l": {"repr": "scan", "unroll": 2}})
 FOR = at.Config({"l": {"repr": "for"}})
 FORI1 = at.Config({"l": {"repr": "fori", "unroll": 1}})  # lowers to the default's program
 RUNTIME = at.Objective(expected_calls=1e6)  # runtime decides: compile seconds are noise here
+
+
+def P(config, compile_s, run_s, rounds=(), program=None):
+    """A point as the search leaves it (charged compile and run seconds, optional rounds)."""
+    return Point(config, compile_s, run_s, rounds=rounds, program=program)
 
 
 def loop8(x):
@@ -42,25 +48,17 @@ class CountingRunner(InProcessRunner):
         return super().retime(config)
 
 
-def search_points(runner: CountingRunner, default_s: float, rival_s: float) -> list[dict]:
+def search_points(runner: CountingRunner, default_s: float, rival_s: float) -> list[Point]:
     """What a search leaves: the default's three reference rounds and one sample of a rival,
     with pinned compile figures (far above the real ones, so a test can tell them apart)."""
     d, r = runner.measure(DEFAULT), runner.measure(UNROLL2)
     runner.measured.clear()
-    return [
-        {
-            "config": DEFAULT.to_dict(),
-            "compile_s": default_s,
-            "run_s": d.run_cost_s,
-            "rounds": [[default_s, d.run_cost_s]] * 3,
-        },
-        {"config": UNROLL2.to_dict(), "compile_s": rival_s, "run_s": r.run_cost_s},
-    ]
+    return [P(DEFAULT, default_s, d.run_cost_s, [[default_s, d.run_cost_s]] * 3), P(UNROLL2, rival_s, r.run_cost_s)]
 
 
 def from_confirmation(point) -> bool:
     """Every round's compile is a real one from confirmation, none a pinned search figure."""
-    return all(c < 0.5 for c, _ in point["rounds"])
+    return all(c < 0.5 for c, _ in point.rounds)
 
 
 def test_round_one_compiles_every_contender_side_by_side_and_later_rounds_carry_that_compile():
@@ -70,12 +68,12 @@ def test_round_one_compiles_every_contender_side_by_side_and_later_rounds_carry_
     confirmed = confirm(runner, search_points(runner, 1.0, 1.6), DEFAULT, RUNTIME, top=3, rounds=3)
     assert sorted(map(str, runner.measured)) == sorted(map(str, [DEFAULT, UNROLL2])) and len(runner.retimed) == 4
     for p in confirmed:
-        compiles = [c for c, _ in p["rounds"]]
+        compiles = [c for c, _ in p.rounds]
         # The search's figures (1.0, 1.6, taken minutes earlier) never enter; each side's later
         # rounds carry its own round-1 compile, taken side by side with the other's.
-        assert from_confirmation(p) and len(set(compiles)) == 1 and p["compiles"] == 1
+        assert from_confirmation(p) and len(set(compiles)) == 1 and p.compiles == 1
         assert compiles[0] == pytest.approx(
-            p["measurement"]["trace_cpu_s"] + p["measurement"]["lower_cpu_s"] + p["measurement"]["compile_cpu_s"]
+            p.measurement.trace_cpu_s + p.measurement.lower_cpu_s + p.measurement.compile_cpu_s
         )
 
 
@@ -87,11 +85,11 @@ def test_a_margin_within_compile_noise_compiles_every_contender_in_every_round()
     )
     assert runner.retimed == [] and len(runner.measured) == 6
     assert runner.measured[2:4] == runner.measured[0:2][::-1] and runner.measured[4:6] == runner.measured[0:2]
-    by = {at.Config.from_dict(p["config"]): p for p in confirmed}
+    by = {p.config: p for p in confirmed}
     assert from_confirmation(by[DEFAULT]) and from_confirmation(by[UNROLL2])
-    assert all(len(p["rounds"]) == 3 and p["compiles"] == 3 for p in confirmed)
+    assert all(len(p.rounds) == 3 and p.compiles == 3 for p in confirmed)
     # Each round takes its own compile: three real samples, not one carried.
-    assert len({c for c, _ in by[DEFAULT]["rounds"]}) == 3
+    assert len({c for c, _ in by[DEFAULT].rounds}) == 3
 
 
 class ScriptedRuntimes(CountingRunner):
@@ -146,7 +144,7 @@ def test_re_timed_rounds_that_come_within_compile_noise_are_compiled_again_in_ev
     # bring them level, so rounds 2-3 are measured again in full (4 more compiles).
     assert len(runner.retimed) == 4 and len(runner.measured) == 6
     for p in confirmed:
-        assert p["compiles"] == 3 and from_confirmation(p) and len({c for c, _ in p["rounds"]}) == 3
+        assert p.compiles == 3 and from_confirmation(p) and len({c for c, _ in p.rounds}) == 3
 
 
 class SlowerAfterSearch(InProcessRunner):
@@ -187,25 +185,20 @@ def test_a_challenger_never_wins_on_its_search_compile_set_against_the_defaults_
     close, rival = runner.measure(FORI1), runner.measure(FOR)
     d_s = statistics.median(m.compile_cost_s for m in reference)
     points = [
-        {
-            "config": DEFAULT.to_dict(),
-            "compile_s": d_s,
-            "run_s": reference[1].run_cost_s,
-            "rounds": [[m.compile_cost_s, m.run_cost_s] for m in reference],
-        },
-        {"config": FORI1.to_dict(), "compile_s": 0.95 * d_s, "run_s": close.run_cost_s},
-        {"config": FOR.to_dict(), "compile_s": rival.compile_cost_s, "run_s": rival.run_cost_s},
+        P(DEFAULT, d_s, reference[1].run_cost_s, [[m.compile_cost_s, m.run_cost_s] for m in reference]),
+        P(FORI1, 0.95 * d_s, close.run_cost_s),
+        P(FOR, rival.compile_cost_s, rival.run_cost_s),
     ]
     runner.slow_down()  # from here on a compile takes three times as long
     confirmed = confirm(runner, points, DEFAULT, objective, top=3, rounds=3)
-    by = {at.Config.from_dict(p["config"]): p for p in confirmed}
+    by = {p.config: p for p in confirmed}
     mixed = [by[DEFAULT], points[2]]  # the rival's search figure against the default's confirmation compiles
-    assert at.Config.from_dict(_select.winner(mixed, objective, DEFAULT.to_dict())["config"]) == FOR
+    assert _select.winner(mixed, objective, DEFAULT).config == FOR
     # Paired figures only: every compile in the rival's rounds is a slow one from confirmation...
-    assert all(c > 2 * rival.compile_cost_s for c, _ in by[FOR]["rounds"])
+    assert all(c > 2 * rival.compile_cost_s for c, _ in by[FOR].rounds)
     # ...and the default's program stays (fori×1 lowers to it, so it may tie its way in).
-    chosen = _select.winner(confirmed, objective, DEFAULT.to_dict())
-    assert chosen["measurement"]["program_hash"] == reference[0].program_hash
+    chosen = _select.winner(confirmed, objective, DEFAULT)
+    assert chosen.measurement.program_hash == reference[0].program_hash
 
 
 def test_configs_that_lower_to_one_program_are_one_contender_named_by_the_simplest():
@@ -214,47 +207,33 @@ def test_configs_that_lower_to_one_program_are_one_contender_named_by_the_simple
     points = []
     for config in (DEFAULT, fori2, UNROLL2):  # fori×2 measured first; scan×2 lowers to the same program
         m = runner.measure(config)
-        points.append(
-            {
-                "config": config.to_dict(),
-                "compile_s": m.compile_cost_s,
-                "run_s": m.run_cost_s,
-                "program": m.program_hash,
-            }
-        )
-    assert points[1]["program"] == points[2]["program"]
+        points.append(P(config, m.compile_cost_s, m.run_cost_s, program=m.program_hash))
+    assert points[1].program == points[2].program
     runner.measured.clear()
     assert contenders(points, DEFAULT, RUNTIME, top=3) in ([UNROLL2, DEFAULT], [DEFAULT, UNROLL2])
     confirmed = confirm(runner, points, DEFAULT, RUNTIME, top=3, rounds=3)
     assert fori2 not in runner.measured + runner.retimed
-    by = {at.Config.from_dict(p["config"]): p for p in confirmed}
-    assert set(by) == {DEFAULT, UNROLL2} and by[UNROLL2]["equivalent"] == [fori2.to_dict()]
+    by = {p.config: p for p in confirmed}
+    assert set(by) == {DEFAULT, UNROLL2} and by[UNROLL2].equivalent == (fori2,)
     assert simplest_key(UNROLL2) < simplest_key(fori2) < simplest_key(FOR)
     # A group holding the default is named by the default (what jax.jit runs).
     grouped = by_program(
-        [dict(points[0], program="p"), {"config": FORI1.to_dict(), "compile_s": 0.1, "run_s": 1e-3, "program": "p"}],
+        [points[0].replace(program="p"), P(FORI1, 0.1, 1e-3, program="p")],
         DEFAULT,
     )
-    assert [g["config"] for g in grouped] == [DEFAULT.to_dict()] and grouped[0]["equivalent"] == [FORI1.to_dict()]
+    assert [g.config for g in grouped] == [DEFAULT] and grouped[0].equivalent == (FORI1,)
 
 
 def test_the_default_is_always_a_contender_and_the_cheapest_come_first():
-    points = [
-        {"config": UNROLL2.to_dict(), "compile_s": 0.1, "run_s": 1e-3},
-        {"config": FOR.to_dict(), "compile_s": 0.5, "run_s": 1e-4},
-    ]
+    points = [P(UNROLL2, 0.1, 1e-3), P(FOR, 0.5, 1e-4)]
     got = contenders(points, DEFAULT, at.Objective(expected_calls=10), top=1)
     assert got[0] == UNROLL2 and got[-1] == DEFAULT and FOR in got  # FOR is cheapest above 444 calls
 
 
 def test_a_front_point_that_is_never_cheapest_is_not_confirmed_except_for_a_pareto_search():
     mid = at.Config({"l": {"repr": "scan", "unroll": 4}})
-    points = [
-        {"config": UNROLL2.to_dict(), "compile_s": 0.1, "run_s": 1e-3},
-        {"config": mid.to_dict(), "compile_s": 0.4, "run_s": 6e-4},  # on the front, above the envelope
-        {"config": FOR.to_dict(), "compile_s": 0.5, "run_s": 1e-4},
-    ]
-    assert mid.to_dict() in [p["config"] for p in _select.pareto_front(points)]
+    points = [P(UNROLL2, 0.1, 1e-3), P(mid, 0.4, 6e-4), P(FOR, 0.5, 1e-4)]  # mid: on the front, above the envelope
+    assert mid in [p.config for p in _select.pareto_front(points)]
     got = contenders(points, DEFAULT, at.Objective(expected_calls=10), top=1)
     assert got == [UNROLL2, FOR, DEFAULT]  # no call count has mid cheapest: re-timing it decides nothing
     assert mid in contenders(points, DEFAULT, at.Objective(expected_calls=10), top=1, whole_front=True)
@@ -289,17 +268,12 @@ class TwoProcessRunner(CountingRunner):
         return self._set(super().retime(config))
 
 
-def runtime_points(runner, lead: float) -> list[dict]:
+def runtime_points(runner, lead: float) -> list[Point]:
     d, r = runner.measure(DEFAULT), runner.measure(UNROLL2)
     runner.measured.clear()
     return [
-        {
-            "config": DEFAULT.to_dict(),
-            "compile_s": d.compile_cost_s,
-            "run_s": 1e-3,
-            "rounds": [[d.compile_cost_s, 1e-3]] * 3,
-        },
-        {"config": UNROLL2.to_dict(), "compile_s": r.compile_cost_s, "run_s": 1e-3 * (1 - lead)},
+        P(DEFAULT, d.compile_cost_s, 1e-3, [[d.compile_cost_s, 1e-3]] * 3),
+        P(UNROLL2, r.compile_cost_s, 1e-3 * (1 - lead)),
     ]
 
 
@@ -307,27 +281,27 @@ def test_a_close_lead_must_hold_in_a_second_process_or_the_default_stays():
     runner = TwoProcessRunner([{DEFAULT: 1e-3, UNROLL2: 0.95e-3}, {DEFAULT: 1e-3, UNROLL2: 1.1e-3}])
     confirmed = confirm(runner, runtime_points(runner, 0.05), DEFAULT, RUNTIME, top=3, rounds=3)
     assert runner.renewed == 1
-    by = {at.Config.from_dict(p["config"]): p for p in confirmed}
+    by = {p.config: p for p in confirmed}
     # Three more rounds each, from the second process, paired by index after the first three.
-    assert [r for _, r in by[UNROLL2]["rounds"]] == [0.95e-3] * 3 + [1.1e-3] * 3
-    assert [r for _, r in by[DEFAULT]["rounds"]] == [1e-3] * 6
-    assert by[UNROLL2]["processes"] == by[DEFAULT]["processes"] == 2
+    assert [r for _, r in by[UNROLL2].rounds] == [0.95e-3] * 3 + [1.1e-3] * 3
+    assert [r for _, r in by[DEFAULT].rounds] == [1e-3] * 6
+    assert by[UNROLL2].processes == by[DEFAULT].processes == 2
     # Ahead in three of six paired rounds (5 are needed): the default stays.
-    assert at.Config.from_dict(_select.winner(confirmed, RUNTIME, DEFAULT.to_dict())["config"]) == DEFAULT
+    assert _select.winner(confirmed, RUNTIME, DEFAULT).config == DEFAULT
 
 
 def test_a_close_lead_that_holds_in_the_second_process_wins():
     runner = TwoProcessRunner([{DEFAULT: 1e-3, UNROLL2: 0.95e-3}, {DEFAULT: 1e-3, UNROLL2: 0.96e-3}])
     confirmed = confirm(runner, runtime_points(runner, 0.05), DEFAULT, RUNTIME, top=3, rounds=3)
     assert runner.renewed == 1
-    winner = _select.winner(confirmed, RUNTIME, DEFAULT.to_dict())
-    assert at.Config.from_dict(winner["config"]) == UNROLL2 and len(winner["rounds"]) == 6
+    winner = _select.winner(confirmed, RUNTIME, DEFAULT)
+    assert winner.config == UNROLL2 and len(winner.rounds) == 6
 
 
 def test_a_clear_lead_or_a_default_winner_needs_no_second_process():
     clear = TwoProcessRunner([{DEFAULT: 1e-3, UNROLL2: 0.7e-3}, {DEFAULT: 1e-3, UNROLL2: 2e-3}])
     confirmed = confirm(clear, runtime_points(clear, 0.3), DEFAULT, RUNTIME, top=3, rounds=3)
-    assert clear.renewed == 0 and all(len(p["rounds"]) == 3 and "processes" not in p for p in confirmed)
+    assert clear.renewed == 0 and all(len(p.rounds) == 3 and p.processes == 1 for p in confirmed)
     lost = TwoProcessRunner([{DEFAULT: 1e-3, UNROLL2: 1.05e-3}, {DEFAULT: 1e-3, UNROLL2: 0.5e-3}])
     confirm(lost, runtime_points(lost, -0.05), DEFAULT, RUNTIME, top=3, rounds=3)
     assert lost.renewed == 0
@@ -335,7 +309,7 @@ def test_a_clear_lead_or_a_default_winner_needs_no_second_process():
 
 def test_second_process_names_every_contender_that_beats_the_default_only_for_a_close_lead():
     def pt(config, run_s):
-        return {"config": config.to_dict(), "compile_s": 0.1, "run_s": run_s, "rounds": [[0.1, run_s]] * 3}
+        return P(config, 0.1, run_s, [[0.1, run_s]] * 3)
 
     close = [pt(DEFAULT, 1e-3), pt(UNROLL2, 0.9e-3), pt(FOR, 0.95e-3)]
     assert second_process(close, DEFAULT, RUNTIME) == [UNROLL2, FOR]
@@ -348,7 +322,7 @@ def test_an_in_process_runner_has_no_second_process():
     runner = CountingRunner()
     assert runner.renew() is False
     confirmed = confirm(runner, runtime_points(runner, 0.01), DEFAULT, RUNTIME, top=3, rounds=3)
-    assert all(len(p["rounds"]) == 3 for p in confirmed)
+    assert all(len(p.rounds) == 3 for p in confirmed)
 
 
 def test_a_tune_confirms_one_contender_per_program_and_lists_the_others_as_equivalent(tmp_path):
@@ -364,8 +338,8 @@ def test_a_tune_confirms_one_contender_per_program_and_lists_the_others_as_equiv
     )
     shared = [t for t in r.trials if t.state == "shared"]
     assert shared  # fori×k lowers to scan×k's program (and fori×1 to the default's)
-    confirmed = {_select.config_text(p["config"]): p for p in r.confirmed}
-    named = {_select.config_text(e) for p in r.confirmed for e in p.get("equivalent", [])}
+    confirmed = {p.config: p for p in r.confirmed}
+    named = {e for p in r.confirmed for e in p.equivalent}
     assert not named & set(confirmed)  # an equivalent config is never a contender of its own
-    default = confirmed[_select.config_text(r.default_config)]  # the default names its program
-    assert [_select.config_text(e) for e in default["equivalent"]] == [_select.config_text(FORI1)]
+    default = confirmed[r.default_config]  # the default names its program
+    assert default.equivalent == (FORI1,)

@@ -38,30 +38,31 @@ def test_the_report_names_what_tune_decided(study):
     # The report counts exactly what tune() recorded (plus the timeout another worker wrote).
     recorded = collections.Counter(t.state for t in result.trials) + collections.Counter({"timeout": 1})
     assert counts == dict(recorded)
-    key = lambda p: (json.dumps(p["config"], sort_keys=True), p["compile_s"], p["run_s"])  # noqa: E731
-    assert sorted(map(key, rep.pareto)) == sorted(map(key, result.pareto))
+    key = lambda p: (json.dumps(p["config"], sort_keys=True), p["compile_cost_s"], p["run_cost_s"])  # noqa: E731
+    assert sorted(map(key, rep.pareto)) == sorted(key(p.to_json()) for p in result.pareto)
     assert at.Config.from_dict(rep.chosen["config"]) == result.best_config
     assert rep.chosen["cost"] == pytest.approx(result.best_cost) and rep.chosen["in_range"]
-    assert rep.intervals == _select.crossover_intervals(result.confirmed, default=result.default_config.to_dict())
+    assert rep.intervals == _select.crossover_intervals(result.confirmed, default=result.default_config)
     assert rep.default["config"] == result.default.config.to_dict() == {"smooth": {"repr": "scan", "unroll": 1}}
     assert rep.complete_range == _select.range_json(result.complete_range)
     # Every cost shown is the one rule's cost (the median of the round costs).
     for p in rep.shown:
-        assert rep.cost_of(p) == _select.cost(p, result.objective)
+        assert rep.cost_of(p) == p["cost"] == _select.cost(_select.Point.from_json(p), result.objective)
     # Re-scored for another call count: the pick comes from the same rule, as the decorator does.
     rep1 = load_study_report(result.study_name, study["storage"], expected_calls=1)
-    assert rep1.chosen["config"] == result.choose(at.Objective(expected_calls=1)).config
+    assert rep1.chosen["config"] == result.choose(at.Objective(expected_calls=1)).config.to_dict()
     assert rep1.objective.expected_calls == 1
 
 
 def test_a_dominated_default_that_wins_is_shown_with_its_interval(forged):
     rep = load_study_report(forged["name"], forged["storage"])
     assert rep.chosen["config"] == DEFAULT  # FORI's medians are lower, but it loses two of three rounds
-    texts = [_select.config_text(p["config"]) for p in rep.shown]
-    assert texts == [_select.config_text(c) for c in (FORI, DEFAULT, FOR)]  # by compile time
-    shown = {_select.config_text(p["config"]): p for p in rep.shown}
-    assert not shown[_select.config_text(DEFAULT)]["on_front"] and shown[_select.config_text(DEFAULT)]["optimal"]
-    assert shown[_select.config_text(FORI)]["on_front"] and shown[_select.config_text(FORI)]["optimal"] == []
+    # The study recorded its confirmation in the older spelling (compile_s, run_s): it reads as it did.
+    assert [p["config"] for p in rep.shown] == [FORI, DEFAULT, FOR]  # by compile time
+    assert [p.config for p in rep.shown_points] == [at.Config(c) for c in (FORI, DEFAULT, FOR)]
+    shown = {json.dumps(p["config"], sort_keys=True): p for p in rep.shown}
+    d, fori = shown[json.dumps(DEFAULT, sort_keys=True)], shown[json.dumps(FORI, sort_keys=True)]
+    assert not d["on_front"] and d["optimal"] and fori["on_front"] and fori["optimal"] == []
     assert [p["config"] for p in rep.pareto] == [FORI, FOR]
     assert rep.intervals == _select.crossover_intervals(CONFIRMED, default=DEFAULT)
     assert [p["label"] for p in rep.shown] == ["A", "B", "C"]

@@ -10,10 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _presets import STEADY
+from _repo import repo_env
 
 import autotune as at
-
-FAST = {"target_s": 0.02, "min_reps": 3, "warmup": 1}
 
 
 def body(c, x):
@@ -67,13 +67,12 @@ def test_tune_then_cache_hit_in_this_and_a_fresh_process(tmp_path):
     finally:
         sys.path.remove(str(tmp_path))
     assert m.smooth.config_for(m.X).source == "default"
-    r = m.smooth.tune(m.X, timing=FAST, storage=str(tmp_path / "s.db"))
+    r = m.smooth.tune(m.X, timing=STEADY, storage=str(tmp_path / "s.db"))
     hit = m.smooth.config_for(m.X)
     assert hit.source == "cache" and hit.config == r.best_config
     np.testing.assert_allclose(m.smooth(m.X), jax.jit(m.smooth.autotune.fun)(m.X), rtol=1e-6)
     script = "import mod_under_test as m; l = m.smooth.config_for(m.X); print(l.source, l.config.to_json())"
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    env = repo_env()
     out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     source, config = out.stdout.split()
@@ -178,20 +177,20 @@ def test_a_shared_study_writes_only_improvements(tmp_path):
     f = make(str(tmp_path / "c.db"))
     x, xs = jnp.ones(4), jnp.ones((8, 4))
     storage = str(tmp_path / "s.db")
-    r = f.tune(x, xs, n_trials=2, sampler="random", storage=storage, timing=FAST)
+    r = f.tune(x, xs, n_trials=2, sampler="random", storage=storage, timing=STEADY)
     cache = at.Cache(str(tmp_path / "c.db"))
     first = f.config_for(x, xs).entry
     # The same study again with nothing new to measure: the entry is not rewritten.
-    again = f.tune(x, xs, n_trials=2, sampler="random", storage=storage, timing=FAST)
+    again = f.tune(x, xs, n_trials=2, sampler="random", storage=storage, timing=STEADY)
     assert again.finished and again.stored == "kept" and f.config_for(x, xs).entry == first
     # An entry that claims this study but names a config the study never confirmed (a hand edit)
     # is no measurement of it: its cost, from another moment, is never set against this run's
     # rounds, so the study's next confirmation replaces it.
     foreign = dataclasses.replace(first, cost=r.best_cost / 1000, config={"l": {"repr": "for", "unroll": 1}})
     cache.put(foreign)
-    r3 = f.tune(x, xs, n_trials=3, sampler="random", storage=storage, timing=FAST)
+    r3 = f.tune(x, xs, n_trials=3, sampler="random", storage=storage, timing=STEADY)
     assert r3.stored == "written" and f.config_for(x, xs).entry.config == r3.best_config.to_dict()
-    other = f.tune(x, xs, n_trials=2, sampler="random", storage=storage, study_name="a-new-study", timing=FAST)
+    other = f.tune(x, xs, n_trials=2, sampler="random", storage=storage, study_name="a-new-study", timing=STEADY)
     assert f.config_for(x, xs).entry.study_name == other.study_name == "a-new-study"
 
 
@@ -238,7 +237,7 @@ def test_value_and_grad_through_a_root_find_runs_as_under_jit(tmp_path, recwarn)
 def test_tuning_a_root_find_stores_an_entry_the_next_call_applies(tmp_path, recwarn):
     cache = str(tmp_path / "c.db")
     tuned = assert_runs_as_jit(jax.value_and_grad(root_loss), (A, Y0), cache, "tests:root_tune", recwarn)
-    result = tuned.tune(A, Y0, n_trials=2, isolate=False, progress=False, timing=FAST, storage=str(tmp_path / "s.db"))
+    result = tuned.tune(A, Y0, n_trials=2, isolate=False, progress=False, timing=STEADY, storage=str(tmp_path / "s.db"))
     assert result is not None and tuned.config_for(A, Y0).source == "cache"
     fresh = at.autotuned(jax.value_and_grad(root_loss), cache=cache, key="tests:root_tune")
     value, grad = fresh(A, Y0)
@@ -369,8 +368,7 @@ def test_the_first_call_reads_the_cache_without_sqlalchemy_and_applies_the_entry
             cost=1.0,
         )
     )
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), root, os.environ.get("PYTHONPATH", "")]))
+    env = repo_env(tmp_path)
 
     def first_call(n):
         out = subprocess.run(
@@ -404,8 +402,7 @@ def test_import_loads_the_decorator_only_and_decorating_prefetches_the_call_path
     from autotune import _decorator, _record
 
     assert _decorator._ENV_RECORD == _record.ENV_RECORD
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    env = repo_env()
     env.pop("AUTOTUNE_RECORD", None)
     out = subprocess.run([sys.executable, "-c", LIGHT], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]

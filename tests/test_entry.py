@@ -11,6 +11,8 @@ from test_cache import OBJECTIVE, SITES, make_entry
 
 from autotune import _config, _select
 from autotune._errors import CacheImportError
+from autotune._objective import Objective
+from autotune._select import Point
 from autotune.cache import Cache, CacheEntry, best_for
 
 DEFAULT = {"outer": {"repr": "scan", "unroll": 1}}
@@ -21,8 +23,8 @@ LUCKY = {"outer": {"repr": "scan", "unroll": 2}}
 D_ROUNDS = [[1.0, 0.0], [3.0, 0.0], [2.5, 0.0]]
 L_ROUNDS = [[1.1, 0.0], [3.1, 0.0], [2.0, 0.0]]
 POINTS = [
-    {"config": DEFAULT, "compile_s": 2.5, "run_s": 0.0, "rounds": D_ROUNDS, "confirmed": True},
-    {"config": LUCKY, "compile_s": 2.0, "run_s": 0.0, "rounds": L_ROUNDS, "confirmed": True},
+    {"config": DEFAULT, "compile_cost_s": 2.5, "run_cost_s": 0.0, "rounds": D_ROUNDS, "confirmed": True},
+    {"config": LUCKY, "compile_cost_s": 2.0, "run_cost_s": 0.0, "rounds": L_ROUNDS, "confirmed": True},
 ]
 RANGE = {"from_calls": 0.0, "to_calls": 5000.0, "why": "2 config(s) were stopped before their run time was known"}
 RETUNE = "autotune tune /abs/studies/x.py --expected-calls {calls}"
@@ -56,9 +58,10 @@ def test_the_repick_follows_the_winner_rule_not_the_lower_envelope(tmp_path):
     other = e.for_objective(expected_calls=10)
     assert other.config == DEFAULT  # LUCKY's median is lower, but it loses most paired rounds
     assert best_for(e.pareto, 10)["config"] == LUCKY  # the public envelope, without a default
-    choice = _select.choose(e.pareto, other.objective, default=DEFAULT, complete=RANGE)
-    assert (other.config, other.cost) == (choice.config, choice.cost)
-    assert other.default_cost == _select.cost(POINTS[0], other.objective)  # re-computed, not dropped
+    goal = Objective.from_dict(other.objective)
+    choice = _select.choose(e.points, goal, default=_config.Config(DEFAULT), complete=RANGE)
+    assert (other.config, other.cost) == (choice.config.to_dict(), choice.cost)
+    assert other.default_cost == _select.cost(Point.from_json(POINTS[0]), goal)  # re-computed, not dropped
     assert e.for_objective(expected_calls=OBJECTIVE["expected_calls"]) is e
     cache = Cache(tmp_path / "c.db")
     cache.put(e)
@@ -161,3 +164,40 @@ def test_a_point_keeps_the_configs_that_lowered_to_its_program(tmp_path):
         CacheEntry.from_dict(v2_entry(pareto=bad).to_dict())
     with pytest.raises(CacheImportError, match=r"'pareto\[1\]\.equivalent' must be a list of configs"):
         CacheEntry.from_dict(v2_entry(pareto=[dict(POINTS[0]), {**POINTS[1], "equivalent": "scan×2"}]).to_dict())
+
+
+def test_an_entry_in_the_older_spelling_still_reads_from_the_database_and_an_export(tmp_path):
+    # Versions before the typed Point stored a point's charged seconds as "compile_s" / "run_s".
+    import json
+    import sqlite3
+
+    from autotune.cache._layout import ENTRIES_TABLE
+
+    old_points = [
+        {"config": DEFAULT, "compile_s": 2.5, "run_s": 0.0, "rounds": D_ROUNDS, "confirmed": True},
+        {"config": LUCKY, "compile_s": 2.0, "run_s": 0.0, "rounds": L_ROUNDS, "confirmed": True},
+    ]
+    new = v2_entry()
+    db = tmp_path / "old.db"
+    with Cache(db) as cache:
+        cache.put(new)
+    with sqlite3.connect(db) as con:  # the row as an older version wrote it
+        con.execute(f"UPDATE {ENTRIES_TABLE} SET pareto = ?", (json.dumps(old_points),))
+    with Cache(db) as cache:
+        (got,) = cache.entries()
+        assert got == new and got.points == [Point.from_json(p) for p in POINTS]
+        assert got.for_objective(expected_calls=10).config == DEFAULT  # the winner rule reads its rounds
+    # An export file of an older version: the same entry.
+    doc = {**new.to_dict(), "pareto": old_points}
+    assert CacheEntry.from_dict(doc) == new
+    path = tmp_path / "old_export.json"
+    with Cache(tmp_path / "source.db") as source:
+        source.put(new)
+        source.export_json(path)
+    exported = json.loads(path.read_text())
+    exported["entries"][0]["pareto"] = old_points
+    path.write_text(json.dumps(exported))
+    with Cache(tmp_path / "imported.db") as cache:
+        cache.import_json(path)
+        (got,) = cache.entries()
+        assert got == new

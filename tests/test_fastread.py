@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from _privileges import read_only_dir, rerun_without_dac_override
+from _repo import repo_env
 from test_cache import OBJECTIVE, PARETO, SCAN, key_of, make_entry
 
 from autotune._errors import CacheError, CacheSchemaError
@@ -21,11 +22,7 @@ from autotune.cache._fastread import Reader, sqlite_path
 
 HERE = Path(__file__).resolve().parent
 FIXTURE = HERE / "fixtures" / "cache_v1.db"
-ENV = {
-    **os.environ,
-    "JAX_PLATFORMS": "cpu",
-    "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE), os.environ.get("PYTHONPATH", "")]),
-}
+ENV = repo_env(HERE)
 
 
 def reader(location) -> Reader:

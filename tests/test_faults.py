@@ -24,18 +24,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _privileges import read_only_dir, rerun_without_dac_override
+from _repo import repo_env
 
 import autotune as at
 from autotune import _keys
 from autotune.cache import LOCK_WAIT_BUDGET_S, SCHEMA_VERSION
 
-REPO = Path(__file__).resolve().parents[1]
-ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    "JAX_PLATFORMS": "cpu",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
+ENV = repo_env(PYTHONDONTWRITEBYTECODE="1")
 FOR = {"l": {"repr": "for"}}
 
 
@@ -320,7 +315,7 @@ MODULE = textwrap.dedent("""
 TUNE_THEN_REPORT = textwrap.dedent("""
     import json, sys
     import autotune as at
-    from autotune._decorator import entry_from_result
+    from autotune.cache._store import entry_from_result
     import edit_me as m
 
     if sys.argv[1] == "tune":

@@ -18,13 +18,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _cli import on_terminal
+from _repo import repo_env
 from jax import lax
 
 import autotune as at
 from autotune._fingerprint import canonical_hash
 from autotune._sites import trace_program
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 APP = textwrap.dedent("""
     import jax.numpy as jnp
@@ -77,12 +76,7 @@ def write_app(d, cache):
 
 
 def env():
-    return dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
-        JAX_PLATFORMS="cpu",
-        TERM=os.environ.get("TERM") or "xterm-256color",
-    )
+    return repo_env(TERM=os.environ.get("TERM") or "xterm-256color")
 
 
 def parse(text):

@@ -8,12 +8,12 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
+from _presets import FAST
 from jax import lax
 
 import autotune as at
 from autotune.study._guard import compare_outputs, tolerance
 
-FAST = {"target_s": 0.01, "min_reps": 3, "warmup": 1}
 FOR = {"l": {"repr": "for"}}
 FLOATS = [np.float64, np.float32, np.float16, ml_dtypes.bfloat16]
 FLOAT8 = [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2]

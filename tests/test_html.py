@@ -78,7 +78,7 @@ def test_the_page_and_the_json_name_the_tuned_winner_and_the_range(study, writte
     (rep,) = files.reports
     text = " ".join(parse(out / "report.html").text)
     assert f"{rep.label(result.best_config.to_dict())}" in text and "★ chosen" in text
-    assert "measurements complete for" in text and at._select.range_text(result.complete_range) in text
+    assert "measurements complete for" in text and at._display.range_text(result.complete_range) in text
     (data,) = json.loads(Path(files.data).read_text())
     assert at.Config.from_dict(data["chosen"]["config"]) == result.best_config
     assert data["in_range"] is True and data["crossovers"][-1]["to_calls"] is None
@@ -93,3 +93,30 @@ def test_out_of_range_the_page_gives_the_retune_command(tmp_path_factory, tmp_pa
     assert "were not measured for 5,000 calls" in text and "[0, 2,000]" in text
     assert "autotune tune /studies/forged.py --expected-calls 5000" in text
     assert "(off the Pareto front)" in text  # the default wins calls though FORI dominates its medians
+
+
+def test_the_sites_table_names_each_site_as_every_command_does(tmp_path_factory):
+    """A site with no at.loop name shows the short name of tables' rule (s1...) beside its id."""
+    from _report_study import CONFIRMED, SITE, forge_study
+
+    from autotune import _display
+    from autotune.report import load_study_report, render_html
+
+    sid = "scan@forged.py:12"
+    site = dict(SITE, id=sid, kind="scan", name=None, form="scan")
+
+    def rekey(config):
+        (choice,) = config.values()
+        return {sid: choice}
+
+    root = tmp_path_factory.mktemp("sitenames")
+    storage = str(root / "studies.db")
+    default = rekey({"l": {"repr": "scan", "unroll": 1}})
+    forge_study(storage, "forged:scan", site, default, [dict(c, config=rekey(c["config"])) for c in CONFIRMED])
+    rep = load_study_report("forged:scan@f00d/cpu", storage)
+    short = _display.site_names(rep.sites)[sid]
+    assert short != sid
+    page = render_html([rep], {}, "sites")
+    row = page[page.index("<h3>Loop sites</h3>") :]
+    row = row[: row.index("</table>")]
+    assert f"<td><b>{short}</b></td><td><code>{sid}</code></td>" in row

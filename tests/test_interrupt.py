@@ -10,7 +10,8 @@ import time
 import optuna
 import pytest
 from _procs import default_disposition
-from test_optuna import ROOT, STUDY, wait_for_running
+from _repo import repo_env
+from test_optuna import STUDY, wait_for_running
 
 from autotune._interrupt import Interrupted, InterruptLatch, check, current
 
@@ -83,7 +84,7 @@ def test_cli_tune_ended_by_a_signal_keeps_every_completed_trial_and_resumes(tmp_
         "--run-seconds",
         "0.01",
     ]
-    env = {**os.environ, "PYTHONPATH": ROOT}
+    env = repo_env()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         name, number = wait_for_running(storage, proc)

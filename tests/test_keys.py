@@ -1,18 +1,14 @@
 """_keys: function keys that survive `python app.py` vs `import app`, signatures, device keys, study names."""
 
-import os
-import subprocess
-import sys
 import textwrap
 import warnings
 
 import jax.numpy as jnp
 import pytest
+from _repo import python
 
 import autotune as at
 from autotune import _keys
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 APP = textwrap.dedent("""
     import jax.numpy as jnp
@@ -31,15 +27,7 @@ APP = textwrap.dedent("""
 
 
 def run(args, cwd, **kw):
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": ROOT},
-        **kw,
-    )
+    return python(*args, cwd=cwd, **kw)
 
 
 def test_a_script_function_has_the_same_key_run_as_a_script_and_imported(tmp_path):

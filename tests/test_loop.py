@@ -17,7 +17,7 @@ def reference_loop(body, init, xs, length, reverse=False):
     carry, ys = init, []
     order = range(length - 1, -1, -1) if reverse else range(length)
     for i in order:
-        x_i = jax.tree_util.tree_map(lambda a: a[i], xs)
+        x_i = jax.tree_util.tree_map(lambda a, i=i: a[i], xs)
         carry, y = body(carry, x_i)
         ys.append(y)
     if reverse:
@@ -349,7 +349,7 @@ def test_one_body_function_in_two_loops_keeps_each_name_and_default():
         return at.loop(body, a, length=4, name="second", repr="for")[0]
 
     for fn in (f, jax.jit(f)):  # JAX caches the traced body; the tags must not be shared
-        sites = {s.id: s for s in at.sites(lambda x: fn(x), jnp.ones(3))}
+        sites = {s.id: s for s in at.sites(lambda x: fn(x), jnp.ones(3))}  # noqa: B023 (called here)
         assert set(sites) == {"first", "second"}
         assert sites["first"].default == at.SiteChoice("scan", 2)
         assert sites["second"].default == at.SiteChoice("for")

@@ -8,11 +8,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _presets import MEASURE_FAST
 from jax import lax
 
 import autotune as at
-
-FAST = dict(target_s=0.01, warmup=1)
 
 
 def small(x, n, *, scale, bias):
@@ -48,7 +47,7 @@ def test_fields_are_positive_and_consistent():
         {"scale": 0.5, "bias": jnp.ones(4)},
         jit_kwargs={"static_argnums": (1,), "static_argnames": ("scale",)},
         min_reps=7,
-        **FAST,
+        **MEASURE_FAST,
     )
     for field in ("trace_s", "lower_s", "compile_s", "run_s"):
         value = getattr(m, field)
@@ -79,7 +78,7 @@ def test_outputs_are_the_functions_outputs_under_the_config():
         config=cfg,
         jit_kwargs={"static_argnums": (1,), "static_argnames": ("scale",)},
         keep_outputs=True,
-        **FAST,
+        **MEASURE_FAST,
     )
     assert m.config == cfg
     np.testing.assert_allclose(m.outputs, reference_small(x, 6, 0.5, bias), rtol=1e-5)
@@ -88,7 +87,7 @@ def test_outputs_are_the_functions_outputs_under_the_config():
         (x, 6),
         {"scale": 0.5, "bias": bias},
         jit_kwargs={"static_argnums": (1,), "static_argnames": ("scale",)},
-        **FAST,
+        **MEASURE_FAST,
     )
     assert m2.outputs is None  # not kept unless asked
 
@@ -96,11 +95,11 @@ def test_outputs_are_the_functions_outputs_under_the_config():
 def test_config_as_dict_and_invalid_config():
     x = jnp.ones(3)
     (site,) = at.sites(tiny, x)
-    m = at.measure(tiny, (x,), config={site.id: {"unroll": 4}}, keep_outputs=True, **FAST)
+    m = at.measure(tiny, (x,), config={site.id: {"unroll": 4}}, keep_outputs=True, **MEASURE_FAST)
     assert m.config == {site.id: {"repr": "scan", "unroll": 4}}
     np.testing.assert_allclose(m.outputs, tiny(x), rtol=1e-6)
     with pytest.raises(at.ConfigError):
-        at.measure(tiny, (x,), config={"missing": {"unroll": 4}}, **FAST)
+        at.measure(tiny, (x,), config={"missing": {"unroll": 4}}, **MEASURE_FAST)
 
 
 @pytest.mark.parametrize(
@@ -127,7 +126,7 @@ def test_static_args_and_kwargs(how):
     # what jax.jit itself does with these arguments
     want = jax.jit(f, **jit_kwargs)(*args, **kwargs)
     np.testing.assert_allclose(want, reference_small(x, 3, 0.5, bias), rtol=1e-5)
-    m = at.measure(f, args, kwargs, jit_kwargs=jit_kwargs, keep_outputs=True, **FAST)
+    m = at.measure(f, args, kwargs, jit_kwargs=jit_kwargs, keep_outputs=True, **MEASURE_FAST)
     np.testing.assert_allclose(m.outputs, want, rtol=1e-6)
     assert m.reps >= 1 and m.run_s > 0
 
@@ -141,7 +140,7 @@ def test_donate_argnums_keeps_the_callers_arrays_alive():
         jit_kwargs={"static_argnums": (1,), "static_argnames": ("scale",), "donate_argnums": (0,)},
         min_reps=3,
         keep_outputs=True,
-        **FAST,
+        **MEASURE_FAST,
     )
     assert m.reps >= 3 and m.run_s > 0
     assert not x.is_deleted()
@@ -152,7 +151,7 @@ def test_donate_argnums_keeps_the_callers_arrays_alive():
 def test_measurement_round_trips_through_json():
     x = jnp.ones(3)
     (site,) = at.sites(tiny, x)
-    m = at.measure(tiny, (x,), config={site.id: {"unroll": 2}}, **FAST)
+    m = at.measure(tiny, (x,), config={site.id: {"unroll": 2}}, **MEASURE_FAST)
     back = at.Measurement.from_dict(json.loads(json.dumps(m.to_dict())))
     assert back == m
     assert back.config == m.config
@@ -163,9 +162,9 @@ def test_measurement_round_trips_through_json():
 
 def test_same_config_twice_compiles_twice():
     x = jnp.ones(8)
-    at.measure(tiny, (x,), **FAST)  # warm-up: the process's first compile carries one-off costs
-    first = at.measure(unrolled_64, (x,), **FAST)
-    second = at.measure(unrolled_64, (x,), **FAST)
+    at.measure(tiny, (x,), **MEASURE_FAST)  # warm-up: the process's first compile carries one-off costs
+    first = at.measure(unrolled_64, (x,), **MEASURE_FAST)
+    second = at.measure(unrolled_64, (x,), **MEASURE_FAST)
     assert first.compile_s >= 0.03, "the test program must take real compile time"
     assert second.compile_s >= 0.3 * first.compile_s
     assert second.lower_s > 0 and second.trace_s > 0
@@ -230,8 +229,8 @@ def test_persistent_cache_is_off_while_measuring(persistent_cache):
     # measure must compile for real every time, although the program is on disk.
     entries = set(os.listdir(cache_dir))
     n = len(hits)
-    first = at.measure(unrolled_64, (x,), **FAST)
-    second = at.measure(unrolled_64, (x,), **FAST)
+    first = at.measure(unrolled_64, (x,), **MEASURE_FAST)
+    second = at.measure(unrolled_64, (x,), **MEASURE_FAST)
     assert len(hits) == n, "measure read a compiled program from the persistent cache"
     assert set(os.listdir(cache_dir)) == entries, "measure wrote into the persistent cache"
     assert first.compile_s >= 0.3 * cold_s and second.compile_s >= 0.3 * cold_s
@@ -281,11 +280,11 @@ def test_time_stages_times_each_stage_and_calls_the_hooks_in_order():
 def test_configs_that_emit_the_same_program_share_a_hash():
     x = jnp.ones(3)
     (site,) = at.sites(tiny, x)
-    full = at.measure(tiny, (x,), config={site.id: {"repr": "for"}}, **FAST)  # "for" = unroll by the length
-    unroll8 = at.measure(tiny, (x,), config={site.id: {"unroll": 8}}, **FAST)
-    rolled = at.measure(tiny, (x,), config={site.id: {"unroll": 2}}, **FAST)
+    full = at.measure(tiny, (x,), config={site.id: {"repr": "for"}}, **MEASURE_FAST)  # "for" = unroll by the length
+    unroll8 = at.measure(tiny, (x,), config={site.id: {"unroll": 8}}, **MEASURE_FAST)
+    rolled = at.measure(tiny, (x,), config={site.id: {"unroll": 2}}, **MEASURE_FAST)
     assert full.program_hash == unroll8.program_hash != rolled.program_hash
-    assert full.program_hash == at.measure(tiny, (x,), config={site.id: {"repr": "for"}}, **FAST).program_hash
+    assert full.program_hash == at.measure(tiny, (x,), config={site.id: {"repr": "for"}}, **MEASURE_FAST).program_hash
 
 
 def test_on_lowered_can_hand_back_an_earlier_measurement_and_nothing_is_compiled():
@@ -309,13 +308,13 @@ def test_on_lowered_can_hand_back_an_earlier_measurement_and_nothing_is_compiled
         return earlier
 
     t0 = time.perf_counter()
-    m = at.measure(unrolled_64, (x,), on_lowered=on_lowered, **FAST)
+    m = at.measure(unrolled_64, (x,), on_lowered=on_lowered, **MEASURE_FAST)
     took = time.perf_counter() - t0
     assert len(hashes) == 1 and m.program_hash == hashes[0] != "h"
     assert (m.compile_s, m.run_s, m.run_iqr_s, m.reps, m.memory, m.flops) == (123.0, 4.0, 0.5, 7, {"temp": 1}, 2.0)
     assert 0 < m.trace_s < 9.0 and 0 < m.lower_s < 9.0  # this config's own trace and lower
     assert m.outputs is earlier.outputs and took < 5.0
-    fresh = at.measure(unrolled_64, (x,), on_lowered=lambda h: None, **FAST)  # None: measured as usual
+    fresh = at.measure(unrolled_64, (x,), on_lowered=lambda h: None, **MEASURE_FAST)  # None: measured as usual
     assert fresh.program_hash == m.program_hash and fresh.compile_s < 123.0
 
 
@@ -332,14 +331,15 @@ def test_argument_zero_can_be_static_or_donated():
         return x * n
 
     x = jnp.arange(3.0)
-    m = at.measure(scaled, (2, x), jit_kwargs={"static_argnums": 0}, keep_outputs=True, **FAST)
+    m = at.measure(scaled, (2, x), jit_kwargs={"static_argnums": 0}, keep_outputs=True, **MEASURE_FAST)
     np.testing.assert_allclose(m.outputs, np.arange(3.0) * 2)
-    m = at.measure(lambda v: v * 2.0, (x,), jit_kwargs={"donate_argnums": 0}, keep_outputs=True, min_reps=3, **FAST)
+    donate = {"donate_argnums": 0}
+    m = at.measure(lambda v: v * 2.0, (x,), jit_kwargs=donate, keep_outputs=True, min_reps=3, **MEASURE_FAST)
     assert m.reps >= 3 and not x.is_deleted()  # a fresh copy is donated on every call
 
 
 def test_the_objective_charges_cpu_seconds_of_each_stage_and_the_10th_percentile_call():
-    m = at.measure(unrolled_64, (jnp.ones(8),), **FAST)
+    m = at.measure(unrolled_64, (jnp.ones(8),), **MEASURE_FAST)
     for stage in ("trace", "lower", "compile"):
         cpu = getattr(m, f"{stage}_cpu_s")
         assert isinstance(cpu, float) and cpu > 0, (stage, cpu)
@@ -354,8 +354,8 @@ def test_the_objective_charges_cpu_seconds_of_each_stage_and_the_10th_percentile
 
 
 def test_a_config_sharing_a_program_keeps_its_own_trace_and_lower_cpu_seconds():
-    earlier = at.measure(unrolled_64, (jnp.ones(8),), **FAST)
-    m = at.measure(unrolled_64, (jnp.ones(8),), on_lowered=lambda h: earlier, **FAST)
+    earlier = at.measure(unrolled_64, (jnp.ones(8),), **MEASURE_FAST)
+    m = at.measure(unrolled_64, (jnp.ones(8),), on_lowered=lambda h: earlier, **MEASURE_FAST)
     assert m.compile_cpu_s == earlier.compile_cpu_s and m.trace_cpu_s is not None and m.lower_cpu_s is not None
 
 

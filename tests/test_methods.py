@@ -10,11 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _presets import FAST
 from jax import lax
 
 import autotune as at
-
-FAST = {"target_s": 0.01, "min_reps": 3, "warmup": 1}
 
 
 def tune_options(tmp_path):

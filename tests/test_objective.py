@@ -82,3 +82,13 @@ def test_objective_is_a_value():
         "compile_weight": 0.5,
         "runtime_weight": 2.0,
     }
+
+
+def test_overridden_is_the_one_merge_of_a_stored_objective_with_a_commands_options():
+    from autotune._objective import Objective
+
+    stored = Objective.from_dict({"expected_calls": 50, "compile_weight": 2.0})
+    assert stored == Objective(50.0, 2.0, 1.0)
+    assert stored.overridden() == stored
+    assert stored.overridden(expected_calls=7, runtime_weight=0.5) == Objective(7.0, 2.0, 0.5)
+    assert Objective.from_dict({}) == Objective()

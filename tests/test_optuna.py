@@ -12,11 +12,10 @@ import time
 import jax.numpy as jnp
 import optuna
 import pytest
+from _repo import repo_env
 
 import autotune as at
 from autotune.study import _optuna
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # A study whose full unroll compiles for seconds: a trial is RUNNING long enough to kill.
 STUDY = textwrap.dedent("""
@@ -51,7 +50,7 @@ def start_tuner(tmp_path, **env):
     script = TUNE.format(folder=str(tmp_path), storage=storage)
     proc = subprocess.Popen(
         [sys.executable, "-c", script],
-        env={**os.environ, "PYTHONPATH": ROOT, **env},
+        env=repo_env(**env),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -103,15 +102,16 @@ def resume(tmp_path, storage):
     _sys.path.insert(0, str(tmp_path))
     try:
         mod = importlib.import_module("slowstudy")
-        return mod.f.tune(
-            *mod.examples()[0][1],
+        from autotune._options import Plumbing, TuneOptions
+
+        options = TuneOptions(
             sampler="grid",
             storage=storage,
             isolate=False,
             timing={"target_s": 0.01, "min_reps": 3, "warmup": 1},
             confirm_rounds=1,
-            store=False,
         )
+        return mod.f.autotune._tune(mod.examples()[0][1], {}, options, Plumbing(store=False))  # nothing stored
     finally:
         _sys.path.remove(str(tmp_path))
         _sys.modules.pop("slowstudy", None)
@@ -196,7 +196,7 @@ def test_four_first_tunes_in_one_fresh_database_all_succeed(tmp_path):
                 "0.01",
                 "--json",
             ],
-            env={**os.environ, "PYTHONPATH": ROOT},
+            env=repo_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -204,7 +204,7 @@ def test_four_first_tunes_in_one_fresh_database_all_succeed(tmp_path):
         for p in studies
     ]
     results = [p.communicate(timeout=600) + (p.returncode,) for p in procs]
-    for out, err, rc in results:
+    for _out, err, rc in results:
         assert rc == 0, err[-2000:]
     assert len(optuna.study.get_all_study_names(storage="sqlite:///" + str(storage))) == 4
 
@@ -319,7 +319,7 @@ def test_two_processes_on_one_sqlite_study_never_draw_the_same_config(tmp_path):
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", RACER, str(barrier), storage],
-            env={**os.environ, "PYTHONPATH": ROOT},
+            env=repo_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -8,7 +8,8 @@ import sys
 import textwrap
 
 import pytest
-from _cli import REPO, cli_env
+from _cli import cli_env
+from _repo import ROOT
 
 from autotune.cli._output import WIDE_PIPE_WIDTH, shell_lines
 
@@ -25,7 +26,7 @@ NOISY = textwrap.dedent("""
 
 def test_while_redirected_nothing_but_the_json_reaches_stdout(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-c", NOISY], env=cli_env(tmp_path), capture_output=True, text=True, timeout=120, cwd=REPO
+        [sys.executable, "-c", NOISY], env=cli_env(tmp_path), capture_output=True, text=True, timeout=120, cwd=ROOT
     )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == {"ok": True}

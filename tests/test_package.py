@@ -7,7 +7,9 @@ import subprocess
 import sys
 import tomllib
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import _repo
+
+ROOT = str(_repo.ROOT)
 PACKAGE = os.path.join(ROOT, "autotune")
 MAX_LINES = 400
 
@@ -23,11 +25,12 @@ def modules() -> dict[str, str]:
     return out
 
 
-def imports_of(name: str, path: str, known: set[str]) -> set[str]:
-    """Every package module ``name`` imports, at module level or inside functions."""
+def imports_of(name: str, path: str, known: set[str]) -> dict[str, int]:
+    """Every package module ``name`` imports, at module level or inside functions, with the line
+    of its first import."""
     is_package = path.endswith("__init__.py")
     base = name.split(".") if is_package else name.split(".")[:-1]
-    found = set()
+    found: dict[str, int] = {}
     for node in ast.walk(ast.parse(open(path).read())):
         targets = []
         if isinstance(node, ast.Import):
@@ -43,15 +46,15 @@ def imports_of(name: str, path: str, known: set[str]) -> set[str]:
             while t and t not in known:
                 t = t.rpartition(".")[0]
             if t:
-                found.add(t)
+                found[t] = min(found.get(t, node.lineno), node.lineno)
                 # importing a.b.c runs the __init__ of a.b first (but a module's own packages have already started)
                 parts = t.split(".")
                 for k in range(1, len(parts)):
                     pkg = ".".join(parts[:k])
                     if pkg in known and not name.startswith(pkg + ".") and pkg != name:
-                        found.add(pkg)
+                        found[pkg] = min(found.get(pkg, node.lineno), node.lineno)
     own_packages = {".".join(name.split(".")[:k]) for k in range(1, len(name.split(".")) + 1)}
-    return found - own_packages
+    return {t: line for t, line in found.items() if t not in own_packages}
 
 
 def test_there_is_no_import_cycle_deferred_imports_counted():
@@ -123,7 +126,7 @@ def test_import_autotune_loads_no_optuna_matplotlib_or_rich():
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": ROOT},
+        env=_repo.repo_env(),
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
@@ -135,7 +138,7 @@ def test_import_autotune_loads_no_optuna_matplotlib_or_rich():
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": ROOT},
+        env=_repo.repo_env(),
         timeout=120,
     )
     assert bare.stdout.strip() == "False", bare.stderr

@@ -21,7 +21,7 @@ def _value_for(action: argparse.Action) -> list[str]:
         return [flag]
     if action.dest == "sampler":
         return [flag, "random"]
-    if action.dest == "objective":
+    if action.dest == "search":
         return [flag, "pareto"]
     if action.type is not None and getattr(action.type, "__name__", "") in ("positive_int", "int"):
         return [flag, "3"]

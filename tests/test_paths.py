@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 import os
-import stat
 
 import pytest
+from _repo import mode
 
 from autotune import _paths
-
-
-def mode(path) -> int:
-    return stat.S_IMODE(os.stat(path).st_mode)
-
-
-@pytest.fixture
-def umask_000():
-    old = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 def test_default_locations_follow_the_environment(tmp_path, monkeypatch):

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import sqlite3
-import stat
 import subprocess
 import sys
 import textwrap
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pg_server import pg_server, pg_url  # noqa: F401  (fixtures)
+from _repo import mode, repo_env
 from test_cache import CPU, GPU
 
 from autotune._errors import CacheError, CacheImportError
@@ -25,11 +24,7 @@ from autotune._paths import write_private
 from autotune.cache import Cache, PendingRecord
 
 HERE = Path(__file__).resolve().parent
-ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE), os.environ.get("PYTHONPATH", "")]),
-    "JAX_PLATFORMS": "cpu",
-}
+ENV = repo_env(HERE)
 OBJECTIVE = {"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0}
 
 
@@ -62,10 +57,6 @@ def with_values(cache: Cache, rec: PendingRecord, arrays: list[np.ndarray]) -> P
     return PendingRecord(
         **{**rec.__dict__, "values": {"files": names, "bytes": sum(a.nbytes for a in arrays), "note": None}}
     )
-
-
-def mode(path) -> int:
-    return stat.S_IMODE(os.stat(path).st_mode)
 
 
 # ------------------------------------------------------------------ records
@@ -323,7 +314,7 @@ def test_record_on_a_locked_cache_returns_false_within_the_lock_budget(tmp_path)
     assert [p.function_key for p in Cache(path).pending()] == ["app:step"]
 
 
-def test_records_on_postgresql(pg_url, tmp_path, monkeypatch):  # noqa: F811
+def test_records_on_postgresql(pg_url, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     cache = Cache(pg_url)
     assert cache.values_dir.startswith(str(tmp_path / "xdg" / "autotune" / "values-"))
@@ -336,7 +327,7 @@ def test_records_on_postgresql(pg_url, tmp_path, monkeypatch):  # noqa: F811
     cache.close()
 
 
-def test_record_on_postgresql_does_not_queue_behind_a_writer(pg_url):  # noqa: F811
+def test_record_on_postgresql_does_not_queue_behind_a_writer(pg_url):
     """Another autotune writer holds the write lock (an import, say): record gives up within the budget."""
     import sqlalchemy as sa
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -18,14 +17,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from pg_server import pg_server, pg_url  # noqa: F401  (fixtures)
+from _repo import repo_env
 
 from autotune import _select
 from autotune._config import Config
 from autotune._errors import StudyError
+from autotune._objective import Objective
 from autotune.cache import Cache, CacheEntry
 
-REPO = Path(__file__).resolve().parents[1]
 SPACE = 9  # an at.loop of length 16 without outputs: scan x1/2/4/8, for, fori x1/2/4/8
 RUN_SECONDS = "0.05"  # runtime sampling per measurement: enough for a tiny function
 
@@ -52,7 +51,9 @@ STUDY = textwrap.dedent("""
         if os.environ.get("TEST_WAIT_FOR_PEER") and "--join-study" not in sys.argv and not _waited:
             _waited.append(True)
             deadline = time.time() + 90
-            while time.time() < deadline and not any(t.state.name == "RUNNING" for t in self.get_trials(deepcopy=False)):
+            while time.time() < deadline and not any(
+                t.state.name == "RUNNING" for t in self.get_trials(deepcopy=False)
+            ):
                 time.sleep(0.02)
         return told
     optuna.Study.tell = _tell_with_pid
@@ -81,9 +82,7 @@ STUDY = textwrap.dedent("""
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env["JAX_PLATFORMS"] = "cpu"
+    env = repo_env()
     env.pop("AUTOTUNE_CACHE", None)
     env.pop("AUTOTUNE_STORAGE", None)
     env.update(extra)
@@ -143,7 +142,7 @@ def _describe(study) -> str:
 
 
 @pytest.fixture(scope="module")
-def workers_run(pg_server, tmp_path_factory):  # noqa: F811
+def workers_run(pg_server, tmp_path_factory):
     """`autotune tune FILE --workers 2` with study and cache on PostgreSQL, run once for the module."""
     folder = tmp_path_factory.mktemp("pg_workers")
     study_file = folder / "tiny_study.py"
@@ -192,9 +191,10 @@ def test_two_workers_tune_one_study(workers_run):
     (entry,) = Cache(url).entries()
     confirmed = study.user_attrs["confirmed"]
     default = Config.from_json(study.trials[0].user_attrs["config"])  # trial 0 is the default
-    best = _select.choose(confirmed, study.user_attrs["objective"], default=default.to_dict())  # the one rule
+    points = [_select.Point.from_json(p) for p in confirmed]
+    best = _select.choose(points, Objective.from_dict(study.user_attrs["objective"]), default=default)  # the one rule
     assert entry.cost == pytest.approx(best.cost)
-    assert json.dumps(entry.config, sort_keys=True) == json.dumps(best.config, sort_keys=True)
+    assert Config.from_dict(entry.config) == best.config
     complete_configs = {
         json.dumps(json.loads(t.user_attrs["config"]), sort_keys=True) for t in trials if t.state.name == "COMPLETE"
     }
@@ -265,7 +265,7 @@ def test_a_study_refuses_another_device(workers_run, monkeypatch):
 
         with pytest.raises(StudyError, match="never mixes devices"):
             tiny_study.smooth.tune(
-                *tiny_study.examples()[0][1], n_trials=SPACE, storage=url, study_name=study.study_name, store=False
+                *tiny_study.examples()[0][1], n_trials=SPACE, storage=url, study_name=study.study_name
             )
         assert len(optuna.load_study(study_name=study.study_name, storage=url).trials) == before  # nothing ran
     finally:
@@ -340,7 +340,7 @@ def _entry(function_key: str = "mod:step", device: dict = CPU, **changes) -> Cac
     return CacheEntry(**fields)
 
 
-def test_cache_round_trip_on_postgres(pg_server, pg_url, tmp_path):  # noqa: F811
+def test_cache_round_trip_on_postgres(pg_server, pg_url, tmp_path):
     from autotune import cli
 
     cache = Cache(pg_url)

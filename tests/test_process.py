@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _presets import STEADY
 from _procs import gone
 
 import autotune as at
@@ -18,7 +19,6 @@ from autotune._errors import StudyError
 from autotune._studyfile import load_examples
 from autotune.worker import Location, TrialFailed, WorkerRunner
 
-FAST = {"target_s": 0.02, "min_reps": 3, "warmup": 1}
 FOR = {"l": {"repr": "for"}}
 
 
@@ -33,7 +33,7 @@ def test_export_mode_runs_a_closure_in_a_warm_worker_retimes_it_and_reaps_it():
     bias = jnp.float32(1.0)
     expected = jax.jit(step, static_argnums=1)(x, 3, bias=bias)
     jit_kwargs = {"static_argnums": 1, "donate_argnums": 0}
-    with WorkerRunner(step, (x, 3), {"bias": bias}, jit_kwargs, FAST, trial_timeout=60) as runner:
+    with WorkerRunner(step, (x, 3), {"bias": bias}, jit_kwargs, STEADY, trial_timeout=60) as runner:
         first = runner.measure({})
         pid = runner.pid
         unrolled = runner.measure(FOR)
@@ -61,7 +61,7 @@ def test_export_mode_shares_a_program_without_sending_it():
     f = lambda v: jax.lax.scan(lambda c, _: (c * 2.0, None), v, None, length=8)[0]  # noqa: E731
     x = jnp.ones(4)
     site = at.sites(f, x)[0].id
-    with WorkerRunner(f, (x,), {}, {}, FAST) as runner:
+    with WorkerRunner(f, (x,), {}, {}, STEADY) as runner:
         full = runner.measure({site: {"repr": "for"}})
         pid = runner.pid
         same = runner.measure({site: {"unroll": 8}}, on_lowered=lambda h: full if h == full.program_hash else None)
@@ -81,7 +81,7 @@ def test_a_host_callback_without_a_location_is_measured_in_process_with_one_warn
         return at.loop(lambda c, _: (c * 0.5 + 1.0, None), y, length=4, name="l")[0]
 
     x = jnp.arange(4.0)
-    with WorkerRunner(doubled, (x,), {}, {}, FAST, trial_timeout=30) as runner:
+    with WorkerRunner(doubled, (x,), {}, {}, STEADY, trial_timeout=30) as runner:
         a = runner.measure({})
         b = runner.measure(FOR)
         assert not runner.isolated and "host_callbacks" in runner.fallback_reason and runner.pid is None
@@ -93,7 +93,7 @@ def test_a_host_callback_without_a_location_is_measured_in_process_with_one_warn
     assert len(warned) == 1, [str(w.message) for w in warned]
     assert "measuring in-process, without isolation" in str(warned[0].message)
     assert "trial_timeout" in str(warned[0].message)
-    with WorkerRunner(doubled, (x,), {}, {}, FAST, isolate=True) as strict:
+    with WorkerRunner(doubled, (x,), {}, {}, STEADY, isolate=True) as strict:
         with pytest.raises(StudyError, match="host_callbacks"):
             strict.measure({})
 
@@ -137,7 +137,7 @@ def test_a_host_callback_program_is_isolated_by_importing_it_in_the_worker(callb
     x = jnp.arange(4.0)
     args, kwargs, jit_kwargs = (x, 4), {"shift": 1.0}, {"static_argnums": 1}
     expected = np.asarray(mod.noisy(x, 4, shift=1.0))
-    with WorkerRunner(fn, args, kwargs, jit_kwargs, FAST, trial_timeout=20, location=location) as runner:
+    with WorkerRunner(fn, args, kwargs, jit_kwargs, STEADY, trial_timeout=20, location=location) as runner:
         a = runner.measure({})
         assert runner.isolated and runner.mode == "import" and "host_callbacks" in runner.import_reason
         pid = runner.pid
@@ -168,7 +168,7 @@ def test_arguments_that_cannot_cross_fall_back_with_both_reasons(callbacks, recw
 
     fn = mod.noisy.autotune.fun
     with WorkerRunner(
-        fn, (jnp.arange(4.0), 4), {"shift": Shift(1.0)}, {"static_argnums": 1}, FAST, location=Location.of(fn)
+        fn, (jnp.arange(4.0), 4), {"shift": Shift(1.0)}, {"static_argnums": 1}, STEADY, location=Location.of(fn)
     ) as runner:
         runner.measure({})
         assert not runner.isolated
@@ -195,7 +195,7 @@ def test_study_file_mode_asks_before_compiling_a_program_it_has_seen(tmp_path):
     (ex,) = load_examples(str(path))
     site = ex.fn.sites(*ex.args)[0].id
     seen: dict[str, at.Measurement] = {}
-    with WorkerRunner.for_study_file(path, timing=FAST) as runner:
+    with WorkerRunner.for_study_file(path, timing=STEADY) as runner:
         assert runner.mode == "study" and runner.study_file == str(path)
         full = runner.measure({site: {"repr": "for"}}, on_lowered=seen.get)
         seen[full.program_hash] = full
@@ -225,7 +225,7 @@ def test_a_restarted_worker_that_gets_other_inputs_says_examples_are_not_determi
             return [(f, (jnp.full(3, float(os.getpid())),))]
     """)
     )
-    with WorkerRunner.for_study_file(path, timing=FAST) as runner:
+    with WorkerRunner.for_study_file(path, timing=STEADY) as runner:
         runner.measure({})
         assert runner.renew()
         with pytest.raises(TrialFailed) as info:
@@ -251,7 +251,7 @@ def test_a_study_file_location_is_used_when_export_fails(tmp_path):
     """)
     )
     (ex,) = load_examples(str(path))
-    with WorkerRunner(ex.fn.fun, ex.args, {}, {}, FAST, location=Location.study_file(path, 0)) as runner:
+    with WorkerRunner(ex.fn.fun, ex.args, {}, {}, STEADY, location=Location.study_file(path, 0)) as runner:
         m = runner.measure(FOR)
         assert runner.isolated and runner.mode == "study" and runner.pid is not None
     np.testing.assert_allclose(m.outputs[0], np.asarray(ex.fn(*ex.args)), rtol=1e-6)

@@ -1,14 +1,12 @@
 """Progress: shown by default at a terminal (a real pseudo-terminal), silent through a pipe."""
 
-import os
 import re
 import subprocess
 import sys
 import textwrap
 
 from _cli import on_terminal
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _repo import repo_env
 
 SCRIPT = textwrap.dedent("""
     import jax.numpy as jnp
@@ -25,7 +23,7 @@ SCRIPT = textwrap.dedent("""
 
 def run_under_pty(script: str) -> str:
     """Run ``script`` with stdout and stderr on a real pseudo-terminal; return what it wrote."""
-    return on_terminal([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": ROOT}, columns=100)[1]
+    return on_terminal([sys.executable, "-c", script], env=repo_env(), columns=100)[1]
 
 
 def test_progress_is_shown_at_a_terminal_and_not_through_a_pipe(tmp_path):
@@ -39,7 +37,7 @@ def test_progress_is_shown_at_a_terminal_and_not_through_a_pipe(tmp_path):
         [sys.executable, "-c", SCRIPT.format(storage=str(tmp_path / "b.db"), extra="")],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": ROOT},
+        env=repo_env(),
         timeout=300,
     )
     assert "DONE" in piped.stdout and "tuning" not in piped.stderr

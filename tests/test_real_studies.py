@@ -23,12 +23,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _mesh import mesh_process
+from _repo import ROOT, repo_env
 
 import autotune as at
 from autotune._space import Space
 from autotune.study import compare_outputs
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUDY_DIR = os.path.join(ROOT, "studies")
 INSTALL = "install the examples extra: pip install -e '.[examples]' (CI does: make test EXTRAS=test,examples)"
 READABLE = re.compile(r"^(scan|fori|while)@[A-Za-z0-9_.\-]+\.py:\d+(#\d+)?$")
@@ -300,7 +300,7 @@ def test_cli_tunes_the_study(name, tmp_path):
         str(tmp_path / "studies.db"),
         "--json",
     ]
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = repo_env()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=420, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads(proc.stdout)
@@ -351,12 +351,7 @@ def test_mesh_study_runs_on_its_devices_and_configs_match_the_default(name):
 
 @pytest.mark.slow
 def test_mesh_study_with_too_few_devices_is_one_line_naming_the_flag():
-    env = dict(
-        os.environ,
-        JAX_PLATFORMS="cpu",
-        XLA_FLAGS="--xla_force_host_platform_device_count=2",
-        PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-    )
+    env = repo_env(XLA_FLAGS="--xla_force_host_platform_device_count=2")
     proc = subprocess.run(
         [sys.executable, "-m", "autotune", "sites", os.path.join("studies", "real_shard_map.py")],
         capture_output=True,
@@ -410,7 +405,7 @@ def test_bench_runs_a_mesh_study_in_a_process_of_its_own(tmp_path):
         "--json",
         str(out_json),
     ]
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = repo_env()
     env.pop("XLA_FLAGS", None)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -441,7 +436,7 @@ sys.meta_path.insert(0, _Hide())
 
 def test_without_the_library_the_study_skips_and_bench_says_what_to_install(tmp_path):
     (tmp_path / "sitecustomize.py").write_text(HIDE.format(names={"numpyro"}))
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
+    env = repo_env(tmp_path)
     proc = subprocess.run(
         [
             sys.executable,

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _procs import env_with_repo
+from _repo import repo_env
 
 import autotune as at
 from autotune import _errors, _record
@@ -262,7 +262,7 @@ def test_a_locked_cache_skips_the_row_without_stalling_the_call(tmp_path):
         assert holder.stdout.readline().strip() == "locked"
         r = subprocess.run(
             [sys.executable, "-c", RECORD_WHILE_LOCKED, str(path)],
-            env=env_with_repo(),
+            env=repo_env(),
             capture_output=True,
             text=True,
             timeout=180,
@@ -300,7 +300,7 @@ def test_a_scripts_function_is_located_by_its_file_and_module_name(tmp_path):
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "app.py").write_text(SCRIPT)
     (tmp_path / "pkg" / "job.py").write_text(SCRIPT)
-    env = env_with_repo(AUTOTUNE_CACHE=str(tmp_path / "s.db"), JAX_PLATFORMS="cpu")
+    env = repo_env(AUTOTUNE_CACHE=str(tmp_path / "s.db"))
     r = subprocess.run([sys.executable, "app.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == [

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import sys
 import textwrap
 
 import pytest
 from _cli import on_terminal
-from _procs import env_with_repo
+from _repo import python, repo_env
 
 from autotune.cli import main
 
@@ -71,8 +70,7 @@ FAST = ["--trials", "3", "--run-seconds", "0.05"]
 
 
 def run(args, cwd, env, timeout=400):
-    r = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    return r
+    return python(*args, cwd=cwd, env=env, timeout=timeout)
 
 
 def autotune(args, cwd, env, timeout=400):
@@ -98,14 +96,30 @@ def in_pty(args, cwd, env, columns=80) -> str:
 def test_record_tune_recorded_then_the_script_finds_the_config(tmp_path):
     (tmp_path / "app.py").write_text(APP)
     (tmp_path / "elsewhere").mkdir()
-    env = env_with_repo(AUTOTUNE_CACHE=str(tmp_path / "cache.db"), JAX_PLATFORMS="cpu")
+    env = repo_env(AUTOTUNE_CACHE=str(tmp_path / "cache.db"))
     assert source_of("app.py", tmp_path, {**env, "AUTOTUNE_RECORD": "1"}) == "default"
     [row] = json.loads(autotune(["pending", "--json"], tmp_path, env).stdout)
     assert row["function_key"] == "app:rollout" and row["location"]["main"] and not row["tuned_here"]
     r = autotune(["tune", "--recorded", *FAST], tmp_path / "elsewhere", env)  # a __main__ script, from its file
     assert r.returncode == 0, r.stderr
-    assert "winner for app:rollout (f32[32], 16): steps=" in r.stdout and "on synthesized" in r.stdout
+    # the same tables as `tune FILE`: the contenders side by side, × for ratios, no stray paragraph
+    assert "app:rollout (f32[32], 16): the contenders re-timed side by side, for 5,000 calls" in r.stdout
+    assert "winner for app:rollout (f32[32], 16): steps=" in r.stdout and "on synthesized" not in r.stdout
+    said = " ".join(r.stdout.split())
+    assert re.search(r"\(default [0-9.]+ [µm]?s, [0-9.]+×\)", said) and not re.search(r"\dx\)", said)
+    assert f"-> cache sqlite:///{tmp_path / 'cache.db'}" in said  # a path is never shortened in prose
     assert "1 tuned, 0 tuned before, 0 skipped" in r.stdout
+    # 80 columns, except a path wider than the page: it stands whole on a line of its own
+    assert all(len(line) <= 80 or " " not in line.strip() for line in r.stdout.splitlines()), r.stdout
+    # a recorded function is first-class: its sites and its report by key, no study file, no study name
+    sites = autotune(["sites", "--function", "app:rollout"], tmp_path / "elsewhere", env)
+    assert sites.returncode == 0, sites.stderr
+    assert "loop sites of app:rollout (f32[32], 16)" in sites.stdout and "steps" in sites.stdout
+    rep = autotune(["report", "--function", "app:rollout", "--out", str(tmp_path / "rep")], tmp_path, env)
+    assert rep.returncode == 0, rep.stderr
+    assert (tmp_path / "rep" / "report.html").exists() and "app:rollout" in rep.stdout
+    nosuch = autotune(["sites", "--function", "app:rollot"], tmp_path, env)
+    assert nosuch.returncode == 2 and "recorded functions like it: app:rollout" in nosuch.stderr
     assert source_of("app.py", tmp_path, env) == "cache"
     [row] = json.loads(autotune(["pending", "--json"], tmp_path, env).stdout)
     assert row["tuned_here"]
@@ -117,7 +131,7 @@ def test_record_tune_recorded_then_the_script_finds_the_config(tmp_path):
 def test_what_cannot_be_replayed_is_skipped_with_one_line_and_the_rest_is_tuned(tmp_path):
     for name, text in (("app.py", APP), ("multi.py", MULTI), ("gone.py", GONE)):
         (tmp_path / name).write_text(text)
-    env = env_with_repo(AUTOTUNE_CACHE=str(tmp_path / "cache.db"), JAX_PLATFORMS="cpu")
+    env = repo_env(AUTOTUNE_CACHE=str(tmp_path / "cache.db"))
     for script in ("app.py", "multi.py", "gone.py"):
         r = run([script], tmp_path, {**env, "AUTOTUNE_RECORD": "1"})
         assert r.returncode == 0, r.stderr
@@ -127,6 +141,9 @@ def test_what_cannot_be_replayed_is_skipped_with_one_line_and_the_rest_is_tuned(
     )
     table = in_pty(["pending"], tmp_path, env)
     assert all(len(line) <= 80 for line in table.splitlines()), table
+    wide = autotune(["pending", "--wide"], tmp_path, env)  # through a pipe: one line per row, as promised
+    rows = [line for line in wide.stdout.splitlines() if line.startswith(("multi:", "gone:"))]
+    assert len(rows) == 3 and all("|cpu|" in line or "cpu|" in line for line in rows), wide.stdout
     assert "to tune" in table and "no [1]" in table
     assert (
         "[1] multi:with_an_option_object_that_json_cannot_hold: argument 1 (opts) is a multi.Opts, which"
@@ -134,7 +151,7 @@ def test_what_cannot_be_replayed_is_skipped_with_one_line_and_the_rest_is_tuned(
     )
 
     r = autotune(["tune", "--recorded", *FAST], tmp_path, env)
-    assert r.returncode == 1, r.stderr
+    assert r.returncode == 3, r.stderr  # a partial result: autotune.cli.PARTIAL, not the status of a bug
     skipped = [line for line in r.stderr.splitlines() if line.startswith("skipped")]
     assert len(skipped) == 3, r.stderr
     why = {line.split()[1]: line for line in skipped}
@@ -157,14 +174,14 @@ def test_record_on_a_laptop_tune_on_a_gpu_box(tmp_path):
     laptop.mkdir()
     box.mkdir()
     (laptop / "app.py").write_text(APP)
-    on_laptop = env_with_repo(AUTOTUNE_CACHE=str(laptop / "a.db"), JAX_PLATFORMS="cpu")
+    on_laptop = repo_env(AUTOTUNE_CACHE=str(laptop / "a.db"))
     assert source_of("app.py", laptop, {**on_laptop, "AUTOTUNE_RECORD": "values"}) == "default"
     r = autotune(["export", str(tmp_path / "recorded.json")], laptop, on_laptop)
     assert r.returncode == 0 and "1 pending records" in r.stdout, r.stdout + r.stderr
 
     shutil.copy(laptop / "app.py", box / "app.py")
     shutil.rmtree(laptop)  # the recorded file path does not exist on the box
-    on_box = env_with_repo(AUTOTUNE_CACHE=str(box / "b.db"), JAX_PLATFORMS="cpu")
+    on_box = repo_env(AUTOTUNE_CACHE=str(box / "b.db"))
     r = autotune(["import", str(tmp_path / "recorded.json")], box, on_box)
     assert r.returncode == 0 and "1 pending records" in r.stdout, r.stdout + r.stderr
     [row] = json.loads(autotune(["pending", "--json"], box, on_box).stdout)

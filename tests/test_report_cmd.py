@@ -20,7 +20,8 @@ def test_cli_report_on_a_study_file_and_by_name(study, tmp_path, capsys):
     out = tmp_path / "by_file"
     assert cli.main(["report", study["file"], "--storage", study["storage"], "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "cheapest for calls" in text and "wrote" in text and (out / "report.html").is_file()
+    assert "cheapest for" in text and "wrote" in text and (out / "report.html").is_file()
+    assert f"wrote {out / 'report.html'} and 4 figures" in " ".join(text.split())  # a path is never cut
     assert "measurements complete for" in text and "★" in text
     assert sorted(p.name.split("_", 1)[1] for p in out.glob("*.png")) == sorted(f"{f}.png" for f in FIGURES)
 
@@ -72,3 +73,20 @@ def test_cli_report_outside_the_range_prints_the_retune_command(tmp_path_factory
     assert "l=for ★" in text and "l=scan×1 (default)" in text  # the default owns calls, though off the front
     assert cli.main(argv[:-2]) == 0  # at the tuned 1,000 calls the default is chosen
     assert "l=scan×1 ★ (default)" in capsys.readouterr().out
+
+
+def test_cli_report_by_function_key_and_every_reason_in_full_with_wide(study, tmp_path, capsys):
+    """`report --function KEY` needs no study name; `--wide` is where the CLI shows a trial's
+    whole reason (the short form names the trials and says so)."""
+    argv = ["report", "--function", study["key"], "--storage", study["storage"], "--out", str(tmp_path / "r")]
+    assert cli.main(argv) == 0
+    text = capsys.readouterr().out
+    assert f"{study['key']} (cost," in text and (tmp_path / "r" / "report.html").is_file()
+    assert "timeout (--wide shows each with its full reason)" in " ".join(text.split())
+    assert cli.main([*argv, "--wide"]) == 0
+    wide = capsys.readouterr().out
+    reason = "/tmp/a/very/long/path/to/the/worker_process_that_was_killed_after_it_hung.py was killed"
+    assert reason in wide and "smooth=scan×2" in wide  # whole, on one line (stdout is a pipe here)
+    assert cli.main(["report", "--function", "tiny_study:smoth", "--storage", study["storage"], "--out", "x"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "No study of 'tiny_study:smoth'" in err and f"functions with studies like it: {study['key']}" in err

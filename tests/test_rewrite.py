@@ -304,7 +304,7 @@ def test_gradient_through_container_with_config(where):
     want = jax.jit(jax.grad(lambda v: fn(v).sum()))(x)
     for choice in ({"repr": "for"}, {"unroll": 2}):
         g = at.with_config(fn, {site.id: choice})
-        got = jax.jit(jax.grad(lambda v: g(v).sum()))(x)
+        got = jax.jit(jax.grad(lambda v, g=g: g(v).sum()))(x)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _presets import FAST
 
 import autotune as at
 from autotune._interrupt import Interrupted, InterruptLatch
@@ -24,7 +25,6 @@ from autotune._runner import (
 )
 from autotune.worker import WorkerRunner
 
-FAST = {"target_s": 0.01, "min_reps": 3, "warmup": 1}
 FOR = {"l": {"repr": "for"}}
 
 

@@ -4,7 +4,6 @@ fixture tests/fixtures/cache_v1.db: a cache file written by the code before sche
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from _privileges import read_only_dir, rerun_without_dac_override
-from pg_server import pg_server, pg_url  # noqa: F401  (fixtures)
+from _repo import repo_env
 from test_cache import make_entry
 
 from autotune._errors import CacheError
@@ -23,13 +22,8 @@ from autotune.cache import SCHEMA_VERSION, Cache, PendingRecord
 from autotune.cache._schema import MIGRATIONS, OLDEST_READABLE
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 FIXTURE = HERE / "fixtures" / "cache_v1.db"
-ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")]),
-    "JAX_PLATFORMS": "cpu",
-}
+ENV = repo_env(HERE)
 V2_COLUMNS = ("default_config", "complete_range", "retune")
 
 
@@ -210,7 +204,7 @@ def test_concurrent_first_writers_upgrade_exactly_once(tmp_path):
     assert len(keys) == 3 + 20 and {f"proc{n}:f{i}" for n in range(4) for i in range(5)} <= set(keys)
 
 
-def test_a_v1_database_on_postgresql_upgrades_in_place(pg_url, tmp_path):  # noqa: F811
+def test_a_v1_database_on_postgresql_upgrades_in_place(pg_url, tmp_path):
     with Cache(pg_url) as cache:
         cache.put(make_entry("old:f"))
     engine = sa.create_engine(pg_url)

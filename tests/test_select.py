@@ -9,12 +9,23 @@ import random
 import pytest
 
 import autotune as at
-from autotune import _select
-from autotune._select import best_at, crossover_intervals, format_calls, intervals_json, pareto_front
+from autotune import _display, _select
+from autotune._select import Point, best_at, crossover_intervals, format_calls, intervals_json, pareto_front
 
 
 def best_for(points, calls, cw=1.0, rw=1.0):
-    return _select.winner(points, {"expected_calls": calls, "compile_weight": cw, "runtime_weight": rw})
+    return _select.winner(points, at.Objective(calls, cw, rw))
+
+
+def pt(config, compile_s, run_s, rounds=()):
+    """A point of ``config`` (a dict or a one-letter name of a one-site config)."""
+    if isinstance(config, str):
+        config = {config: {"repr": "scan", "unroll": 1}}
+    return Point(at.Config(config), compile_s, run_s, rounds=rounds)
+
+
+def C(d):
+    return at.Config(d)
 
 
 # Three configs with binary-exact seconds, so the crossovers are exact by hand:
@@ -23,14 +34,10 @@ def best_for(points, calls, cw=1.0, rw=1.0):
 #   SCAN = UNROLL at 2 = N/256          -> N = 512
 #   UNROLL = FOR  at 8 = N/512          -> N = 4096
 #   (SCAN = FOR at 10 = 3N/512 -> N = 1706.67, inside UNROLL's interval: not a crossover)
-SCAN = {"l": {"repr": "scan", "unroll": 1}}
-UNROLL = {"l": {"repr": "scan", "unroll": 4}}
-FOR = {"l": {"repr": "for", "unroll": 1}}
-THREE = [
-    {"config": SCAN, "compile_s": 1.0, "run_s": 2.0**-7},
-    {"config": UNROLL, "compile_s": 3.0, "run_s": 2.0**-8},
-    {"config": FOR, "compile_s": 11.0, "run_s": 2.0**-9},
-]
+SCAN = C({"l": {"repr": "scan", "unroll": 1}})
+UNROLL = C({"l": {"repr": "scan", "unroll": 4}})
+FOR = C({"l": {"repr": "for", "unroll": 1}})
+THREE = [pt(SCAN, 1.0, 2.0**-7), pt(UNROLL, 3.0, 2.0**-8), pt(FOR, 11.0, 2.0**-9)]
 
 
 def test_crossovers_match_the_hand_computed_example():
@@ -58,41 +65,42 @@ def test_crossovers_scale_with_the_weights_and_ignore_input_order():
 
 
 def test_decimal_seconds_give_the_crossovers_to_rounding():
-    pts = [{"config": "a", "compile_s": 0.5, "run_s": 1e-3}, {"config": "b", "compile_s": 10.0, "run_s": 1e-4}]
+    pts = [pt("a", 0.5, 1e-3), pt("b", 10.0, 1e-4)]
     (a, b) = crossover_intervals(pts)
-    assert a["config"] == "a" and b["config"] == "b"
+    assert a["config"] == pts[0].config and b["config"] == pts[1].config
     assert a["to_calls"] == b["from_calls"] == pytest.approx(9.5 / 9e-4, rel=1e-12)
 
 
 def test_a_front_config_above_the_envelope_never_wins_and_ties_are_deterministic():
     # MID is on the Pareto front (between UNROLL and FOR on both axes) but its line passes
     # exactly through the UNROLL/FOR crossover: 7 + 4096 * 3/1024 = 19 = 3 + 16 = 11 + 8.
-    mid = {"config": {"l": {"repr": "scan", "unroll": 2}}, "compile_s": 7.0, "run_s": 3 * 2.0**-10}
+    mid = pt({"l": {"repr": "scan", "unroll": 2}}, 7.0, 3 * 2.0**-10)
     front = pareto_front(THREE + [mid])
     assert mid in front
     got = crossover_intervals(front)
     assert [i["config"] for i in got] == [SCAN, UNROLL, FOR]
     assert got[2]["from_calls"] == 4096.0
     # Two configs with the same seconds: the one with the smaller canonical JSON wins, as in best_for.
-    twin = {"config": {"l": {"repr": "fori", "unroll": 1}}, "compile_s": 1.0, "run_s": 2.0**-7}
+    twin = pt({"l": {"repr": "fori", "unroll": 1}}, 1.0, 2.0**-7)
     for order in ([twin] + THREE, THREE + [twin]):
         first = crossover_intervals(order)[0]["config"]
-        assert first == twin["config"]  # '{"l":{"repr":"fori"...' < '{"l":{"repr":"scan"...'
-        assert best_for(order, 10)["config"] == first
+        assert first == twin.config  # '{"l":{"repr":"fori"...' < '{"l":{"repr":"scan"...'
+        assert best_for(order, 10).config == first
 
 
 def test_dominated_points_get_no_interval_and_edge_cases():
-    dominated = {"config": "slow", "compile_s": 12.0, "run_s": 0.01}
+    dominated = pt("slow", 12.0, 0.01)
     assert [i["config"] for i in crossover_intervals(THREE + [dominated])] == [SCAN, UNROLL, FOR]
     assert crossover_intervals([]) == []
     assert crossover_intervals(THREE[:1]) == [{"config": SCAN, "from_calls": 0.0, "to_calls": math.inf}]
     # Only runtime counts: the fastest runner wins from 0 calls on; only compile counts: the fastest compiler.
     assert crossover_intervals(THREE, compile_weight=0) == [{"config": FOR, "from_calls": 0.0, "to_calls": math.inf}]
     assert crossover_intervals(THREE, runtime_weight=0) == [{"config": SCAN, "from_calls": 0.0, "to_calls": math.inf}]
-    with pytest.raises(ValueError, match="compile_s"):
-        crossover_intervals([{"config": "x", "run_s": 1.0}])
-    with pytest.raises(ValueError, match="run_s"):
-        crossover_intervals([{"config": "x", "compile_s": 1.0, "run_s": -1.0}])
+    # The public entry point reads dicts once (Point.from_json): a bad one is a clear error.
+    with pytest.raises(ValueError, match="compile_cost_s"):
+        crossover_intervals([{"config": {}, "run_s": 1.0}])
+    with pytest.raises(ValueError, match="run_cost_s"):
+        crossover_intervals([{"config": {}, "compile_s": 1.0, "run_s": -1.0}])
     with pytest.raises(ValueError, match="compile_weight"):
         crossover_intervals(THREE, compile_weight=math.nan)
 
@@ -101,11 +109,7 @@ def test_intervals_agree_with_best_for_and_rescore_between_crossovers():
     rnd = random.Random(7)
     for _ in range(50):
         pts = [
-            {
-                "config": {"l": {"repr": "scan", "unroll": k}},
-                "compile_s": rnd.uniform(0.01, 20),
-                "run_s": rnd.uniform(1e-6, 1e-2),
-            }
+            pt({"l": {"repr": "scan", "unroll": k}}, rnd.uniform(0.01, 20), rnd.uniform(1e-6, 1e-2))
             for k in range(1, 9)
         ]
         cw, rw = rnd.choice([0.5, 1.0, 3.0]), rnd.choice([0.25, 1.0, 2.0])
@@ -116,47 +120,49 @@ def test_intervals_agree_with_best_for_and_rescore_between_crossovers():
         for it in intervals:
             b = it["to_calls"] if it["to_calls"] < math.inf else it["from_calls"] * 10 + 10
             probe = math.sqrt(max(it["from_calls"], 1e-3) * b) if it["from_calls"] > 0 else b / 2
-            assert best_for(pts, probe, cw, rw)["config"] == it["config"] == best_at(intervals, probe)
+            assert best_for(pts, probe, cw, rw).config == it["config"] == best_at(intervals, probe)
 
 
 def test_pareto_front_is_one_function_everywhere():
     assert pareto_front is at.pareto_front
     assert at.crossover_intervals is crossover_intervals
-    pts = [
-        {"config": "b", "compile_s": 2.0, "run_s": 1.0},
-        {"config": "a", "compile_s": 2.0, "run_s": 1.0},
-        {"config": "c", "compile_s": 1.0, "run_s": 3.0},
-        {"config": "d", "compile_s": 3.0, "run_s": 1.5},
+    pts = [pt("b", 2.0, 1.0), pt("a", 2.0, 1.0), pt("c", 1.0, 3.0), pt("d", 3.0, 1.5)]
+    assert [p.config for p in pareto_front(pts)] == [C({"c": {}}), C({"a": {}})]
+    # The public function also takes dicts (older or newer key spellings), read once as Points.
+    as_dicts = [
+        {"config": {"b": {}}, "compile_s": 2.0, "run_s": 1.0},
+        {"config": {"c": {}}, "compile_cost_s": 1.0, "run_cost_s": 3.0},
     ]
-    assert [p["config"] for p in pareto_front(pts)] == ["c", "a"]
+    assert [p.config for p in pareto_front(as_dicts)] == [C({"c": {}}), C({"b": {}})]
 
 
 def test_format_and_json_helpers():
     assert [format_calls(x) for x in (0.0, 37.5, 1250.4, math.inf)] == ["0", "37.5", "1,250", "∞"]
-    assert json.loads(json.dumps(intervals_json(crossover_intervals(THREE))))[-1]["to_calls"] is None
+    as_json = json.loads(json.dumps(intervals_json(crossover_intervals(THREE))))
+    assert as_json[-1]["to_calls"] is None and as_json[-1]["config"] == FOR.to_dict()
+    assert [_select.json_bound(x) for x in (math.inf, None, 3.0)] == [None, None, 3.0]
 
 
 # --------------------------------------------------------------- the paired winner rule
 
-DEFAULT = {"l": {"repr": "scan", "unroll": 1}}
-OTHER = {"l": {"repr": "for", "unroll": 1}}
+DEFAULT = C({"l": {"repr": "scan", "unroll": 1}})
+OTHER = C({"l": {"repr": "for", "unroll": 1}})
 
 
 def point(config, rounds):
-    rounds = [list(r) for r in rounds]
     med = lambda i: sorted(r[i] for r in rounds)[len(rounds) // 2]  # noqa: E731
-    return {"config": config, "compile_s": med(0), "run_s": med(1), "rounds": rounds}
+    return pt(config, med(0), med(1), rounds=rounds)
 
 
 def test_a_challenger_must_beat_the_default_on_the_median_and_in_most_rounds():
     obj = at.Objective(expected_calls=0)  # cost = compile seconds: easy to read
     # Lower median, but it won only one paired round of three: noise, the default stays.
     noisy = [point(DEFAULT, [(0.9, 0), (1.0, 0), (1.3, 0)]), point(OTHER, [(0.95, 0), (1.1, 0), (0.7, 0)])]
-    assert _select.winner(noisy, obj, DEFAULT)["config"] == DEFAULT
+    assert _select.winner(noisy, obj, DEFAULT).config == DEFAULT
     # Without the default the same points are the plain lower envelope.
-    assert _select.winner(noisy, obj)["config"] == OTHER
+    assert _select.winner(noisy, obj).config == OTHER
     clear = [point(DEFAULT, [(1.0, 0), (1.1, 0), (0.9, 0)]), point(OTHER, [(0.5, 0), (0.6, 0), (0.4, 0)])]
-    assert _select.winner(clear, obj, DEFAULT)["config"] == OTHER
+    assert _select.winner(clear, obj, DEFAULT).config == OTHER
     choice = _select.choose(clear, obj, default=DEFAULT)
     assert choice.config == OTHER and choice.cost == 0.5 and choice.in_range
 
@@ -167,15 +173,15 @@ def test_a_challenger_needs_the_rounds_a_coin_would_seldom_win():
     # Two of three paired rounds and a lower median: a challenger exactly as good as the
     # default does this half of the time, so it is not enough.
     two = point(OTHER, [(0.9, 0), (0.9, 0), (1.1, 0)])
-    assert _select.winner([d3, two], obj, DEFAULT)["config"] == DEFAULT
+    assert _select.winner([d3, two], obj, DEFAULT).config == DEFAULT
     three = point(OTHER, [(0.99, 0), (0.99, 0), (0.99, 0)])
-    assert _select.winner([d3, three], obj, DEFAULT)["config"] == OTHER
+    assert _select.winner([d3, three], obj, DEFAULT).config == OTHER
     # Across two processes (6 rounds): 5 wins are enough (a coin: 7 in 64), 4 are not (22 in 64).
     d6 = point(DEFAULT, [(1.0, 0)] * 6)
     five = point(OTHER, [(0.9, 0)] * 5 + [(1.2, 0)])
     four = point(OTHER, [(0.9, 0)] * 4 + [(1.2, 0)] * 2)
-    assert _select.winner([d6, five], obj, DEFAULT)["config"] == OTHER
-    assert _select.winner([d6, four], obj, DEFAULT)["config"] == DEFAULT
+    assert _select.winner([d6, five], obj, DEFAULT).config == OTHER
+    assert _select.winner([d6, four], obj, DEFAULT).config == DEFAULT
     # The same rule decides every call count: the intervals give the default all of them.
     assert [it["config"] for it in crossover_intervals([d6, four], default=DEFAULT)] == [DEFAULT]
     assert [_select.wins_needed(n) for n in range(1, 10)] == [1, 2, 3, 4, 5, 5, 6, 7, 7]
@@ -198,13 +204,13 @@ def test_choose_and_the_intervals_agree_everywhere_and_at_every_boundary():
                     [(c0 * rnd.uniform(1, 1.3), r0 * rnd.uniform(1, 1.3)) for _ in range(rnd.choice([1, 3, 4, 5]))],
                 )
             )
-        default = pts[0]["config"]
+        default = pts[0].config
         intervals = crossover_intervals(pts, default=default)
         for it in intervals:  # a boundary belongs to the stretch it starts, for choose() too
-            assert _select.winner(pts, {"expected_calls": it["from_calls"]}, default)["config"] == it["config"]
+            assert _select.winner(pts, at.Objective(it["from_calls"]), default).config == it["config"]
         for _ in range(20):
             n = rnd.choice([rnd.uniform(0, 10), rnd.uniform(0, 1e4), rnd.uniform(0, 1e7)])
-            assert _select.winner(pts, {"expected_calls": n}, default)["config"] == best_at(intervals, n)
+            assert _select.winner(pts, at.Objective(n), default).config == best_at(intervals, n)
 
 
 def test_the_tuned_count_and_its_neighbours_give_the_tuned_winner_unless_a_crossover_lies_between():
@@ -213,16 +219,16 @@ def test_the_tuned_count_and_its_neighbours_give_the_tuned_winner_unless_a_cross
     unroll = point(UNROLL, [(3.0, 2.0**-8)] * 3)
     pts = [scan, unroll]
     for n in (1000, 999, 1001):
-        assert _select.winner(pts, {"expected_calls": n}, SCAN)["config"] == UNROLL
-    assert _select.winner(pts, {"expected_calls": 511}, SCAN)["config"] == SCAN
-    assert _select.winner(pts, {"expected_calls": 512}, SCAN)["config"] == UNROLL  # the stretch it starts
+        assert _select.winner(pts, at.Objective(n), SCAN).config == UNROLL
+    assert _select.winner(pts, at.Objective(511), SCAN).config == SCAN
+    assert _select.winner(pts, at.Objective(512), SCAN).config == UNROLL  # the stretch it starts
 
 
 def test_cost_is_the_median_of_the_round_costs():
     p = point(SCAN, [(1.0, 0.001), (2.0, 0.0), (3.0, 0.003)])
     # round costs at 1000 calls: 2.0, 2.0, 6.0
     assert _select.cost(p, at.Objective(expected_calls=1000)) == 2.0
-    assert _select.cost({"config": SCAN, "compile_s": 1.0, "run_s": 0.001}, at.Objective(expected_calls=10)) == 1.01
+    assert _select.cost(pt(SCAN, 1.0, 0.001), at.Objective(expected_calls=10)) == 1.01
 
 
 # --------------------------------------------------------------- the honest range
@@ -236,10 +242,10 @@ def test_a_grid_with_stopped_configs_is_complete_only_up_to_where_they_could_win
     r = _select.complete_range(pts, obj, default=SCAN, stopped=[(FOR, 8.0)])
     assert r["from_calls"] == 0.0 and r["to_calls"] == pytest.approx(1280.0)
     assert _select.in_range(r, 1280) and not _select.in_range(r, 1281)
-    assert _select.range_text(r) == "[0, 1,280]"
+    assert _display.range_text(r) == "[0, 1,280]"
     # Nothing stopped, everything measured: every call count.
     full = _select.complete_range(pts, obj, default=SCAN)
-    assert full["to_calls"] == math.inf and _select.range_text(full) == "[0, ∞)"
+    assert full["to_calls"] == math.inf and _display.range_text(full) == "[0, ∞)"
     # The tuned count is always covered, even when noise put the bound below it.
     low = _select.complete_range(pts, obj, default=SCAN, stopped=[(FOR, 2.0)])
     assert low["to_calls"] == 1000
@@ -254,24 +260,45 @@ def test_a_grid_with_stopped_configs_is_complete_only_up_to_where_they_could_win
 def test_beats_is_the_winner_rule_with_the_holder_in_the_defaults_place():
     from autotune import _select
 
-    goal = {"expected_calls": 0, "compile_weight": 1.0, "runtime_weight": 1.0}
-    holder = {
-        "config": {"l": {"repr": "scan", "unroll": 1}},
-        "compile_s": 2.5,
-        "run_s": 0.0,
-        "rounds": [[1.0, 0.0], [3.0, 0.0], [2.5, 0.0]],
-    }
-    lucky = {
-        "config": {"l": {"repr": "scan", "unroll": 2}},
-        "compile_s": 2.0,
-        "run_s": 0.0,
-        "rounds": [[1.1, 0.0], [3.1, 0.0], [2.0, 0.0]],
-    }  # a lower median, 1 of 3 paired rounds
-    clear = {
-        "config": {"l": {"repr": "for", "unroll": 1}},
-        "compile_s": 0.5,
-        "run_s": 0.0,
-        "rounds": [[0.5, 0.0], [0.6, 0.0], [0.4, 0.0]],
-    }
+    goal = at.Objective(expected_calls=0)
+    holder = pt({"l": {"repr": "scan", "unroll": 1}}, 2.5, 0.0, [[1.0, 0.0], [3.0, 0.0], [2.5, 0.0]])
+    lucky = pt({"l": {"repr": "scan", "unroll": 2}}, 2.0, 0.0, [[1.1, 0.0], [3.1, 0.0], [2.0, 0.0]])  # 1 of 3 rounds
+    clear = pt({"l": {"repr": "for", "unroll": 1}}, 0.5, 0.0, [[0.5, 0.0], [0.6, 0.0], [0.4, 0.0]])
     assert not _select.beats(lucky, holder, goal) and _select.beats(clear, holder, goal)
     assert not _select.beats(holder, clear, goal) and not _select.beats(holder, holder, goal)
+
+
+# --------------------------------------------------------------- the point value and the rules it carries
+
+
+def test_a_point_round_trips_through_json_and_reads_the_older_spelling():
+    p = pt(SCAN, 1.5, 0.25, rounds=[(1.0, 0.2), (2.0, 0.3)])
+    p = p.replace(confirmed=True, equivalent=(UNROLL,), processes=2, compiles=3)
+    assert Point.from_json(json.loads(json.dumps(p.to_json()))) == p
+    # What entries and studies of older versions stored: compile_s / run_s for the charged seconds.
+    old = {"config": SCAN.to_dict(), "compile_s": 1.5, "run_s": 0.25, "rounds": [[1.0, 0.2], [2.0, 0.3]]}
+    assert Point.from_json(old) == pt(SCAN, 1.5, 0.25, rounds=[(1.0, 0.2), (2.0, 0.3)])
+    assert p.holds(UNROLL) and p.holds(SCAN) and not p.holds(FOR)
+    assert _select.point_of([pt(FOR, 1, 1), p], UNROLL) is p
+    with pytest.raises(TypeError, match="Config"):
+        Point(SCAN.to_dict(), 1.0, 1.0)
+    with pytest.raises(ValueError, match="run_cost_s"):
+        pt(SCAN, 1.0, math.nan)
+
+
+def test_ranked_orders_by_cost_then_canonical_config_text():
+    twin = pt(UNROLL, 1.0, 2.0**-7)  # the same seconds as SCAN's point: the smaller JSON text first
+    order = _select.ranked([THREE[2], twin, THREE[0], THREE[1]], at.Objective(expected_calls=10))
+    assert [p.config for p in order] == [SCAN, UNROLL, UNROLL, FOR]
+    assert SCAN.to_json() < UNROLL.to_json() and order[0] is THREE[0]
+
+
+def test_the_cost_formula_and_its_weights_are_checked_in_one_place():
+    # Objective.line is the formula both Objective.cost_of and the winner rule use: exact lines in N.
+    obj = at.Objective(expected_calls=100, compile_weight=0.5, runtime_weight=2.0)
+    assert obj.cost_of(2.0, 0.01) == _select.cost(pt(SCAN, 2.0, 0.01), obj) == 0.5 * 2.0 + 2.0 * 100 * 0.01
+    for bad in (math.nan, -1.0, math.inf):
+        with pytest.raises(at.ConfigError, match="compile_weight"):
+            at.Objective(compile_weight=bad)
+        with pytest.raises(at.ConfigError, match="compile_weight"):
+            crossover_intervals(THREE, compile_weight=bad)

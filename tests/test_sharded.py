@@ -12,22 +12,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from _procs import REPO, env_with_repo
-
-TESTS = Path(__file__).resolve().parent
+from _repo import ROOT, TESTS, repo_env
 
 
 def scenario(case: str, home: Path, devices: int | None = 8, stdin: str | None = None, timeout: float = 900) -> dict:
     """Run a case of tests/_sharded.py with its own cache and studies (in ``home``), on
     ``devices`` host devices (None: no XLA_FLAGS, the case sets the count itself)."""
-    env = env_with_repo(JAX_PLATFORMS="cpu", XDG_CACHE_HOME=str(home))
+    env = repo_env(TESTS, XDG_CACHE_HOME=str(home))
     env.pop("XLA_FLAGS", None)
     if devices is not None:
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
-    env["PYTHONPATH"] = f"{TESTS}:{env['PYTHONPATH']}"
     proc = subprocess.run(
         [sys.executable, "-c", "import _sharded; _sharded.main()", case],
-        cwd=REPO,
+        cwd=ROOT,
         env=env,
         input=stdin,
         capture_output=True,

@@ -16,6 +16,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import pytest
+from _repo import repo_env
 from jax import lax
 
 import autotune as at
@@ -463,15 +464,9 @@ def test_ids_and_fingerprint_are_stable_across_processes(tmp_path):
         (d / "prog.py").write_text(program_source())
         (d / "run.py").write_text(RUNNER)
         dirs.append(d)
-    root = os.path.dirname(os.path.dirname(THIS))
     procs = []
     for d, seed in zip(dirs, ("1", "2")):
-        env = dict(
-            os.environ,
-            PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
-            PYTHONHASHSEED=seed,
-            JAX_PLATFORMS="cpu",
-        )
+        env = repo_env(PYTHONHASHSEED=seed)
         procs.append(
             subprocess.Popen(
                 [sys.executable, "run.py"], cwd=d, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -613,8 +608,8 @@ def test_loops_jax_builds_inside_its_own_jitted_functions_get_readable_ids():
     own, no frame is user code: the id names JAX's file and line instead."""
     programs = [
         (lambda x: jax.scipy.special.bessel_jn(x, v=2), X, "T:bessel"),  # T:bessel
-        (lambda k: jax.random.poisson(k, 3.0, (3,)), jax.random.key(0), "T:poisson"),
-    ]  # T:poisson
+        (lambda k: jax.random.poisson(k, 3.0, (3,)), jax.random.key(0), "T:poisson"),  # T:poisson
+    ]
     for fn, arg, tag in programs:
         sites = at.sites(fn, arg)
         assert sites, "this JAX version builds no loop here"

@@ -126,3 +126,13 @@ def test_a_flax_scan_is_named_by_the_users_line_and_wide_shows_flaxs(tmp_path, c
     [site] = json.loads(capsys.readouterr().out)
     assert site["id"] == f"scan@flax_sites_study.py:{line}"
     assert site["library_source"].startswith("flax/core/")
+
+
+def test_sites_names_match_the_legend_and_function_narrows_a_study_file(grad_study, capsys):
+    assert cli.main(["sites", grad_study, "--function", "grad_sites_study:step"]) == 0
+    text = capsys.readouterr().out
+    assert "s2 = scan@grad_sites_study.py:7#2 (derived)" in text  # the legend says which loop JAX derived
+    assert cli.main(["sites", grad_study, "--function", "grad_sites_study:nope"]) == 2
+    assert "has no example of function 'grad_sites_study:nope'" in capsys.readouterr().err
+    assert cli.main(["sites"]) == 2
+    assert "Give a study FILE or --function KEY" in capsys.readouterr().err

@@ -20,10 +20,10 @@ import textwrap
 import jax
 import jax.numpy as jnp
 import pytest
+from _repo import repo_env
 
 import autotune as at
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INSTALL = "install the examples extra: pip install -e '.[examples]' (CI does: make test EXTRAS=test,examples)"
 
 FLAX_MODEL = textwrap.dedent("""
@@ -197,11 +197,8 @@ def test_library_loop_ids_are_identical_in_two_fresh_processes(tmp_path):
         for name, (_, text) in MODELS.items():
             (d / f"{name}.py").write_text(text)
         (d / "run.py").write_text(RUNNER)
-        env = dict(
-            os.environ,
-            PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+        env = repo_env(
             PYTHONHASHSEED=seed,
-            JAX_PLATFORMS="cpu",
         )
         procs.append(
             subprocess.Popen(

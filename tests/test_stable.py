@@ -15,6 +15,7 @@ import pytest
 import autotune as at
 from autotune import _select
 from autotune._runner import InProcessRunner
+from autotune._select import Point
 from autotune._studyfile import load_examples
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
@@ -43,7 +44,7 @@ def burner():
     proc.wait()
 
 
-def side_by_side(fn, args, configs: list[at.Config], rounds: int = 5) -> list[dict]:
+def side_by_side(fn, args, configs: list[at.Config], rounds: int = 5) -> list[Point]:
     """Points for ``configs`` from ``rounds`` interleaved rounds in one process, each a full
     measurement (compiled in that round), as confirmation takes them."""
     runner = InProcessRunner(fn, args, {}, {}, {"target_s": 0.2})
@@ -53,12 +54,7 @@ def side_by_side(fn, args, configs: list[at.Config], rounds: int = 5) -> list[di
             m = runner.measure(c)
             rows[c].append([m.compile_cost_s, m.run_cost_s])
     return [
-        {
-            "config": c.to_dict(),
-            "compile_s": statistics.median(x for x, _ in rows[c]),
-            "run_s": statistics.median(y for _, y in rows[c]),
-            "rounds": rows[c],
-        }
+        Point(c, statistics.median(x for x, _ in rows[c]), statistics.median(y for _, y in rows[c]), rounds=rows[c])
         for c in configs
     ]
 
@@ -70,12 +66,12 @@ def test_a_pick_made_under_load_does_not_lose_to_the_default_side_by_side(name, 
     result = at.tune(fn, *args, expected_calls=calls, n_trials=8, storage=str(tmp_path / "studies.db"), progress=False)
     assert burner.poll() is None, "the burner ran throughout"
     # Every figure the decision used was taken in confirmation: each contender compiled there.
-    assert all(p.get("compiles", 0) >= 1 for p in result.confirmed)
+    assert all(p.compiles >= 1 for p in result.confirmed)
     pick, default = result.best_config, result.default_config
     if pick == default:
         return  # the default stays: never worse than jax.jit by construction
     points = side_by_side(fn, args, [default, pick])
     # The default, as a challenger to the pick, must not displace it under the winner rule:
     # a lower median and all 5 paired rounds (a pick exactly as good loses that way 1 time in 32).
-    kept = _select.winner(points, result.objective, pick.to_dict())
-    assert at.Config.from_dict(kept["config"]) == pick, (result.confirmed, points)
+    kept = _select.winner(points, result.objective, pick)
+    assert kept.config == pick, (result.confirmed, points)

@@ -6,12 +6,12 @@ import os
 import jax
 import numpy as np
 import pytest
+from _repo import ROOT
 
 import autotune as at
 from autotune._space import Space
 from autotune._studyfile import load_examples, load_module
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # studies/real_*.py need the examples extra (third-party libraries): tests/test_real_studies.py
 # checks them, and skips with the reason where a library is missing.
 STUDY_FILES = sorted(

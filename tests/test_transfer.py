@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _repo import ROOT, python, repo_env
 from test_cache import FOR, GPU, PARETO, key_of, make_entry
 
 from autotune._errors import CacheError, CacheImportError
@@ -21,19 +22,12 @@ from autotune.cache import MAX_IMPORT_BYTES, SCHEMA_VERSION, Cache
 from autotune.cache._transfer import read_bounded
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    "JAX_PLATFORMS": "cpu",
-}
+ENV = repo_env()
 
 
 def cli(*args, timeout=120):
     t0 = time.monotonic()
-    r = subprocess.run(
-        [sys.executable, "-m", "autotune", *args], env=ENV, capture_output=True, text=True, timeout=timeout
-    )
+    r = python("-m", "autotune", *args, env=ENV, timeout=timeout)
     return r, time.monotonic() - t0
 
 
@@ -310,7 +304,7 @@ def test_import_into_a_missing_cache_on_error_creates_nothing(tmp_path):
 
 
 def _import_bench():
-    spec = importlib.util.spec_from_file_location("import_bench", REPO / "scripts" / "import_bench.py")
+    spec = importlib.util.spec_from_file_location("import_bench", ROOT / "scripts" / "import_bench.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -15,6 +15,7 @@ import time
 import jax.numpy as jnp
 import optuna
 import pytest
+from _presets import STEADY
 from _procs import gone
 
 import autotune as at
@@ -22,7 +23,6 @@ from autotune._errors import StudyError
 from autotune.worker import TrialFailed, WorkerRunner
 from autotune.worker._channel import diagnose
 
-FAST = {"target_s": 0.02, "min_reps": 3, "warmup": 1}
 FOR = {"l": {"repr": "for"}}
 
 # One study file serves the isolation tests: `explode` fully unrolled ("for") compiles for
@@ -62,7 +62,7 @@ STUDY = textwrap.dedent("""
 
 
 def explode_body(c, _):
-    for k in range(10):
+    for _ in range(10):
         c = jnp.sin(c) * 1.01 + jnp.cos(c * 0.5)
     return c, None
 
@@ -79,7 +79,7 @@ def study_file(tmp_path):
 
 
 def test_a_compile_that_explodes_is_killed_at_the_trial_timeout(study_file):
-    with WorkerRunner.for_study_file(study_file, timing=FAST, trial_timeout=2.0) as runner:
+    with WorkerRunner.for_study_file(study_file, timing=STEADY, trial_timeout=2.0) as runner:
         runner.measure({})  # the rolled loop fits easily
         pid = runner.pid
         t0 = time.monotonic()
@@ -99,7 +99,7 @@ def test_a_compile_that_explodes_is_killed_at_the_trial_timeout(study_file):
 
 
 def test_a_worker_that_segfaults_or_aborts_is_replaced(study_file):
-    with WorkerRunner.for_study_file(study_file, timing=FAST, trial_timeout=120) as runner:
+    with WorkerRunner.for_study_file(study_file, timing=STEADY, trial_timeout=120) as runner:
         runner.measure({})
         for how, signame in (("segv", "SIGSEGV"), ("abort", "SIGABRT")):
             pid = runner.pid
@@ -118,7 +118,7 @@ def test_out_of_memory_under_the_cap_is_oom_and_the_worker_replaced():
     def huge(x):  # a 1.6 GB output, under a 1 GiB cap
         return jnp.broadcast_to(x[0], (20000, 20000)) + x[1]
 
-    with WorkerRunner(huge, (jnp.ones(2),), {}, {}, FAST, memory_gb=1.0, trial_timeout=60) as runner:
+    with WorkerRunner(huge, (jnp.ones(2),), {}, {}, STEADY, trial_memory_gb=1.0, trial_timeout=60) as runner:
         runner.start()
         pid = runner.pid
         with pytest.raises(TrialFailed) as info:
@@ -130,7 +130,7 @@ def test_out_of_memory_under_the_cap_is_oom_and_the_worker_replaced():
 
 
 def test_pruning_kills_a_compile_once_it_cannot_win(study_file):
-    with WorkerRunner.for_study_file(study_file, timing=FAST, prune_grace_s=0.0) as runner:
+    with WorkerRunner.for_study_file(study_file, timing=STEADY, prune_grace_s=0.0) as runner:
         fits = runner.measure({}, compile_budget_s=30.0)  # under budget: measured as usual
         assert fits.compile_total_s < 30.0
         pid = runner.pid
@@ -170,7 +170,7 @@ def test_tune_records_pruned_and_timed_out_trials(tmp_path):
             sampler="random",
             storage=storage,
             study_name=name,
-            timing=FAST,
+            timing=STEADY,
             confirm_rounds=1,
             confirm_top=1,
             **options,

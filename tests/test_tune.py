@@ -5,13 +5,12 @@ import json
 import jax.numpy as jnp
 import optuna
 import pytest
+from _presets import STEADY
 
 import autotune as at
 from autotune import _select, cli
 from autotune._select import pareto_front
 from autotune.cache import Cache
-
-FAST = {"target_s": 0.02, "min_reps": 3, "warmup": 1}
 
 
 def skipped(t) -> bool:
@@ -59,7 +58,7 @@ def test_compile_only_objective_never_picks_full_unroll(tmp_path):
         expected_calls=0,
         storage=str(tmp_path / "s.db"),
         sampler="grid",
-        timing=FAST,
+        timing=STEADY,
         confirm_rounds=2,
     )
     assert r.sampler == "grid" and len(r.trials) == r.space_size
@@ -77,7 +76,7 @@ def test_finds_the_clear_winner(tmp_path):
         expected_calls=1000,
         storage=str(tmp_path / "s.db"),
         sampler="grid",
-        timing=FAST,
+        timing=STEADY,
         confirm_rounds=2,
     )
     assert r.best_config == at.Config({"last": {"repr": "for"}})
@@ -86,7 +85,7 @@ def test_finds_the_clear_winner(tmp_path):
 
 def test_trial_zero_is_default_and_measurements_are_stored(tmp_path):
     storage = str(tmp_path / "s.db")
-    r = at.tune(tiny, jnp.ones(()), n_trials=3, sampler="random", storage=storage, timing=FAST, confirm_rounds=1)
+    r = at.tune(tiny, jnp.ones(()), n_trials=3, sampler="random", storage=storage, timing=STEADY, confirm_rounds=1)
     study = optuna.load_study(study_name=r.study_name, storage="sqlite:///" + storage)
     first = study.trials[0]
     assert at.Config.from_json(first.user_attrs["config"]) == at.Config({"tiny": {"repr": "scan", "unroll": 1}})
@@ -97,8 +96,8 @@ def test_trial_zero_is_default_and_measurements_are_stored(tmp_path):
 
 def test_resume_continues_the_same_study(tmp_path):
     storage = str(tmp_path / "s.db")
-    r1 = at.tune(tiny, jnp.ones(()), n_trials=3, sampler="tpe", storage=storage, timing=FAST, confirm_rounds=1)
-    r2 = at.tune(tiny, jnp.ones(()), n_trials=5, sampler="tpe", storage=storage, timing=FAST, confirm_rounds=1)
+    r1 = at.tune(tiny, jnp.ones(()), n_trials=3, sampler="tpe", storage=storage, timing=STEADY, confirm_rounds=1)
+    r2 = at.tune(tiny, jnp.ones(()), n_trials=5, sampler="tpe", storage=storage, timing=STEADY, confirm_rounds=1)
     assert r1.study_name == r2.study_name
     assert len(measured(r1.trials)) == 3 and len(measured(r2.trials)) == 5
     assert [t.config for t in r2.trials[: len(r1.trials)]] == [t.config for t in r1.trials]
@@ -106,24 +105,24 @@ def test_resume_continues_the_same_study(tmp_path):
 
 def test_grid_resume_measures_nothing_twice(tmp_path):
     storage = str(tmp_path / "s.db")
-    r1 = at.tune(tiny, jnp.ones(()), sampler="grid", storage=storage, timing=FAST, confirm_rounds=1)
-    r2 = at.tune(tiny, jnp.ones(()), sampler="grid", storage=storage, timing=FAST, confirm_rounds=1)
+    r1 = at.tune(tiny, jnp.ones(()), sampler="grid", storage=storage, timing=STEADY, confirm_rounds=1)
+    r2 = at.tune(tiny, jnp.ones(()), sampler="grid", storage=storage, timing=STEADY, confirm_rounds=1)
     assert len(r2.trials) == len(r1.trials) == r1.space_size
 
 
 def test_rescore_flips_with_call_count(tmp_path):
-    r = at.tune(heavy, jnp.ones(16), storage=str(tmp_path / "s.db"), sampler="grid", timing=FAST, confirm_rounds=1)
+    r = at.tune(heavy, jnp.ones(16), storage=str(tmp_path / "s.db"), sampler="grid", timing=STEADY, confirm_rounds=1)
     few, _ = r.rescore(at.Objective(expected_calls=0))
     assert few["heavy"].repr != "for"
     assert len(r.pareto) >= 1
-    fastest_run = min(r.pareto, key=lambda p: p["run_s"])
+    fastest_run = min(r.pareto, key=lambda p: p.run_cost_s)
     many, _ = r.rescore(at.Objective(expected_calls=1e12))
-    assert many == at.Config.from_dict(fastest_run["config"])
+    assert many == fastest_run.config
 
 
 def test_pareto_front_by_hand():
     pts = [{"config": {}, "compile_s": c, "run_s": r} for c, r in [(1, 5), (2, 3), (3, 4), (4, 1), (5, 1)]]
-    assert [(p["compile_s"], p["run_s"]) for p in pareto_front(pts)] == [(1, 5), (2, 3), (4, 1)]
+    assert [(p.compile_cost_s, p.run_cost_s) for p in pareto_front(pts)] == [(1, 5), (2, 3), (4, 1)]
 
 
 def test_bad_sampler_and_trials():
@@ -150,7 +149,7 @@ def test_every_trial_is_a_new_measurement_and_the_default_is_measured_three_time
         n_trials=30,
         sampler="tpe",
         storage=storage,
-        timing=FAST,
+        timing=STEADY,
         confirm_rounds=1,
         isolate=False,
     )
@@ -178,7 +177,7 @@ def test_random_and_grid_never_repeat_and_resume_without_repeating(tmp_path):
         n_trials=8,
         sampler="random",
         storage=storage,
-        timing=FAST,
+        timing=STEADY,
         confirm_rounds=1,
         isolate=False,
     )
@@ -188,7 +187,7 @@ def test_random_and_grid_never_repeat_and_resume_without_repeating(tmp_path):
         n_trials=14,
         sampler="random",
         storage=storage,
-        timing=FAST,
+        timing=STEADY,
         confirm_rounds=1,
         isolate=False,
     )
@@ -204,14 +203,14 @@ def test_the_winner_cost_and_the_stored_winner_come_from_the_one_rule(tmp_path):
         jnp.ones(16),
         storage=str(tmp_path / "s.db"),
         sampler="grid",
-        timing=FAST,
+        timing=STEADY,
         confirm_rounds=3,
         isolate=False,
     )
-    choice = _select.choose(r.confirmed, r.objective, default=r.default_config.to_dict())
-    assert r.best_config == at.Config.from_dict(choice.config) and r.best_cost == choice.cost
+    choice = _select.choose(r.confirmed, r.objective, default=r.default_config)
+    assert r.best_config == choice.config and r.best_cost == choice.cost
     assert r.rescore(r.objective) == (r.best_config, r.best_cost)
-    assert all(len(p["rounds"]) == 3 for p in r.confirmed)
+    assert all(len(p.rounds) == 3 for p in r.confirmed)
     study = optuna.load_study(study_name=r.study_name, storage="sqlite:///" + str(tmp_path / "s.db"))
     assert study.user_attrs["winner"] == r.best_config.to_dict()
     # A grid that measured everything is complete for every call count it did not stop a config for.
@@ -250,8 +249,8 @@ def smooth(x):
 
 def test_pareto_search_with_nsga2(tmp_path):
     storage = str(tmp_path / "s.db")
-    fast = {"timing": FAST, "confirm_rounds": 1, "isolate": False}
-    r = at.tune(smooth, jnp.zeros(16), objective="pareto", n_trials=6, storage=storage, expected_calls=1000, **fast)
+    fast = {"timing": STEADY, "confirm_rounds": 1, "isolate": False}
+    r = at.tune(smooth, jnp.zeros(16), search="pareto", n_trials=6, storage=storage, expected_calls=1000, **fast)
     assert (r.search, r.sampler) == ("pareto", "nsga2")
     assert r.study_name.endswith("/pareto")
     study = optuna.load_study(study_name=r.study_name, storage="sqlite:///" + storage)
@@ -264,20 +263,20 @@ def test_pareto_search_with_nsga2(tmp_path):
         charged = at.Measurement.from_dict(m)
         assert t.values == pytest.approx([charged.compile_cost_s, charged.run_cost_s])
     # The winner is the confirmed config cheapest for expected_calls; the trials have costs.
-    assert r.best_cost == _select.choose(r.confirmed, r.objective, default=r.default_config.to_dict()).cost
+    assert r.best_cost == _select.choose(r.confirmed, r.objective, default=r.default_config).cost
     assert all(t.cost is not None for t in r.trials if t.state == "complete")
     assert r.pareto and r.default_cost >= r.best_cost
 
     # Another call count re-uses the same study (its name has no call count) and picks from the front.
-    r2 = at.tune(smooth, jnp.zeros(16), objective="pareto", n_trials=7, storage=storage, expected_calls=1, **fast)
+    r2 = at.tune(smooth, jnp.zeros(16), search="pareto", n_trials=7, storage=storage, expected_calls=1, **fast)
     assert r2.study_name == r.study_name and len(r2.trials) == 7
     # A cost search of the same function is a different study.
     assert (
         at.tune(smooth, jnp.zeros(16), n_trials=2, storage=storage, sampler="random", confirm_top=1, **fast).study_name
         != r.study_name
     )
-    with pytest.raises(at.StudyError, match="objective"):
-        at.tune(smooth, jnp.zeros(16), objective="fastest", storage=storage)
+    with pytest.raises(at.StudyError, match="search='fastest' is not one of"):
+        at.tune(smooth, jnp.zeros(16), search="fastest", storage=storage)
 
 
 STUDY_FILE = """
@@ -297,7 +296,7 @@ def test_cli_tune_objective_pareto_stores_a_pareto_entry(tmp_path, capsys):
     study_file = tmp_path / "at_pareto_cli_study.py"
     study_file.write_text(STUDY_FILE)
     cache = str(tmp_path / "cache.db")
-    argv = ["tune", str(study_file), "--objective", "pareto", "--trials", "3", "--cache", cache, "--json"]
+    argv = ["tune", str(study_file), "--search", "pareto", "--trials", "3", "--cache", cache, "--json"]
     argv += ["--run-seconds", "0.01"]
     assert cli.main(argv) == 0
     (res,) = json.loads(capsys.readouterr().out)
@@ -316,7 +315,7 @@ class CountingRunner(at.InProcessRunner):
     """A real in-process runner that counts what it was asked to measure."""
 
     def __init__(self, fn, *args):
-        super().__init__(fn, args, {}, {}, FAST)
+        super().__init__(fn, args, {}, {}, STEADY)
         self.calls = 0
 
     def measure(self, config, **kw):
@@ -368,7 +367,7 @@ def test_fn_tune_again_keeps_the_entry_byte_for_byte_and_reconfirm_changes_it_on
     cache = str(tmp_path / "cache.db")
     fn = at.autotuned(tiny, cache=cache, key="test:finished")
     tune = lambda **kw: fn.tune(
-        jnp.ones(()), n_trials=3, timing=FAST, confirm_rounds=2, isolate=False, progress=False, **kw
+        jnp.ones(()), n_trials=3, timing=STEADY, confirm_rounds=2, isolate=False, progress=False, **kw
     )
     first = tune()
     row = _entry_row(cache)
@@ -389,13 +388,8 @@ def test_fn_tune_again_keeps_the_entry_byte_for_byte_and_reconfirm_changes_it_on
 
 
 def _pt(name, rounds):
-    cfg = {"s": {"repr": "scan", "unroll": name}}
-    return {
-        "config": cfg,
-        "compile_s": sorted(c for c, _ in rounds)[1],
-        "run_s": sorted(r for _, r in rounds)[1],
-        "rounds": [list(r) for r in rounds],
-    }
+    cfg = at.Config({"s": {"repr": "scan", "unroll": name}})
+    return _select.Point(cfg, sorted(c for c, _ in rounds)[1], sorted(r for _, r in rounds)[1], rounds=rounds)
 
 
 def test_a_new_pick_replaces_the_studys_winner_only_by_beating_it_in_the_paired_rounds():
@@ -404,18 +398,18 @@ def test_a_new_pick_replaces_the_studys_winner_only_by_beating_it_in_the_paired_
     goal = at.Objective(expected_calls=0)  # cost = compile seconds
     d, x = _pt(1, [(1.0, 0), (1.0, 0), (1.0, 0)]), _pt(2, [(0.8, 0), (0.8, 0), (0.8, 0)])
     w = _pt(4, [(0.7, 0), (0.9, 0), (0.7, 0)])  # beats the default in every round, the incumbent in 2 of 3
-    default = at.Config.from_dict(d["config"])
-    assert keep_or_replace([d, x, w], goal, default, None)["config"] == w["config"]  # no incumbent: the rule
-    assert keep_or_replace([d, x, w], goal, default, x["config"])["config"] == x["config"]
+    default = d.config
+    assert keep_or_replace([d, x, w], goal, default, None).config == w.config  # no incumbent: the rule
+    assert keep_or_replace([d, x, w], goal, default, x.config).config == x.config
     w2 = _pt(4, [(0.7, 0), (0.7, 0), (0.7, 0)])
-    assert keep_or_replace([d, x, w2], goal, default, x["config"])["config"] == w2["config"]
+    assert keep_or_replace([d, x, w2], goal, default, x.config).config == w2.config
     # The incumbent no longer beats the default, but the default does not beat it in every round: it stays.
     x2 = _pt(2, [(1.1, 0), (0.9, 0), (1.1, 0)])
-    assert keep_or_replace([d, x2], goal, default, x2["config"])["config"] == x2["config"]
+    assert keep_or_replace([d, x2], goal, default, x2.config).config == x2.config
     x3 = _pt(2, [(1.1, 0), (1.2, 0), (1.1, 0)])
-    assert keep_or_replace([d, x3], goal, default, x3["config"])["config"] == d["config"]
+    assert keep_or_replace([d, x3], goal, default, x3.config).config == d.config
     # An incumbent that was not re-timed cannot be compared: the rule's pick.
-    assert keep_or_replace([d, w], goal, default, x["config"])["config"] == w["config"]
+    assert keep_or_replace([d, w], goal, default, x.config).config == w.config
 
 
 def test_a_finished_pareto_study_re_picks_for_another_call_count_without_measuring(tmp_path):
@@ -427,7 +421,7 @@ def test_a_finished_pareto_study_re_picks_for_another_call_count_without_measuri
             smooth,
             x,
             runner=runner,
-            objective="pareto",
+            search="pareto",
             n_trials=3,
             storage=storage,
             expected_calls=calls,
@@ -437,18 +431,18 @@ def test_a_finished_pareto_study_re_picks_for_another_call_count_without_measuri
 
     (first, _), (other, counted) = run(1000), run(1)
     assert other.finished and counted.calls == 0 and other.confirmed == first.confirmed
-    pick = _select.winner(first.confirmed, at.Objective(expected_calls=1), first.default_config.to_dict())
-    assert other.best_config == at.Config.from_dict(pick["config"])
+    pick = _select.winner(first.confirmed, at.Objective(expected_calls=1), first.default_config)
+    assert other.best_config == pick.config
 
 
 def test_a_stored_entry_of_the_same_study_stands_unless_beaten_in_these_paired_rounds():
     from types import SimpleNamespace as NS
 
-    from autotune.study._tune import entry_stands
+    from autotune.cache._store import entry_stands
 
     goal = at.Objective(expected_calls=0)
     x, w = _pt(2, [(0.8, 0), (0.8, 0), (0.8, 0)]), _pt(4, [(0.7, 0), (0.9, 0), (0.7, 0)])
-    entry = lambda p, study="s": NS(study_name=study, objective=goal.to_dict(), config=p["config"])  # noqa: E731
+    entry = lambda p, study="s": NS(study_name=study, objective=goal.to_dict(), config=p.config.to_dict())  # noqa: E731
     result = lambda **kw: NS(**{"finished": False, "new_trials": 0, "confirmed": [x, w], "objective": goal, **kw})
     assert not entry_stands(None, entry(w), result())  # nothing stored
     assert not entry_stands(entry(x, "another study"), entry(w), result())

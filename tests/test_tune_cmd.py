@@ -8,19 +8,20 @@ every command fits 80 columns; --json is alone on stdout; passwords are never sh
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 
 import pytest
 from _cli import STUDY, cli_env, run, run_in_pty, too_long, visible_lines
-from pg_server import pg_server, pg_url  # noqa: F401  (fixtures)
+from _presets import CLI_FAST
 
+import autotune as at
 from autotune import _display, _select
 from autotune._config import Config
 from autotune.cli._tables import SiteNames
 
 pytestmark = pytest.mark.slow
-FAST = ("--run-seconds", "0.02")
 SECRET = "s3cret-hunter22"
 
 
@@ -30,7 +31,7 @@ def tuned(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tuned")
     (folder / "tiny_study.py").write_text(STUDY)
     env = cli_env(folder)
-    status, out = run_in_pty("tune", "tiny_study.py", *FAST, cwd=folder, env=env, columns=200)
+    status, out = run_in_pty("tune", "tiny_study.py", *CLI_FAST, cwd=folder, env=env, columns=200)
     assert status == 0, out[-4000:]
     return {"folder": folder, "env": env, "lines": visible_lines(out)}
 
@@ -48,7 +49,7 @@ def test_every_reader_names_the_same_winner(tuned):
     names = SiteNames().add([{"id": sid, **site} for sid, site in entry["sites"].items()])
     label, cost = names.config(entry["config"]), _display.cost(entry["cost"])
     # The summary line and the ★ of both tables.
-    assert any(line.startswith(f"winner for tiny_study:smooth: {label}  cost {cost} ") for line in lines), lines[-30:]
+    assert any(line.startswith(f"winner for tiny_study:smooth: {label} cost {cost} ") for line in lines), lines[-30:]
     starred = [line.split("★")[0].strip() for line in lines if "★" in line and "winner:" not in line]
     assert starred and set(starred) == {label}, starred
     # The progress bar's last status, in the notation it uses.
@@ -84,9 +85,9 @@ def test_every_command_fits_80_columns_at_a_terminal(tuned, tmp_path):
         shutil.copy(tuned["folder"] / name, tmp_path / name)
     env = cli_env(tmp_path)
     top = best_json(tuned)["complete_range"]["to_calls"]  # None: complete for every call count
-    far = 1e9 if top is None else 10 * top
+    far = 1e9 if top is None else math.ceil(10 * top)  # a whole count: the re-tune command names it as given
     for args in (
-        ("tune", "tiny_study.py", *FAST),
+        ("tune", "tiny_study.py", *CLI_FAST),
         ("sites", "tiny_study.py"),
         ("best",),
         ("best", "--expected-calls", f"{far:g}"),
@@ -114,7 +115,7 @@ def test_through_a_pipe_the_layout_is_the_same_and_wide_keeps_rows_whole(tuned):
 
 def test_json_is_alone_on_stdout_though_the_function_prints(tmp_path):
     (tmp_path / "tiny_study.py").write_text(STUDY)
-    r = run("tune", "tiny_study.py", "--json", "--trials", "1", *FAST, cwd=tmp_path, env=cli_env(tmp_path))
+    r = run("tune", "tiny_study.py", "--json", "--trials", "1", *CLI_FAST, cwd=tmp_path, env=cli_env(tmp_path))
     assert r.returncode == 0, r.stderr
     (res,) = json.loads(r.stdout)
     assert "study file imported" in r.stderr and "tracing smooth" in r.stderr
@@ -133,12 +134,12 @@ def test_function_filters_the_examples(tmp_path):
     assert "['tiny_study:smooth']" in r.stderr
 
 
-def test_a_password_in_the_storage_or_cache_url_is_never_shown(tmp_path, pg_url):  # noqa: F811
+def test_a_password_in_the_storage_or_cache_url_is_never_shown(tmp_path, pg_url):
     url = pg_url.replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@")  # trust auth ignores it
     assert url != pg_url
     (tmp_path / "tiny_study.py").write_text(STUDY)
     env = cli_env(tmp_path)
-    common = ("--trials", "1", *FAST, "--storage", url, "--cache", url)
+    common = ("--trials", "1", *CLI_FAST, "--storage", url, "--cache", url)
     r = run("tune", "tiny_study.py", "--json", *common, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     assert SECRET not in r.stdout + r.stderr
@@ -184,7 +185,7 @@ def test_the_summary_says_when_a_close_lead_was_re_timed_in_a_second_worker(tmp_
         progress=False,
     )
     assert r.default_config == default and runner.renewed == 1 and r.best_config != default
-    assert any(p.get("processes") == 2 for p in r.confirmed)
+    assert any(p.processes == 2 for p in r.confirmed)
     out = Console(record=True, width=100)
     show_result(out, types.SimpleNamespace(key="test:loop8", cache=types.SimpleNamespace(display_url="c.db")), r)
     assert "re-timed in a second, fresh worker too" in out.export_text()
@@ -200,7 +201,7 @@ def _entries(folder):
 def test_a_finished_study_says_so_stops_and_keeps_its_entry(tmp_path):
     (tmp_path / "tiny_study.py").write_text(STUDY)
     env = cli_env(tmp_path)
-    args = ("tune", "tiny_study.py", "--trials", "3", *FAST)
+    args = ("tune", "tiny_study.py", "--trials", "3", *CLI_FAST)
     r = run(*args, "--json", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     (first,) = json.loads(r.stdout)
@@ -221,3 +222,23 @@ def test_a_finished_study_says_so_stops_and_keeps_its_entry(tmp_path):
     assert [t["number"] for t in again["trials"]] == [t["number"] for t in first["trials"]]
     assert (again["stored"] == "kept") == (again["best_config"] == first["best_config"])
     assert (_entries(tmp_path) == row) == (again["stored"] == "kept")
+
+
+def test_search_flag_and_its_deprecated_name_objective(capsys):
+    from autotune.cli._parser import build_parser, repeat_argv
+
+    a = build_parser().parse_args(["tune", "s.py", "--search", "pareto"])
+    assert a.search == "pareto" and "deprecated" not in capsys.readouterr().err
+    old = build_parser().parse_args(["tune", "s.py", "--objective", "pareto"])
+    assert old.search == "pareto"
+    assert "--objective is deprecated; use --search" in capsys.readouterr().err
+    assert repeat_argv(old)[-2:] == ["--search", "pareto"]  # helpers and re-tune commands use the name
+
+
+def test_tune_options_are_built_once_from_the_flags():
+    from autotune.cli._parser import build_parser
+    from autotune.cli._tune import tune_options
+
+    a = build_parser().parse_args(["tune", "s.py", "--trials", "5", "--search", "pareto", "--trial-memory", "2"])
+    opts = tune_options(a)
+    assert opts == at.TuneOptions(n_trials=5, search="pareto", trial_memory_gb=2.0)

@@ -15,6 +15,7 @@ import textwrap
 import jax
 import jax.numpy as jnp
 import pytest
+from _presets import STEADY
 from jax import lax
 
 import autotune as at
@@ -25,8 +26,6 @@ from autotune.study import _optuna
 from autotune.study._propose import GridProposer, RandomProposer, SamplerProposer
 
 pl = pytest.importorskip("jax.experimental.pallas", reason="needs Pallas (part of jax)")
-
-FAST = {"target_s": 0.02, "min_reps": 3, "warmup": 1}
 
 
 def kernel(x_ref, o_ref):
@@ -101,7 +100,7 @@ def test_a_study_spends_at_most_one_error_trial_on_it(tmp_path, sampler):
         n_trials=6,
         sampler=sampler,
         storage=str(tmp_path / "s.db"),
-        timing=FAST,
+        timing=STEADY,
         confirm_rounds=1,
         isolate=False,
         compile_weight=0.0,

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import pytest
-from pg_server import pg_server, pg_url  # noqa: F401  (fixtures)
 from sqlalchemy.engine import make_url
 from test_faults import ENV, call_and_count, make, put_entry
 
@@ -124,7 +123,7 @@ def test_a_password_in_the_cache_url_is_never_shown(tmp_path):
         assert r.returncode == 2 and SECRET not in r.stdout + r.stderr and "me:***@" in r.stderr, r.stderr
 
 
-def test_import_and_export_messages_redact_a_real_servers_password(tmp_path, pg_url):  # noqa: F811
+def test_import_and_export_messages_redact_a_real_servers_password(tmp_path, pg_url):
     url = pg_url.replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@")  # trust auth ignores it
     assert url != pg_url
     put_entry(tmp_path / "c.db", make(tmp_path / "c.db"), jnp.zeros(3))

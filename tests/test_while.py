@@ -172,7 +172,7 @@ def test_reverse_mode_is_an_error_in_jax_itself():
     g = configured(babylonian_sqrt, site, 4, "select")
     for fn in (babylonian_sqrt, g):
         with pytest.raises(ValueError, match="Reverse-mode differentiation does not work for lax.while_loop"):
-            jax.grad(lambda a: fn(a)[0])(A)
+            jax.grad(lambda a, fn=fn: fn(a)[0])(A)
 
 
 # --- what the compiled program looks like -------------------------------------------------------

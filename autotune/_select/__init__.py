@@ -1,11 +1,11 @@
 """Selection: the one home of every rule that names a winner.
 
-Each config is a *point* ``{"config": {...}, "compile_s": s, "run_s": s, "rounds": [[c, r], ...]}``:
+Each config is a :class:`Point` (``config``, ``compile_cost_s``, ``run_cost_s``, ``rounds``):
 its median seconds, and (when it was re-measured) the per-round samples, paired by
-index with the default's rounds. ``compile_s`` is the one-off seconds the objective charges,
+index with the default's rounds. ``compile_cost_s`` is the one-off seconds the objective charges,
 ``Measurement.compile_cost_s`` (the CPU seconds of trace + lower + compile); the rounds of
 confirmed points were all taken side by side in confirmation (``study/_confirm.py``). Under an objective a round costs
-``compile_weight * c + runtime_weight * N * r``, a line in the call count N; a point's
+``compile_weight * c + runtime_weight * N * r`` (:meth:`Objective.line`), a line in the call count N; a point's
 cost is the median of its round costs. The rules, in plain Python::
 
     def winner(points, default, N):
@@ -32,18 +32,21 @@ Only the standard library is needed.
 """
 
 from ._complete import complete_range as complete_range
+from ._point import Point as Point
 from ._range import format_calls as format_calls
 from ._range import in_range as in_range
 from ._range import intervals_json as intervals_json
+from ._range import json_bound as json_bound
 from ._range import range_json as range_json
-from ._range import range_text as range_text
 from ._rule import Choice as Choice
+from ._rule import as_points as as_points
 from ._rule import beats as beats
 from ._rule import best_at as best_at
 from ._rule import choose as choose
-from ._rule import config_text as config_text
 from ._rule import cost as cost
 from ._rule import crossover_intervals as crossover_intervals
 from ._rule import pareto_front as pareto_front
+from ._rule import point_of as point_of
+from ._rule import ranked as ranked
 from ._rule import winner as winner
 from ._rule import wins_needed as wins_needed

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Any
 
+from .._config import Config
+from .._objective import Objective
+from ._point import Point
 from ._range import format_calls
-from ._rule import _breakpoints, _find_default, _Line, _lines, _objective, _weight, _winner
+from ._rule import _breakpoints, _find_default, _Line, _lines, _winner
 
 
 def _chosen_cost_crosses(lines: list[_Line], dflt: _Line | None, breaks: list[Fraction], bound: Fraction) -> Fraction:
@@ -26,11 +29,11 @@ def _chosen_cost_crosses(lines: list[_Line], dflt: _Line | None, breaks: list[Fr
 
 
 def complete_range(
-    points: Sequence[Mapping[str, Any]],
-    objective: Any,
+    points: Sequence[Point],
+    objective: Objective,
     *,
-    default: Any = None,
-    stopped: Iterable[tuple[Any, float]] = (),
+    default: Config | None = None,
+    stopped: Iterable[tuple[Config, float]] = (),
     unmeasured: int = 0,
 ) -> dict[str, Any]:
     """The call counts over which the measured points are the whole story.
@@ -52,7 +55,7 @@ def complete_range(
         ``{"from_calls": a, "to_calls": b, "why": text}``: the closed range ``[a, b]``
         (``b`` is ``math.inf`` when unbounded).
     """
-    n0, cw, rw = _objective(objective)
+    n0 = float(objective.expected_calls)
     stopped = list(stopped)
     if unmeasured > 0:
         return {
@@ -63,12 +66,12 @@ def complete_range(
         }
     if not stopped or not points:
         return {"from_calls": 0.0, "to_calls": math.inf, "why": "every config of the space was measured"}
-    lines = _lines(points, cw, rw)
+    lines = _lines(points, objective)
     dflt = _find_default(lines, default)
     breaks = _breakpoints(lines)
     hi, limiting = math.inf, None
     for config, lb in stopped:
-        cross = _chosen_cost_crosses(lines, dflt, breaks, _weight("compile_weight", cw) * Fraction(float(lb)))
+        cross = _chosen_cost_crosses(lines, dflt, breaks, objective.line(float(lb), 0.0)[0])
         if cross >= 0 and float(cross) < hi:
             hi, limiting = float(cross), config
     hi = max(hi, n0)

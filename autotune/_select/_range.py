@@ -16,18 +16,10 @@ def in_range(complete: Mapping[str, Any] | None, calls: float) -> bool:
     return float(complete.get("from_calls", 0.0)) <= calls <= hi
 
 
-def range_text(complete: Mapping[str, Any] | None) -> str:
-    """``[0, 12,500]``, ``[1,000, 1,000]`` or ``[0, ∞)`` for people."""
-    if not complete:
-        return "unknown"
-    hi = complete.get("to_calls")
-    hi = math.inf if hi is None else float(hi)
-    lo = format_calls(float(complete.get("from_calls", 0.0)))
-    return f"[{lo}, ∞)" if hi == math.inf else f"[{lo}, {format_calls(hi)}]"
-
-
 def format_calls(x: float | None) -> str:
-    """A call count for people: ``0``, ``37.5``, ``1,250``, ``∞``."""
+    """A call count as text: ``0``, ``37.5``, ``1,250``, ``∞``. It stays here, below ``_display``,
+    because the ``why`` of a complete range (stored in entries and studies) is written with it;
+    everything else people see about a range is ``_display.range_text``."""
     if x is None or x == math.inf:
         return "∞"
     if x >= 1000:
@@ -35,14 +27,18 @@ def format_calls(x: float | None) -> str:
     return f"{x:.3g}"
 
 
+def json_bound(x: float | None) -> float | None:
+    """THE one spelling of an unbounded call count in JSON: ``math.inf`` (or None) becomes null."""
+    return None if x is None or x == math.inf else x
+
+
 def intervals_json(intervals: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """:func:`crossover_intervals` output as strict JSON (an unbounded ``to_calls`` becomes null)."""
-    return [{**it, "to_calls": None if it["to_calls"] == math.inf else it["to_calls"]} for it in intervals]
+    """:func:`crossover_intervals` output as strict JSON (configs as dicts, an unbounded ``to_calls`` null)."""
+    return [{**it, "config": it["config"].to_dict(), "to_calls": json_bound(it["to_calls"])} for it in intervals]
 
 
 def range_json(complete: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A range as strict JSON (an unbounded ``to_calls`` becomes null)."""
     if complete is None:
         return None
-    hi = complete.get("to_calls")
-    return {**complete, "to_calls": None if hi is None or hi == math.inf else hi}
+    return {**complete, "to_calls": json_bound(complete.get("to_calls"))}

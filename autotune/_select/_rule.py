@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from .._config import Config
+from .._objective import Objective
+from ._point import Point
 from ._range import in_range as _in_range
 
 SIGN_TEST_LEVEL = Fraction(1, 8)
@@ -38,62 +40,17 @@ def wins_needed(n: int) -> int:
     return n
 
 
-def config_text(config: Any) -> str:
-    """Canonical JSON of a config (a dict or an ``at.Config``): the deterministic tie-break."""
-    if hasattr(config, "to_dict"):
-        config = config.to_dict()
-    return json.dumps(config, sort_keys=True, separators=(",", ":"))
-
-
-def _weight(name: str, value: Any) -> Fraction:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name}={value!r} must be a finite number >= 0.")
-    return Fraction(value)
-
-
-def _seconds(point: Mapping[str, Any], name: str, index: int) -> float:
-    try:
-        value = float(point[name])
-    except KeyError:
-        raise ValueError(
-            f"point {index} has no {name!r}; each point needs 'config', 'compile_s' and 'run_s'."
-        ) from None
-    except (TypeError, ValueError):
-        raise ValueError(f"point {index}: {name}={point[name]!r} is not a number.") from None
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"point {index}: {name}={value!r} must be a finite number >= 0.")
-    return value
-
-
-def _rounds(point: Mapping[str, Any], index: int) -> list[tuple[float, float]] | None:
-    rounds = point.get("rounds")
-    if not rounds:
-        return None
-    out = []
-    for r in rounds:
-        try:
-            c, s = float(r[0]), float(r[1])
-        except (TypeError, ValueError, IndexError, KeyError):
-            raise ValueError(f"point {index}: round {r!r} is not a [compile_s, run_s] pair.") from None
-        if not (math.isfinite(c) and math.isfinite(s)) or c < 0 or s < 0:
-            raise ValueError(f"point {index}: round {r!r} must hold finite seconds >= 0.")
-        out.append((c, s))
-    return out
-
-
 class _Line:
     """One point under one objective: its round lines, as exact fractions."""
 
     __slots__ = ("point", "text", "lines", "paired", "index")
 
-    def __init__(self, point: Mapping[str, Any], index: int, cw: Fraction, rw: Fraction):
+    def __init__(self, point: Point, index: int, objective: Objective):
         self.point, self.index = point, index
-        self.text = config_text(point.get("config"))
-        rounds = _rounds(point, index)
-        self.paired = rounds is not None
-        if rounds is None:
-            rounds = [(_seconds(point, "compile_s", index), _seconds(point, "run_s", index))]
-        self.lines = [(cw * Fraction(c), rw * Fraction(r)) for c, r in rounds]
+        self.text = point.config.to_json()
+        self.paired = bool(point.rounds)
+        rounds = point.rounds or ((point.compile_cost_s, point.run_cost_s),)
+        self.lines = [objective.line(c, r) for c, r in rounds]
 
     def key(self, n: Fraction) -> tuple[Fraction, Fraction]:
         """(median cost at n, its slope just above n): comparing these orders points by
@@ -115,16 +72,14 @@ class _Line:
         return wins >= wins_needed(len(pairs))
 
 
-def _lines(points: Sequence[Mapping[str, Any]], compile_weight: float, runtime_weight: float) -> list[_Line]:
-    cw, rw = _weight("compile_weight", compile_weight), _weight("runtime_weight", runtime_weight)
-    return [_Line(p, i, cw, rw) for i, p in enumerate(points)]
+def _lines(points: Sequence[Point], objective: Objective) -> list[_Line]:
+    return [_Line(p, i, objective) for i, p in enumerate(points)]
 
 
-def _find_default(lines: list[_Line], default: Any) -> _Line | None:
+def _find_default(lines: list[_Line], default: Config | None) -> _Line | None:
     if default is None:
         return None
-    text = config_text(default)
-    return next((ln for ln in lines if ln.text == text), None)
+    return next((ln for ln in lines if ln.point.config == default), None)
 
 
 def _winner(lines: list[_Line], dflt: _Line | None, n: Fraction) -> _Line:
@@ -137,42 +92,39 @@ def _winner(lines: list[_Line], dflt: _Line | None, n: Fraction) -> _Line:
     return min(beating, key=order) if beating else dflt
 
 
-def _calls(calls: Any) -> Fraction:
-    if isinstance(calls, bool) or not isinstance(calls, (int, float)) or math.isnan(calls) or calls < 0:
-        raise ValueError(f"expected_calls={calls!r} must be a number >= 0.")
-    return Fraction(calls) if math.isfinite(calls) else Fraction(10**30)
+def cost(point: Point, objective: Objective) -> float:
+    """A point's cost under ``objective``: the median of its round costs, or
+    ``cw * compile_cost_s + rw * N * run_cost_s`` without rounds (:meth:`Objective.line`)."""
+    (ln,) = _lines([point], objective)
+    return float(ln.key(Fraction(objective.expected_calls))[0])
 
 
-def cost(point: Mapping[str, Any], objective: Any) -> float:
-    """A point's cost under ``objective`` (an ``at.Objective`` or a dict of its fields):
-    the median of its round costs, or ``cw * compile_s + rw * N * run_s`` without rounds."""
-    n, cw, rw = _objective(objective)
-    (ln,) = _lines([point], cw, rw)
-    return float(ln.key(_calls(n))[0])
+def ranked(points: Sequence[Point], objective: Objective) -> list[Point]:
+    """The points by cost under ``objective``, ties by canonical config JSON: the order of
+    every table and of confirmation's "top" (the winner is :func:`winner`'s, not the first)."""
+    return sorted(points, key=lambda p: (cost(p, objective), p.config.to_json()))
 
 
-def winner(points: Sequence[Mapping[str, Any]], objective: Any, default: Any = None) -> dict[str, Any] | None:
+def winner(points: Sequence[Point], objective: Objective, default: Config | None = None) -> Point | None:
     """The point the rule above names for ``objective``; None for no points.
 
     Arguments:
         points: confirmed points (the default's among them when ``default`` is given).
-        objective: an ``at.Objective``, or a dict with ``expected_calls``,
-            ``compile_weight`` and ``runtime_weight``.
+        objective: the call count and weights.
         default: the default config; None compares on cost alone (the lower envelope).
     """
     if not points:
         return None
-    n, cw, rw = _objective(objective)
-    lines = _lines(points, cw, rw)
-    return dict(_winner(lines, _find_default(lines, default), _calls(n)).point)
+    lines = _lines(points, objective)
+    return _winner(lines, _find_default(lines, default), Fraction(objective.expected_calls)).point
 
 
-def beats(challenger: Mapping[str, Any], holder: Mapping[str, Any], objective: Any) -> bool:
+def beats(challenger: Point, holder: Point, objective: Objective) -> bool:
     """Whether ``challenger`` replaces ``holder`` under the rule above, ``holder`` standing
     where the default stands (the default itself, or a study's earlier winner, or a stored
     entry's config): a lower median and enough paired rounds."""
-    picked = winner([holder, challenger], objective, holder["config"])
-    return config_text(picked["config"]) == config_text(challenger["config"]) != config_text(holder["config"])
+    picked = winner([holder, challenger], objective, holder.config)
+    return picked.config == challenger.config != holder.config
 
 
 @dataclass(frozen=True)
@@ -180,27 +132,27 @@ class Choice:
     """What :func:`choose` picked for one objective.
 
     Attributes:
-        config: the chosen config (a dict).
+        config: the chosen config.
         cost: its cost (median of its round costs) under the objective.
-        compile_s, run_s: its median seconds.
+        compile_cost_s, run_cost_s: its median charged seconds (see :class:`Point`).
         expected_calls: the call count it was chosen for.
         in_range: whether that call count lies in the range where the measurements are
             complete (:func:`complete_range`); outside it a config nobody measured could be cheaper.
     """
 
-    config: dict[str, Any]
+    config: Config
     cost: float
-    compile_s: float
-    run_s: float
+    compile_cost_s: float
+    run_cost_s: float
     expected_calls: float
     in_range: bool = True
 
 
 def choose(
-    points: Sequence[Mapping[str, Any]],
-    objective: Any,
+    points: Sequence[Point],
+    objective: Objective,
     *,
-    default: Any = None,
+    default: Config | None = None,
     complete: Mapping[str, Any] | None = None,
 ) -> Choice | None:
     """The winner for ``objective`` with its cost and whether the call count is covered.
@@ -210,43 +162,52 @@ def choose(
     best = winner(points, objective, default)
     if best is None:
         return None
-    n = _objective(objective)[0]
     return Choice(
-        config=dict(best["config"]),
+        config=best.config,
         cost=cost(best, objective),
-        compile_s=float(best["compile_s"]),
-        run_s=float(best["run_s"]),
-        expected_calls=float(n),
-        in_range=_in_range(complete, n),
+        compile_cost_s=best.compile_cost_s,
+        run_cost_s=best.run_cost_s,
+        expected_calls=float(objective.expected_calls),
+        in_range=_in_range(complete, objective.expected_calls),
     )
 
 
-def pareto_front(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The points no other point beats on both ``compile_s`` and ``run_s``, by compile time.
+def point_of(points: Sequence[Point], config: Config) -> Point | None:
+    """The point of ``config``, or of its program (a point listing ``config`` in ``equivalent``
+    lowered to the same program), or None."""
+    return next((p for p in points if p.config == config), None) or next((p for p in points if p.holds(config)), None)
+
+
+def as_points(points: Sequence[Point | Mapping[str, Any]]) -> list[Point]:
+    """Points from a public caller: :class:`Point` values, or dicts (``Point.from_json``) read once."""
+    return [Point.from_json(p) for p in points]
+
+
+def pareto_front(points: Sequence[Point | Mapping[str, Any]]) -> list[Point]:
+    """The points no other point beats on both ``compile_cost_s`` and ``run_cost_s``, by compile time.
 
     Arguments:
-        points: ``{"config": ..., "compile_s": float, "run_s": float, ...}`` items
-            (other keys are kept).
+        points: :class:`Point` values, or dicts ``{"config", "compile_cost_s", "run_cost_s"[,
+            "rounds"]}`` (``at.pareto_front`` is public; a dict is read once, as ``Point.from_json``).
 
     Returns:
-        The non-dominated points, sorted by ``compile_s`` (so ``run_s`` falls
+        The non-dominated points, sorted by ``compile_cost_s`` (so ``run_cost_s`` falls
         strictly along the list). Of points with equal seconds only the one whose
         config has the smallest canonical JSON text is kept.
 
     Example::
 
-        >>> pts = [{"config": "a", "compile_s": 1.0, "run_s": 3.0},
-        ...        {"config": "b", "compile_s": 2.0, "run_s": 3.5},   # dominated by a
-        ...        {"config": "c", "compile_s": 5.0, "run_s": 1.0}]
-        >>> [p["config"] for p in pareto_front(pts)]
-        ['a', 'c']
+        >>> a, b, c = (Config({"l": {"repr": r, "unroll": k}}) for r, k in (("scan", 1), ("scan", 2), ("for", 1)))
+        >>> pts = [Point(a, 1.0, 3.0), Point(b, 2.0, 3.5), Point(c, 5.0, 1.0)]  # b: dominated by a
+        >>> [str(p.config) for p in pareto_front(pts)]
+        ['l=scan×1', 'l=for']
     """
-    ordered = sorted(points, key=lambda p: (p["compile_s"], p["run_s"], config_text(p.get("config"))))
+    ordered = sorted(as_points(points), key=lambda p: (p.compile_cost_s, p.run_cost_s, p.config.to_json()))
     front, best_run = [], math.inf
     for p in ordered:
-        if p["run_s"] < best_run:
+        if p.run_cost_s < best_run:
             front.append(p)
-            best_run = p["run_s"]
+            best_run = p.run_cost_s
     return front
 
 
@@ -271,27 +232,27 @@ def _breakpoints(lines: list[_Line]) -> list[Fraction]:
 
 
 def crossover_intervals(
-    points: Sequence[Mapping[str, Any]],
+    points: Sequence[Point | Mapping[str, Any]],
     compile_weight: float = 1.0,
     runtime_weight: float = 1.0,
     *,
-    default: Any = None,
+    default: Config | Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The call counts for which each config is the winner: ``[from_calls, to_calls)``.
 
     Without ``default`` (or without rounds) this is the lower envelope of the lines
-    ``cost(N) = compile_weight * compile_s + runtime_weight * N * run_s`` over ``N >= 0``;
+    ``cost(N) = compile_weight * compile_cost_s + runtime_weight * N * run_cost_s`` over ``N >= 0``;
     with them, the winner rule of this module. Computed exactly, in rational arithmetic
     on the given floats, so near-ties are not decided by rounding.
 
     Arguments:
-        points: ``{"config": ..., "compile_s": float, "run_s": float[, "rounds": [...]]}``
-            items (dominated points are allowed; they never win an interval).
+        points: :class:`Point` values, or dicts as :meth:`Point.from_json` reads them (this is
+            ``at.crossover_intervals``, public; dominated points never win an interval).
         compile_weight, runtime_weight: the objective's weights.
-        default: the default config, whose point the challengers must beat.
+        default: the default config (a ``Config`` or its dict), whose point the challengers must beat.
 
     Returns:
-        ``[{"config": ..., "from_calls": a, "to_calls": b}, ...]`` ordered by call
+        ``[{"config": Config, "from_calls": a, "to_calls": b}, ...]`` ordered by call
         count: the first interval starts at 0, each starts where the previous one
         ends, and the last ends at ``math.inf``. At a crossover N the interval starting
         there belongs to the config that is cheaper just above it. Empty input gives ``[]``.
@@ -299,16 +260,16 @@ def crossover_intervals(
     Example (compile 10 s / run 1 ms vs compile 1 s / run 10 ms: they cost the same
     at 1000 calls)::
 
-        >>> for interval in crossover_intervals([{"config": "for", "compile_s": 10.0, "run_s": 1e-3},
-        ...                                      {"config": "scan", "compile_s": 1.0, "run_s": 1e-2}]):
-        ...     print(interval)
-        {'config': 'scan', 'from_calls': 0.0, 'to_calls': 1000.0}
-        {'config': 'for', 'from_calls': 1000.0, 'to_calls': inf}
+        >>> unrolled, rolled = Config({"l": {"repr": "for"}}), Config({"l": {"repr": "scan"}})
+        >>> for it in crossover_intervals([Point(unrolled, 10.0, 1e-3), Point(rolled, 1.0, 1e-2)]):
+        ...     print(it["config"], it["from_calls"], it["to_calls"])
+        l=scan×1 0.0 1000.0
+        l=for 1000.0 inf
     """
     if not points:
         return []
-    lines = _lines(points, compile_weight, runtime_weight)
-    dflt = _find_default(lines, default)
+    lines = _lines(as_points(points), Objective(compile_weight=compile_weight, runtime_weight=runtime_weight))
+    dflt = _find_default(lines, None if default is None else Config.from_dict(default))
     breaks = _breakpoints(lines)
     # The winner is constant between breakpoints: judge each stretch at its midpoint, in
     # floats (fast); then check every resulting stretch exactly and redo it all exactly if
@@ -324,7 +285,7 @@ def crossover_intervals(
                     out[-1]["to_calls"] = _float_up(x)
                 out.append(
                     {
-                        "config": w.point["config"],
+                        "config": w.point.config,
                         "from_calls": _float_up(x),
                         "to_calls": math.inf,
                         "_line": w,
@@ -385,14 +346,3 @@ def best_at(intervals: Sequence[Mapping[str, Any]], calls: float) -> Any:
         if it["from_calls"] <= calls < it["to_calls"]:
             return it["config"]
     return intervals[-1]["config"] if intervals else None
-
-
-def _objective(objective: Any) -> tuple[float, float, float]:
-    if isinstance(objective, Mapping):
-        get = objective.get
-    else:
-
-        def get(name, default=None):
-            return getattr(objective, name, default)
-
-    return (float(get("expected_calls", 1000)), float(get("compile_weight", 1.0)), float(get("runtime_weight", 1.0)))

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _select
-from .._config import Config
+from .._config import Config, misfit
 from .._errors import ConfigError
 from .._keys import device_key as _device_key
+from .._objective import Objective
+from .._select import Point
+from .._select._point import LEGACY_KEYS
 from . import _validate as v
 from ._validate import MAX_TEXT, FieldError, utc_now
 
@@ -33,20 +35,27 @@ UNRANGED_WHY = (
     "measurements decide only the call count it was tuned for"
 )
 
-_REQUIRED = (
-    "function_key",
-    "fingerprint",
-    "signature",
-    "device",
-    "config",
-    "sites",
-    "measurements",
-    "objective",
-    "cost",
-)
+_REQUIRED = tuple("function_key fingerprint signature device config sites measurements objective cost".split())
 _OPTIONAL = ("default_cost", "pareto", "study_name", "created_at", "default_config", "complete_range", "retune")
-_POINT_KEYS = ("config", "compile_s", "run_s", "rounds", "confirmed", "equivalent")
+_POINT_KEYS = ("config", "compile_cost_s", "run_cost_s", "rounds", "confirmed", "equivalent")
+"""What an entry keeps of a :class:`autotune._select.Point` (older entries spell the seconds
+``compile_s`` and ``run_s``: read as these, see ``Point.LEGACY_KEYS``)."""
 _RANGE_KEYS = ("from_calls", "to_calls", "why")
+
+
+def fill_retune(template: str | None, calls: float) -> str | None:
+    """A re-tune command for ``calls`` calls: ``template`` with its ``{calls}`` filled in
+    (a whole number without a decimal point), or None without a template.
+
+    Example::
+
+        >>> fill_retune("autotune tune x.py --expected-calls {calls}", 5000.0)
+        'autotune tune x.py --expected-calls 5000'
+    """
+    if template is None:
+        return None
+    c = float(calls)
+    return template.replace("{calls}", str(int(c)) if c.is_integer() and abs(c) < 1e15 else repr(c))
 
 
 @dataclass(frozen=True)
@@ -65,9 +74,10 @@ class CacheEntry:
         objective: ``expected_calls``, ``compile_weight``, ``runtime_weight`` used.
         cost: objective cost of ``config``.
         default_cost: objective cost of the default config, if measured.
-        pareto: the confirmed points ``[{"config", "compile_s", "run_s"[, "rounds":
-            [[compile_s, run_s], ...]][, "confirmed": bool]}]``, the default's among them
-            when ``default_config`` is set; rounds pair by index with the default's.
+        pareto: the confirmed points as JSON (:func:`stored_point`: ``[{"config", "compile_cost_s",
+            "run_cost_s"[, "rounds": [[compile_cost_s, run_cost_s], ...]][, "confirmed": bool]}]``),
+            the default's among them when ``default_config`` is set; rounds pair by index with
+            the default's. :attr:`points` reads them as :class:`autotune._select.Point` values.
         study_name: name of the Optuna study that produced the entry, if any.
         created_at: ISO-8601 UTC time the entry was made.
         default_config: the explicit default config (every tunable site at its default
@@ -96,9 +106,12 @@ class CacheEntry:
     retune: str | None = None
 
     def __post_init__(self):
-        r = self.complete_range
-        if isinstance(r, Mapping) and r.get("to_calls") == math.inf:  # `_select.complete_range` output as it is
-            object.__setattr__(self, "complete_range", {**r, "to_calls": None})
+        if isinstance(self.complete_range, Mapping):  # `_select.complete_range` output as it is
+            object.__setattr__(self, "complete_range", _select.range_json(self.complete_range))
+        if isinstance(self.pareto, list):  # Points, or dicts in an older spelling: kept as current JSON
+            object.__setattr__(
+                self, "pareto", [stored_point(p) if isinstance(p, Point) else _renamed(p) for p in self.pareto]
+            )
 
     @property
     def device_key(self) -> str:
@@ -134,19 +147,20 @@ class CacheEntry:
 
     def retune_command(self, calls: float) -> str | None:
         """The command that re-tunes this entry for ``calls`` calls, or None when none was recorded."""
-        if self.retune is None:
-            return None
-        c = float(calls)
-        shown = str(int(c)) if c.is_integer() and abs(c) < 1e15 else repr(c)
-        return self.retune.replace("{calls}", shown)
+        return fill_retune(self.retune, calls)
 
     @property
-    def default_point(self) -> dict[str, Any] | None:
+    def points(self) -> list[Point]:
+        """``pareto`` as :class:`autotune._select.Point` values (what `_select` decides on)."""
+        return [Point.from_json(p) for p in self.pareto]
+
+    @property
+    def default_point(self) -> Point | None:
         """The point of ``pareto`` measuring `default_config`, or None."""
         if self.default_config is None:
             return None
-        want = _select.config_text(self.default_config)
-        return next((p for p in self.pareto if _select.config_text(p["config"]) == want), None)
+        want = Config.from_dict(self.default_config)
+        return next((p for p in self.points if p.config == want), None)
 
     def with_choice(
         self, config: Mapping[str, Any], cost: float, objective: Mapping[str, Any] | None = None
@@ -163,7 +177,7 @@ class CacheEntry:
             changes.update(
                 objective=dict(objective),
                 complete_range=self.covered_range,
-                default_cost=None if point is None else _select.cost(point, objective),
+                default_cost=None if point is None else _select.cost(point, Objective.from_dict(objective)),
             )
         return dataclasses.replace(self, **changes)
 
@@ -194,8 +208,11 @@ class CacheEntry:
                 objective[name] = value
         if objective == self.objective or not self.pareto:
             return self
-        choice = _select.choose(self.pareto, objective, default=self.default_config, complete=self.covered_range)
-        return self.with_choice(choice.config, choice.cost, objective)
+        default = None if self.default_config is None else Config.from_dict(self.default_config)
+        choice = _select.choose(
+            self.points, Objective.from_dict(objective), default=default, complete=self.covered_range
+        )
+        return self.with_choice(choice.config.to_dict(), choice.cost, objective)
 
 
 def best_for(
@@ -203,12 +220,23 @@ def best_for(
 ) -> dict | None:
     """The cheapest point for a call count, with no default to beat (the lower envelope).
 
-    A thin wrapper over `autotune._select.winner` without a default: ties go to the
-    config that is cheaper just above ``expected_calls``, then to the smaller canonical
-    config JSON. Returns None for an empty list.
+    `autotune._select.winner` without a default (ties: cheaper just above ``expected_calls``,
+    then the smaller canonical config JSON). Returns the item of ``pareto`` (an entry's JSON
+    points, or `Point` values), None for an empty list.
     """
-    objective = {"expected_calls": expected_calls, "compile_weight": compile_weight, "runtime_weight": runtime_weight}
-    return _select.winner(list(pareto), objective)
+    points = _select.as_points(pareto)
+    objective = Objective(expected_calls, compile_weight, runtime_weight)
+    best = _select.winner(points, objective)
+    return None if best is None else pareto[points.index(best)]
+
+
+def _renamed(item: Any) -> Any:
+    return {LEGACY_KEYS.get(k, k): x for k, x in item.items()} if isinstance(item, Mapping) else item
+
+
+def stored_point(point: Point) -> dict[str, Any]:
+    """What an entry's ``pareto`` keeps of a confirmed point (its JSON, the keys of ``_POINT_KEYS``)."""
+    return {k: v for k, v in point.to_json().items() if k in _POINT_KEYS}
 
 
 # ---------------------------------------------------------------- validation
@@ -236,11 +264,7 @@ def parse_entry(d: Any) -> CacheEntry:
     study_name, default_cost = d.get("study_name"), d.get("default_cost")
     default = d.get("default_config")
     default = None if default is None else _config("default_config", default, sites)
-    if (
-        default is not None
-        and points
-        and not any(_select.config_text(p["config"]) == _select.config_text(default) for p in points)
-    ):
+    if default is not None and points and Config(default) not in (Config(p["config"]) for p in points):
         raise FieldError(
             "default_config",
             "is not the config of any point in 'pareto'; the default's measured point must be among them",
@@ -303,33 +327,21 @@ def _config(name: str, value: Any, sites: Mapping[str, Mapping[str, Any]]) -> di
         site = sites.get(sid)
         if site is None:
             raise FieldError(f"{name}.{sid}", f"names a site that is not in the entry's sites {sorted(sites)[:20]}")
-        if (choice.repr == "while") != (site["kind"] == "while"):
-            raise FieldError(
-                f"{name}.{sid}.repr",
-                f'"{choice.repr}" does not fit a site of kind '
-                f'"{site["kind"]}"; a while site takes "while", other sites "scan", "for" or "fori"',
-            )
-        if site["length"] is not None and choice.unroll > max(site["length"], 1):
-            raise FieldError(
-                f"{name}.{sid}.unroll", f"is {choice.unroll}, more than the site's length {site['length']}"
-            )
-        if choice.repr == "fori" and site["has_ys"]:
-            raise FieldError(
-                f"{name}.{sid}.repr",
-                '"fori" is not valid for a site with stacked outputs (has_ys); use "scan" or "for"',
-            )
+        wrong = misfit(choice, site["kind"], site["length"], site["has_ys"])
+        if wrong is not None:
+            raise FieldError(f"{name}.{sid}.{wrong[0]}", wrong[1])
     return config.to_dict()
 
 
 def _point(name: str, value: Any, sites: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    item = v.obj(name, value)
-    for k in ("config", "compile_s", "run_s"):
+    item = _renamed(v.obj(name, value))  # older entries: compile_s, run_s
+    for k in ("config", "compile_cost_s", "run_cost_s"):
         if k not in item:
             raise FieldError(f"{name}.{k}", "is missing")
     out = {k: v.scalar(f"{name}.{k}", x) for k, x in item.items() if k not in _POINT_KEYS}
     out["config"] = _config(f"{name}.config", item["config"], sites)
-    out["compile_s"] = v.number(f"{name}.compile_s", item["compile_s"], minimum=0)
-    out["run_s"] = v.number(f"{name}.run_s", item["run_s"], minimum=0)
+    for k in ("compile_cost_s", "run_cost_s"):
+        out[k] = v.number(f"{name}.{k}", item[k], minimum=0)
     if "confirmed" in item:
         out["confirmed"] = v.flag(f"{name}.confirmed", item["confirmed"])
     if "rounds" in item:
@@ -344,13 +356,13 @@ def _point(name: str, value: Any, sites: Mapping[str, Mapping[str, Any]]) -> dic
 
 def _rounds(name: str, value: Any) -> list[list[float]]:
     if not isinstance(value, list):
-        raise FieldError(name, f"must be a list of [compile_s, run_s] pairs, got {type(value).__name__}")
+        raise FieldError(name, f"must be a list of [compile_cost_s, run_cost_s] pairs, got {type(value).__name__}")
     if len(value) > MAX_ROUNDS:
         raise FieldError(name, f"holds {len(value)} rounds; the limit is {MAX_ROUNDS}")
     out = []
     for i, r in enumerate(value):
         if not isinstance(r, list) or len(r) != 2:
-            raise FieldError(f"{name}[{i}]", f"must be a [compile_s, run_s] pair, got {v.short(r)}")
+            raise FieldError(f"{name}[{i}]", f"must be a [compile_cost_s, run_cost_s] pair, got {v.short(r)}")
         out.append([v.number(f"{name}[{i}][{j}]", x, minimum=0) for j, x in enumerate(r)])
     return out
 
@@ -368,9 +380,7 @@ def _range(value: Any) -> dict[str, Any] | None:
         if k not in r:
             raise FieldError(f"complete_range.{k}", "is missing")
     lo = v.number("complete_range.from_calls", r["from_calls"], minimum=0)
-    hi = r["to_calls"]
-    if isinstance(hi, float) and hi == math.inf:  # as `_select.complete_range` returns it
-        hi = None
+    hi = _select.json_bound(r["to_calls"])  # math.inf as `_select.complete_range` returns it: null
     if hi is not None:
         hi = v.number("complete_range.to_calls", hi, minimum=lo)
     return {

@@ -23,7 +23,10 @@ from ._layout import (
     ENTRY_NULLABLE_JSON,
     ENTRY_PLAIN,
     PENDING_JSON,  # noqa: F401 (re-exported)
+    PENDING_NULLABLE_JSON,  # noqa: F401 (re-exported)
     PENDING_PLAIN,
+    entry_from_row,  # noqa: F401 (re-exported)
+    pending_from_row,  # noqa: F401 (re-exported)
 )
 from ._models import KEY_COLUMNS, EntryModel, PendingModel
 from ._pending import VALUE_FILE_RE, PendingRecord

@@ -28,7 +28,10 @@ from .._paths import ENV_CACHE
 # Versions and columns are plain data in _layout (read without SQLAlchemy by `_fastread`).
 from ._layout import (
     OLDEST_READABLE,
+    V1_ENTRY_COLUMNS,  # noqa: F401 (re-exported)
     V2_ENTRY_COLUMNS,  # noqa: F401 (re-exported)
+    entry_columns,  # noqa: F401 (re-exported: _cache reads it through _schema)
+    has_pending,  # noqa: F401 (re-exported: _cache reads it through _schema)
 )
 from ._models import SCHEMA_VERSION, BaseModel, EntryModel, PendingModel, SchemaVersionModel
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from .._config import canonical_json
 from .._errors import CacheImportError
 
 MAX_TEXT = 4096
@@ -83,8 +84,8 @@ def loads(text: str | bytes) -> Any:
 
 
 def dumps(value: Any) -> str:
-    """Canonical JSON text for storage: sorted keys, no NaN/Infinity."""
-    return json.dumps(value, sort_keys=True, allow_nan=False)
+    """JSON text for storage: :func:`autotune._config.canonical_json` (sorted keys, no NaN/Infinity)."""
+    return canonical_json(value)
 
 
 def text(name: str, value: Any, *, allow_empty: bool = False, limit: int = MAX_TEXT) -> str:
@@ -147,7 +148,7 @@ def json_object(name: str, value: Any, *, max_chars: int = MAX_JSON_CHARS) -> di
     """A free-form JSON object: text keys, printable strings, finite numbers, nesting at most
     `MAX_JSON_DEPTH` deep and at most `max_chars` characters as JSON. Returns a plain copy."""
     out = _json_value(name, obj(name, value), 1)
-    size = len(json.dumps(out, sort_keys=True, separators=(",", ":")))
+    size = len(canonical_json(out))
     if size > max_chars:
         raise FieldError(name, f"is {size} characters of JSON; the limit is {max_chars}")
     return out

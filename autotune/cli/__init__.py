@@ -1,11 +1,11 @@
 """The ``autotune`` command: tune study files (or recorded calls), inspect and move the cache,
 and write reports.
 
-``main(argv)`` returns the exit status: 0 on success, 1 when ``best`` finds nothing, 2 for
-any error autotune raises on purpose (one line, naming the thing and the fix), 128 + the
-signal for an interrupted run (completed trials are kept). Output cut short by a closed
-pipe (``autotune best --json | head -1``) ends quietly with status 0. An unexpected
-exception is a bug: its traceback is printed, then one line saying so, status 1.
+``main(argv)`` returns the exit status; :data:`EXIT_STATUS` is the complete table (the
+documentation quotes it): 0 done, 1 nothing found (or a bug: its traceback, then one line
+saying so), 2 an error autotune raises on purpose or a bad option (one line, naming the thing
+and the fix), 3 a partial result (``tune --recorded`` skipped a record), 128 + the signal for
+an interrupted run (completed trials are kept).
 
 ``import autotune.cli`` loads neither Optuna nor matplotlib; each command imports what it needs.
 """
@@ -18,9 +18,23 @@ import traceback
 from collections.abc import Callable
 
 from .._errors import AutotuneError
+from ._output import PARTIAL as PARTIAL
 from ._output import console
 from ._parser import build_parser as build_parser
 from ._tune import warn_shared_device as _warn_shared_device  # noqa: F401 - tests call it by this name
+
+EXIT_STATUS: dict[str, str] = {
+    "0": "done; also when the reader of a pipe went away (`autotune best --json | head -1` ends quietly)",
+    "1": "nothing found: `best` matched no entry, `tune --recorded` found no recorded call; or an unexpected "
+    "exception, a bug: its traceback is printed, then one line saying so",
+    "2": "an error autotune raises on purpose (a bad study file, an unknown --function, an unreachable cache "
+    "or storage) or a bad option: one line naming the thing and the fix",
+    "3": "a partial result: `tune --recorded` tuned the records it could and skipped or failed on at least "
+    "one; each is named on stderr with why, the tuned ones are in the cache",
+    "128 + N": "interrupted by signal N (Ctrl-C: 130, SIGTERM: 143, SIGHUP: 129): completed trials are kept; "
+    "the same command resumes",
+}
+"""Every exit status of ``autotune``, the one table (``docs/reference/exit-codes.md`` shows it)."""
 
 
 def _command(name: str) -> Callable:
@@ -91,4 +105,4 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_STATUS", "PARTIAL", "build_parser", "main"]

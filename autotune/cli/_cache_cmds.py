@@ -8,12 +8,15 @@ for, and outside that range the command that re-tunes it; never a silent ``[0, â
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 from typing import Any
 
 from .. import _display, _select
+from .._config import Config
+from .._measurement import compile_total
 from ._output import console, emit_json, retune_lines
-from ._tables import SiteNames, crossover_table, print_legend, table
+from ._tables import SiteNames, crossover_table, print_legend, say, table, tell
 
 _DTYPES = {"float": "f", "int": "i", "uint": "u", "bfloat": "bf", "complex": "c"}
 
@@ -46,7 +49,7 @@ def entry_json(e) -> dict[str, Any]:
     """An entry as ``best --json`` prints it: the entry, its device key, its crossovers, the
     complete range and whether its call count lies in it, and the command re-tuning for it."""
     cw, rw = _weights(e)
-    intervals = _select.crossover_intervals(e.pareto, cw, rw, default=e.default_config)
+    intervals = _select.crossover_intervals(e.points, cw, rw, default=e.default_config)
     return e.to_dict() | {
         "device_key": e.device_key,
         "crossovers": _select.intervals_json(intervals),
@@ -54,6 +57,36 @@ def entry_json(e) -> dict[str, Any]:
         "in_range": e.covers(_calls(e)),
         "retune_command": e.retune_command(_calls(e)),
     }
+
+
+def site_names(entries: list, wide: bool = False) -> SiteNames:
+    """The short site names of the entries' functions, each function by the one rule (its
+    sites over all its entries), so they match ``tune`` and ``report``."""
+    names = SiteNames(wide)
+    for e in entries:
+        names.add([{"id": sid, **site} for sid, site in e.sites.items()], e.function_key)
+    return names
+
+
+def _what(a: argparse.Namespace) -> str:
+    return (f" function {a.function!r}" if a.function else "") + (f" on device {a.device!r}" if a.device else "")
+
+
+def _nearest(a: argparse.Namespace) -> str:
+    """For an unknown ``--function``: the keys the cache has that look like it (all of them
+    when few), as ``tune --function`` lists a study file's keys."""
+    if not a.function:
+        return ""
+    from ..cache import Cache
+
+    keys = sorted({e.function_key for e in Cache(a.cache).entries()})
+    if not keys:
+        return " The cache has no entries; `autotune tune FILE` makes some."
+    if a.function in keys:
+        return ""
+    near = difflib.get_close_matches(a.function, keys, n=5, cutoff=0.4) or (keys if len(keys) <= 5 else [])
+    shown = ", ".join(near) if near else ", ".join(keys[:5]) + ", ..."
+    return f" Functions in the cache{' like it' if near and near != keys else ''}: {shown} (`autotune list` shows all)."
 
 
 def _device_matches(e, want: str) -> bool:
@@ -68,42 +101,39 @@ def cmd_best(a: argparse.Namespace) -> int:
     if a.expected_calls is not None:
         entries = [e.for_objective(expected_calls=a.expected_calls) for e in entries]
     if not entries:
-        console(stderr=True).print(
-            "no cache entry matches"
-            + (f" function {a.function!r}" if a.function else "")
-            + (f" on device {a.device!r}" if a.device else "")
-            + "."
-        )
+        tell(console(stderr=True), "no cache entry matches" + _what(a) + "." + _nearest(a))
         return 1
     if a.json:
         emit_json([entry_json(e) for e in entries])
         return 0
     out = console(wide=a.wide)
-    names = SiteNames(a.wide)
-    for e in entries:
-        names.add([{"id": sid, **site} for sid, site in e.sites.items()])
+    names = site_names(entries, a.wide)
     out.print(_best_table(entries, names, a.wide))
     for e in entries:
         if not e.covers(_calls(e)):
-            out.print(
+            say(
+                out,
                 f"{e.function_key}: the configs were not measured for {_select.format_calls(_calls(e))} "
-                f"calls (its measurements are complete for {_select.range_text(e.covered_range)} calls); "
-                "the config above is the best measured one, not a tuned one. Re-tune for it:"
+                f"calls (its measurements are complete for {_display.range_text(e.covered_range)} calls); "
+                "the config above is the best measured one, not a tuned one. Re-tune for it:",
+                wide=a.wide,
             )
             for line in retune_lines(e.retune_command(_calls(e)), out.width):
                 out.print(line, soft_wrap=True, highlight=False, markup=False)
     for e in entries:
         cw, rw = _weights(e)
-        intervals = _select.crossover_intervals(e.pareto, cw, rw, default=e.default_config)
-        if len(_display.listed_points(e.pareto, intervals, e.config)) > 1:
+        intervals = _select.crossover_intervals(e.points, cw, rw, default=e.default_config)
+        chosen = Config.from_dict(e.config)
+        default = None if e.default_config is None else Config.from_dict(e.default_config)
+        if len(_display.listed_points(e.points, intervals, chosen)) > 1:
             out.print(
                 crossover_table(
-                    e.pareto,
+                    e.points,
                     cw,
                     rw,
-                    names=names,
-                    chosen=e.config,
-                    default=e.default_config,
+                    names=names.of(e.function_key),
+                    chosen=chosen,
+                    default=default,
                     intervals=intervals,
                     title=f"{e.function_key} on {e.device.get('device_kind', '?')}: the cheapest config by call count",
                 )
@@ -125,7 +155,7 @@ def _best_table(entries: list, names: SiteNames, wide: bool):
         + (["compile", "run"] if wide else [])
     )
     title = "best configs" + ("" if show_device else f" on {entries[0].device.get('device_kind', '?')}")
-    t = table(title, cols, right=("cost", "calls", "compile", "run"))
+    t = table(title, cols, right=("cost", "calls", "compile", "run"), wide=wide)
     for e in entries:
         row = [e.function_key]
         if show_device:
@@ -133,22 +163,16 @@ def _best_table(entries: list, names: SiteNames, wide: bool):
         if show_signature:
             row.append(e.signature if wide else signature_text(e.signature))
         row += [
-            names.config(e.config),
+            names.config(e.config, e.function_key),
             _display.cost(e.cost),
             _select.format_calls(_calls(e)),
-            _select.range_text(e.covered_range),
+            _display.range_text(e.covered_range),
         ]
         if wide:
-            point = next(
-                (p for p in e.pareto if _select.config_text(p["config"]) == _select.config_text(e.config)), None
-            )
+            point = _select.point_of(e.points, Config.from_dict(e.config))
             m = e.measurements
-            compile_s = (
-                point["compile_s"]
-                if point
-                else sum(float(m.get(k) or 0.0) for k in ("trace_s", "lower_s", "compile_s"))
-            )
-            row += [_display.seconds(compile_s), _display.seconds(point["run_s"] if point else m.get("run_s"))]
+            compile_s = point.compile_cost_s if point else compile_total(m)
+            row += [_display.seconds(compile_s), _display.seconds(point.run_cost_s if point else m.get("run_s"))]
         t.add_row(*row)
     return t
 
@@ -159,22 +183,20 @@ def cmd_list(a: argparse.Namespace) -> int:
         emit_json([e.to_dict() | {"device_key": e.device_key} for e in entries])
         return 0
     out = console(wide=a.wide)
-    names = SiteNames(a.wide)
-    for e in entries:
-        names.add([{"id": sid, **site} for sid, site in e.sites.items()])
+    names = site_names(entries, a.wide)
     cols = (["function", "fingerprint", "signature", "device"] if a.wide else ["function", "device"]) + [
         "config",
         "cost",
         "created",
     ]
-    t = table(f"{len(entries)} cache entr{'y' if len(entries) == 1 else 'ies'}", cols, right=("cost",))
+    t = table(f"{len(entries)} cache entr{'y' if len(entries) == 1 else 'ies'}", cols, right=("cost",), wide=a.wide)
     for e in entries:
         row = [e.function_key]
         if a.wide:
             row += [e.fingerprint, e.signature, e.device_key]
         else:
             row.append(str(e.device.get("device_kind", "?")))
-        row += [names.config(e.config), _display.cost(e.cost), e.created_at[:16].replace("T", " ")]
+        row += [names.config(e.config, e.function_key), _display.cost(e.cost), e.created_at[:16].replace("T", " ")]
         t.add_row(*row)
     out.print(t)
     print_legend(out, names)

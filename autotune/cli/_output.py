@@ -2,8 +2,8 @@
 
 Width policy: at a terminal the tables fit its width (``$COLUMNS`` or the window). Through
 a pipe or into a log they get the same layout as an 80-column terminal (``$COLUMNS`` if
-set), so a log reads like the screen; ``--wide`` shows everything, and in a pipe it puts
-each row on one line.
+set), so a log reads like the screen; ``--wide`` shows everything and puts each row on one
+line (a terminal folds it; a pipe keeps it whole for ``grep`` and ``cut``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,13 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-WIDE_PIPE_WIDTH = 320
-"""Console width for ``--wide`` through a pipe: wide enough that rows do not wrap."""
+PARTIAL = 3
+"""The exit status of a partial result: ``tune --recorded`` tuned what it could, and skipped
+(or failed on) at least one record, each named on stderr with why (see ``autotune.cli.EXIT_STATUS``)."""
+
+WIDE_PIPE_WIDTH = 100_000
+"""Console width for ``--wide`` through a pipe: wide enough that no row wraps (a table there
+takes the width of its widest row, not this)."""
 
 
 def console(stderr: bool = False, wide: bool = False):
@@ -28,7 +33,7 @@ def console(stderr: bool = False, wide: bool = False):
     from rich.console import Console
 
     c = Console(stderr=stderr, highlight=False)
-    if wide and not c.is_terminal:
+    if wide:  # at a terminal too: a row is one line, which the terminal folds (nothing is cropped)
         c = Console(stderr=stderr, highlight=False, width=WIDE_PIPE_WIDTH)
     c.on_broken_pipe = _broken_pipe  # rich would exit 1 itself; the CLI ends a closed pipe quietly with 0
     return c

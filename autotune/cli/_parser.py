@@ -68,7 +68,8 @@ def _wide_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--wide",
         action="store_true",
-        help="show everything: full site ids, signatures, device keys (tables fit 80 columns otherwise)",
+        help="show everything, one line per row: full site ids, signatures, device keys, every trial's "
+        "whole reason (otherwise tables fit the terminal, or 80 columns in a pipe)",
     )
 
 
@@ -131,16 +132,19 @@ def _tune_parser(sub) -> None:
         type=_one_of("SAMPLERS"),
         default="auto",
         metavar="NAME",
-        help="auto (the whole grid when it fits the budget, else TPE; NSGA-II for --objective pareto), "
+        help="auto (the whole grid when it fits the budget, else TPE; NSGA-II for --search pareto), "
         "tpe, grid, random or nsga2",
     )
     p.add_argument(
-        "--objective",
+        "--search",
+        "--objective",  # the old name (at.Objective is the weights): still accepted, with a note
+        action=_Renamed,
+        dest="search",
         type=_one_of("SEARCHES"),
         default="cost",
         metavar="SEARCH",
         help="cost: search the weighted cost; pareto: NSGA-II on (compile s, run s), then pick from the "
-        "front for expected_calls (one study serves every call count)",
+        "front for expected_calls (one study serves every call count); --objective is its deprecated name",
     )
     _storage_arg(p)
     p.add_argument(
@@ -180,14 +184,39 @@ def _tune_parser(sub) -> None:
     _cache_arg(p)
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (no usage block before it): the
+    command, what is wrong, and where the options are listed; exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}. `{self.prog} --help` lists the options.\n")
+
+
+def version_text() -> str:
+    """``autotune 0.2.0 (Python 3.11.9)``: what ``autotune --version`` prints (no JAX import)."""
+    import platform
+
+    from .. import __version__
+
+    return f"autotune {__version__} (Python {platform.python_version()})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``autotune`` argument parser (``prog="autotune"``)."""
-    parser = argparse.ArgumentParser(prog="autotune", description=DESCRIPTION)
+    parser = Parser(prog="autotune", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _tune_parser(sub)
 
-    p = sub.add_parser("sites", help="list the loop sites of a study file's functions")
-    p.add_argument("file")
+    p = sub.add_parser("sites", help="list the loop sites of a study file's functions, or of a recorded function")
+    p.add_argument("file", nargs="?", default=None, help="a study file (or use --function KEY for a recorded function)")
+    p.add_argument(
+        "--function",
+        default=None,
+        metavar="KEY",
+        help="with FILE: only this function; alone: a function recorded with AUTOTUNE_RECORD, traced on "
+        "its recorded signature (`autotune pending` lists them)",
+    )
     p.add_argument("--json", action="store_true", help="print the sites as JSON (nothing else on stdout)")
     _wide_arg(p)
 
@@ -221,6 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", default=None, help="a study file: report on the studies of its functions")
     p.add_argument(
         "--study", action="append", default=None, metavar="NAME", help="report on this study instead (repeatable)"
+    )
+    p.add_argument(
+        "--function",
+        default=None,
+        metavar="KEY",
+        help="report on the studies of this function (module:qualname), a recorded one too; with FILE, only it",
     )
     _storage_arg(p)
     p.add_argument(
@@ -263,10 +298,25 @@ def subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentPa
     raise KeyError(name)
 
 
+class _Renamed(argparse._StoreAction):
+    """An option with a deprecated second name: the first is the name; the old one still
+    works and says so once on stderr."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string is not None and option_string != self.option_strings[0]:
+            import sys
+
+            print(
+                f"autotune: {option_string} is deprecated; use {self.option_strings[0]} (same values).",
+                file=sys.stderr,
+            )
+        setattr(namespace, self.dest, values)
+
+
 def _emit(action: argparse.Action, value: Any) -> list[str]:
     if not action.option_strings:  # a positional
         return [] if value is None else [str(value)]
-    flag = action.option_strings[-1]
+    flag = action.option_strings[0 if isinstance(action, _Renamed) else -1]
     if isinstance(action, argparse._StoreTrueAction):
         return [flag] if value else []
     if isinstance(action, argparse._AppendAction):

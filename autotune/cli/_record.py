@@ -1,26 +1,18 @@
 """``autotune pending`` and ``autotune tune --recorded``: list and tune the signatures a
-program recorded with ``AUTOTUNE_RECORD`` (the logic lives in `autotune._replay`)."""
+program recorded with ``AUTOTUNE_RECORD`` (the logic lives in `autotune._replay`). Output goes
+through the CLI's own consoles and tables (``_output``, ``_tables``), as every command's."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
-import sys
-from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
-
-from rich.console import Console
-from rich.table import Table
 
 from .._paths import redact
 from .._record import size_text
-
-
-def _consoles() -> tuple[Console, Console]:
-    # A terminal gets its own width; a pipe rich's default (80, or $COLUMNS): the table fits either.
-    return Console(highlight=False), Console(stderr=True, highlight=False)
+from ._output import PARTIAL, console, emit_json, stdout_to_stderr
+from ._tables import say, table, tell
 
 
 def pending_json(row: Any) -> dict[str, Any]:
@@ -37,32 +29,37 @@ def pending_json(row: Any) -> dict[str, Any]:
 
 
 def cmd_pending(a: argparse.Namespace) -> int:
-    """``autotune pending [--json] [--cache URL]``: the recorded signatures; for this
+    """``autotune pending [--json] [--wide] [--cache URL]``: the recorded signatures; for this
     machine's device whether a tuned entry exists; replayable or why not; values or not."""
     from .._abstract import short_signature
     from .._replay import pending_status
     from ..cache import Cache
 
-    out, _ = _consoles()
     cache = Cache(a.cache)
     rows = pending_status(cache)
     if a.json:
-        print(json.dumps([pending_json(r) for r in rows], indent=2))
-        return 0
-    if not rows:
-        out.print(
-            f"No recorded signatures in {cache.display_url}. Run your program with AUTOTUNE_RECORD=1 "
-            "(or AUTOTUNE_RECORD=values) to record the calls it makes."
-        )
+        emit_json([pending_json(r) for r in rows])
         return 0
     wide = bool(getattr(a, "wide", False))
+    out = console(wide=wide)
+    if not rows:
+        say(
+            out,
+            f"No recorded signatures in {cache.display_url}. Run your program with AUTOTUNE_RECORD=1 "
+            "(or AUTOTUNE_RECORD=values) to record the calls it makes.",
+        )
+        return 0
     notes: list[str] = []
 
     def note(text: str) -> str:
         notes.append(text)
         return f"[{len(notes)}]"
 
-    cells = []
+    t = table(
+        f"{len(rows)} recorded signature{'s' if len(rows) != 1 else ''}",
+        ("function", "signature", "recorded on", "status", "values"),
+        wide=wide,
+    )
     for r in rows:
         rec = r.record
         key = rec.function_key
@@ -77,55 +74,20 @@ def cmd_pending(a: argparse.Namespace) -> int:
         else:
             shown = "-"
         device = rec.device_key if wide else str(rec.device.get("device_kind", "?"))
-        cells.append([key, short_signature(rec.abstract), device, status, shown])
-    headers = ["function", "signature", "recorded on", "status", "values"]
-    table = Table(
-        title=f"{len(rows)} recorded signature{'s' if len(rows) != 1 else ''}",
-        box=None,
-        title_justify="left",
-        pad_edge=False,
-    )
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
-    if not wide:  # fit the console: the fixed columns keep their width, the function and signature share the rest
-        widths[2] = min(widths[2], 14)
-        rest = max(24, out.width - 2 * (len(headers) - 1) - sum(widths[2:]))
-        widths[0] = min(widths[0], max(rest - widths[1], rest // 2))
-        widths[1] = min(widths[1], rest - widths[0])
-    for h, w in zip(headers, widths):
-        if wide:
-            table.add_column(h, overflow="fold")
-        else:
-            table.add_column(h, width=w, no_wrap=True, overflow="ellipsis")
-    for row in cells:
-        table.add_row(*row)
-    table.columns[0].header_style = table.columns[1].header_style = "bold"
-    out.print(table)
-    out.print(
-        "status: tuned = a tuned entry exists for this device; values: - = shapes only (synthesized inputs when tuned)."
+        t.add_row(key, short_signature(rec.abstract), device, status, shown)
+    out.print(t)
+    say(
+        out,
+        "status: tuned = a tuned entry exists for this device; values: - = shapes only "
+        "(synthesized inputs when tuned).",
+        wide=wide,
     )
     for i, text in enumerate(notes, 1):
-        out.print(f"[{i}] {text}", markup=False)
+        say(out, f"[{i}] {text}", wide=wide)
     if any(not r.tuned_here and r.record.replayable for r in rows):
-        out.print("Tune them on this machine's device: autotune tune --recorded", markup=False)
-    out.print(f"cache: {cache.display_url}", markup=False)
+        say(out, "Tune them on this machine's device: autotune tune --recorded", wide=wide)
+    say(out, f"cache: {cache.display_url}", wide=wide)
     return 0
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    """Send everything printed meanwhile (the user's code while traced, too) to stderr, so
-    stdout carries only the JSON printed afterwards."""
-    sys.stdout.flush()
-    saved, old = os.dup(1), sys.stdout
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-        sys.stdout = old
 
 
 def _cache_flag(cache: str | None) -> str | None:
@@ -138,37 +100,38 @@ def _cache_flag(cache: str | None) -> str | None:
 def cmd_tune_recorded(a: argparse.Namespace) -> int:
     """``autotune tune --recorded [--function KEY] [--trials N] [tune options]``: tune every
     recorded signature on this machine's device; a record that cannot be replayed is
-    skipped with one line saying why, and the others go on.
+    skipped with one line saying why, and the others go on. Each tuned one gets the same
+    tables as ``autotune tune FILE``.
 
     Returns:
-        0 when every record was tuned (or was tuned before), 1 when one was skipped or
-        failed or nothing is recorded, 2 for bad options.
+        0 when every record was tuned (or was tuned before); 3 (``PARTIAL``) when one was
+        skipped or failed; 1 when nothing is recorded; 2 for bad options (see
+        :data:`autotune.cli.EXIT_STATUS`).
     """
     from .._abstract import short_signature
+    from .._errors import StudyError
     from .._replay import tune_recorded
     from ..cache import Cache
+    from ._show import show_result
 
-    out, err = _consoles()
+    out, err = console(wide=a.wide), console(stderr=True)
     if getattr(a, "workers", 1) not in (None, 1):
-        err.print(
-            "[red]error:[/red] --workers does not combine with --recorded. Run `autotune tune --recorded` "
-            "once per device instead (with a shared --storage the runs share their studies).",
-            soft_wrap=True,
+        raise StudyError(
+            "--workers does not combine with --recorded. Run `autotune tune --recorded` once per device "
+            "instead (with a shared --storage the runs share their studies)."
         )
-        return 2
     cache = Cache(a.cache)
     run_seconds = getattr(a, "run_seconds", None)
     options = dict(
         sampler=getattr(a, "sampler", "auto"),
         storage=getattr(a, "storage", None),
-        objective=getattr(a, "objective", "cost"),
+        search=getattr(a, "search", "cost"),
         trial_timeout=getattr(a, "trial_timeout", None),
         trial_memory_gb=getattr(a, "trial_memory", None),
         timing=None if run_seconds is None else {"target_s": run_seconds},
         progress=False if a.json else None,
     )
-    say = lambda line: err.print(line, markup=False, soft_wrap=True)  # noqa: E731
-    with _stdout_to_stderr() if a.json else contextlib.nullcontext():
+    with stdout_to_stderr(a.json):
         done = tune_recorded(
             cache,
             function=getattr(a, "function", None),
@@ -177,38 +140,33 @@ def cmd_tune_recorded(a: argparse.Namespace) -> int:
             expected_calls=getattr(a, "expected_calls", None),
             compile_weight=getattr(a, "compile_weight", None),
             runtime_weight=getattr(a, "runtime_weight", None),
-            say=say,
+            say=lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True),  # one line: grep finds it
             cache_flag=_cache_flag(a.cache),
             **options,
         )
     if not done:
         which = f" of {a.function}" if getattr(a, "function", None) else ""
-        err.print(
+        tell(
+            err,
             f"No recorded signatures{which} in {cache.display_url}. Run your program with AUTOTUNE_RECORD=1 "
             "first; `autotune pending` lists what is recorded.",
-            markup=False,
-            soft_wrap=True,
         )
         return 1
     if a.json:
-        print(json.dumps([_outcome_json(d, short_signature) for d in done], indent=2, allow_nan=False))
+        emit_json([_outcome_json(d, short_signature) for d in done])
     else:
         for d in done:
-            r = d.result
-            if r is not None:
-                out.print(
-                    f"winner for {d.record.function_key} {short_signature(d.record.abstract)}: "
-                    f"{r.best_config.label(r.sites)}  cost {r.best_cost:.4g} s (default {r.default_cost:.4g} s, "
-                    f"{r.speedup:.2f}x) on {d.inputs}",
-                    markup=False,
-                )
-        tuned = sum(d.status == "tuned" for d in done)
-        out.print(
-            f"{tuned} tuned, {sum(d.status == 'tuned before' for d in done)} tuned before, "
-            f"{sum(d.status in ('skipped', 'failed') for d in done)} skipped -> cache {cache.display_url}",
-            markup=False,
+            if d.result is not None:  # the function as `tune FILE` shows it, its signature beside its key
+                key = f"{d.record.function_key} {short_signature(d.record.abstract)}"
+                show_result(out, SimpleNamespace(key=key, cache=cache), d.result, wide=a.wide)
+        skipped = sum(d.status in ("skipped", "failed") for d in done)
+        say(
+            out,
+            f"{sum(d.status == 'tuned' for d in done)} tuned, {sum(d.status == 'tuned before' for d in done)} "
+            f"tuned before, {skipped} skipped -> cache {cache.display_url}",
+            wide=a.wide,
         )
-    return 1 if any(d.status in ("skipped", "failed") for d in done) else 0
+    return PARTIAL if any(d.status in ("skipped", "failed") for d in done) else 0
 
 
 def _outcome_json(d: Any, short_signature: Any) -> dict[str, Any]:

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import subprocess
 import sys
 from typing import Any
 
-from .. import _display, _select
+from .. import _select
 from .._errors import StudyError
+from .._options import Plumbing, TuneOptions
 from .._paths import ENV_STORAGE, redact
+from ..cache._store import command_retune
 from ._output import console, emit_json, stdout_to_stderr
 from ._parser import HELPER_ONLY, repeat_argv
-from ._tables import SiteNames, crossover_table, print_legend, result_table, trial_lines
+from ._show import show_result
 
 NOT_FOR_RETUNE = ("json", "wide", "expected_calls", "workers", "reconfirm") + HELPER_ONLY
 
@@ -43,6 +44,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
             return _helper(a, examples)
         if a.workers > 1:
             warn_shared_device(a.workers, err)
+        options = tune_options(a).replace(progress=False if a.json else None, reconfirm=a.reconfirm)
         results = []
         for ex in examples:
             ex.sites()  # a TypeError while tracing is one clear line, before any worker starts
@@ -54,20 +56,16 @@ def cmd_tune(a: argparse.Namespace) -> int:
             )
             err.print(f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g})")
             helpers = Helpers(a, ex.index)
-            result = fn.tune(
-                *ex.args,
-                n_trials=a.trials,
-                timeout=a.timeout,
-                sampler=a.sampler,
-                storage=a.storage,
-                progress=False if a.json else None,
-                on_ready=helpers.start,
-                before_finish=helpers.wait,
-                location=Location.study_file(a.file, ex.index),
-                retune=retune_template(a),
-                reconfirm=a.reconfirm,
-                **trial_options(a),
-                **ex.kwargs,
+            result = fn._tune(
+                ex.args,
+                ex.kwargs,
+                options,
+                Plumbing(
+                    on_ready=helpers.start,
+                    before_finish=helpers.wait,
+                    location=Location.study_file(a.file, ex.index),
+                    retune=retune_template(a),
+                ),
             )
             results.append((fn, result))
             if not a.json:
@@ -101,29 +99,22 @@ def _helper(a: argparse.Namespace, examples: list) -> int:
     fn = ex.fn.with_options(
         expected_calls=a.expected_calls, compile_weight=a.compile_weight, runtime_weight=a.runtime_weight, cache=a.cache
     )
-    fn.tune(
-        *ex.args,
+    fn._tune(ex.args, ex.kwargs, tune_options(a).replace(study_name=a.join_study, progress=False), Plumbing(join=True))
+    return 0
+
+
+def tune_options(a: argparse.Namespace) -> TuneOptions:
+    """The :class:`TuneOptions` of ``autotune tune``'s flags (built once, handed down as is)."""
+    return TuneOptions(
         n_trials=a.trials,
         timeout=a.timeout,
         sampler=a.sampler,
         storage=a.storage,
-        study_name=a.join_study,
-        join=True,
-        progress=False,
-        **trial_options(a),
-        **ex.kwargs,
+        search=a.search,
+        timing=None if a.run_seconds is None else {"target_s": a.run_seconds},
+        trial_timeout=a.trial_timeout,
+        trial_memory_gb=a.trial_memory,
     )
-    return 0
-
-
-def trial_options(a: argparse.Namespace) -> dict[str, Any]:
-    """The per-trial options of ``autotune tune``, as ``Autotuned.tune`` takes them."""
-    return {
-        "timing": None if a.run_seconds is None else {"target_s": a.run_seconds},
-        "objective": a.objective,
-        "trial_timeout": a.trial_timeout,
-        "trial_memory_gb": a.trial_memory,
-    }
 
 
 def _location(value: str) -> str:
@@ -140,7 +131,7 @@ def retune_template(a: argparse.Namespace) -> str:
     for name in ("cache", "storage"):
         if getattr(b, name, None):
             setattr(b, name, _location(getattr(b, name)))
-    return "autotune " + shlex.join(repeat_argv(b, skip=NOT_FOR_RETUNE)) + " --expected-calls {calls}"
+    return command_retune(repeat_argv(b, skip=NOT_FOR_RETUNE))
 
 
 def result_json(fn, r) -> dict[str, Any]:
@@ -158,90 +149,13 @@ def result_json(fn, r) -> dict[str, Any]:
         "complete_range": _select.range_json(r.complete_range),
         "in_range": _select.in_range(r.complete_range, calls),
         "trials": [t.to_dict() for t in r.trials],
-        "confirmed": r.confirmed,
-        "pareto": r.pareto,
+        "confirmed": [p.to_json() for p in r.confirmed],
+        "pareto": [p.to_json() for p in r.pareto],
         "finished": r.finished,
         "new_trials": r.new_trials,
         "stored": r.stored,
         "unrewritable": dict(getattr(r, "unrewritable", {}) or {}),
     }
-
-
-def show_result(out, fn, result, *, wide: bool = False) -> None:
-    """The tables and lines ``autotune tune`` prints for one function (one line for a
-    finished study, which measured nothing)."""
-    names = SiteNames(wide).add(result.sites)
-    goal = result.objective
-    winner, default = result.best_config.to_dict(), result.default_config.to_dict()
-    if result.finished:
-        where = "unchanged" if result.stored != "written" else f"written to {fn.cache.display_url}"
-        out.print(
-            f"{fn.key}: finished, nothing new to measure ({len(result.trials)} trials, confirmed); winner "
-            f"{names.config(winner)} ({_display.ratio(result.speedup)} the default's cost), cache entry "
-            f"{where}; --reconfirm re-times it",
-            markup=False,
-            highlight=False,
-        )
-        print_legend(out, names)
-        return
-    title = f"{fn.key}: the contenders re-timed side by side, for {_select.format_calls(goal.expected_calls)} calls"
-    out.print(result_table(result, names, title))
-    ranked = sorted(result.confirmed, key=lambda r: (_select.cost(r, goal), _select.config_text(r["config"])))
-    if ranked and _select.config_text(ranked[0]["config"]) != _select.config_text(winner):
-        out.print(
-            "★ the winner: a config must beat the default on the median cost and in enough paired rounds "
-            f"({_select.wins_needed(3)} of 3, {_select.wins_needed(6)} of 6); a cheaper median above did not."
-        )
-    if any(p.get("processes") == 2 for p in result.confirmed):
-        from ..study._confirm import PROCESS_NOISE  # here: `import autotune` loads no Optuna
-
-        out.print(
-            f"A lead under {PROCESS_NOISE:.0%} of the default's cost was re-timed in a second, fresh worker "
-            "too (a program's runtime moves between processes); the rounds of both decided."
-        )
-    counts = result.counts()
-    out.print(
-        f"{len(result.trials)} trials ({result.sampler} over a space of {result.space_size}): "
-        + ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-    )
-    for line in trial_lines(result.trials, names, out.width):
-        out.print(line, highlight=False, markup=False)
-    for site_id, why in (getattr(result, "unrewritable", None) or {}).items():
-        out.print(
-            f"site {names.name(site_id)} cannot be rewritten ({why}): it stays at its default",
-            highlight=False,
-            markup=False,
-        )
-    out.print(
-        f"winner for {fn.key}: [bold]{names.config(winner)}[/bold]  cost {_display.cost(result.best_cost)} "
-        f"(default {_display.cost(result.default_cost)}, {_display.ratio(result.speedup)})"
-    )
-    if result.stored == "kept":
-        out.print(
-            f"the cache {fn.cache.display_url} keeps its entry from this study: no new trial, or no "
-            "challenger beat its config in these paired rounds",
-            markup=False,
-        )
-    else:
-        out.print(f"stored in the cache {fn.cache.display_url}", markup=False)
-    if wide:
-        out.print(f"study {result.study_name} in {redact(result.storage)}", markup=False)
-    intervals = _select.crossover_intervals(result.confirmed, goal.compile_weight, goal.runtime_weight, default=default)
-    if len(_display.listed_points(result.confirmed, intervals, winner)) > 1:
-        out.print(
-            crossover_table(
-                result.confirmed,
-                goal.compile_weight,
-                goal.runtime_weight,
-                names=names,
-                chosen=winner,
-                default=default,
-                intervals=intervals,
-                title=f"{fn.key}: the cheapest config by call count",
-            )
-        )
-    out.print(f"measurements complete for {_select.range_text(result.complete_range)} calls")
-    print_legend(out, names)
 
 
 def warn_shared_device(workers: int, err=None) -> None:

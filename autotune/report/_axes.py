@@ -64,3 +64,50 @@ def padded(values: Sequence[float], log: bool) -> tuple[float, float]:
         return lo / 1.25, hi * 1.25
     pad = (hi - lo) * 0.08 or abs(hi) * 0.1 or 1.0
     return max(0.0, lo - pad) if lo >= 0 else lo - pad, hi + pad
+
+
+def _in_view(ax, xs, ys) -> bool:
+    import numpy as np
+
+    (x0, x1), (y0, y1) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
+    xs, ys = np.broadcast_arrays(np.asarray(xs, dtype=float), np.asarray(ys, dtype=float))
+    inside = (xs >= x0) & (xs <= x1) & (ys >= y0) & (ys <= y1)
+    return bool(np.any(inside & np.isfinite(xs) & np.isfinite(ys)))
+
+
+def drawn(ax, artist) -> bool:
+    """Whether ``artist`` puts anything inside ``ax``'s view: a line of two points or a marker,
+    a scatter point, a horizontal or vertical rule (data in axes coordinates count as inside)."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.lines import Line2D
+
+    if not artist.get_visible():
+        return False
+    if isinstance(artist, PathCollection):
+        offsets = artist.get_offsets()
+        return len(offsets) > 0 and _in_view(ax, offsets[:, 0], offsets[:, 1])
+    if isinstance(artist, Line2D):
+        xs, ys = artist.get_xdata(orig=False), artist.get_ydata(orig=False)
+        if artist.get_transform() != ax.transData:  # axhline / axvline: one coordinate is the axes'
+            blended = artist.get_transform()
+            if blended.contains_branch_seperately(ax.transData) == (True, False):
+                return _in_view(ax, xs, [sum(ax.get_ylim()) / 2] * len(xs))
+            if blended.contains_branch_seperately(ax.transData) == (False, True):
+                return _in_view(ax, [sum(ax.get_xlim()) / 2] * len(ys), ys)
+        marker = artist.get_marker() not in (None, "None", "", " ")
+        return (len(xs) >= 2 or (marker and len(xs) >= 1)) and _in_view(ax, xs, ys)
+    return True
+
+
+def legend(ax, **kwargs):
+    """``ax.legend`` of the labelled artists that are really drawn (inside the final limits),
+    so an entry never names something the reader cannot find; None when nothing is left."""
+    handles, labels = ax.get_legend_handles_labels()
+    kept = [(h, lab) for h, lab in zip(handles, labels) if drawn(ax, h)]
+    if not kept:
+        return None
+    box = ax.legend([h for h, _ in kept], [lab for _, lab in kept], **kwargs)
+    for handle in box.legend_handles:  # a marker drawn large (a frame around another) stays a symbol
+        if hasattr(handle, "get_sizes") and len(handle.get_sizes()) and handle.get_sizes()[0] > 200:
+            handle.set_sizes([200])
+    return box

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _display, _select
-from .._config import config_label
+from .._config import Config, config_label
 from .._errors import StudyError
-from .._measure import Measurement
+from .._measurement import Measurement, compile_total
 from .._objective import Objective
+from .._outcome import Outcome, tally
 from .._paths import redact
-from .._runner import Outcome
+from .._select import Point
+from ..cache._entry import fill_retune
 
 WAITING_STATES = ("running", "waiting")
 """What a trial without an outcome shows: another worker is measuring it, or it is queued."""
@@ -28,7 +30,8 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 
 @dataclass
 class TrialRow:
-    """One trial as a report shows it (seconds are None where nothing was measured)."""
+    """One trial as a report shows it (seconds are None where nothing was measured; the names
+    as in :class:`Measurement`: ``compile_s`` is XLA's compile alone, ``compile_total_s`` the sum)."""
 
     number: int
     outcome: str
@@ -36,17 +39,15 @@ class TrialRow:
     reason: str | None = None
     trace_s: float | None = None
     lower_s: float | None = None
-    xla_compile_s: float | None = None
+    compile_s: float | None = None
     run_s: float | None = None
     cost: float | None = None
     duration_s: float | None = None
 
     @property
-    def compile_s(self) -> float | None:
-        """trace + lower + compile seconds: everything paid once per signature."""
-        if self.trace_s is None:
-            return None
-        return self.trace_s + (self.lower_s or 0.0) + (self.xla_compile_s or 0.0)
+    def compile_total_s(self) -> float | None:
+        """trace + lower + compile wall seconds: everything paid once per signature."""
+        return compile_total(self)
 
     @property
     def counts(self) -> bool:
@@ -66,8 +67,8 @@ class TrialRow:
             "reason": self.reason,
             "trace_s": self.trace_s,
             "lower_s": self.lower_s,
-            "xla_compile_s": self.xla_compile_s,
             "compile_s": self.compile_s,
+            "compile_total_s": self.compile_total_s,
             "run_s": self.run_s,
             "cost": self.cost,
             "duration_s": self.duration_s,
@@ -83,12 +84,16 @@ class StudyReport:
         shown: the configs the by-call-count table and the figures show
             (:func:`autotune._display.listed_points`), by compile time; each has
             ``"label"`` (A, B, C...), ``"color"``, ``"on_front"`` and ``"optimal"`` (its
-            ``[from, to)`` intervals).
-        pareto: the ``shown`` points on the (compile_s, run_s) Pareto front.
+            ``[from, to)`` intervals), beside the point's JSON (``Point.to_json``) and ``"cost"``.
+        pareto: the ``shown`` points on the (compile_cost_s, run_cost_s) Pareto front.
+        points: what the report decides on (:class:`autotune._select.Point`): the confirmed
+            points, or (a study that never got to its confirmation) its trials' measurements.
+        confirmed: the confirmed points as rows (``Point.to_json`` without the measurement, and ``"cost"``),
+            cheapest first (:func:`autotune._select.ranked`).
         intervals: :func:`autotune._select.crossover_intervals` of every point, the default's included.
-        chosen: :func:`autotune._select.choose` for ``objective`` (``config``, ``compile_s``,
-            ``run_s``, ``cost``, ``in_range``), the same config the cache entry names.
-        default: the default config's point with its cost, or None.
+        chosen: :func:`autotune._select.choose` for ``objective`` (``config``, ``compile_cost_s``,
+            ``run_cost_s``, ``cost``, ``in_range``), the same config the cache entry names.
+        default: the default config's point as a row with its cost, or None.
         complete_range: the call counts over which the study's measurements are complete.
         retune: the command that re-tunes the study, ``{calls}`` standing for the call count.
     """
@@ -103,6 +108,7 @@ class StudyReport:
     fingerprint: str | None
     sites: list[dict[str, Any]]
     trials: list[TrialRow]
+    points: list[Point]
     confirmed: list[dict[str, Any]]
     pareto: list[dict[str, Any]]
     intervals: list[dict[str, Any]]
@@ -120,15 +126,17 @@ class StudyReport:
         """Sites a config can change: a while loop (length unknown) or more than one step."""
         return [s for s in self.sites if s.get("length") is None or int(s["length"]) > 1]
 
+    @property
+    def site_names(self) -> dict[str, str]:
+        """``{site id: short name}`` by the one rule the CLI uses (:func:`autotune._display.site_names`)."""
+        return _display.site_names(self.sites)
+
     def label(self, config: dict[str, Any]) -> str:
-        """A short readable form of a config: ``algo_iters=for, scan@f.py:53=scan×2``."""
-        return config_label(config, self.sites)
+        """A short readable form of a config with the CLI's site names: ``algo_iters=for, s1=scan×2``."""
+        return config_label(config, [{"id": sid, "name": short} for sid, short in self.site_names.items()])
 
     def outcome_counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for t in self.trials:
-            counts[t.outcome] = counts.get(t.outcome, 0) + 1
-        return counts
+        return tally(t.outcome for t in self.trials)
 
     @property
     def in_range(self) -> bool:
@@ -137,23 +145,22 @@ class StudyReport:
 
     def retune_command(self, calls: float | None = None) -> str | None:
         """The command that re-tunes for ``calls`` (default: the report's call count)."""
-        if self.retune is None:
-            return None
-        c = float(self.objective.expected_calls if calls is None else calls)
-        return self.retune.replace("{calls}", str(int(c)) if c.is_integer() and abs(c) < 1e15 else repr(c))
+        return fill_retune(self.retune, self.objective.expected_calls if calls is None else calls)
 
-    def cost_of(self, point: dict[str, Any], calls: float | None = None) -> float:
-        """A point's cost under the report's objective (or at another call count), by ``_select.cost``."""
-        obj = (
-            self.objective
-            if calls is None
-            else Objective(calls, self.objective.compile_weight, self.objective.runtime_weight)
-        )
-        return _select.cost(point, obj)
+    def cost_of(self, point: Point | dict[str, Any], calls: float | None = None) -> float:
+        """A point's cost (a :class:`Point` or one of the report's rows) under the report's
+        objective (or at another call count), by ``_select.cost``."""
+        obj = self.objective if calls is None else self.objective.overridden(expected_calls=calls)
+        return _select.cost(Point.from_json(point), obj)
+
+    @property
+    def shown_points(self) -> list[Point]:
+        """The ``shown`` rows as :class:`Point` values (what the CLI's crossover table takes)."""
+        by_config = {p.config: p for p in self.points}
+        return [by_config[Config.from_dict(row["config"])] for row in self.shown]
 
     def to_dict(self) -> dict[str, Any]:
         """The report's data as strict JSON-able dicts (an unbounded interval ends at null)."""
-        unbounded = lambda b: None if b == math.inf else b  # noqa: E731
         return {
             "study_name": self.study_name,
             "storage": self.storage,
@@ -170,28 +177,29 @@ class StudyReport:
             "complete_range": _select.range_json(self.complete_range),
             "in_range": self.in_range,
             "retune_command": None if self.in_range else self.retune_command(),
-            "pareto": [_point_json(p, unbounded) for p in self.pareto],
-            "shown": [_point_json(p, unbounded) for p in self.shown],
+            "pareto": [_shown_json(p) for p in self.pareto],
+            "shown": [_shown_json(p) for p in self.shown],
             "crossovers": _select.intervals_json(self.intervals),
-            "confirmed": [{k: v for k, v in c.items() if k != "measurement"} for c in self.confirmed],
+            "confirmed": self.confirmed,
             "trials": [t.to_dict() for t in self.trials],
             "figures": self.figures,
         }
 
 
-def _point_json(p: dict[str, Any], unbounded) -> dict[str, Any]:
-    return {
-        **{k: v for k, v in p.items() if k != "measurement"},
-        "optimal": [[a, unbounded(b)] for a, b in p.get("optimal", [])],
-    }
+def _shown_json(p: dict[str, Any]) -> dict[str, Any]:
+    return {**p, "optimal": [[a, _select.json_bound(b)] for a, b in p.get("optimal", [])]}
+
+
+def _row(point: Point, objective: Objective) -> dict[str, Any]:
+    """A point as the report's rows show it: its JSON (without the measurement) and its cost."""
+    return {**point.replace(measurement=None).to_json(), "cost": _select.cost(point, objective)}
 
 
 def _float(x: Any) -> float | None:
     try:
-        v = float(x)
+        return v if math.isfinite(v := float(x)) else None
     except (TypeError, ValueError):
         return None
-    return v if math.isfinite(v) else None
 
 
 def _slug(function_key: str, study_name: str) -> str:
@@ -223,18 +231,17 @@ def _trial_row(view, frozen, objective: Objective) -> TrialRow:
         reason=view.reason,
         trace_s=_float(m.get("trace_s")),
         lower_s=_float(m.get("lower_s")),
-        xla_compile_s=_float(m.get("compile_s")),
+        compile_s=_float(m.get("compile_s")),
         run_s=_float(m.get("run_s")),
     )
     if frozen is not None and frozen.datetime_start is not None and frozen.datetime_complete is not None:
         row.duration_s = (frozen.datetime_complete - frozen.datetime_start).total_seconds()
-    if row.compile_s is not None and row.run_s is not None:
+    if row.compile_total_s is not None and row.run_s is not None:
         try:  # the figures the objective charges (CPU compile, fast-call runtime), as the study's points
             charged = Measurement.from_dict(m)
-            figures = {"compile_s": charged.compile_cost_s, "run_s": charged.run_cost_s}
+            row.cost = objective.cost(charged)
         except (KeyError, TypeError, ValueError):  # an older or partial record: its wall figures
-            figures = {"compile_s": row.compile_s, "run_s": row.run_s}
-        row.cost = _select.cost(figures, objective)
+            row.cost = objective.cost_of(row.compile_total_s, row.run_s)
     return row
 
 
@@ -268,7 +275,8 @@ def load_study_report(
         A :class:`StudyReport`.
     """
     from .._paths import storage_url
-    from ..study._optuna import load, summaries
+    from ..study import load_study as load
+    from ..study import study_summaries as summaries
 
     url = storage_url(storage)
     summaries(url)  # a clear error, and no new file, for a storage that does not exist
@@ -281,26 +289,20 @@ def load_study_report(
     finally:
         study.close()
     own = dict(attrs.get("objective") or {})
-    objective = Objective(
-        expected_calls=float(expected_calls if expected_calls is not None else own.get("expected_calls", 1000)),
-        compile_weight=float(compile_weight if compile_weight is not None else own.get("compile_weight", 1.0)),
-        runtime_weight=float(runtime_weight if runtime_weight is not None else own.get("runtime_weight", 1.0)),
-    )
+    objective = Objective.from_dict(own).overridden(expected_calls, compile_weight, runtime_weight)
     sites = [dict(s) for s in attrs.get("sites") or []]
     default_config = _default_config(attrs, sites)
     trials = [_trial_row(v, frozen.get(v.number), objective) for v in views]
 
     # Exactly what tune() decided on: the confirmed points (with their paired rounds), judged
     # by the one selection rule; a study without confirmation falls back to its trials.
-    confirmed = [dict(c) for c in attrs.get("confirmed") or []]
+    confirmed = [Point.from_json(c) for c in attrs.get("confirmed") or []]
     points = confirmed or [
-        {"config": t.config, "compile_s": t.compile_s, "run_s": t.run_s}
+        Point(Config.from_dict(t.config), t.compile_total_s, t.run_s)
         for t in trials
-        if t.counts and t.compile_s is not None and t.run_s is not None
+        if t.counts and t.compile_total_s is not None and t.run_s is not None
     ]
-    for c in confirmed:
-        c["cost"] = _select.cost(c, objective)
-    default_arg = default_config if confirmed else None
+    default_arg = Config.from_dict(default_config) if confirmed else None
     intervals = _select.crossover_intervals(
         points, objective.compile_weight, objective.runtime_weight, default=default_arg
     )
@@ -310,32 +312,27 @@ def load_study_report(
         None
         if choice is None
         else {
-            "config": choice.config,
-            "compile_s": choice.compile_s,
-            "run_s": choice.run_s,
+            "config": choice.config.to_dict(),
+            "compile_cost_s": choice.compile_cost_s,
+            "run_cost_s": choice.run_cost_s,
             "cost": choice.cost,
             "in_range": choice.in_range,
         }
     )
-    front = {_select.config_text(p["config"]) for p in _select.pareto_front(points)}
+    front = {p.config for p in _select.pareto_front(points)}
     shown = []
-    for i, p in enumerate(_display.listed_points(points, intervals, chosen and chosen["config"])):
-        text = _select.config_text(p["config"])
+    for i, p in enumerate(_display.listed_points(points, intervals, choice and choice.config)):
         shown.append(
             {
-                **p,
+                **_row(p, objective),
                 "label": letter(i),
                 "color": PALETTE[i % len(PALETTE)],
-                "on_front": text in front,
-                "optimal": [
-                    [it["from_calls"], it["to_calls"]] for it in intervals if _select.config_text(it["config"]) == text
-                ],
+                "on_front": p.config in front,
+                "optimal": [[it["from_calls"], it["to_calls"]] for it in intervals if it["config"] == p.config],
             }
         )
-    default_text = _select.config_text(default_config)
-    default = next((p for p in points if _select.config_text(p["config"]) == default_text), None)
-    if default is not None:
-        default = {**default, "cost": _select.cost(default, objective)}
+    default_cfg = Config.from_dict(default_config)
+    default = next((_row(p, objective) for p in points if p.config == default_cfg), None)
     return StudyReport(
         study_name=study_name,
         storage=redact(url),
@@ -347,7 +344,8 @@ def load_study_report(
         fingerprint=attrs.get("fingerprint"),
         sites=sites,
         trials=trials,
-        confirmed=confirmed,
+        points=points,
+        confirmed=[_row(p, objective) for p in _select.ranked(confirmed, objective)],
         pareto=[p for p in shown if p["on_front"]],
         intervals=intervals,
         chosen=chosen,
@@ -372,7 +370,7 @@ def studies_for_file(path: str, storage: str, *, all_programs: bool = False) -> 
     from .._keys import device_info, program_key, study_name
     from .._paths import storage_url
     from .._studyfile import load_examples
-    from ..study._optuna import summaries
+    from ..study import study_summaries as summaries
 
     wanted: dict[str, set[str]] = {}
     preferred: list[str] = []

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import _display, _select
-from .._config import site_label
-from ._axes import OUTCOME_STYLE, REASON_CHARS, empty, new_figure, padded, time_unit, wants_log
+from .._config import Config, site_label
+from ._axes import OUTCOME_STYLE, REASON_CHARS, empty, legend, new_figure, padded, time_unit, wants_log
 from ._data import StudyReport
 
 
@@ -31,7 +31,13 @@ def _unroll_ticks(length: int | None, seen: set[int]) -> list[int]:
     )
 
 
-def figure_sites(rep: StudyReport, path: str) -> str:
+def _site_title(names: dict[str, str], site: dict[str, Any]) -> str:
+    """``s1 = scan@train.py:42`` for a site with a short name, else its name (an ``at.loop``'s)."""
+    short = names.get(site["id"], site["id"])
+    return short if short == site["id"] or short == site_label(site) else f"{short} = {site_label(site)}"
+
+
+def figure_sites(rep: StudyReport):
     """Per tunable loop site: compile and run time against the unroll factor and repr
     (a while loop's factor is the body applications per iteration; it has no "for")."""
     import numpy as np
@@ -46,22 +52,23 @@ def figure_sites(rep: StudyReport, path: str) -> str:
         "'for' = fully unrolled",
         fontsize=10,
     )
-    measured = [t for t in rep.trials if t.counts and t.compile_s is not None and t.run_s is not None]
+    measured = [t for t in rep.trials if t.counts and t.compile_total_s is not None and t.run_s is not None]
     if not sites or not measured:
         for ax in axes[0]:
             empty(ax, "no tunable loop site" if not sites else "no measured trial")
-        fig.savefig(path)
-        return path
-    ck, cu = time_unit([t.compile_s for t in measured] + [rep.chosen["compile_s"]] * bool(rep.chosen))
-    rk, ru = time_unit([t.run_s for t in measured] + [rep.chosen["run_s"]] * bool(rep.chosen))
+        return fig
+    ck, cu = time_unit([t.compile_total_s for t in measured] + [rep.chosen["compile_cost_s"]] * bool(rep.chosen))
+    rk, ru = time_unit([t.run_s for t in measured] + [rep.chosen["run_cost_s"]] * bool(rep.chosen))
     chosen = rep.chosen["config"] if rep.chosen else {}
+    names = _display.site_names(rep.sites)  # the short names every command uses for this function
     for row, site in enumerate(sites):
         sid = site["id"]
         length = None if site.get("length") is None else int(site["length"])
         default = rep.default_config.get(sid, {"repr": "while" if length is None else "scan", "unroll": 1})
         picks = [(t, t.config.get(sid, default)) for t in measured]
         seen = {_effective_unroll(c, length) for _, c in picks}
-        for col, (metric, k, unit, what) in enumerate((("compile_s", ck, cu, "compile"), ("run_s", rk, ru, "run"))):
+        metrics = ((("compile_total_s", "compile_cost_s"), ck, cu, "compile"), (("run_s", "run_cost_s"), rk, ru, "run"))
+        for col, ((metric, chosen_metric), k, unit, what) in enumerate(metrics):
             ax = axes[row][col]
             for rep_name in _MARKERS:
                 pts = [(t, c) for t, c in picks if c.get("repr", "scan") == rep_name]
@@ -86,7 +93,7 @@ def figure_sites(rep: StudyReport, path: str) -> str:
             if pick is not None:
                 ax.scatter(
                     [_effective_unroll(pick, length)],
-                    [rep.chosen[metric] * k],
+                    [rep.chosen[chosen_metric] * k],
                     s=260,
                     marker="*",
                     facecolor="gold",
@@ -109,14 +116,16 @@ def figure_sites(rep: StudyReport, path: str) -> str:
             size = "dynamic length" if length is None else f"length {length}"
             ax.set_title(
                 _display.shorten(
-                    f"{site_label(site)}  [{site.get('kind')}, {size}, depth {site.get('depth', 0)}] — {what}", 70
+                    f"{_site_title(names, site)}  [{site.get('kind')}, {size}, depth {site.get('depth', 0)}"
+                    + (", derived" if site.get("derived") else "")
+                    + f"] — {what}",
+                    76,
                 ),
                 fontsize=9,
             )
             if row == 0 and col == 1:
-                ax.legend(fontsize=7.5, loc="best", framealpha=0.9)
-    fig.savefig(path)
-    return path
+                legend(ax, fontsize=7.5, loc="best", framealpha=0.9)
+    return fig
 
 
 def reason_lines(trials: Sequence[Any], most: int = 6) -> list[str]:
@@ -133,7 +142,7 @@ def reason_lines(trials: Sequence[Any], most: int = 6) -> list[str]:
     return lines
 
 
-def figure_history(rep: StudyReport, path: str) -> str:
+def figure_history(rep: StudyReport):
     """Trial history: each trial's cost and the best so far; the other trials on a strip."""
     trials = sorted(rep.trials, key=lambda t: t.number)
     lines = reason_lines(trials)
@@ -183,28 +192,58 @@ def figure_history(rep: StudyReport, path: str) -> str:
         xs.append(trials[-1].number + 0.5)
         ys.append(best)
         ax.step(xs, ys, where="post", color="#d62728", lw=2.0, label="best so far (single measurements)", zorder=2)
+        confirmed = {Config.from_dict(c["config"]) for c in rep.confirmed}
+
+        def retimed(row: dict[str, Any]) -> str:  # its line is the side-by-side figure, not a trial's
+            return " as confirmation re-timed it side by side" if Config.from_dict(row["config"]) in confirmed else ""
+
         if rep.chosen is not None:
+            chosen = Config.from_dict(rep.chosen["config"])
+            own = [t for t in scored if Config.from_dict(t.config) == chosen]
+            if own:  # the chosen config's own trials: their single measurements vs the line
+                ax.scatter(
+                    [t.number for t in own],
+                    [t.cost for t in own],
+                    s=120,
+                    facecolor="none",
+                    edgecolor="goldenrod",
+                    lw=1.8,
+                    zorder=4,
+                    label=f"the chosen config's trial{'s' * (len(own) > 1)} (one measurement)",
+                )
             ax.axhline(
                 rep.chosen["cost"],
                 color="goldenrod",
                 lw=1.2,
                 ls="-.",
-                label=f"chosen after confirmation: {_display.cost(rep.chosen['cost'])}",
+                label=f"chosen, {_display.cost(rep.chosen['cost'])}{retimed(rep.chosen)}",
             )
+            if retimed(rep.chosen):
+                ax.annotate(
+                    "chosen: re-timed in confirmation",
+                    (1.0, rep.chosen["cost"]),
+                    xycoords=("axes fraction", "data"),
+                    xytext=(-4, 3),
+                    textcoords="offset points",
+                    ha="right",
+                    va="bottom",
+                    fontsize=7.5,
+                    color="#8a6d0b",
+                )
         if rep.default is not None:
             ax.axhline(
                 rep.default["cost"],
                 color="#555555",
                 lw=1.0,
                 ls=":",
-                label=f"default: {_display.cost(rep.default['cost'])}",
+                label=f"default, {_display.cost(rep.default['cost'])}{retimed(rep.default)}",
             )
         shown = [t.cost for t in scored] + [r["cost"] for r in (rep.chosen, rep.default) if r is not None]
         log = wants_log(shown, 10.0)
         if log:
             ax.set_yscale("log")
         ax.set_ylim(*padded(shown, log))
-        ax.legend(fontsize=8, loc="best", framealpha=0.9)
+        legend(ax, fontsize=8, loc="best", framealpha=0.9)
     else:
         empty(ax, "no complete trial")
     ax.set_ylabel("cost (s)" if obj.compile_weight == obj.runtime_weight == 1 else "weighted cost")
@@ -234,5 +273,4 @@ def figure_history(rep: StudyReport, path: str) -> str:
     strip.grid(True, axis="x", alpha=0.25)
     if trials:
         strip.set_xlim(trials[0].number - 0.7, trials[-1].number + 0.7)
-    fig.savefig(path)
-    return path
+    return fig

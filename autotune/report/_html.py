@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import _display, _select
-from .._config import choice_label
+from .._config import Config, choice_label
 from ._data import StudyReport
 from ._figures import CAPTIONS, FIGURES
 
@@ -60,7 +60,7 @@ def _summary(rep: StudyReport) -> list[str]:
         "<tr><th>trials</th><td>"
         + ", ".join(f"{n} {_e(o)}" for o, n in sorted(counts.items(), key=lambda kv: -kv[1]))
         + "</td></tr>",
-        f"<tr><th>measurements complete for</th><td>{_e(_select.range_text(rep.complete_range))} calls"
+        f"<tr><th>measurements complete for</th><td>{_e(_display.range_text(rep.complete_range))} calls"
         + (
             f" <span class='muted'>({_e(rep.complete_range.get('why'))})</span>"
             if rep.complete_range and rep.complete_range.get("why")
@@ -84,7 +84,7 @@ def _summary(rep: StudyReport) -> list[str]:
         command = rep.retune_command()
         parts.append(
             f"<p class='warn'>The configs were not measured for {_e(_select.format_calls(obj.expected_calls))}"
-            f" calls: the measurements are complete for {_e(_select.range_text(rep.complete_range))} calls, "
+            f" calls: the measurements are complete for {_e(_display.range_text(rep.complete_range))} calls, "
             "so a config the study stopped or never measured could be cheaper; the chosen one is the best "
             "measured one. "
             + (f"Re-tune for it: <code>{_e(command)}</code>" if command else "Re-tune it for that call count.")
@@ -97,14 +97,14 @@ def _shown_table(rep: StudyReport) -> list[str]:
     if not rep.shown:
         return ["<p class='bad'>No complete trial: no configs to compare.</p>"]
     obj = rep.objective
-    chosen_key = _select.config_text(rep.chosen["config"]) if rep.chosen else None
-    default_key = _select.config_text(rep.default_config)
+    chosen_key = Config.from_dict(rep.chosen["config"]) if rep.chosen else None
+    default_key = Config.from_dict(rep.default_config)
     parts = [
         "<table><tr><th></th><th>config</th><th>compile</th><th>run</th>"
         f"<th>cost at {_e(_select.format_calls(obj.expected_calls))} calls</th><th>cheapest for calls in</th></tr>"
     ]
     for p in rep.shown:
-        key = _select.config_text(p["config"])
+        key = Config.from_dict(p["config"])
         tags = (
             (" ★ chosen" if key == chosen_key else "")
             + (" (default)" if key == default_key else "")
@@ -114,8 +114,8 @@ def _shown_table(rep: StudyReport) -> list[str]:
         parts.append(
             f"<tr{' class=chosen' if key == chosen_key else ''}><td><span class='swatch' style='background:"
             f"{_e(p['color'])}'></span><b>{_e(p['label'])}</b></td><td>{_e(rep.label(p['config']))}{tags}</td>"
-            f"<td class='num'>{_e(_display.seconds(p['compile_s']))}</td>"
-            f"<td class='num'>{_e(_display.seconds(p['run_s']))}</td>"
+            f"<td class='num'>{_e(_display.seconds(p['compile_cost_s']))}</td>"
+            f"<td class='num'>{_e(_display.seconds(p['run_cost_s']))}</td>"
             f"<td class='num'>{_e(_display.cost(rep.cost_of(p)))}</td><td>{_e(_interval_text(p))}</td></tr>"
         )
     parts.append("</table>")
@@ -124,14 +124,16 @@ def _shown_table(rep: StudyReport) -> list[str]:
 
 def _sites_table(rep: StudyReport) -> list[str]:
     parts = [
-        "<h3>Loop sites</h3><table><tr><th>site id</th><th>kind</th><th>form</th><th>length</th><th>depth</th>"
-        "<th>source</th><th>default</th><th>chosen</th></tr>"
+        "<h3>Loop sites</h3><table><tr><th>name</th><th>site id</th><th>kind</th><th>form</th><th>length</th>"
+        "<th>depth</th><th>source</th><th>default</th><th>chosen</th></tr>"
     ]
+    names = _display.site_names(rep.sites)  # the short names every command uses for this function
     for s in rep.tunable_sites:
         pick = (rep.chosen or {}).get("config", {}).get(s["id"])
         form = str(s.get("form") or s.get("kind")) + (", derived" if s.get("derived") else "")
         parts.append(
-            f"<tr><td><code>{_e(s['id'])}</code></td><td>{_e(s.get('kind'))}</td><td>{_e(form)}</td>"
+            f"<tr><td><b>{_e(names.get(s['id'], s['id']))}</b></td><td><code>{_e(s['id'])}</code></td>"
+            f"<td>{_e(s.get('kind'))}</td><td>{_e(form)}</td>"
             f"<td class='num'>{_e('dynamic' if s.get('length') is None else s['length'])}</td>"
             f"<td class='num'>{_e(s.get('depth', 0))}</td><td>{_e(s.get('source') or '-')}</td>"
             f"<td>{_e(choice_label(s.get('default') or {}))}</td>"
@@ -159,12 +161,12 @@ def _study_html(rep: StudyReport, images: dict[str, str]) -> str:
             "<h3>Confirmation (interleaved re-measurement; medians)</h3><table><tr><th>config</th>"
             "<th>rounds</th><th>compile</th><th>run</th><th>cost</th></tr>"
         )
-        for c in sorted(rep.confirmed, key=lambda c: (c["cost"], _select.config_text(c["config"]))):
+        for c in rep.confirmed:  # ranked by _select.ranked
             rounds = len(c["rounds"]) if isinstance(c.get("rounds"), list) else c.get("rounds", "-")
             parts.append(
                 f"<tr><td>{_e(rep.label(c['config']))}</td><td class='num'>{_e(rounds)}</td>"
-                f"<td class='num'>{_e(_display.seconds(c['compile_s']))}</td>"
-                f"<td class='num'>{_e(_display.seconds(c['run_s']))}</td>"
+                f"<td class='num'>{_e(_display.seconds(c['compile_cost_s']))}</td>"
+                f"<td class='num'>{_e(_display.seconds(c['run_cost_s']))}</td>"
                 f"<td class='num'>{_e(_display.cost(c['cost']))}</td></tr>"
             )
         parts.append("</table>")
@@ -178,7 +180,7 @@ def _study_html(rep: StudyReport, images: dict[str, str]) -> str:
         cls = " class='bad'" if t.failed else ""
         parts.append(
             f"<tr><td class='num'>{t.number}</td><td{cls}>{_e(t.outcome)}</td><td>{_e(rep.label(t.config))}"
-            f"</td><td class='num'>{_e(_display.seconds(t.compile_s))}</td>"
+            f"</td><td class='num'>{_e(_display.seconds(t.compile_total_s))}</td>"
             f"<td class='num'>{_e(_display.seconds(t.run_s))}</td><td class='num'>{_e(_display.cost(t.cost))}"
             f"</td><td class='reason'>{_e(t.reason or '')}</td></tr>"
         )

@@ -1,5 +1,5 @@
 """Write a report: the PNG figures, ``report.html`` and ``report.json``, with the one
-progress bar (``study._progress``) while the figures are drawn."""
+progress bar (``study.Progress``) while the figures are drawn."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def write_report(
     Returns:
         A :class:`ReportFiles` with the paths.
     """
-    from ..study._progress import Progress
+    from ..study import Progress
 
     if not reports:
         raise StudyError("Nothing to report: no study was given.")

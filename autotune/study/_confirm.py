@@ -4,7 +4,7 @@
 later ones ``shared``) are one contender, named by the simplest of them
 (:func:`simplest_key`: the default if it is one of them, else the fewest body copies, then
 ``scan`` before ``fori`` before ``while`` before ``for``, then the canonical JSON); the others
-are listed on its confirmed point as ``"equivalent"``.
+are listed on its confirmed point as ``equivalent``.
 
 **Contenders.** The ``top`` cheapest programs, those cheapest at some call count, and the
 default (for a Pareto search the whole measured front) are measured again in ``rounds``
@@ -20,9 +20,9 @@ compile noise of one sample could flip the decision (a challenger within :data:`
 of their compile seconds of the default, in round 1 or once all rounds are in): then every
 contender is compiled again in every round, each round's cost taking that round's own compile.
 A round measured in full because an executable was gone still carries round 1's compile when
-the others' do. Each contender becomes a *point* with per-round samples ``[[compile_s, run_s],
-...]`` paired by round index, which :mod:`autotune._select` decides on; ``compile_s`` there is
-:attr:`Measurement.compile_cost_s` (CPU seconds) and ``run_s`` :attr:`Measurement.run_cost_s`.
+the others' do. Each contender becomes a :class:`autotune._select.Point` with per-round samples
+``((compile_cost_s, run_cost_s), ...)`` paired by round index, which :mod:`autotune._select`
+decides on (:attr:`Measurement.compile_cost_s`, CPU seconds, and :attr:`Measurement.run_cost_s`).
 
 **A second process for a close call.** A program's runtime also differs between two processes
 (code and buffer placement) by more than it varies within one: a challenger that leads the
@@ -43,8 +43,9 @@ from typing import Any
 
 from .. import _select
 from .._config import Config
-from .._measure import Measurement
+from .._measurement import Measurement
 from .._objective import Objective
+from .._select import Point, point_of
 
 COMPILE_NOISE = 0.15
 """Relative compile-time noise assumed between two measurements of one config (at least)."""
@@ -59,42 +60,40 @@ _REPR_ORDER = {"scan": 0, "fori": 1, "while": 2, "for": 3}
 _FOR_COPIES = 1 << 30  # a full unroll: more body copies than any partial one of the same site
 
 
-def simplest_key(config: Config | dict) -> tuple[int, int, str]:
+def simplest_key(config: Config) -> tuple[int, int, str]:
     """How complicated a config's form is (smaller is simpler): the body copies it asks for
     (each site's unroll factor summed, ``for`` counting as the most), then how far its
     representations are from a plain ``scan`` (scan < fori < while < for), then its canonical JSON.
 
     Example::
 
-        >>> a = {"l": {"repr": "fori", "unroll": 2}}; b = {"l": {"repr": "scan", "unroll": 2}}
+        >>> a = Config({"l": {"repr": "fori", "unroll": 2}}); b = Config({"l": {"repr": "scan", "unroll": 2}})
         >>> min([a, b], key=simplest_key) == b
         True
     """
-    c = Config.from_dict(config)
-    copies = sum(_FOR_COPIES if ch.repr == "for" else ch.unroll for ch in c.values())
-    return copies, sum(_REPR_ORDER.get(ch.repr, 4) for ch in c.values()), _select.config_text(c)
+    copies = sum(_FOR_COPIES if ch.repr == "for" else ch.unroll for ch in config.values())
+    return copies, sum(_REPR_ORDER.get(ch.repr, 4) for ch in config.values()), config.to_json()
 
 
-def by_program(points: Sequence[dict[str, Any]], default: Config) -> list[dict[str, Any]]:
-    """One point per lowered program (``point["program"]``, the program hash; a point without
+def by_program(points: Sequence[Point], default: Config) -> list[Point]:
+    """One point per lowered program (``point.program``, the program hash; a point without
     it is a program of its own): the point of its simplest config (the default's where the
-    default is one of them), with the other configs in ``"equivalent"`` (simplest first)."""
-    groups: dict[str, list[dict[str, Any]]] = {}
+    default is one of them), with the other configs in ``equivalent`` (simplest first)."""
+    groups: dict[Any, list[Point]] = {}
     for p in points:
-        key = p.get("program") or "config:" + _select.config_text(p["config"])
-        groups.setdefault(key, []).append(p)
-    dtext, out = _select.config_text(default), []
+        groups.setdefault(p.program or p.config, []).append(p)
+    out = []
     for members in groups.values():
-        members = sorted(members, key=lambda p: (_select.config_text(p["config"]) != dtext, simplest_key(p["config"])))
-        head = dict(members[0])
+        members = sorted(members, key=lambda p: (p.config != default, simplest_key(p.config)))
+        head = members[0]
         if len(members) > 1:
-            head["equivalent"] = [dict(m["config"]) for m in members[1:]]
+            head = head.replace(equivalent=tuple(m.config for m in members[1:]))
         out.append(head)
     return out
 
 
 def contenders(
-    points: Sequence[dict[str, Any]],
+    points: Sequence[Point],
     default: Config,
     objective: Objective,
     top: int,
@@ -110,17 +109,16 @@ def contenders(
     search (``whole_front``) confirms the whole front, which is what it reports.
     """
     points = by_program(points, default)
-    ranked = sorted(points, key=lambda p: (_select.cost(p, objective), _select.config_text(p["config"])))
+    ranked = [p.config for p in _select.ranked(points, objective)]
     if whole_front:
-        front = _select.pareto_front(points)
+        front = [p.config for p in _select.pareto_front(points)]
     else:
         front = [
-            {"config": it["config"]}
+            it["config"]
             for it in _select.crossover_intervals(points, objective.compile_weight, objective.runtime_weight)
         ]
     out: list[Config] = []
-    for p in ranked[:top] + front[:front_cap]:
-        c = Config.from_dict(p["config"])
+    for c in ranked[:top] + front[:front_cap]:
         if c not in out:
             out.append(c)
     if default not in out:
@@ -147,22 +145,7 @@ def _rotated(configs: list[Config], r: int) -> list[Config]:
     return configs[r % len(configs) :] + configs[: r % len(configs)]
 
 
-def point_of(points: Sequence[dict[str, Any]], config: Any) -> dict[str, Any] | None:
-    """The point of ``config``, or of its program (a config listed in a point's ``"equivalent"``
-    lowered to the same program), or None."""
-    text = _select.config_text(config)
-    return next(
-        (
-            p
-            for p in points
-            if _select.config_text(p["config"]) == text
-            or any(_select.config_text(e) == text for e in p.get("equivalent") or ())
-        ),
-        None,
-    )
-
-
-def compile_could_flip(points: Sequence[dict[str, Any]], default: Config, objective: Objective) -> bool:
+def compile_could_flip(points: Sequence[Point], default: Config, objective: Objective) -> bool:
     """Whether one compile sample's noise could change a challenger's standing against the
     default: a cost gap under ``compile_weight * COMPILE_NOISE * (their compile seconds)``."""
     d = point_of(points, default)
@@ -171,25 +154,24 @@ def compile_could_flip(points: Sequence[dict[str, Any]], default: Config, object
     d_cost = _select.cost(d, objective)
     return any(
         abs(_select.cost(p, objective) - d_cost)
-        < objective.compile_weight * COMPILE_NOISE * (p["compile_s"] + d["compile_s"])
+        < objective.compile_weight * COMPILE_NOISE * (p.compile_cost_s + d.compile_cost_s)
         for p in points
         if p is not d
     )
 
 
-def second_process(points: list[dict[str, Any]], default: Config, objective: Objective) -> list[Config]:
+def second_process(points: list[Point], default: Config, objective: Objective) -> list[Config]:
     """The contenders to re-time in a second process (empty when the decision is clear): when
     the winner is not the default and leads it by less than :data:`PROCESS_NOISE` of its cost,
     every contender that beats the default (any of them could win once those rounds count)."""
-    text = _select.config_text(default)
     d = point_of(points, default)
     chosen = _select.winner(points, objective, default)
-    if chosen is None or d is None or _select.config_text(chosen["config"]) == text:
+    if chosen is None or d is None or chosen.config == default:
         return []
     d_cost = _select.cost(d, objective)
     if d_cost - _select.cost(chosen, objective) >= PROCESS_NOISE * d_cost:
         return []
-    return [Config.from_dict(p["config"]) for p in points if p is not d and _select.beats(p, d, objective)]
+    return [p.config for p in points if p is not d and _select.beats(p, d, objective)]
 
 
 Round = tuple[Measurement, bool]  # a round's measurement and whether it compiled afresh
@@ -211,16 +193,16 @@ class _Rounds:
                 m, fresh = _sample(runner, config, full)
                 self.samples[config][r] = None if m is None else (m, fresh)
 
-    def rows(self, config: Config) -> list[list[float]]:
-        """``[[compile_s, run_s], ...]``: each round's own compile, or round 1's where carried."""
+    def rows(self, config: Config) -> list[tuple[float, float]]:
+        """``[(compile_cost_s, run_cost_s), ...]``: each round's own compile, or round 1's where carried."""
         got = [s for s in self.samples[config] if s is not None]
         if not got:
             return []
         first = next((m.compile_cost_s for m, fresh in got if fresh), got[0][0].compile_cost_s)
-        return [[m.compile_cost_s if self.each_round and fresh else first, m.run_cost_s] for m, fresh in got]
+        return [(m.compile_cost_s if self.each_round and fresh else first, m.run_cost_s) for m, fresh in got]
 
 
-def _point(config: Config, processes: list[_Rounds], equivalent: list[dict] | None) -> dict[str, Any] | None:
+def _point(config: Config, processes: list[_Rounds], equivalent: tuple[Config, ...] = ()) -> Point | None:
     """A confirmed point: its rounds from every process it was measured in, paired by index."""
     mine = [rounds for rounds in processes if config in rounds.samples]
     rows = [row for rounds in mine for row in rounds.rows(config)]
@@ -250,18 +232,17 @@ def _point(config: Config, processes: list[_Rounds], equivalent: list[dict] | No
         flops=ms[-1].flops,
         program_hash=ms[-1].program_hash,
     )
-    point = {
-        "config": config.to_dict(),
-        "compile_s": statistics.median(r[0] for r in rows),
-        "run_s": statistics.median(r[1] for r in rows),
-        "rounds": rows,
-        "confirmed": True,
-        "measurement": summary.to_dict(),
-        "compiles": len(fresh),
-    }
-    if equivalent:
-        point["equivalent"] = equivalent
-    return point
+    return Point(
+        config,
+        compile_cost_s=statistics.median(r[0] for r in rows),
+        run_cost_s=statistics.median(r[1] for r in rows),
+        rounds=tuple(rows),
+        confirmed=True,
+        equivalent=equivalent,
+        processes=sum(1 for rounds in mine if any(s is not None for s in rounds.samples[config])),
+        compiles=len(fresh),
+        measurement=summary,
+    )
 
 
 def _measure_rounds(
@@ -277,8 +258,8 @@ def _measure_rounds(
     got = _Rounds(configs, rounds)
     got.take(runner, range(1), True, check)  # round 1: every contender compiled, side by side
 
-    def points() -> list[dict[str, Any]]:
-        return [p for c in configs if (p := _point(c, [got], None)) is not None]
+    def points() -> list[Point]:
+        return [p for c in configs if (p := _point(c, [got])) is not None]
 
     got.each_round = each_round if each_round is not None else compile_could_flip(points(), default, objective)
     got.take(runner, range(1, rounds), got.each_round, check)
@@ -290,7 +271,7 @@ def _measure_rounds(
 
 def confirm(
     runner,
-    points: Sequence[dict[str, Any]],
+    points: Sequence[Point],
     default: Config,
     objective: Objective,
     *,
@@ -298,19 +279,20 @@ def confirm(
     rounds: int = 3,
     check: Callable[[], None] = lambda: None,
     whole_front: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[Point]:
     """Confirmed points of the contenders (see the module docstring); the default's always among them
     when it can be measured at all. A point lists the configs that lowered to its program in
-    ``"equivalent"`` and how many compiles confirmation took of it in ``"compiles"``."""
+    ``equivalent``, how many compiles confirmation took of it in ``compiles`` and in how many
+    processes it was measured in ``processes``."""
     rounds = max(1, int(rounds))
     configs = contenders(points, default, objective, top, whole_front=whole_front)
-    equivalent = {_select.config_text(p["config"]): p.get("equivalent") for p in by_program(points, default)}
+    equivalent = {p.config: p.equivalent for p in by_program(points, default)}
     runner.retain(configs)
     first = _measure_rounds(runner, configs, rounds, default, objective, check)
     processes = [first]
 
-    def confirmed_now() -> list[dict[str, Any]]:
-        return [p for c in configs if (p := _point(c, processes, equivalent.get(_select.config_text(c)))) is not None]
+    def confirmed_now() -> list[Point]:
+        return [p for c in configs if (p := _point(c, processes, equivalent.get(c, ()))) is not None]
 
     confirmed = confirmed_now()
     challengers = second_process(confirmed, default, objective)
@@ -319,8 +301,4 @@ def confirm(
         pair = challengers + [default]
         processes.append(_measure_rounds(runner, pair, rounds, default, objective, check, each_round=first.each_round))
         confirmed = confirmed_now()
-        for p in confirmed:
-            c = Config.from_dict(p["config"])
-            if c in pair and any(s is not None for s in processes[1].samples[c]):
-                p["processes"] = 2
     return confirmed

@@ -1,7 +1,7 @@
 """The study's storage: the only module of autotune that imports Optuna.
 
 A study is an Optuna study; every trial keeps autotune's facts as user attributes
-(:data:`TRIAL_ATTRS`), so any Optuna tool (optuna-dashboard) can read it and a study can be
+(:data:`autotune.study._trials.TRIAL_ATTRS`), so any Optuna tool (optuna-dashboard) can read it and a study can be
 re-scored for another call count without measuring again. Trials are told COMPLETE only
 for real measurements (outcomes ``complete`` and ``shared``), PRUNED for ``pruned``, FAIL
 otherwise.
@@ -22,33 +22,18 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import optuna
 
 from .._config import Config
-from .._errors import StudyError
+from .._errors import MAX_ERROR_TEXT, StudyError
 from .._runner import Outcome
 from . import _locks
 from ._locks import creation_lock, owner_gone, owner_identity
-
-TRIAL_ATTRS = (
-    "config",
-    "device",
-    "outcome",
-    "reason",
-    "measurement",
-    "program_hash",
-    "shared_with",
-    "compile_s_at_least",
-    "predicted_compile_s",
-    "owner",
-    "lease_until",
-)
-"""User attributes of a trial: its config (canonical JSON), device key, :class:`Outcome`, reason,
-measurement (``Measurement.to_dict()``), lowered-program hash, the trial whose measurement it
-shares, a compile-time lower bound when stopped, a predicted compile time when skipped, and its lease."""
+from ._trials import TRIAL_ATTRS as TRIAL_ATTRS  # noqa: F401 (the attributes this storage writes)
+from ._trials import TrialView as TrialView
+from ._trials import view
 
 LEASE_S = float(os.environ.get("AUTOTUNE_LEASE_S", "60"))
 """How long a trial's lease lasts without renewal; renewed every ``LEASE_S / 6`` seconds."""
@@ -57,58 +42,6 @@ _STATE = {Outcome.COMPLETE: "COMPLETE", Outcome.SHARED: "COMPLETE", Outcome.PRUN
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-
-
-@dataclass(frozen=True)
-class TrialView:
-    """One trial as autotune reads it."""
-
-    number: int
-    trial_id: int
-    state: str  # Optuna's state name: WAITING, RUNNING, COMPLETE, PRUNED, FAIL
-    outcome: Outcome | None  # None while running or waiting
-    config_json: str | None
-    reason: str | None
-    measurement: dict[str, Any] | None
-    values: tuple[float, ...] | None
-    attrs: dict[str, Any]
-
-    @property
-    def config(self) -> Config | None:
-        return None if self.config_json is None else Config.from_json(self.config_json)
-
-    @property
-    def takes_config(self) -> bool:
-        """Whether this trial holds its config (so no other trial measures it)."""
-        return self.config_json is not None and (self.outcome is None or not self.outcome.releases)
-
-
-def _view(t: optuna.trial.FrozenTrial, space=None) -> TrialView:
-    attrs = dict(t.user_attrs)
-    config = attrs.get("config")
-    if config is None and space is not None and "fixed_params" in t.system_attrs:  # enqueued, not yet labelled
-        config = space.from_params(t.system_attrs["fixed_params"]).to_json()
-    outcome = attrs.get("outcome")
-    if outcome == "fail":  # studies written before the Outcome enum
-        outcome = "error"
-    try:
-        outcome = Outcome(outcome) if outcome else (Outcome.COMPLETE if t.state.name == "COMPLETE" else None)
-    except ValueError:
-        outcome = Outcome.ERROR
-    if outcome is None and t.state.name in ("FAIL", "PRUNED"):
-        outcome = Outcome.ERROR if t.state.name == "FAIL" else Outcome.PRUNED
-    values = tuple(t.values) if t.values else None
-    return TrialView(
-        t.number,
-        t._trial_id,
-        t.state.name,
-        outcome,
-        config,
-        attrs.get("reason"),
-        attrs.get("measurement"),
-        values,
-        attrs,
-    )
 
 
 def _storage_error(url: str, exc: BaseException) -> StudyError:
@@ -192,7 +125,7 @@ class Study:
 
     # -- trials -------------------------------------------------------------------------
     def trials(self, space=None) -> list[TrialView]:
-        return [_view(t, space) for t in self._study.get_trials(deepcopy=False)]
+        return [view(t, space) for t in self._study.get_trials(deepcopy=False)]
 
     def frozen_trials(self) -> list[optuna.trial.FrozenTrial]:
         return self._study.get_trials(deepcopy=False)
@@ -278,7 +211,7 @@ class Study:
             self._leased.pop(trial._trial_id, None)
         trial.set_user_attr("outcome", outcome.value)
         if reason is not None:
-            trial.set_user_attr("reason", reason[:2000])
+            trial.set_user_attr("reason", reason[:MAX_ERROR_TEXT])
         for k, v in attrs.items():
             if v is not None:
                 trial.set_user_attr(k, v)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _select
 from .._config import Config
-from .._measure import Measurement
+from .._measurement import Measurement
 from .._objective import Objective
-from .._runner import Outcome
+from .._outcome import Outcome, tally
+from .._select import Point
 
 
 @dataclass(frozen=True)
@@ -49,16 +51,21 @@ class TrialRecord:
         except ValueError:
             return None
 
-    def point(self) -> dict[str, Any] | None:
-        """The trial as a selection point (counted trials only)."""
+    def point(self) -> Point | None:
+        """The trial as a selection point (counted trials only): the seconds the objective
+        charges, the default's reference rounds where it has them, its program's hash."""
         m = self.measurement
         if self.outcome is None or not self.outcome.counts or not m:
             return None
-        charged = Measurement.from_dict(m)  # the seconds the objective charges
-        point = {"config": self.config.to_dict(), "compile_s": charged.compile_cost_s, "run_s": charged.run_cost_s}
-        if m.get("rounds"):
-            point["rounds"] = m["rounds"]
-        return point
+        charged = Measurement.from_dict(m)
+        return Point(
+            self.config,
+            charged.compile_cost_s,
+            charged.run_cost_s,
+            rounds=tuple(m.get("rounds") or ()),
+            program=charged.program_hash,
+            measurement=charged,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,7 +80,7 @@ class TrialRecord:
         }
 
 
-@dataclass
+@dataclass(repr=False)
 class TuneResult:
     """What a study found.
 
@@ -84,8 +91,8 @@ class TuneResult:
         best_cost: its cost under ``objective``; ``best`` its confirmed measurement.
         default_cost: the default config's confirmed cost.
         trials: one :class:`TrialRecord` per trial of the study, resumed ones included.
-        confirmed: every confirmed point (``config``, ``compile_s``, ``run_s``, ``rounds``),
-            the default's among them; ``pareto`` the non-dominated ones.
+        confirmed: every confirmed :class:`autotune._select.Point` (``config``, ``compile_cost_s``,
+            ``run_cost_s``, ``rounds``), the default's among them; ``pareto`` the non-dominated ones.
         complete_range: the call counts over which the measurements are complete
             (:func:`autotune._select.complete_range`): outside it a config the study did not
             measure (or stopped) could be cheaper.
@@ -113,18 +120,18 @@ class TuneResult:
     storage: str
     sampler: str
     space_size: int
-    confirmed: list[dict[str, Any]] = field(default_factory=list)
+    confirmed: list[Point] = field(default_factory=list)
     default_config: Config = field(default_factory=Config)
     complete_range: dict[str, Any] | None = None
     wall_s: float = 0.0
-    search: str = "cost"  # "cost" (one weighted objective) | "pareto" (NSGA-II on compile_s, run_s)
+    search: str = "cost"  # "cost" (one weighted objective) | "pareto" (NSGA-II on compile_cost_s, run_cost_s)
     finished: bool = False  # the study had nothing new to measure: no trial, no confirmation ran
     new_trials: int = 0  # measured trials this run added to the study (any worker)
     stored: str | None = None  # what the cache did: "written", "kept" (see Autotuned.tune), None: not stored
     unrewritable: dict[str, str] = field(default_factory=dict)  # site id -> why it stayed at its default
 
     @property
-    def pareto(self) -> list[dict[str, Any]]:
+    def pareto(self) -> list[Point]:
         """The confirmed points no other beats on both compile and run seconds, by compile time."""
         return _select.pareto_front(self.confirmed)
 
@@ -134,18 +141,42 @@ class TuneResult:
 
     def choose(self, objective: Objective) -> _select.Choice:
         """The winner for another objective, from the confirmed points, without measuring again."""
-        return _select.choose(
-            self.confirmed, objective, default=self.default_config.to_dict(), complete=self.complete_range
-        )
+        return _select.choose(self.confirmed, objective, default=self.default_config, complete=self.complete_range)
 
     def rescore(self, objective: Objective) -> tuple[Config, float]:
         """(config, cost) of :meth:`choose`."""
         choice = self.choose(objective)
-        return Config.from_dict(choice.config), choice.cost
+        return choice.config, choice.cost
+
+    def __repr__(self) -> str:
+        """One line, never the trials: the winner, its gain over the default, cost and trials.
+
+        Example: ``TuneResult(best: body=scan×4, 1.83× the default, cost 0.42 s, 24 trials)``.
+        """
+        return (
+            f"TuneResult(best: {self._winner_text()}, {self._gain_text()} the default, "
+            f"cost {self.best_cost:.4g} s, {len(self.trials)} trials)"
+        )
+
+    def _repr_html_(self) -> str:
+        """A small table for notebooks (the same facts as :meth:`__repr__`, plus the study)."""
+        rows = (
+            ("best config", self._winner_text()),
+            ("gain over the default", self._gain_text()),
+            ("cost", f"{self.best_cost:.4g} s (default {self.default_cost:.4g} s)"),
+            ("trials", str(len(self.trials))),
+            ("study", self.study_name),
+        )
+        body = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
+        return f"<table><caption>TuneResult</caption>{body}</table>"
+
+    def _winner_text(self) -> str:
+        text = self.best_config.label(self.sites)
+        return text if len(text) <= 80 else text[:79] + "…"  # a config of many sites: the repr stays one line
+
+    def _gain_text(self) -> str:
+        return "∞×" if math.isinf(self.speedup) else f"{self.speedup:.3g}×"
 
     def counts(self) -> dict[str, int]:
         """How many trials came to each outcome."""
-        out: dict[str, int] = {}
-        for t in self.trials:
-            out[t.state] = out.get(t.state, 0) + 1
-        return out
+        return tally(t.state for t in self.trials)

@@ -18,14 +18,16 @@ from typing import Any
 from .. import _select
 from .._config import Config
 from .._interrupt import Interrupted
-from .._measure import Measurement
+from .._measurement import Measurement
 from .._objective import Objective
 from .._runner import Outcome, TrialFailed
+from .._select import Point
 from ._confirm import contenders
 from ._guard import compare_outputs
-from ._optuna import Study, TrialView
+from ._optuna import Study
 from ._predict import MARGIN, CompilePredictor
 from ._result import TrialRecord
+from ._trials import TrialView
 
 REFERENCE_ROUNDS = 3
 """How many times the default is measured before its cost sets the compile budget."""
@@ -75,6 +77,7 @@ class Search:
         progress,
         latch,
         unrewritable: Callable[[Config], dict[str, str]] | None = None,
+        keep_top: int = 3,
     ):
         self.study, self.space, self.runner, self.objective = study, space, runner, objective
         # (config that failed) -> {site id: why} for the sites it changes that cannot be re-emitted
@@ -82,7 +85,7 @@ class Search:
         self.search, self.proposer, self.device_key = search, proposer, device_key
         self.rtol, self.atol, self.progress, self.latch = rtol, atol, progress, latch
         self.default = space.default()
-        self.keep_top = 3
+        self.keep_top = keep_top  # contenders kept for confirmation (TuneOptions.confirm_top)
         self.reference: Any = None
         self.predictor = CompilePredictor(space)
         self._observed: set[int] = set()
@@ -91,33 +94,30 @@ class Search:
     def records(self) -> list[TrialRecord]:
         return [record_of(v, self.objective) for v in self.study.trials(self.space)]
 
-    def points(self, records: list[TrialRecord] | None = None) -> list[dict[str, Any]]:
+    def points(self, records: list[TrialRecord] | None = None) -> list[Point]:
         """One point per measured config (the first trial that measured it), with its
-        program's hash in ``"program"`` (confirmation takes one contender per program)."""
-        out: dict[str, dict[str, Any]] = {}
+        program's hash in ``program`` (confirmation takes one contender per program)."""
+        out: dict[Config, Point] = {}
         for r in records if records is not None else self.records():
             p = r.point()
             if p is not None:
-                if r.measurement.get("program_hash"):
-                    p["program"] = r.measurement["program_hash"]
-                p["compile_wall_s"] = Measurement.from_dict(r.measurement).compile_total_s
-                out.setdefault(r.config.to_json(), p)
+                out.setdefault(r.config, p)
         return list(out.values())
 
-    def budget(self, points: list[dict[str, Any]]) -> float | None:
+    def budget(self, points: list[Point]) -> float | None:
         """Compile seconds past which a config cannot win: best cost so far, plus noise margin, in
         the wall seconds a runner's budget counts (stretched by the default's wall/CPU ratio: load)."""
         if self.search != "cost" or self.objective.compile_weight <= 0 or not points:
             return None
-        best = _select.choose(points, self.objective, default=self.default.to_dict())
+        best = _select.choose(points, self.objective, default=self.default)
         margin = BUDGET_MARGIN
-        d = next((p for p in points if _select.config_text(p["config"]) == self.default.to_json()), None)
-        if d is not None and d.get("rounds"):
-            compiles = [c for c, _ in d["rounds"]]
+        d = next((p for p in points if p.config == self.default), None)
+        if d is not None and d.rounds:
+            compiles = [c for c, _ in d.rounds]
             margin = max(margin, (max(compiles) - min(compiles)) / max(statistics.median(compiles), 1e-9))
         stretch = 1.0
-        if d is not None and d["compile_s"] > 0:
-            stretch = max(1.0, d.get("compile_wall_s", 0.0) / d["compile_s"])
+        if d is not None and d.compile_cost_s > 0 and d.measurement is not None:
+            stretch = max(1.0, d.measurement.compile_total_s / d.compile_cost_s)
         return best.cost * (1 + margin) * stretch / self.objective.compile_weight
 
     def _learn(self, records: list[TrialRecord]) -> None:
@@ -130,9 +130,7 @@ class Search:
     def _value(self, m: Measurement, rounds: list[list[float]] | None = None) -> Any:
         if self.search == "pareto":
             return [m.compile_cost_s, m.run_cost_s]
-        point = {"config": {}, "compile_s": m.compile_cost_s, "run_s": m.run_cost_s}
-        if rounds:
-            point["rounds"] = rounds
+        point = Point(Config(), m.compile_cost_s, m.run_cost_s, rounds=tuple(rounds or ()))
         return _select.cost(point, self.objective)
 
     def _measure_default(self) -> list[Measurement]:
@@ -308,14 +306,14 @@ class Search:
             if self.progress.shown:
                 self.progress.update(completed=min(budget, _counted(views)), best=self.best_text(points), status="")
 
-    def best_text(self, points: list[dict[str, Any]]) -> str:
+    def best_text(self, points: list[Point]) -> str:
         """The progress bar's standing text: the best cost of ``points`` (the one selection rule)."""
         if not points:
             return "no measured config yet"
         if self.search == "pareto":
             return f"front of {len(_select.pareto_front(points))}"
-        best = _select.choose(points, self.objective, default=self.default.to_dict())
-        return f"best {best.cost:.4g} s: {Config.from_dict(best.config).label(self.space.sites)}"
+        best = _select.choose(points, self.objective, default=self.default)
+        return f"best {best.cost:.4g} s: {best.config.label(self.space.sites)}"
 
 
 def _counted(views: list[TrialView]) -> int:

@@ -1,12 +1,12 @@
 """Trials in a worker process, so a trial that hangs, crashes or runs out of memory costs one
 trial and not the study.
 
-:class:`WorkerRunner` (the parent side, in ``_process``) implements the Runner contract of
-``autotune._runner``; ``python -m autotune.worker`` is the worker (``_child``), which this
-package never imports. ``_codec`` carries arrays as JSON (no pickle), ``_protocol`` names the
-messages, ``_channel`` owns one worker process, ``_trial`` follows a trial's events and
-deadlines, ``_export`` is export mode's parent side, ``_policy`` keeps compile times honest
-per platform (a fresh worker per trial on GPU).
+:class:`WorkerRunner` (the parent side, in ``_process``; ``_slot`` drives its worker process)
+implements the Runner contract of ``autotune._runner``; ``python -m autotune.worker`` is the
+worker (``_child``), which this package never imports. ``_codec`` carries arrays as JSON
+(no pickle), ``_protocol`` names the messages, ``_channel`` owns one worker process,
+``_trial`` follows a trial's events and deadlines, ``_export`` is export mode's parent side,
+``_policy`` keeps compile times honest per platform (a fresh worker per trial on GPU).
 """
 
 from .._runner import TrialFailed as TrialFailed

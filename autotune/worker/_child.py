@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from .._config import Config
-from .._errors import StudyError
+from .._errors import StudyError, error_text
 from .._measure import Executable, Stages, compile_config, donates, dynamic_args, reuse, run_measurement, time_stages
 from .._runner import ExecutableStore
 from ._codec import array_leaves, decode_array, decode_tree, digest, encode_array, jax_leaves
@@ -93,13 +93,12 @@ class Child:
             except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
-                text = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
                 oom = isinstance(exc, MemoryError) or any(w in str(exc).lower() for w in OOM_WORDS[:4])
                 self.emit(
                     event=Event.ERROR,
                     id=req.get("id"),
                     type=type(exc).__name__,
-                    message=text[:1500],
+                    message=error_text(exc, with_type=False),
                     phase=self.phase,
                     oom=oom,
                 )

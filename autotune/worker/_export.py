@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .._config import Config
+from .._errors import error_text
 from .._measure import Stages, compile_config, dynamic_args, jit_option_set
 from .._runner import TrialFailed
 from ._codec import encode_array
@@ -84,7 +85,7 @@ def trace_and_lower(
     except (TrialFailed, KeyboardInterrupt):
         raise
     except Exception as exc:  # the config does not trace or lower: a result, the worker stays
-        raise TrialFailed("error", f"{type(exc).__name__}: {exc}"[:2000]) from exc
+        raise TrialFailed("error", error_text(exc, first_line=False)) from exc
 
 
 def export(stages: Stages, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, timing: dict) -> Exported:
@@ -111,7 +112,7 @@ def export(stages: Stages, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: 
                 exported, program = _export_flat(stages, leaves)
                 flat = True
         except Exception as exc:
-            why = f"jax.export cannot serialize it ({type(exc).__name__}: {str(exc).splitlines()[0][:300]})"
+            why = f"jax.export cannot serialize it ({error_text(exc)})"
             if isinstance(exc, ImportError):
                 why += "; `pip install flatbuffers` enables worker isolation"
             raise CannotExport(why) from exc

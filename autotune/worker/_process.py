@@ -27,20 +27,21 @@ from .._config import Config
 from .._errors import StudyError
 from .._measure import TIMING_OPTIONS, Measurement, Stages, reuse
 from .._runner import RECENT, InProcessRunner, TrialFailed, stage_guard
-from ._channel import Dead, WorkerProcess, ready_problem, worker_env
+from ._channel import WorkerProcess
 from ._codec import NotPortable, decode_array, jax_leaves
 from ._export import CannotExport, args_message, call_leaves, export, outputs_of, trace_and_lower
-from ._policy import CompilePolicy, compile_policy, jax_env, platform
+from ._policy import CompilePolicy
 from ._protocol import CARRIED_JIT_OPTIONS, Location, Mode, Op, load_import_message
 from ._shardings import placement
-from ._trial import Misplaced, TrialRun, follow, latch, load_inputs, request_reply, retime_in
+from ._slot import WorkerHost
+from ._trial import latch, request_reply, retime_in
 
 
 class _FellBack(Exception):
     """The runner switched to in-process measurement."""
 
 
-class WorkerRunner:
+class WorkerRunner(WorkerHost):
     """Measures configs in a worker process: the :class:`~autotune._runner.Runner` contract
     with time limits, a memory cap and crash containment.
 
@@ -50,7 +51,7 @@ class WorkerRunner:
         timing: runtime sampling options (``warmup``, ``min_reps``, ``max_reps``, ``target_s``).
         trial_timeout: seconds one trial (trace + lower + compile + run) may take; None
             for no limit. Over it, the worker is killed: ``TrialFailed("timeout")``.
-        memory_gb: ``RLIMIT_DATA`` of the worker in GiB, or None.
+        trial_memory_gb: ``RLIMIT_DATA`` of the worker in GiB, or None.
         isolate: ``"auto"`` measures in-process, with one warning, a program the worker
             cannot take; ``True`` raises :class:`StudyError` instead.
         startup_timeout: seconds to wait for a new worker to import JAX.
@@ -83,7 +84,7 @@ class WorkerRunner:
         timing: dict | None = None,
         *,
         trial_timeout: float | None = None,
-        memory_gb: float | None = None,
+        trial_memory_gb: float | None = None,
         isolate: bool | str = "auto",
         startup_timeout: float = 300.0,
         prune_grace_s: float | None = None,
@@ -94,15 +95,15 @@ class WorkerRunner:
     ):
         if trial_timeout is not None and not trial_timeout > 0:
             raise StudyError(f"trial_timeout={trial_timeout!r} must be a number of seconds > 0, or None.")
-        if memory_gb is not None and not memory_gb > 0:
-            raise StudyError(f"trial_memory_gb={memory_gb!r} must be a number of GiB > 0, or None.")
+        if trial_memory_gb is not None and not trial_memory_gb > 0:
+            raise StudyError(f"trial_memory_gb={trial_memory_gb!r} must be a number of GiB > 0, or None.")
         if isolate not in ("auto", True):
             raise StudyError(f"WorkerRunner(isolate={isolate!r}): use 'auto' or True.")
         if location is not None and not isinstance(location, Location):
             raise StudyError(f"WorkerRunner(location={location!r}): pass an autotune.worker.Location or None.")
         self.fn, self.args, self.kwargs, self.jit_kwargs = fn, tuple(args), dict(kwargs or {}), dict(jit_kwargs or {})
         self.timing = {k: v for k, v in dict(timing or {}).items() if k in TIMING_OPTIONS}
-        self.trial_timeout, self.memory_gb, self.strict = trial_timeout, memory_gb, isolate is True
+        self.trial_timeout, self.trial_memory_gb, self.strict = trial_timeout, trial_memory_gb, isolate is True
         self.startup_timeout, self.prune_grace_s = startup_timeout, prune_grace_s
         self.startup_s: float | None = None  # how long the last worker took to become ready
         self.python, self.location, self.policy, self.recent = python or sys.executable, location, policy, recent
@@ -124,6 +125,23 @@ class WorkerRunner:
             extra = sorted(set(self.jit_kwargs) - CARRIED_JIT_OPTIONS)
             if extra:
                 self._fall_back(f"the jax.jit option(s) {extra} cannot be carried to a worker process")
+
+    @classmethod
+    def from_options(
+        cls, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, options: Any, location: Location | None = None
+    ) -> WorkerRunner:
+        """The runner a study with these :class:`autotune.TuneOptions` measures with."""
+        return cls(
+            fn,
+            args,
+            kwargs,
+            jit_kwargs,
+            options.timing_dict(),
+            trial_timeout=options.trial_timeout,
+            trial_memory_gb=options.trial_memory_gb,
+            isolate=options.isolate,
+            location=location,
+        )
 
     @classmethod
     def for_study_file(cls, path: str | os.PathLike, index: int = 0, **options: Any) -> WorkerRunner:
@@ -263,7 +281,7 @@ class WorkerRunner:
                 "Pass isolate='auto' to measure it in-process, or isolate=False."
             )
         self.fallback_reason = reason
-        limits = [n for n, v in (("trial_timeout", self.trial_timeout), ("trial_memory_gb", self.memory_gb)) if v]
+        limits = [n for n, v in (("trial_timeout", self.trial_timeout), ("trial_memory_gb", self.trial_memory_gb)) if v]
         lost = (
             f"; {' and '.join(limits)} and compile-budget pruning do not apply"
             if limits
@@ -366,99 +384,3 @@ class WorkerRunner:
             )
         outputs = [decode_array(d) for d in done.get("outputs") or []]
         return Measurement.from_dict(done["measurement"]).replace(config=config, outputs=outputs)
-
-    # -- the worker process ---------------------------------------------------------------
-    def _run(
-        self, request: dict[str, Any], budget: float | None, started: float, parent_s: float, on_lowered=None
-    ) -> tuple[dict[str, Any], Measurement | None]:
-        """Send one trial and follow it to its result (see ``_trial.follow``)."""
-        setup = time.monotonic()
-        self._await_ready()
-        self._load()
-        started += time.monotonic() - setup  # starting a worker is not the trial's time
-        self._trial_id += 1
-        request["id"] = self._trial_id
-        grace = self.prune_grace_s if self.prune_grace_s is not None else (self.startup_s or 0.0)
-        run = TrialRun(
-            self._worker, request, started, budget, self.trial_timeout, grace, parent_s, self.memory_gb, on_lowered
-        )
-        try:
-            done = follow(run)
-        except TrialFailed:
-            if self._worker is not None and not self._worker.alive():
-                self._discard()
-                self._spawn()  # the replacement imports JAX while this process records the trial
-            raise
-        if not done.get("skipped"):
-            self._worker.compiled += 1
-        return done, run.reused
-
-    def _spawn(self) -> None:
-        """Start a worker if none is alive (without waiting for it to be ready); under a
-        fresh-worker-per-trial policy (GPU), replace one that has already compiled."""
-        if self.policy is None:
-            self.policy = compile_policy(platform())
-        worker = self._worker
-        if worker is not None and worker.alive():
-            if not (self.policy.fresh_worker_per_trial and worker.compiled):
-                return
-        self._discard()
-        self._starts += 1
-        memory = None if self.memory_gb is None else int(self.memory_gb * 2**30)
-        self._worker = WorkerProcess(self.python, worker_env({**jax_env(), **self.policy.env}), memory)
-
-    def _discard(self) -> None:
-        """Kill and reap the current worker (the next trial starts a new one)."""
-        worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.kill()
-
-    def _await_ready(self) -> None:
-        worker = self._worker
-        if worker.ready is not None:
-            return
-        try:
-            event = worker.read(time.monotonic() + self.startup_timeout)
-        except Dead as exc:
-            state, why = worker.death("while starting")
-            first = not self._ever_ready
-            self._discard()
-            if first and self.fn is not None:
-                raise self._fall_back(f"the worker process could not start ({why})") from exc
-            raise TrialFailed(
-                "oom" if state == "oom" else "crashed", f"the worker process could not start: {why}"
-            ) from None
-        problem = ready_problem(event, self.startup_timeout)
-        if problem is not None:
-            self._discard()
-            if problem[0] != "error" or self.fn is None:
-                raise TrialFailed(*problem)
-            raise self._fall_back(problem[1])
-        worker.ready = self.worker_info = event
-        self._ever_ready = True
-        self.startup_s = time.monotonic() - worker.spawned_at
-
-    def _load(self) -> None:
-        worker = self._worker
-        if worker.loaded:
-            return
-        message = {
-            Mode.EXPORT: self._args_line,
-            Mode.IMPORT: self._import_request,
-            Mode.STUDY: {"op": Op.LOAD_STUDY, "path": self.study_file, "index": self.index},
-        }[self.mode]
-        try:
-            self._input_digest = load_inputs(
-                worker,
-                message,
-                self.mode,
-                self._input_digest,
-                self.startup_timeout,
-                None if self.mode == Mode.STUDY else self._placement,
-            )
-        except Misplaced as exc:  # measuring here beats measuring another program there
-            raise self._fall_back(f"the worker process cannot run the program as the call does: {exc}") from None
-        except TrialFailed:
-            self._discard()
-            raise
-        worker.loaded = True

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _interrupt
+from .._errors import MAX_ERROR_TEXT
 from .._measure import Measurement
 from .._runner import TrialFailed
 from ._channel import Dead, WorkerProcess
@@ -56,7 +57,7 @@ class TrialRun:
     trial_timeout: float | None = None
     grace: float = 0.0  # never prune before this much trace + lower + compile
     parent_s: float = 0.0
-    memory_gb: float | None = None
+    trial_memory_gb: float | None = None
     on_lowered: Callable[[str], Measurement | None] | None = None
     reused: Measurement | None = None  # what on_lowered returned (the worker skipped compiling)
 
@@ -124,11 +125,11 @@ def follow(run: TrialRun) -> dict[str, Any]:
             text = f"{event.get('type')}: {event.get('message')}"
             if event.get("oom"):
                 worker.kill()  # a worker that ran out of memory is replaced
-                cap = f" (memory cap {run.memory_gb:g} GiB)" if run.memory_gb else ""
+                cap = f" (memory cap {run.trial_memory_gb:g} GiB)" if run.trial_memory_gb else ""
                 raise TrialFailed(
-                    "oom", f"ran out of memory during {event.get('phase', clock.phase)}{cap}: {text}"[:2000]
+                    "oom", f"ran out of memory during {event.get('phase', clock.phase)}{cap}: {text}"[:MAX_ERROR_TEXT]
                 )
-            raise TrialFailed("error", text[:2000])
+            raise TrialFailed("error", text[:MAX_ERROR_TEXT])
 
 
 def latch():
@@ -219,7 +220,7 @@ def retime_in(worker: WorkerProcess, rid: int, key: str, timing: dict, timeout_s
     if event.get("event") == Event.GONE:
         return None
     if event.get("event") != Event.RESULT:
-        raise TrialFailed("error", f"{event.get('type')}: {event.get('message')}"[:2000])
+        raise TrialFailed("error", f"{event.get('type')}: {event.get('message')}"[:MAX_ERROR_TEXT])
     return event["measurement"]
 
 

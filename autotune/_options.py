@@ -1,0 +1,225 @@
+"""`TuneOptions`: how a tuning run searches, built once and handed down unchanged.
+
+``fn.tune(...)``, ``at.tune(...)`` and ``autotune tune`` build one :class:`TuneOptions`; the
+study (``study/_tune``) and the runner (``study/_tune.default_runner``, ``WorkerRunner``)
+read it under the same names, so a name means one thing all the way down. What the command
+line adds (helper processes, the stored re-tune command, where a worker imports the
+function from) travels beside it in the private :class:`Plumbing`, never in a public
+signature. Only the standard library is imported here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import inspect
+import math
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import StudyError, warn_user_once
+
+SAMPLERS = ("auto", "tpe", "grid", "random", "nsga2")
+SEARCHES = ("cost", "pareto")
+TIMING_KEYS = ("warmup", "min_reps", "max_reps", "target_s")  # `_measure.TIMING_OPTIONS`, kept light here
+
+
+def _positive(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """How a tuning run searches: every option of ``fn.tune`` / ``at.tune`` in one frozen value.
+
+    Attributes:
+        n_trials: distinct configs to measure (default None: 32, or the whole space when
+            the grid fits).
+        timeout: seconds for the search (None: no limit); the confirmation comes after it.
+        sampler: ``"auto"`` (the grid when it fits the budget, else TPE; NSGA-II for a
+            Pareto search), ``"tpe"``, ``"grid"``, ``"random"`` or ``"nsga2"``.
+        storage: the Optuna storage URL or file path (None: ``studies.db`` beside the cache).
+        study_name: the study's name (None: derived from the function, program, signature,
+            device and objective); running again with the same name resumes it.
+        search: ``"cost"`` searches the weighted cost; ``"pareto"`` the (compile, run)
+            trade-off with NSGA-II, then picks the front's winner for ``expected_calls``.
+        seed: the sampler's seed (default 0; None draws one).
+        confirm_top: how many contenders to re-time side by side (default 3).
+        confirm_rounds: in how many rounds (default 3).
+        reconfirm: re-time the contenders of a finished study (default False).
+        rtol, atol: override the correctness guard's tolerances (default None: per dtype).
+        timing: runtime sampling options of :func:`autotune.measure` (``warmup``,
+            ``min_reps``, ``max_reps``, ``target_s``; default None: its defaults).
+        trial_timeout: seconds one trial may take in the worker process (default None).
+        trial_memory_gb: the worker process's memory cap in GiB (default None).
+        isolate: ``"auto"`` (default) measures in a worker process (in-process, with one
+            warning, for a program that cannot be isolated), ``True`` raises instead,
+            ``False`` measures in this process.
+        progress: show progress on stderr (default None: when stderr is a terminal).
+
+    ``str(options)`` names the options that differ from their defaults, in this order.
+
+    Example::
+
+        >>> import autotune as at
+        >>> opts = at.TuneOptions(n_trials=8, search="pareto")
+        >>> str(opts)
+        "TuneOptions(n_trials=8, search='pareto')"
+        >>> opts.replace(n_trials=16).n_trials
+        16
+    """
+
+    n_trials: int | None = None
+    timeout: float | None = None
+    sampler: str = "auto"
+    storage: str | None = None
+    study_name: str | None = None
+    search: str = "cost"
+    seed: int | None = 0
+    confirm_top: int = 3
+    confirm_rounds: int = 3
+    reconfirm: bool = False
+    rtol: float | None = None
+    atol: float | None = None
+    timing: Mapping[str, Any] | None = None
+    trial_timeout: float | None = None
+    trial_memory_gb: float | None = None
+    isolate: bool | str = "auto"
+    progress: bool | None = None
+
+    def __post_init__(self):
+        n = self.n_trials
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise StudyError(f"n_trials={n!r} must be a positive integer.")
+        if self.sampler not in SAMPLERS:
+            raise StudyError(f"sampler={self.sampler!r} is not one of {list(SAMPLERS)}.")
+        if self.search not in SEARCHES:
+            raise StudyError(f"search={self.search!r} is not one of {list(SEARCHES)}.")
+        if not (isinstance(self.isolate, bool) or self.isolate == "auto"):
+            raise StudyError(f"isolate={self.isolate!r} must be 'auto', True or False.")
+        for name in ("confirm_top", "confirm_rounds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise StudyError(f"{name}={value!r} must be a positive integer.")
+        if self.trial_timeout is not None and not _positive(self.trial_timeout):
+            raise StudyError(f"trial_timeout={self.trial_timeout!r} must be a number of seconds > 0, or None.")
+        if self.trial_memory_gb is not None and not _positive(self.trial_memory_gb):
+            raise StudyError(f"trial_memory_gb={self.trial_memory_gb!r} must be a number of GiB > 0, or None.")
+        if self.timing is not None:
+            if not isinstance(self.timing, Mapping):
+                raise StudyError(f"timing={self.timing!r} must be a dict of {list(TIMING_KEYS)}, or None.")
+            # a frozen value holds no dict that could change under it
+            object.__setattr__(self, "timing", types.MappingProxyType(dict(sorted(self.timing.items()))))
+
+    def replace(self, **changes: Any) -> TuneOptions:
+        """A copy with ``changes`` (validated like the original)."""
+        return dataclasses.replace(self, **changes)
+
+    def timing_dict(self) -> dict[str, Any]:
+        """``timing`` as a fresh dict (empty for None), as runners take it."""
+        return dict(self.timing or {})
+
+    def __hash__(self) -> int:
+        return hash(tuple((f.name, _hashable(getattr(self, f.name))) for f in dataclasses.fields(self)))
+
+    def __str__(self) -> str:
+        changed = [
+            f"{f.name}={_shown(getattr(self, f.name))}"
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) != f.default
+        ]
+        return f"TuneOptions({', '.join(changed)})"
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value.items()) if isinstance(value, Mapping) else value
+
+
+def _shown(value: Any) -> str:
+    return repr(dict(value)) if isinstance(value, Mapping) else repr(value)
+
+
+OPTION_NAMES = tuple(f.name for f in dataclasses.fields(TuneOptions))
+
+
+@dataclass(frozen=True)
+class Plumbing:
+    """What ``autotune tune`` adds to a run; private, passed through ``Autotuned._tune``.
+
+    Attributes:
+        join: only run trials on an existing study whose owner confirms the winner (a
+            ``--workers`` helper); the run returns None.
+        on_ready: called with (storage URL, study name) once the study exists (starts helpers).
+        before_finish: called before the confirmation (waits for helpers).
+        retune: the command that re-tunes this function, ``{calls}`` standing for the call count.
+        location: where a worker process can import the function from (a
+            :class:`autotune.worker.Location`), for programs ``jax.export`` cannot carry.
+        store: write the winner into the cache (``fn.tune`` does; ``at.tune`` has no cache).
+    """
+
+    join: bool = False
+    on_ready: Callable[[str, str], None] | None = None
+    before_finish: Callable[[], None] | None = None
+    retune: str | None = None
+    location: Any = None
+    store: bool = True
+
+    def replace(self, **changes: Any) -> Plumbing:
+        return dataclasses.replace(self, **changes)
+
+
+def parameters(fn: Callable) -> tuple[set[str], bool]:
+    """(the keyword parameters of ``fn``, whether it takes ``**kwargs``); all names when unknown."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable: let the call itself decide
+        return set(), True
+    names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return names, any(p.kind is p.VAR_KEYWORD for p in params)
+
+
+def split_keywords(
+    api: str, fn: Callable, keywords: dict[str, Any], extra: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``keywords`` split into (tune options, the function's keyword arguments).
+
+    A name of :class:`TuneOptions` is an option (as it always was: it wins over a parameter
+    of the same name); a parameter of ``fn`` goes to ``fn``; anything else is a
+    :class:`StudyError` naming the nearest option. ``extra``: more names ``api`` takes.
+    """
+    options, kwargs = {}, {}
+    names, var_keyword = parameters(fn)
+    for name, value in keywords.items():
+        if name in OPTION_NAMES:
+            options[name] = value
+        elif name == "objective":  # the search mode's old name: at.Objective is the weights
+            warn_user_once(
+                ("objective-keyword",),
+                f"{api}: objective={value!r} is deprecated; the search mode is now called search "
+                f"(search={value!r}), since at.Objective is the weights.",
+                FutureWarning,
+            )
+            if "search" in keywords:
+                raise StudyError(f"{api} got both search= and its deprecated name objective=; pass only search=.")
+            options["search"] = value
+        elif name in names or var_keyword:
+            kwargs[name] = value
+        else:
+            raise StudyError(unknown_keyword(api, fn, name, extra))
+    return options, kwargs
+
+
+def unknown_keyword(api: str, fn: Callable, name: str, extra: tuple[str, ...] = ()) -> str:
+    """One sentence for a keyword that is neither a tune option nor a parameter of ``fn``."""
+    near = difflib.get_close_matches(name, OPTION_NAMES + extra, n=1)
+    hint = f" Did you mean {near[0]}?" if near else ""
+    what = getattr(fn, "__name__", "the function")
+    return (
+        f"{api} got the keyword {name!r}, which is neither a tune option nor a parameter of {what}.{hint} "
+        f"The options are: {', '.join(OPTION_NAMES + extra)}."
+    )
+
+
+__all__ = ["OPTION_NAMES", "SAMPLERS", "SEARCHES", "Plumbing", "TuneOptions", "split_keywords"]

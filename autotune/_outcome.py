@@ -1,0 +1,66 @@
+"""`Outcome`: what a trial came to, and the one tally of outcomes.
+
+The study owns outcomes (it records them, counts them and publishes the enum as
+``autotune.study.Outcome``), but the enum is defined here, below ``_runner``: a runner
+reports a failed trial as ``TrialFailed(outcome)``, and ``_runner`` sits below ``study/``
+in the import order. Only the standard library is imported.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+
+
+class Outcome(enum.StrEnum):
+    """What a trial came to. The value is what studies, reports and JSON output show."""
+
+    COMPLETE = "complete"  # measured, and its outputs matched the default's
+    SHARED = "shared"  # lowered to the same program as an earlier config: its measurement is shared
+    DUPLICATE = "duplicate"  # the same config as an earlier trial (two workers drew it at once)
+    REJECTED = "rejected"  # the correctness guard: its outputs differ from the default's
+    PRUNED = "pruned"  # its compile alone could not beat the best cost (measured or predicted)
+    TIMEOUT = "timeout"  # over the trial time limit
+    CRASHED = "crashed"  # the worker died (signal, abort, exit)
+    OOM = "oom"  # out of memory
+    ERROR = "error"  # the config raised while tracing, lowering, compiling or running
+    INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM or SIGHUP while it was measured
+    ABANDONED = "abandoned"  # the process measuring it died; the config is free to measure again
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def counts(self) -> bool:
+        """Whether the trial produced a measurement a ranking can use."""
+        return self in (Outcome.COMPLETE, Outcome.SHARED)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the config was stopped for being slow to compile (it might still win at
+        more calls than the study was tuned for)."""
+        return self in (Outcome.PRUNED, Outcome.TIMEOUT)
+
+    @property
+    def releases(self) -> bool:
+        """Whether the config may be measured again by a later trial."""
+        return self in (Outcome.INTERRUPTED, Outcome.ABANDONED, Outcome.DUPLICATE)
+
+
+def tally(states: Iterable[str | Outcome | None]) -> dict[str, int]:
+    """How many trials came to each state (a trial still running has its own state
+    string, or None), in the order first seen.
+
+    Example::
+
+        >>> tally(["complete", "pruned", Outcome.COMPLETE])
+        {'complete': 2, 'pruned': 1}
+    """
+    out: dict[str, int] = {}
+    for state in states:
+        key = str(state)
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+__all__ = ["Outcome", "tally"]

@@ -1,0 +1,91 @@
+"""What ``autotune tune`` prints for one tuned function, the same for a study file's example
+and for a recorded call (``tune --recorded``): the contenders side by side, the trials that
+gave no measurement, the winner, the cheapest config by call count, and the site legend."""
+
+from __future__ import annotations
+
+from .. import _display, _select
+from .._paths import redact
+from ._tables import SiteNames, crossover_table, print_legend, result_table, say, trial_lines
+
+
+def show_result(out, fn, result, *, wide: bool = False) -> None:
+    """The tables and lines ``autotune tune`` prints for one function (one line for a
+    finished study, which measured nothing)."""
+    names = SiteNames(wide).add(result.sites, fn.key)
+    goal = result.objective
+    winner, default = result.best_config, result.default_config
+    if result.finished:
+        where = "unchanged" if result.stored != "written" else f"written to {fn.cache.display_url}"
+        say(
+            out,
+            f"{fn.key}: finished, nothing new to measure ({len(result.trials)} trials, confirmed); winner "
+            f"{names.config(winner)} ({_display.ratio(result.speedup)} the default's cost), cache entry "
+            f"{where}; --reconfirm re-times it",
+            wide=wide,
+        )
+        print_legend(out, names)
+        return
+    title = f"{fn.key}: the contenders re-timed side by side, for {_select.format_calls(goal.expected_calls)} calls"
+    out.print(result_table(result, names, title))
+    ranked = _select.ranked(result.confirmed, goal)
+    if ranked and ranked[0].config != winner:
+        say(
+            out,
+            "★ the winner: a config must beat the default on the median cost and in enough paired rounds "
+            f"({_select.wins_needed(3)} of 3, {_select.wins_needed(6)} of 6); a cheaper median above did not.",
+            wide=wide,
+        )
+    if any(p.processes == 2 for p in result.confirmed):
+        from ..study import PROCESS_NOISE  # here: `import autotune` loads no Optuna
+
+        say(
+            out,
+            f"A lead under {PROCESS_NOISE:.0%} of the default's cost was re-timed in a second, fresh worker "
+            "too (a program's runtime moves between processes); the rounds of both decided.",
+            wide=wide,
+        )
+    counts = result.counts()
+    say(
+        out,
+        f"{len(result.trials)} trials ({result.sampler} over a space of {result.space_size}): "
+        + ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        wide=wide,
+    )
+    for line in trial_lines(result.trials, names, out.width, full=wide):
+        out.print(line, soft_wrap=True, highlight=False, markup=False)
+    for site_id, why in (getattr(result, "unrewritable", None) or {}).items():
+        say(out, f"site {names.name(site_id)} cannot be rewritten ({why}): it stays at its default", wide=wide)
+    say(
+        out,
+        f"winner for {fn.key}: {names.config(winner)}  cost {_display.cost(result.best_cost)} "
+        f"(default {_display.cost(result.default_cost)}, {_display.ratio(result.speedup)})",
+        wide=wide,
+    )
+    if result.stored == "kept":
+        say(
+            out,
+            f"the cache {fn.cache.display_url} keeps its entry from this study: no new trial, or no "
+            "challenger beat its config in these paired rounds",
+            wide=wide,
+        )
+    else:
+        say(out, f"stored in the cache {fn.cache.display_url}", wide=wide)
+    if wide:
+        say(out, f"study {result.study_name} in {redact(result.storage)}", wide=wide)
+    intervals = _select.crossover_intervals(result.confirmed, goal.compile_weight, goal.runtime_weight, default=default)
+    if len(_display.listed_points(result.confirmed, intervals, winner)) > 1:
+        out.print(
+            crossover_table(
+                result.confirmed,
+                goal.compile_weight,
+                goal.runtime_weight,
+                names=names,
+                chosen=winner,
+                default=default,
+                intervals=intervals,
+                title=f"{fn.key}: the cheapest config by call count",
+            )
+        )
+    say(out, f"measurements complete for {_display.range_text(result.complete_range)} calls", wide=wide)
+    print_legend(out, names)

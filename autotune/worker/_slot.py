@@ -1,0 +1,149 @@
+"""The worker-process half of :class:`~autotune.worker.WorkerRunner`: start a worker (or
+keep the warm one), wait until it has imported JAX, load the call's inputs into it, and send
+one trial and follow it to its result. ``_process`` holds the Runner contract and the three
+ways a function gets into the worker; this module only drives the process.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .._measure import Measurement
+from .._runner import TrialFailed
+from ._channel import Dead, WorkerProcess, ready_problem, worker_env
+from ._policy import CompilePolicy, compile_policy, jax_env, platform
+from ._protocol import Mode, Op
+from ._trial import Misplaced, TrialRun, follow, load_inputs
+
+
+class WorkerHost:
+    """Drives :attr:`_worker`; the subclass sets the attributes read here in its ``__init__``
+    and says how to fall back to in-process measurement (:meth:`_fall_back`)."""
+
+    fn: Any
+    mode: Mode
+    policy: CompilePolicy | None
+    python: str
+    startup_timeout: float
+    prune_grace_s: float | None
+    startup_s: float | None
+    trial_timeout: float | None
+    trial_memory_gb: float | None
+    worker_info: dict[str, Any]
+    study_file: str | None
+    index: int
+    _worker: WorkerProcess | None
+    _starts: int
+    _ever_ready: bool
+    _trial_id: int
+    _args_line: bytes | None
+    _import_request: dict[str, Any] | None
+    _input_digest: str | None
+    _placement: dict[str, Any] | None
+
+    def _fall_back(self, reason: str) -> Exception:
+        raise NotImplementedError
+
+    def _run(
+        self, request: dict[str, Any], budget: float | None, started: float, parent_s: float, on_lowered=None
+    ) -> tuple[dict[str, Any], Measurement | None]:
+        """Send one trial and follow it to its result (see ``_trial.follow``)."""
+        setup = time.monotonic()
+        self._await_ready()
+        self._load()
+        started += time.monotonic() - setup  # starting a worker is not the trial's time
+        self._trial_id += 1
+        request["id"] = self._trial_id
+        grace = self.prune_grace_s if self.prune_grace_s is not None else (self.startup_s or 0.0)
+        run = TrialRun(
+            self._worker,
+            request,
+            started,
+            budget,
+            self.trial_timeout,
+            grace,
+            parent_s,
+            self.trial_memory_gb,
+            on_lowered,
+        )
+        try:
+            done = follow(run)
+        except TrialFailed:
+            if self._worker is not None and not self._worker.alive():
+                self._discard()
+                self._spawn()  # the replacement imports JAX while this process records the trial
+            raise
+        if not done.get("skipped"):
+            self._worker.compiled += 1
+        return done, run.reused
+
+    def _spawn(self) -> None:
+        """Start a worker if none is alive (without waiting for it to be ready); under a
+        fresh-worker-per-trial policy (GPU), replace one that has already compiled."""
+        if self.policy is None:
+            self.policy = compile_policy(platform())
+        worker = self._worker
+        if worker is not None and worker.alive():
+            if not (self.policy.fresh_worker_per_trial and worker.compiled):
+                return
+        self._discard()
+        self._starts += 1
+        memory = None if self.trial_memory_gb is None else int(self.trial_memory_gb * 2**30)
+        self._worker = WorkerProcess(self.python, worker_env({**jax_env(), **self.policy.env}), memory)
+
+    def _discard(self) -> None:
+        """Kill and reap the current worker (the next trial starts a new one)."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.kill()
+
+    def _await_ready(self) -> None:
+        worker = self._worker
+        if worker.ready is not None:
+            return
+        try:
+            event = worker.read(time.monotonic() + self.startup_timeout)
+        except Dead as exc:
+            state, why = worker.death("while starting")
+            first = not self._ever_ready
+            self._discard()
+            if first and self.fn is not None:
+                raise self._fall_back(f"the worker process could not start ({why})") from exc
+            raise TrialFailed(
+                "oom" if state == "oom" else "crashed", f"the worker process could not start: {why}"
+            ) from None
+        problem = ready_problem(event, self.startup_timeout)
+        if problem is not None:
+            self._discard()
+            if problem[0] != "error" or self.fn is None:
+                raise TrialFailed(*problem)
+            raise self._fall_back(problem[1])
+        worker.ready = self.worker_info = event
+        self._ever_ready = True
+        self.startup_s = time.monotonic() - worker.spawned_at
+
+    def _load(self) -> None:
+        worker = self._worker
+        if worker.loaded:
+            return
+        message = {
+            Mode.EXPORT: self._args_line,
+            Mode.IMPORT: self._import_request,
+            Mode.STUDY: {"op": Op.LOAD_STUDY, "path": self.study_file, "index": self.index},
+        }[self.mode]
+        try:
+            self._input_digest = load_inputs(
+                worker,
+                message,
+                self.mode,
+                self._input_digest,
+                self.startup_timeout,
+                None if self.mode == Mode.STUDY else self._placement,
+            )
+        except Misplaced as exc:  # measuring here beats measuring another program there
+            raise self._fall_back(f"the worker process cannot run the program as the call does: {exc}") from None
+        except TrialFailed:
+            self._discard()
+            raise
+        worker.loaded = True

@@ -1,0 +1,32 @@
+"""`make demo`'s decisive part: the demo study's winner changes with the call count.
+
+The demo (scripts/demo.py) tunes studies/demo_unroll.py with the real CLI and asks
+``autotune best`` for a few calls and for a million: the plain scan compiles fastest,
+the unrolled loop (its schedule folded at compile time) runs several times faster.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from _repo import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import demo  # noqa: E402
+
+
+@pytest.mark.slow
+def test_demo_winner_changes_with_the_call_count_and_a_fresh_process_uses_it(tmp_path):
+    env = demo.demo_env(str(tmp_path / "cache.db"))
+    demo.run(demo.AUTOTUNE + ["tune", demo.STUDY, "--json"], env, show=False)
+    few, many = demo.winner(env, demo.FEW_CALLS), demo.winner(env, demo.MANY_CALLS)
+    assert few != many, f"the same winner {few} for {demo.FEW_CALLS} and {demo.MANY_CALLS} calls"
+    # The reason the demo gives: the compile decides a few calls, the run a million.
+    assert json.loads(many)["steps"]["repr"] == "for", many
+    assert json.loads(few)["steps"]["repr"] != "for", few
+    out = subprocess.run([sys.executable, demo.FRESH], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "from cache" in out.stdout and "plain jax.jit" in out.stdout, out.stdout

@@ -1,0 +1,81 @@
+"""study/_search: what a trial is and what counts toward ``n_trials``, seen through real studies
+(at.tune, in process, on CPU): every config measured once, configs that lower to one program
+share its measurement, each trial's cost comes from the one selection rule, and the search ends
+when the budget is spent or every config is taken."""
+
+from __future__ import annotations
+
+import re
+
+import jax.numpy as jnp
+import pytest
+from _presets import FAST
+
+import autotune as at
+from autotune import _select
+
+
+def smooth(x):
+    return at.loop(lambda c, _: (jnp.sin(c) * 0.5 + 1.0, None), x, length=4, name="smooth")[0]
+
+
+def tune(storage, n_trials: int, sampler: str = "grid"):
+    # compile_weight=0: no compile budget, so no trial is pruned on a loaded machine's timings
+    # (the pruning rule has tests of its own in test_tune); what counts and what is shared stays.
+    return at.tune(
+        smooth,
+        jnp.ones(8),
+        n_trials=n_trials,
+        sampler=sampler,
+        storage=str(storage),
+        timing=FAST,
+        confirm_rounds=1,
+        isolate=False,
+        progress=False,
+        compile_weight=0.0,
+    )
+
+
+@pytest.fixture(scope="module")
+def everything(tmp_path_factory):
+    """A grid study asked for more trials than its space holds."""
+    return tune(tmp_path_factory.mktemp("search") / "studies.db", n_trials=50)
+
+
+def test_the_search_ends_when_every_config_is_taken_each_measured_once(everything):
+    r = everything
+    configs = [t.config for t in r.trials]
+    assert len(r.trials) == r.space_size == len(set(configs)) == 5
+    assert configs[0] == r.default_config  # the grid starts at the default
+    assert all(t.state in ("complete", "shared") for t in r.trials), [(t.state, t.reason) for t in r.trials]
+
+
+def test_configs_that_lower_to_one_program_share_its_measurement(everything):
+    by_number = {t.number: t for t in everything.trials}
+    shared = [t for t in everything.trials if t.state == "shared"]
+    assert shared, "scan and fori lower to the same program here: some trial must share"
+    for t in shared:
+        (source,) = re.findall(r"same program as trial (\d+)", t.reason)
+        first = by_number[int(source)]
+        assert first.state == "complete" and first.number < t.number
+        assert t.measurement["program_hash"] == first.measurement["program_hash"]
+        assert t.config != first.config
+    hashes = [t.measurement["program_hash"] for t in everything.trials if t.state == "complete"]
+    assert len(hashes) == len(set(hashes))  # one full measurement per program
+
+
+def test_each_trials_cost_is_the_selection_rules_cost_of_its_point(everything):
+    for t in everything.trials:
+        assert t.cost is not None and t.cost == _select.cost(t.point(), everything.objective)
+
+
+def test_n_trials_counts_distinct_configs_and_a_resumed_study_measures_only_new_ones(tmp_path):
+    storage = tmp_path / "studies.db"
+    first = tune(storage, n_trials=2)
+    assert len(first.trials) == 2
+    again = tune(storage, n_trials=4)
+    assert [t.number for t in again.trials] == [0, 1, 2, 3]
+    assert [t.config for t in again.trials[:2]] == [t.config for t in first.trials]
+    assert len({t.config for t in again.trials}) == 4
+    third = tune(storage, n_trials=4)  # the budget is spent: no new trial
+    assert [(t.number, t.config) for t in third.trials] == [(t.number, t.config) for t in again.trials]
