@@ -38,6 +38,7 @@ from ._interrupt import Interrupted as Interrupted
 from ._lazy import lazy_attributes
 from ._loop import loop as loop
 from ._objective import Objective as Objective
+from ._xla import XlaChoice as XlaChoice
 
 __version__ = "0.2.0"
 
@@ -77,6 +78,7 @@ __all__ = [
     "SiteChoice",
     "StudyError",
     "TraceError",
+    "XlaChoice",
     "autotuned",
     "loop",
     *_LAZY,

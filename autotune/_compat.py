@@ -13,6 +13,7 @@ parts re-exported here: ``_compat_axes.py`` (the axis names ``shard_map`` and ``
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -266,6 +267,45 @@ class no_persistent_cache:
                 self._module._cache_checked, self._module._cache_used = self._saved
         jax.config.update(self._flag, self._old_flag)
         return False
+
+
+CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+CACHE_MISS_EVENT = "/jax/compilation_cache/cache_misses"
+"""The ``jax.monitoring`` events a compile records when the persistent cache served it, or did not
+(the same names in jax 0.10 and 0.12)."""
+
+
+def compilation_cache_dir() -> str | None:
+    """Where JAX's persistent compilation cache lives when it is on in this process
+    (``jax_compilation_cache_dir``, or the ``JAX_COMPILATION_CACHE_DIR`` environment variable JAX reads),
+    else None (no directory, or ``jax_enable_compilation_cache`` off)."""
+    if not getattr(jax.config, "jax_enable_compilation_cache", True):
+        return None
+    return getattr(jax.config, "jax_compilation_cache_dir", None) or os.environ.get("JAX_COMPILATION_CACHE_DIR") or None
+
+
+def cache_everything_in(directory: str) -> None:
+    """Turn the persistent compilation cache on in this (fresh) process, in ``directory``, for
+    every executable: no minimum compile time, no minimum entry size (a tiny program is cached too)."""
+    jax.config.update("jax_enable_compilation_cache", True)
+    jax.config.update("jax_compilation_cache_dir", directory)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def count_cache_events() -> dict[str, int]:
+    """A dict that counts, from now on in this process, the compiles the persistent cache served
+    (``"hits"``) and missed (``"misses"``), through ``jax.monitoring``'s event listeners."""
+    counts = {"hits": 0, "misses": 0}
+
+    def listen(event: str, **_: Any) -> None:
+        if event == CACHE_HIT_EVENT:
+            counts["hits"] += 1
+        elif event == CACHE_MISS_EVENT:
+            counts["misses"] += 1
+
+    jax.monitoring.register_event_listener(listen)
+    return counts
 
 
 def jaxpr_function(closed: Any):

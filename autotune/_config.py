@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._errors import ConfigError
+from ._xla import XlaChoice
 
 REPRS = ("scan", "for", "fori", "while")
 """Every representation a config may name."""
@@ -27,6 +28,8 @@ GUARDS = ("select", "cond")
 """How the extra body applications of an unrolled while loop are guarded."""
 
 _KEYS = ("repr", "unroll", "guard")
+XLA_KEY = "@xla"
+"""The reserved key of a config's JSON that holds its XLA options (absent when it has none)."""
 _NOTATION = re.compile(r"^(?P<repr>scan|fori|while)(?:\s*[×x]\s*(?P<unroll>\d+))?(?:\s*/\s*(?P<guard>select|cond))?$")
 
 
@@ -204,27 +207,35 @@ def _parse_choice(site_id: str, value: Any) -> SiteChoice:
 
 
 class Config(Mapping):
-    """An immutable mapping ``site_id -> SiteChoice``; sites it omits keep their default.
+    """An immutable mapping ``site_id -> SiteChoice`` (sites it omits keep their default), plus the
+    XLA options of the function's compile (:attr:`xla`, an :class:`XlaChoice`; empty by default).
 
-    Configs compare equal by value, hash by value, and have a deterministic string
-    form, so they can key dictionaries and round-trip through JSON::
+    Iteration, ``len`` and ``[]`` are the sites only; ``bool(config)`` is True when a site or an
+    XLA option is set. Configs compare equal by value, hash by value, and have a deterministic
+    string form, so they can key dictionaries and round-trip through JSON (the XLA options under
+    the reserved key ``"@xla"``, absent when empty)::
 
         >>> c = Config.from_dict({"algo": {"repr": "for"}, "algo/scan@x.py:3": {"unroll": 4}})
         >>> Config.from_dict(json.loads(json.dumps(c.to_dict()))) == c
         True
-        >>> str(c)
-        'algo=for, algo/scan@x.py:3=scan×4'
+        >>> str(c), str(Config(xla="xla:O1")), Config(xla="xla:O1").to_json()
+        ('algo=for, algo/scan@x.py:3=scan×4', 'xla:O1', '{"@xla":["O1"]}')
     """
 
-    __slots__ = ("_choices",)
+    __slots__ = ("_choices", "xla")
 
-    def __init__(self, choices: Mapping[str, Any] | None = None):
+    def __init__(self, choices: Mapping[str, Any] | None = None, xla: XlaChoice | str | Sequence[str] | None = None):
         parsed = {}
         for site_id, value in (choices or {}).items():
+            if site_id == XLA_KEY:
+                if xla is None:
+                    xla = value
+                continue
             if not isinstance(site_id, str) or not site_id:
                 raise ConfigError(f"Config keys must be non-empty site id strings, got {site_id!r}.")
             parsed[site_id] = _parse_choice(site_id, value)
         self._choices = dict(sorted(parsed.items()))
+        self.xla: XlaChoice = XlaChoice.parse(xla)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | Config | None) -> Config:
@@ -241,8 +252,16 @@ class Config(Mapping):
         except json.JSONDecodeError as e:
             raise ConfigError(f"Config JSON is malformed: {e}.") from None
 
-    def to_dict(self) -> dict[str, dict[str, Any]]:
-        return {k: v.to_dict() for k, v in self._choices.items()}
+    def with_xla(self, xla: XlaChoice | str | None) -> Config:
+        """This config's site choices with the XLA options ``xla``."""
+        return Config(self._choices, xla=XlaChoice.parse(xla))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Site id -> choice dict, and ``"@xla": [option names]`` when XLA options are set."""
+        out: dict[str, Any] = {k: v.to_dict() for k, v in self._choices.items()}
+        if self.xla:
+            out[XLA_KEY] = list(self.xla.names)
+        return out
 
     def to_json(self) -> str:
         """THE canonical text of a config (:func:`canonical_json` of :meth:`to_dict`): its identity in
@@ -262,9 +281,12 @@ class Config(Mapping):
     def __len__(self) -> int:
         return len(self._choices)
 
+    def __bool__(self) -> bool:
+        return bool(self._choices) or bool(self.xla)
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Config):
-            return self._choices == other._choices
+            return self._choices == other._choices and self.xla == other.xla
         if isinstance(other, Mapping):
             try:
                 return self == Config.from_dict(other)
@@ -273,12 +295,15 @@ class Config(Mapping):
         return NotImplemented
 
     def __hash__(self) -> int:
+        if self.xla:
+            return hash((tuple(self._choices.items()), self.xla))
         return hash(tuple(self._choices.items()))
 
     def __str__(self) -> str:
-        if not self._choices:
-            return "default"
-        return ", ".join(f"{k}={v}" for k, v in self._choices.items())
+        sites = ", ".join(f"{k}={v}" for k, v in self._choices.items())
+        if not self.xla:
+            return sites or "default"
+        return f"{sites}, {self.xla}" if sites else str(self.xla)
 
     def __repr__(self) -> str:
         return f"Config({self.to_dict()!r})"
@@ -315,11 +340,28 @@ def config_label(config: Config | Mapping[str, Any], sites: Sequence[Any] = ()) 
             the short names (an ``at.loop``'s name, else the last part of the id).
 
     Returns:
-        e.g. ``"algo_iters=for, scan@f.py:53=scan×2"``, or ``"default"`` for an empty config.
+        e.g. ``"algo_iters=for, scan@f.py:53=scan×2"`` (its XLA options last: ``..., xla:O1``),
+        or ``"default"`` for an empty config.
     """
+    xla = xla_label(config)
     ids = [_site_field(s, "id") for s in sites]
     names = {i: site_label(s) for i, s in zip(ids, sites)}
-    order = [i for i in ids if i in config] + sorted(k for k in config if k not in names)
-    if not order:
-        return "default"
-    return ", ".join(f"{names.get(k, k.rsplit('/', 1)[-1])}={choice_label(config[k])}" for k in order)
+    keys = [k for k in config if k != XLA_KEY]
+    order = [i for i in ids if i in keys] + sorted(k for k in keys if k not in names)
+    parts = [f"{names.get(k, k.rsplit('/', 1)[-1])}={choice_label(config[k])}" for k in order]
+    parts += [xla] if xla else []
+    return ", ".join(parts) if parts else "default"
+
+
+def xla_label(config: Config | Mapping[str, Any]) -> str:
+    """The notation of a config's XLA options (``xla:O1``), or ``""`` when it has none; a
+    foreign record's unreadable ``"@xla"`` value is shown as it is."""
+    if isinstance(config, Config):
+        return str(config.xla) if config.xla else ""
+    raw = config.get(XLA_KEY) if isinstance(config, Mapping) else None
+    if not raw:
+        return ""
+    try:
+        return str(XlaChoice.parse(raw))
+    except ConfigError:
+        return f"xla:{raw}"

@@ -20,9 +20,10 @@ import jax
 from . import _keys
 from ._config import Config
 from ._errors import AutotuneError, ConfigError, warn_user_once
-from ._lookup import Lookup, open_cache, prefetch, read_config
-from ._methods import AutotunedMethod, BoundAutotuned, defined_in_class
-from ._objective import DEFAULT
+from ._lookup import Lookup, cache_has_xla, open_cache, prefetch, read_config
+from ._methods import AutotunedMethod, BoundAutotuned, XlaRoutes, defined_in_class
+from ._objective import DEFAULT, Objective, compilation_cache_on
+from ._xla import XlaChoice
 
 __all__ = ["Autotuned", "Lookup", "autotuned", "controller", "open_cache"]
 
@@ -58,6 +59,8 @@ class Autotuned:
         expected_calls: float = DEFAULT.expected_calls,
         compile_weight: float = DEFAULT.compile_weight,
         runtime_weight: float = DEFAULT.runtime_weight,
+        processes: int = DEFAULT.processes,
+        compilation_cache: bool | None = None,
         cache: Any = None,
         on_miss: str = "default",
         key: str | None = None,
@@ -71,6 +74,10 @@ class Autotuned:
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.expected_calls, self.compile_weight, self.runtime_weight = expected_calls, compile_weight, runtime_weight
+        Objective(processes=processes)  # a bad count fails here, by name
+        if compilation_cache is not None:
+            compilation_cache_on(compilation_cache)
+        self.processes, self.compilation_cache = processes, compilation_cache  # None: detected when used
         self.on_miss = on_miss
         self.key = key or _keys.function_key(fun)
         if key is None and _keys.unstable_key_reason(self.key):
@@ -93,14 +100,23 @@ class Autotuned:
         self._last_lookup: Lookup | None = None
         traced = functools.wraps(fun)(lambda *args, **kwargs: self._traced(*args, **kwargs))
         self._jitted = jax.jit(traced, **jit_kwargs)
+        self._xla = XlaRoutes(self)  # a cached config's XLA options: a jit per choice
         prefetch()
 
     def function(self) -> Callable:
         """What ``@at.autotuned`` hands out: the ``jax.jit`` object itself (so calls cost
         exactly a jit dispatch), carrying this object's methods as attributes; for a method
-        defined in a class body, a descriptor that binds them to the instance too."""
+        defined in a class body, a descriptor that binds them to the instance too. When the cache
+        holds a config of this function with XLA options, this object itself: compile options are
+        a jit object's, so its calls are routed to a jit per XLA choice (`XlaRoutes`)."""
         if defined_in_class(self.fun):
             return AutotunedMethod(self)
+        try:
+            self._xla.active = cache_has_xla(self)
+        except Exception:  # noqa: BLE001 - no routing: the plain jit, as before
+            self._xla.active = False
+        if self._xla.active:  # a cached config sets XLA options: this object routes calls per signature
+            return self
         jitted = self._jitted
         for name in ("tune", "sites", "config_for", "with_options"):
             setattr(jitted, name, getattr(self, name))
@@ -114,16 +130,23 @@ class Autotuned:
         if self.record_mode == "values":  # values are concrete only here, not inside jit's trace
             self._current = (args, kwargs)
             try:
-                out = self._jitted(*args, **kwargs)
+                out = self._call(args, kwargs)
             finally:
                 self._current = None
         else:
-            out = self._jitted(*args, **kwargs)
+            out = self._call(args, kwargs)
         if self._pending:
             self._tune_after_miss(args, kwargs)
         return out
 
+    def _call(self, args: tuple, kwargs: dict) -> Any:
+        """A call: the plain jit, or the jit of its cached config's XLA options (`XlaRoutes`)."""
+        return self._xla.call(args, kwargs) if self._xla.active else self._jitted(*args, **kwargs)
+
     def _traced(self, *args: Any, **kwargs: Any) -> Any:
+        return self._traced_under(XlaChoice(), args, kwargs)
+
+    def _traced_under(self, under: XlaChoice, args: tuple, kwargs: dict) -> Any:
         """Runs once per abstract signature, inside jit's trace: one trace of the function
         gives the key and, replayed under the config found, the jit's program.
 
@@ -144,6 +167,7 @@ class Autotuned:
             lookup = self._failed("key its call signature", exc)
         else:
             lookup = self._lookup(program, signature)
+        lookup = self._xla.checked(lookup, under)
         self._last_lookup = lookup
         if self.record_mode is not None and lookup.source != "default (error)":
             from . import _record
@@ -208,20 +232,29 @@ class Autotuned:
         """The loop sites of this function traced on these arguments (exactly a call's arguments)."""
         return _keys.program_key(self.fun, args, kwargs, self.jit_kwargs)[0].sites
 
+    @property
+    def autotune(self) -> Autotuned:
+        """This object, as ``fn.autotune`` names it on the plain jit object ``function()`` hands out."""
+        return self
+
     # -- jit passthroughs -----------------------------------------------------------------
     def lower(self, *args: Any, **kwargs: Any):
-        """Like ``jax.jit(fun).lower``, with the chosen config applied."""
-        return self._jitted.lower(*args, **kwargs)
+        """Like ``jax.jit(fun).lower``, with the chosen config applied (its XLA options too:
+        ``.compile()`` builds the executable with them)."""
+        return self._xla.staged(args, kwargs).lower(*args, **kwargs)
 
     def trace(self, *args: Any, **kwargs: Any):
-        return self._jitted.trace(*args, **kwargs)
+        return self._xla.staged(args, kwargs).trace(*args, **kwargs)
 
     def eval_shape(self, *args: Any, **kwargs: Any):
         return self._jitted.eval_shape(*args, **kwargs)
 
     def clear_cache(self) -> None:
         """Forget compiled versions, so the next call looks the cache up again."""
-        self._jitted.clear_cache()
+        for jitted in self._xla.jits.values():
+            jitted.clear_cache()
+        self._xla.routes.clear()
+        self._xla.by_call.clear()
 
     def with_options(self, **overrides: Any) -> Autotuned:
         """A copy with some options replaced (None keeps the current value)."""
@@ -229,6 +262,8 @@ class Autotuned:
             expected_calls=self.expected_calls,
             compile_weight=self.compile_weight,
             runtime_weight=self.runtime_weight,
+            processes=self.processes,
+            compilation_cache=self.compilation_cache,
             cache=self._cache_arg,
             on_miss=self.on_miss,
             key=self.key,
@@ -296,6 +331,8 @@ def autotuned(
     expected_calls: float = DEFAULT.expected_calls,
     compile_weight: float = DEFAULT.compile_weight,
     runtime_weight: float = DEFAULT.runtime_weight,
+    processes: int = DEFAULT.processes,
+    compilation_cache: bool | None = None,
     cache: Any = None,
     on_miss: str = "default",
     key: str | None = None,
@@ -308,6 +345,11 @@ def autotuned(
         fun: the function (or omit it and use ``@at.autotuned(...)``).
         expected_calls, compile_weight, runtime_weight: the objective to tune for and to
             pick from a cached set of confirmed configs with.
+        processes: how many processes will run the function, each calling it ``expected_calls``
+            times (:class:`at.Objective`); every process after the first compiles it again, or
+            only loads it when JAX's persistent compilation cache is on.
+        compilation_cache: whether that cache is on where it runs; None (default) detects it
+            when tuning or looking up (``jax_compilation_cache_dir`` / ``JAX_COMPILATION_CACHE_DIR``).
         cache: a SQLAlchemy URL, a file path or an :class:`at.Cache`; None means
             ``$AUTOTUNE_CACHE`` or the user cache dir.
         on_miss: ``"default"`` runs the default config when nothing is cached,
@@ -325,7 +367,9 @@ def autotuned(
         exactly a call's arguments. On a method, ``instance.method.tune(x)`` binds the
         instance like a call does. With ``on_miss="tune"``, the :class:`Autotuned` object
         itself, which checks after each call whether a tuning run is due; when recording
-        values, the :class:`Autotuned` object too, whose call keeps a new signature's values.
+        values, the :class:`Autotuned` object too, whose call keeps a new signature's values; and
+        when the cache holds a config of the function with XLA options (``xla:O1``), that object
+        too, which routes each call to the jit of its signature's options.
 
     Example::
 
@@ -343,6 +387,8 @@ def autotuned(
             expected_calls=expected_calls,
             compile_weight=compile_weight,
             runtime_weight=runtime_weight,
+            processes=processes,
+            compilation_cache=compilation_cache,
             cache=cache,
             on_miss=on_miss,
             key=key,

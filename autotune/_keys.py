@@ -166,7 +166,8 @@ def device_key(info: dict[str, Any]) -> str:
 def study_name(
     function_key: str, fingerprint: str, signature: str, device: dict, objective: Any, search: str = "cost"
 ) -> str:
-    """The default study name: function, program, signature, device and objective.
+    """The default study name: function, program, signature, device and objective (its processes and
+    compilation cache only where several processes run it, so a one-process name is as before).
 
     A ``search="pareto"`` study does not depend on the objective (it minimises compile and
     run seconds separately), so its name ends in ``/pareto`` and every call count re-uses it.
@@ -174,8 +175,10 @@ def study_name(
     head = f"{function_key}@{fingerprint[:10]}/{short_hash(signature, 8)}/{device['platform']}:{device['device_kind']}/"
     if search == "pareto":
         return head + "pareto"
+    processes = getattr(objective, "processes", 1)  # several processes: their own study (another cost)
+    shared = "" if processes == 1 else f",p={processes}" + (",cc" if objective.compilation_cache else "")
     return head + (
-        f"calls={objective.expected_calls:g},cw={objective.compile_weight:g},rw={objective.runtime_weight:g}"
+        f"calls={objective.expected_calls:g},cw={objective.compile_weight:g},rw={objective.runtime_weight:g}{shared}"
     )
 
 

@@ -115,6 +115,42 @@ def cache_location(cache_arg: Any, cache: Any) -> str:
     return _paths.redact(where) if where else "the default cache"
 
 
+def _processes(ctl: Any) -> dict[str, Any]:
+    """The processes part of ``ctl``'s objective (`_tuning.objective_of`, the compilation cache
+    detected where not said), for a lookup's re-pick."""
+    from ._tuning import objective_of
+
+    goal = objective_of(ctl)
+    return {"processes": goal.processes, "compilation_cache": goal.compilation_cache}
+
+
+def cache_has_xla(ctl: Any) -> bool:
+    """Whether ``ctl``'s SQLite cache holds an entry of its function whose config sets XLA options
+    (``"@xla"``): then the decorator hands out its routing object instead of the bare ``jax.jit``
+    (compile options belong to a jit object, not to a signature). One indexed query at decoration;
+    any problem is False (no routing: the plain jit, as before)."""
+    import sqlite3
+
+    from .cache._fastread import sqlite_path
+    from .cache._layout import ENTRIES_TABLE
+
+    path = sqlite_path(ctl._cache_arg)  # None: $AUTOTUNE_CACHE or the user cache
+    if path is None or not os.path.exists(path):
+        return False
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0)
+        try:
+            row = con.execute(
+                f"SELECT 1 FROM {ENTRIES_TABLE} WHERE function_key = ? AND config LIKE ? LIMIT 1",
+                (ctl.key, '%"@xla"%'),
+            ).fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False
+    return row is not None
+
+
 def read_config(ctl: Any, program: Any, signature: str) -> Lookup:
     """The config the `Autotuned` ``ctl`` applies to ``program`` with ``signature``.
 
@@ -140,6 +176,7 @@ def read_config(ctl: Any, program: Any, signature: str) -> Lookup:
             expected_calls=ctl.expected_calls,
             compile_weight=ctl.compile_weight,
             runtime_weight=ctl.runtime_weight,
+            **_processes(ctl),
         )
         if entry is None:
             if ctl.on_miss == "warn":

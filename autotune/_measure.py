@@ -27,6 +27,7 @@ from ._config import Config
 from ._jitargs import donates, dynamic_args, jit_option_set  # noqa: F401 (imported from here too)
 from ._measurement import Measurement as Measurement  # the value this module produces
 from ._rewrite import with_config
+from ._xla import XlaChoice, jit_options
 
 TIMING_OPTIONS = ("warmup", "min_reps", "max_reps", "target_s")  # what runners pass on to time_calls
 
@@ -48,12 +49,18 @@ class Stages:
     trace_cpu_s: float | None = None
     lower_cpu_s: float | None = None
     compile_cpu_s: float | None = None
+    xla: XlaChoice | None = None  # the config's XLA options (jit_options), hashed with the program
 
 
-def program_hash(lowered: Any) -> str:
+def program_hash(lowered: Any, xla_flags: dict[str, Any] | None = None) -> str:
     """sha256 of a lowered program's text (without debug locations): equal for configs that
-    emit the same program, whatever their site choices were."""
-    return hashlib.sha256(lowered.as_text().encode()).hexdigest()
+    emit the same program, whatever their site choices were. A config's XLA options
+    (``xla_flags``) build another executable from the same text, so they are hashed with it;
+    without any, the hash is the text's alone."""
+    text = lowered.as_text()
+    if xla_flags:
+        text += "\n// xla options: " + repr(sorted(xla_flags.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def time_stages(
@@ -64,6 +71,7 @@ def time_stages(
     on_traced: Callable[[Stages], None] | None = None,
     on_lowered: Callable[[Stages], Any] | None = None,
     compile: bool = True,
+    xla: XlaChoice | None = None,
 ) -> Stages:
     """Trace, lower and compile ``jitted`` on ``args``, timing each stage apart.
 
@@ -75,11 +83,12 @@ def time_stages(
             if it returns anything but None, compiling is skipped and the value kept in
             ``Stages.reused``.
         compile: False stops after lowering.
+        xla: the XLA options ``jitted`` was made with (a config's), hashed with the program.
 
     Hook time is not counted in any stage; each stage's process CPU seconds go to ``*_cpu_s``.
     """
     kwargs = kwargs or {}
-    stages = Stages(jitted)
+    stages = Stages(jitted, xla=xla or None)
     t0, c0 = time.perf_counter(), time.process_time()
     stages.traced = jitted.trace(*args, **kwargs)
     stages.trace_s, stages.trace_cpu_s = time.perf_counter() - t0, time.process_time() - c0
@@ -88,7 +97,7 @@ def time_stages(
     t0, c0 = time.perf_counter(), time.process_time()
     stages.lowered = stages.traced.lower()
     stages.lower_s, stages.lower_cpu_s = time.perf_counter() - t0, time.process_time() - c0
-    stages.program_hash = program_hash(stages.lowered)
+    stages.program_hash = program_hash(stages.lowered, xla.flags() if xla else None)
     if on_lowered is not None:
         stages.reused = on_lowered(stages)
         if stages.reused is not None:
@@ -112,15 +121,23 @@ def compile_config(
     on_lowered: Callable[[Stages], Any] | None = None,
     compile: bool = True,
 ) -> Stages:
-    """:func:`time_stages` of ``jax.jit(with_config(fn, config), **jit_kwargs)``, cold: JAX's
+    """:func:`time_stages` of ``jax.jit(with_config(fn, config), **jit_kwargs)`` with the config's
+    XLA options merged into ``compiler_options`` (:func:`autotune._xla.jit_options`), cold: JAX's
     in-memory caches cleared first (unless ``clear_caches=False``) and the persistent
     compilation cache neither read nor written."""
-    jitted = jax.jit(with_config(fn, Config() if config is None else config), **dict(jit_kwargs or {}))
+    config = Config() if config is None else config
+    jitted = jax.jit(with_config(fn, config), **jit_options(config.xla, jit_kwargs))
     with _compat.no_persistent_cache():
         if clear_caches:
             _compat.clear_jax_caches()
         return time_stages(
-            jitted, tuple(args), dict(kwargs or {}), on_traced=on_traced, on_lowered=on_lowered, compile=compile
+            jitted,
+            tuple(args),
+            dict(kwargs or {}),
+            on_traced=on_traced,
+            on_lowered=on_lowered,
+            compile=compile,
+            xla=config.xla,
         )
 
 

@@ -18,7 +18,7 @@ from ._config import Config
 STAGES = ("trace_s", "lower_s", "compile_s")
 """The stages paid once per signature, in wall seconds; their sum is ``compile_total_s``."""
 
-OPTIONAL_SECONDS = ("trace_cpu_s", "lower_cpu_s", "compile_cpu_s", "run_p10_s")  # None in older records
+OPTIONAL_SECONDS = ("trace_cpu_s", "lower_cpu_s", "compile_cpu_s", "run_p10_s", "load_cost_s")  # None in older records
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ class Measurement:
         trace_cpu_s, lower_cpu_s, compile_cpu_s: the process's CPU seconds (all threads)
             over the same three stages, or None where not measured (older records).
         run_p10_s: the 10th percentile of the per-call seconds (None in older records).
+        load_cost_s: what a later process pays with JAX's persistent compilation cache on: trace +
+            lower + the load of the cached executable, CPU seconds, the load measured in a fresh
+            process (``autotune.worker._load``); None where not measured (see :attr:`load_charged_s`).
     """
 
     trace_s: float
@@ -56,6 +59,7 @@ class Measurement:
     lower_cpu_s: float | None = None
     compile_cpu_s: float | None = None
     run_p10_s: float | None = None
+    load_cost_s: float | None = None
 
     @property
     def run_cost_s(self) -> float:
@@ -80,6 +84,19 @@ class Measurement:
         wall time, a compile waiting for a core, not CPU time), else the wall seconds."""
         return self.compile_total_s if self.compile_total_cpu_s is None else self.compile_total_cpu_s
 
+    @property
+    def load_estimate_s(self) -> float:
+        """THE estimate of a cached load where none was measured: trace + lower (CPU seconds where
+        known, else wall), the part of the one-off seconds a cache hit does not skip."""
+        cpu = (self.trace_cpu_s, self.lower_cpu_s)
+        return self.trace_s + self.lower_s if None in cpu else sum(cpu)
+
+    @property
+    def load_charged_s(self) -> float:
+        """The load seconds the objective charges a later process with the cache on:
+        :attr:`load_cost_s` where measured, else :attr:`load_estimate_s`."""
+        return self.load_estimate_s if self.load_cost_s is None else self.load_cost_s
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "trace_s": self.trace_s,
@@ -96,6 +113,7 @@ class Measurement:
             "lower_cpu_s": self.lower_cpu_s,
             "compile_cpu_s": self.compile_cpu_s,
             "run_p10_s": self.run_p10_s,
+            "load_cost_s": self.load_cost_s,
         }
 
     @classmethod

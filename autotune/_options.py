@@ -58,6 +58,8 @@ class TuneOptions:
             warning, for a program that cannot be isolated), ``True`` raises instead,
             ``False`` measures in this process.
         progress: show progress on stderr (default None: when stderr is a terminal).
+        xla: search XLA compile options per function too (``xla:O1``...): ``True``, ``False`` or
+            ``"auto"`` (default: :func:`autotune._xla.searched` decides).
 
     ``str(options)`` names the options that differ from their defaults, in this order.
 
@@ -88,6 +90,7 @@ class TuneOptions:
     trial_memory_gb: float | None = None
     isolate: bool | str = "auto"
     progress: bool | None = None
+    xla: bool | str = "auto"
 
     def __post_init__(self):
         n = self.n_trials
@@ -99,6 +102,8 @@ class TuneOptions:
             raise StudyError(f"search={self.search!r} is not one of {list(SEARCHES)}.")
         if not (isinstance(self.isolate, bool) or self.isolate == "auto"):
             raise StudyError(f"isolate={self.isolate!r} must be 'auto', True or False.")
+        if not (isinstance(self.xla, bool) or self.xla == "auto"):
+            raise StudyError(f"xla={self.xla!r} must be 'auto', True or False.")
         for name in ("confirm_top", "confirm_rounds"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

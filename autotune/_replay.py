@@ -4,8 +4,8 @@
 the function (`import_recorded`: module and qualname; a script's function from its file,
 under the module name it was keyed by), builds the inputs (`build_inputs`: the recorded
 values where present, else synthesized), checks that the program and signature are the
-ones recorded, and tunes it exactly as a study file would. A record that cannot be
-replayed is skipped with one line saying why; the others go on.
+ones recorded, and tunes it exactly as a study file would (``time_budget``: split by
+`autotune._budget`). A record that cannot be replayed is skipped with one line saying why.
 
 Synthesized inputs are drawn from ``numpy.random.default_rng(0)``, one generator per
 signature, leaf by leaf in argument order: floating point standard normal (complex: real
@@ -31,6 +31,7 @@ import numpy as np
 
 from . import _keys
 from ._abstract import decode_value, dtype_named, resolve_ref, short_signature
+from ._budget import Share, quick_default, spend
 from ._decorator import Autotuned, controller
 from ._errors import AutotuneError, error_text
 from ._objective import Objective
@@ -58,6 +59,7 @@ class Replayed:
         reason: why it was skipped or failed, else None.
         inputs: ``"recorded values"`` or ``"synthesized"`` (None when skipped before building them).
         result: the `TuneResult` when tuned.
+        share: its part of ``time_budget`` (planned, given, used), when there was one.
     """
 
     record: PendingRecord
@@ -65,6 +67,7 @@ class Replayed:
     reason: str | None = None
     inputs: str | None = None
     result: Any = None
+    share: Share | None = None
 
 
 @dataclass(frozen=True)
@@ -314,6 +317,9 @@ def tune_recorded(
     runtime_weight: float | None = None,
     say: Callable[[str], None] = print,
     cache_flag: str | None = None,
+    time_budget: float | None = None,
+    show_plan: Callable[[list[Share], float, float], None] | None = None,
+    function_options: dict[str, Any] | None = None,
     **tune_options: Any,
 ) -> list[Replayed]:
     """Tune every recorded signature (of ``function`` when given) on this machine's device.
@@ -323,18 +329,19 @@ def tune_recorded(
         function: only this function key; its records are tuned even when an entry covers
             them already (without it, such records are ``"tuned before"``).
         n_trials, timeout: per signature, as `Autotuned.tune`.
-        expected_calls, compile_weight, runtime_weight: override the recorded objective.
+        expected_calls, compile_weight, runtime_weight, function_options (more ``with_options``
+            keywords: ``processes``..., None ones left out): override the recorded objective.
         say: prints the one-line messages (skips, what is tuned).
         cache_flag: the ``--cache`` text to put into the stored re-tune command.
+        time_budget: seconds for all, split by calls × default runtime (`autotune._budget.spend`).
+        show_plan: called with the plan before any tuning (`autotune._budget.spend`).
         **tune_options: more fields of :class:`autotune.TuneOptions` (``sampler``, ``storage``,
             ``search``, ``timing``, ``trial_timeout``, ``trial_memory_gb``, ``progress``...).
 
-    Returns:
-        One `Replayed` per distinct recorded signature.
-    """
+    Returns one `Replayed` per distinct recorded signature."""
     options = TuneOptions(n_trials=n_trials, timeout=timeout, **tune_options)
     device_key = _keys.device_key(_keys.device_info())
-    out = []
+    out, ready = [], []
     for rec in select(cache.pending(function), device_key):
         goal = Objective.from_dict(rec.objective).overridden(expected_calls, compile_weight, runtime_weight)
         calls, cw, rw = goal.expected_calls, goal.compile_weight, goal.runtime_weight
@@ -355,16 +362,27 @@ def tune_recorded(
             say(f"skipped {describe_record(rec)}: {' '.join(str(e).split())}")
             out.append(Replayed(rec, "skipped", str(e)))
             continue
+        more = {k: v for k, v in (function_options or {}).items() if v is not None}
+        fn = ctl.with_options(expected_calls=calls, compile_weight=cw, runtime_weight=rw, cache=cache, **more)
+        ready.append((rec, fn, args, kwargs, inputs))
+
+    def tune_one(item: tuple, seconds: float | None = None) -> Replayed:
+        rec, fn, args, kwargs, inputs = item
         argv = ["tune", "--recorded", "--function", rec.function_key] + (["--cache", cache_flag] if cache_flag else [])
-        fn = ctl.with_options(expected_calls=calls, compile_weight=cw, runtime_weight=rw, cache=cache)
-        say(f"tuning {describe_record(rec)} on {inputs} (expected_calls={calls:g})")
+        plumbing, opts = Plumbing(retune=command_retune(argv)), options.replace(timeout=seconds or options.timeout)
+        say(f"tuning {describe_record(rec)} on {inputs} (expected_calls={fn.expected_calls:g})")
         try:
-            result = fn._tune(args, kwargs, options, Plumbing(retune=command_retune(argv)))
+            return Replayed(rec, "tuned", inputs=inputs, result=fn._tune(args, kwargs, opts, plumbing))
         except AutotuneError as e:  # e.g. no config compiled: the next record still gets its turn
             say(f"failed {describe_record(rec)}: {' '.join(str(e).split())}")
-            out.append(Replayed(rec, "failed", str(e), inputs))
-            continue
-        out.append(Replayed(rec, "tuned", inputs=inputs, result=result))
+            return Replayed(rec, "failed", str(e), inputs)
+
+    if time_budget is None:
+        return out + [tune_one(item) for item in ready]
+    measured = lambda it: quick_default(it[1], it[2], it[3], short_signature(it[0].abstract), options.timing_dict())  # noqa: E731
+    for _, share, done in spend(time_budget, ready, measured, tune_one, show_plan):
+        done.share = share
+        out.append(done)
     return out
 
 

@@ -25,6 +25,7 @@ from . import _compat
 from ._config import Config, SiteChoice, misfit, scan_unroll
 from ._errors import ConfigError, error_text
 from ._sites import LoopSite, Program, split_args, trace_program
+from ._xla import jit_options
 
 
 def _check_choice(site: LoopSite, choice: SiteChoice) -> None:
@@ -266,7 +267,7 @@ def rewrite_error(
 ) -> str | None:
     """Trace ``jax.jit(with_config(fn, config), **jit_kwargs)`` on the arguments, without
     lowering: None when it traces, else the error as ``"Type: message"``."""
-    jitted = jax.jit(with_config(fn, config), **dict(jit_kwargs or {}))
+    jitted = jax.jit(with_config(fn, config), **jit_options(config.xla, jit_kwargs))
     try:
         stage = getattr(jitted, "trace", None) or jitted.lower  # jax without .trace lowers too
         stage(*args, **dict(kwargs or {}))

@@ -80,6 +80,12 @@ class Runner(Protocol):
         Measure from now on in a fresh process (kept executables are lost), so confirmation
         can check a close decision in a second process; False when there is no other process
         to use (an in-process runner), and a runner without it is never renewed.
+    ``measure_load(config) -> Load`` (optional)
+        With several processes and JAX's persistent compilation cache on, how long a later process
+        takes to load ``config``'s executable from the cache (:class:`autotune.worker._load.Load`).
+        A runner without it that measures on this machine (a worker, or in-process) gets
+        :func:`autotune.worker._load.measure_load` (two fresh processes); any other gets the
+        estimate, trace + lower, with a note.
     ``close()``
         Release every resource (idempotent).
     ``isolated``

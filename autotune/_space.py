@@ -26,6 +26,8 @@ from typing import Any
 from ._config import GUARDS, Config, SiteChoice
 from ._rewrite import rewrite_error
 from ._sites import LoopSite
+from ._xla import PARAM as XLA_PARAM
+from ._xla import XlaChoice
 
 WHILE_UNROLLS = (1, 2, 4, 8)
 """Body applications per iteration offered for a while site (its trip count is unknown)."""
@@ -163,13 +165,15 @@ class Space:
         >>> len(space), space.default(), space.copies(space.default())
     """
 
-    def __init__(self, sites: list[LoopSite]):
+    def __init__(self, sites: list[LoopSite], xla: tuple[XlaChoice, ...] = ()):
         self.all_sites = list(sites)
         self.sites = [s for s in sites if s.length is None or s.length > 1]
         self.entries: list[SiteSpace] = [_site_space(s) for s in self.sites]
+        # The XLA dimension (`_xla.choices`, the default first): absent unless the study searches it.
+        self.xla: tuple[XlaChoice, ...] = tuple(xla) if len(xla) > 1 else ()
 
     def __len__(self) -> int:
-        n = 1
+        n = max(1, len(self.xla))
         for e in self.entries:
             n *= len(e.choices)
         return n
@@ -178,13 +182,14 @@ class Space:
         return Config({e.site.id: e.site.default for e in self.entries})
 
     def configs(self) -> Iterator[Config]:
-        """Every config, the default first."""
+        """Every config, the default first (for each XLA choice, every site combination)."""
         default = self.default()
         yield default
-        for combo in itertools.product(*[e.choices for e in self.entries]):
-            config = Config({e.site.id: c for e, c in zip(self.entries, combo)})
-            if config != default:
-                yield config
+        for xla in self.xla or (XlaChoice(),):
+            for combo in itertools.product(*[e.choices for e in self.entries]):
+                config = Config({e.site.id: c for e, c in zip(self.entries, combo)}, xla=xla)
+                if config != default:
+                    yield config
 
     def copies(self, config: Config) -> dict[str, int]:
         """Copies of each site's body in the program ``config`` emits.
@@ -210,18 +215,19 @@ class Space:
         """
         ids = set(site_ids)
         out = Space.__new__(Space)
-        out.all_sites, out.sites = self.all_sites, self.sites
+        out.all_sites, out.sites, out.xla = self.all_sites, self.sites, self.xla
         out.entries = [e if e.site.id not in ids else _default_only(e) for e in self.entries]
         return out
 
     def with_defaults(self, config: Config, site_ids) -> Config:
-        """``config`` with the sites ``site_ids`` set to their default."""
+        """``config`` with the sites ``site_ids`` set to their default (its XLA options kept)."""
         ids = set(site_ids)
         return Config(
             {
                 e.site.id: e.site.default if e.site.id in ids else config.get(e.site.id, e.site.default)
                 for e in self.entries
-            }
+            },
+            xla=config.xla,
         )
 
     def to_params(self, config: Config) -> dict[str, Any]:
@@ -235,6 +241,8 @@ class Space:
                 params[unroll_name] = choice.unroll
             if choice.guard is not None:
                 params[e.guard_param] = choice.guard
+        if self.xla:
+            params[XLA_PARAM] = str(config.xla)
         return params
 
     def param_choices(self) -> dict[str, list[Any]]:
@@ -245,6 +253,8 @@ class Space:
             out[repr_name], out[unroll_name] = list(e.reprs), list(e.unrolls)
             if e.guards:
                 out[e.guard_param] = list(e.guards)
+        if self.xla:
+            out[XLA_PARAM] = [str(c) for c in self.xla]
         return out
 
     def from_params(self, params: dict[str, Any]) -> Config:
@@ -256,7 +266,7 @@ class Space:
             unroll = 1 if rep == "for" else int(params.get(unroll_name, 1))
             guard = params.get(e.guard_param) if rep == "while" and unroll > 1 else None
             choices[e.site.id] = SiteChoice(rep, unroll, guard)
-        return Config(choices)
+        return Config(choices, xla=params.get(XLA_PARAM) if self.xla else None)
 
     def suggest(self, trial: Any) -> Config:
         """Sample a config from an ``optuna.Trial``; unroll is conditional on the
@@ -271,7 +281,8 @@ class Space:
             if rep == "while" and unroll > 1:
                 guard = trial.suggest_categorical(e.guard_param, list(e.guards))
             choices[e.site.id] = SiteChoice(rep, unroll, guard)
-        return Config(choices)
+        xla = trial.suggest_categorical(XLA_PARAM, [str(c) for c in self.xla]) if self.xla else None
+        return Config(choices, xla=xla)
 
 
 def unrewritable(

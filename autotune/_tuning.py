@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ._errors import warn_user_once
-from ._objective import Objective
+from ._objective import Objective, compilation_cache_on
 from ._options import Plumbing, TuneOptions, split_keywords
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def tune_with(
         ctl.fun,
         args,
         kwargs,
-        Objective(ctl.expected_calls, ctl.compile_weight, ctl.runtime_weight),
+        objective_of(ctl),
         options,
         function_key=ctl.key,
         jit_kwargs=ctl.jit_kwargs,
@@ -55,6 +55,18 @@ def tune_with(
         if result.stored == "written":
             ctl.clear_cache()
     return result
+
+
+def objective_of(ctl: Any) -> Objective:
+    """The objective an `Autotuned` tunes and looks up for: its figures, its ``processes``, and its
+    ``compilation_cache`` (None: detected now, see :func:`autotune._objective.compilation_cache_on`)."""
+    return Objective(
+        ctl.expected_calls,
+        ctl.compile_weight,
+        ctl.runtime_weight,
+        processes=getattr(ctl, "processes", 1),
+        compilation_cache=compilation_cache_on(getattr(ctl, "compilation_cache", None)),
+    )
 
 
 def storage_beside(cache_arg: Any) -> str:

@@ -9,11 +9,19 @@ For every study (``studies/*.py``), in one run on one machine:
 * ``default`` every site at its default (``Space.default()``: ``lax.scan`` unroll 1, or
               an ``at.loop``'s own default);
 * ``for``     every site ``{"repr": "for"}`` (fully unrolled / a Python ``for``);
-* ``unroll8`` every site ``{"repr": "scan", "unroll": min(8, length)}``.
+* ``unroll8`` every site ``{"repr": "scan", "unroll": min(8, length)}``;
+* ``loop_only`` only where the study searches XLA's compile options (``--xla``; ``auto``
+              decides by ``autotune._xla.searched`` on the default's measurement): the
+              tuner with ``xla=False``, today's loop-only tuner. The grid and ``tuned``
+              then span the options too (``xla:O1``...); ``loop_only/tuned`` is what
+              the options win (issue 23: >= 1.3 where compile dominates).
 
 Each approach's chosen config is then re-measured in one interleaved round robin
 (A B C ... A B C ..., ``--rounds`` rounds, medians), so every final cost comes from the
-same measurements. Costs use the study's own objective (its decorator's
+same measurements. Compile and run seconds are the ones the objective charges
+(``Measurement.compile_cost_s``: process CPU seconds of trace + lower + compile;
+``run_cost_s``: the 10th percentile of the timed calls), so load from other processes
+stretches neither. Costs use the study's own objective (its decorator's
 ``expected_calls``, weights). The crossover table re-scores the stored grid
 measurements at other call counts (no re-measuring).
 
@@ -62,6 +70,7 @@ STUDIES = [
     "hmc",
     "scan_layers",
     "rl_cartpole",
+    "xla_unrolled",
 ]
 QUICK_STUDIES = ["lambda_returns", "seed_rollout"]
 # The studies of real third-party code (studies/real_*.py), lightest first, and what each
@@ -82,6 +91,8 @@ REAL_STUDIES = {
 QUICK_REAL_STUDIES = ["real_numpyro_ar"]
 STUDY_SETS = ("default", "real", "all")
 APPROACHES = ["grid", "tuned", "random", "default", "for", "unroll8"]
+LOOP_ONLY = "loop_only"
+"""The extra approach of a study that searches the XLA options: the tuner with ``xla=False``."""
 CROSSOVER_CALLS = [1, 10, 100, 1_000, 10_000, 100_000]
 
 
@@ -125,6 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--confirm-top", type=int, default=None, help="tune()'s confirm_top (default: tune's own)")
     p.add_argument("--confirm-rounds", type=int, default=None, help="tune()'s confirm_rounds (default: tune's own)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--xla",
+        default="auto",
+        choices=["auto", "on", "off"],
+        help="search XLA's compile options (TuneOptions.xla) in the grid, tuned and random approaches: auto "
+        "(the tuner's own rule on the default's measurement), on or off; where searched, a loop_only "
+        "approach (xla off) is added",
+    )
     p.add_argument("--quiet", action="store_true")
     p.add_argument(
         "--render",
@@ -216,7 +235,31 @@ def choice_label(c: dict[str, Any]) -> str:
 
 def label(config: dict[str, Any], site_ids: list[str]) -> str:
     names = short_names(site_ids)
-    return ", ".join(f"{names[sid]}={choice_label(config.get(sid, {'repr': 'scan', 'unroll': 1}))}" for sid in site_ids)
+    text = ", ".join(f"{names[sid]}={choice_label(config.get(sid, {'repr': 'scan', 'unroll': 1}))}" for sid in site_ids)
+    return text + (f", xla:{'+'.join(config['@xla'])}" if config.get("@xla") else "")
+
+
+def approaches_of(st: dict[str, Any]) -> list[str]:
+    """The approaches a study row holds, in report order (``loop_only`` only where XLA was searched)."""
+    return APPROACHES + [LOOP_ONLY] * (LOOP_ONLY in st["approaches"])
+
+
+def xla_dimension(a: argparse.Namespace, ctl, ex, objective, timing: dict) -> tuple:
+    """The XLA choices the grid and the tuner span for this study (``()``: none; also on a tree
+    without ``TuneOptions.xla``): ``--xla on``, or ``auto`` where the tuner's own rule says
+    so on a fresh measurement of the default."""
+    if a.xla == "off" or not xla_supported():
+        return ()
+    import jax
+
+    from autotune import Config
+    from autotune._xla import choices, offered, searched
+
+    dev = jax.devices()[0]
+    default = measure_point(ctl, ex, Config(), timing) if a.xla == "auto" else None
+    if not searched(True if a.xla == "on" else "auto", objective, default, dev.platform):
+        return ()
+    return choices(offered(dev.platform, dev.device_kind)[0])
 
 
 def relabel(result: dict[str, Any]) -> dict[str, Any]:
@@ -267,11 +310,13 @@ def measure_point(ctl, ex, config, timing: dict) -> Any:
 
 def point(m, objective) -> dict[str, Any]:
     return {
-        "compile_s": m.compile_total_s,
+        "compile_s": m.compile_cost_s,  # what the objective charges: CPU seconds (load stretches wall time)
+        "compile_wall_s": m.compile_total_s,
         "trace_s": m.trace_s,
         "lower_s": m.lower_s,
         "xla_compile_s": m.compile_s,
-        "run_s": m.run_s,
+        "run_s": m.run_cost_s,  # ... and the 10th percentile of the calls (load stretches the median)
+        "run_median_s": m.run_s,
         "run_iqr_s": m.run_iqr_s,
         "cost": objective.cost(m),
     }
@@ -281,6 +326,13 @@ def tune_supports(name: str) -> bool:
     from autotune import tune
 
     return name in inspect.signature(tune).parameters
+
+
+def xla_supported() -> bool:
+    """Whether this tree's tuner has the XLA option dimension (``TuneOptions.xla``)."""
+    from autotune import TuneOptions
+
+    return hasattr(TuneOptions(), "xla")
 
 
 def host_devices(name: str) -> int:
@@ -310,6 +362,8 @@ def run_own_process(name: str, devices: int, a: argparse.Namespace) -> list[dict
         str(a.target_s),
         "--seed",
         str(a.seed),
+        "--xla",
+        a.xla,
     ]
     for flag, value in (("--confirm-top", a.confirm_top), ("--confirm-rounds", a.confirm_rounds)):
         if value is not None:
@@ -359,9 +413,10 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
         study = name if len(examples) == 1 else f"{name}:{ctl.__name__}"
         objective = Objective(ctl.expected_calls, ctl.compile_weight, ctl.runtime_weight)
         sites = ctl.sites(*ex.args, **ex.kwargs)
-        space = Space(sites)
-        site_ids = [e.site.id for e in space.entries]
         timing = {"target_s": a.target_s}
+        xla = xla_dimension(a, ctl, ex, objective, timing)
+        space = Space(sites, xla=xla) if xla else Space(sites)
+        site_ids = [e.site.id for e in space.entries]
         log(a, f"== {study}: {len(site_ids)} sites, space {len(space)}, expected_calls={objective.expected_calls:g}")
 
         # -- grid -----------------------------------------------------------------------
@@ -399,9 +454,10 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
         n_trials = max(a.min_trials, math.ceil(a.budget_frac * len(configs)))
         searches = {}
         tmp = tempfile.mkdtemp(prefix=f"bench-{name}-")
-        for approach, sampler in (("tuned", a.sampler), ("random", "random")):
+        runs = [("tuned", a.sampler, bool(xla)), ("random", "random", bool(xla))]
+        for approach, sampler, searched in runs + [(LOOP_ONLY, a.sampler, False)] * bool(xla):
             marks: dict[str, float] = {}
-            extra: dict[str, Any] = {}
+            extra: dict[str, Any] = {"xla": searched} if xla_supported() else {}
             if a.confirm_top is not None:
                 extra["confirm_top"] = a.confirm_top
             if a.confirm_rounds is not None:
@@ -444,11 +500,8 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
             )
 
         # -- the final interleaved re-measure ---------------------------------------------
-        chosen = {
-            "grid": grid_best["config"],
-            "tuned": searches["tuned"]["config"],
-            "random": searches["random"]["config"],
-        }
+        chosen = {approach: s["config"] for approach, s in searches.items()}
+        chosen["grid"] = grid_best["config"]
         chosen.update({k: v.to_dict() for k, v in baseline_configs(space).items()})
         unique: list[str] = []
         for cfg in chosen.values():
@@ -468,8 +521,8 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
         for key, ms in samples.items():
             if not ms:
                 continue
-            compile_s = statistics.median(m.compile_total_s for m in ms)
-            run_s = statistics.median(m.run_s for m in ms)
+            compile_s = statistics.median(m.compile_cost_s for m in ms)  # the objective's own seconds
+            run_s = statistics.median(m.run_cost_s for m in ms)
             final[key] = {
                 "compile_s": compile_s,
                 "run_s": run_s,
@@ -478,7 +531,7 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
             }
 
         approaches = {}
-        for approach in APPROACHES:
+        for approach in APPROACHES + [LOOP_ONLY] * bool(xla):
             cfg = chosen[approach]
             key = json.dumps(cfg, sort_keys=True)
             f = final.get(key)
@@ -539,6 +592,8 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
             "default_over_tuned": ratio("default", "tuned"),
             "for_over_tuned": ratio("for", "tuned"),
             "unroll8_over_tuned": ratio("unroll8", "tuned"),
+            "loop_only_over_tuned": ratio(LOOP_ONLY, "tuned") if xla else None,
+            "xla_choices": [str(c) for c in xla],
             "wall_tuned_over_grid": approaches["tuned"]["tuning_wall_s"] / grid_wall if grid_wall else None,
             "grid_points": grid_points,
             "crossover": crossover(grid_points, objective),
@@ -595,7 +650,9 @@ def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
         for s in studies
         if s.get("grid_size") and s["approaches"]["tuned"].get("trials")
     ]
-    return {
+    xla = vals("loop_only_over_tuned")
+    out = {
+        "max_loop_only_over_tuned": max(xla) if xla else None,
         "median_regret": statistics.median(regrets) if regrets else None,
         "max_regret": max(regrets) if regrets else None,
         "tuned_le_random": sum(1 for x in rt if x >= 1.0),
@@ -620,6 +677,9 @@ def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
             and max(wall) <= 0.60,
         },
     }
+    if xla:  # issue 23: where compile dominates, the XLA options win >= 1.3x over the loop-only tuner
+        out["targets"]["loop_only/tuned>=1.3 on a study"] = max(xla) >= 1.3
+    return out
 
 
 def _f(x, fmt="{:.3f}"):
@@ -640,7 +700,8 @@ def markdown(result: dict[str, Any]) -> str:
         + (" (PARTIAL: the run is still going or was stopped)" if result.get("partial") else ""),
         "",
         "cost = compile_weight·(trace+lower+compile) + runtime_weight·expected_calls·run, "
-        "from one interleaved re-measurement of every approach's config (medians). "
+        "from one interleaved re-measurement of every approach's config (medians over the rounds of the "
+        "objective's own seconds: compile in CPU s, run the 10th percentile of the calls). "
         "`cost/grid` < 1 is noise in the grid's own pick.",
         "",
         "| study | calls | grid | approach | config | compile s | run µs | cost s | cost/grid | trials "
@@ -649,7 +710,7 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     for st in result["studies"]:
         grid_cost = st["approaches"]["grid"]["cost"]
-        for i, name in enumerate(APPROACHES):
+        for i, name in enumerate(approaches_of(st)):
             r = st["approaches"][name]
             g = f"{st['grid_size']}{' (sampled)' if st['sampled'] else ''}" if i == 0 else ""
             calls = format(st["expected_calls"], "g") if i == 0 else ""
@@ -708,6 +769,31 @@ def markdown(result: dict[str, Any]) -> str:
         f"max {_f(s.get('max_search_wall_tuned_over_grid'), '{:.0%}')}; the trial budget alone is "
         f"median {_f(s.get('median_trials_over_grid'), '{:.0%}')}, max {_f(s.get('max_trials_over_grid'), '{:.0%}')} "
         f"of the grid's configs)",
+        "",
+    ]
+    searched = [st for st in result["studies"] if st.get("loop_only_over_tuned") is not None]
+    if searched:
+        lines += [
+            "## XLA compile options: the tuner against the loop-only tuner (xla off)",
+            "",
+            "| study | calls | XLA choices | loop-only config | loop-only cost s | tuned config | tuned cost s "
+            "| loop-only/tuned |",
+            "|---|---:|---|---|---:|---|---:|---:|",
+        ]
+        for st in searched:
+            lo, tu = st["approaches"][LOOP_ONLY], st["approaches"]["tuned"]
+            lines.append(
+                f"| {st['study']} | {st['expected_calls']:g} | {len(st['xla_choices'])} | `{lo['label']}` | "
+                f"{_f(lo['cost'], '{:.4g}')} | `{tu['label']}` | {_f(tu['cost'], '{:.4g}')} | "
+                f"{_f(st['loop_only_over_tuned'])} |"
+            )
+        met = t.get("loop_only/tuned>=1.3 on a study")
+        lines += [
+            "",
+            f"- max loop-only/tuned {_f(s['max_loop_only_over_tuned'])}; target >= 1.3 where compile "
+            f"dominates: {'met' if met else 'NOT met'}",
+        ]
+    lines += [
         "",
         "## Crossover: the grid's winner at other call counts (re-scored, not re-measured)",
         "",
@@ -805,6 +891,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "seed": a.seed,
             "confirm_top": a.confirm_top,
             "confirm_rounds": a.confirm_rounds,
+            "xla": a.xla,
         },
         "studies": [],
     }

@@ -49,6 +49,7 @@ LONGEST_FIRST = (
     "test_real_studies.py",
     "test_stable.py",
     "test_tune_cmd.py",
+    "test_record_cli.py",
     "test_demo.py",
     "test_tune.py",
     "test_postgres.py",
@@ -58,6 +59,9 @@ LONGEST_FIRST = (
     "test_methods.py",
     "test_sharded.py",
     "test_optuna.py",
+    "test_interrupt.py",
+    "test_faults.py",
+    "test_transfer.py",
 )
 
 

@@ -285,7 +285,7 @@ def test_a_close_lead_must_hold_in_a_second_process_or_the_default_stays():
     # Three more rounds each, from the second process, paired by index after the first three.
     assert [r for _, r in by[UNROLL2].rounds] == [0.95e-3] * 3 + [1.1e-3] * 3
     assert [r for _, r in by[DEFAULT].rounds] == [1e-3] * 6
-    assert by[UNROLL2].processes == by[DEFAULT].processes == 2
+    assert by[UNROLL2].worker_processes == by[DEFAULT].worker_processes == 2
     # Ahead in three of six paired rounds (5 are needed): the default stays.
     assert _select.winner(confirmed, RUNTIME, DEFAULT).config == DEFAULT
 
@@ -301,7 +301,7 @@ def test_a_close_lead_that_holds_in_the_second_process_wins():
 def test_a_clear_lead_or_a_default_winner_needs_no_second_process():
     clear = TwoProcessRunner([{DEFAULT: 1e-3, UNROLL2: 0.7e-3}, {DEFAULT: 1e-3, UNROLL2: 2e-3}])
     confirmed = confirm(clear, runtime_points(clear, 0.3), DEFAULT, RUNTIME, top=3, rounds=3)
-    assert clear.renewed == 0 and all(len(p.rounds) == 3 and p.processes == 1 for p in confirmed)
+    assert clear.renewed == 0 and all(len(p.rounds) == 3 and p.worker_processes == 1 for p in confirmed)
     lost = TwoProcessRunner([{DEFAULT: 1e-3, UNROLL2: 1.05e-3}, {DEFAULT: 1e-3, UNROLL2: 0.5e-3}])
     confirm(lost, runtime_points(lost, -0.05), DEFAULT, RUNTIME, top=3, rounds=3)
     assert lost.renewed == 0

@@ -67,7 +67,7 @@ def test_tune_then_cache_hit_in_this_and_a_fresh_process(tmp_path):
     finally:
         sys.path.remove(str(tmp_path))
     assert m.smooth.config_for(m.X).source == "default"
-    r = m.smooth.tune(m.X, timing=STEADY, storage=str(tmp_path / "s.db"))
+    r = m.smooth.tune(m.X, timing=STEADY, confirm_rounds=1, isolate=False, storage=str(tmp_path / "s.db"))
     hit = m.smooth.config_for(m.X)
     assert hit.source == "cache" and hit.config == r.best_config
     np.testing.assert_allclose(m.smooth(m.X), jax.jit(m.smooth.autotune.fun)(m.X), rtol=1e-6)
@@ -117,6 +117,7 @@ def test_on_miss_warn_warns_once(tmp_path):
         f(jnp.ones(4), jnp.ones((8, 4)))
 
 
+@pytest.mark.slow  # a real study with on_miss's own options (8 trials, full timing, a worker)
 def test_on_miss_tune_tunes_after_first_call(tmp_path):
     f = make(str(tmp_path / "c.db"), on_miss="tune")
     x, xs = jnp.ones(4), jnp.ones((8, 4))
@@ -177,20 +178,22 @@ def test_a_shared_study_writes_only_improvements(tmp_path):
     f = make(str(tmp_path / "c.db"))
     x, xs = jnp.ones(4), jnp.ones((8, 4))
     storage = str(tmp_path / "s.db")
-    r = f.tune(x, xs, n_trials=2, sampler="random", storage=storage, timing=STEADY)
+    # Measured in this process: the study and the cache are the point, not the worker.
+    fast = {"sampler": "random", "storage": storage, "timing": STEADY, "isolate": False}
+    r = f.tune(x, xs, n_trials=2, **fast)
     cache = at.Cache(str(tmp_path / "c.db"))
     first = f.config_for(x, xs).entry
     # The same study again with nothing new to measure: the entry is not rewritten.
-    again = f.tune(x, xs, n_trials=2, sampler="random", storage=storage, timing=STEADY)
+    again = f.tune(x, xs, n_trials=2, **fast)
     assert again.finished and again.stored == "kept" and f.config_for(x, xs).entry == first
     # An entry that claims this study but names a config the study never confirmed (a hand edit)
     # is no measurement of it: its cost, from another moment, is never set against this run's
     # rounds, so the study's next confirmation replaces it.
     foreign = dataclasses.replace(first, cost=r.best_cost / 1000, config={"l": {"repr": "for", "unroll": 1}})
     cache.put(foreign)
-    r3 = f.tune(x, xs, n_trials=3, sampler="random", storage=storage, timing=STEADY)
+    r3 = f.tune(x, xs, n_trials=3, **fast)
     assert r3.stored == "written" and f.config_for(x, xs).entry.config == r3.best_config.to_dict()
-    other = f.tune(x, xs, n_trials=2, sampler="random", storage=storage, study_name="a-new-study", timing=STEADY)
+    other = f.tune(x, xs, n_trials=2, study_name="a-new-study", **fast)
     assert f.config_for(x, xs).entry.study_name == other.study_name == "a-new-study"
 
 
@@ -237,7 +240,10 @@ def test_value_and_grad_through_a_root_find_runs_as_under_jit(tmp_path, recwarn)
 def test_tuning_a_root_find_stores_an_entry_the_next_call_applies(tmp_path, recwarn):
     cache = str(tmp_path / "c.db")
     tuned = assert_runs_as_jit(jax.value_and_grad(root_loss), (A, Y0), cache, "tests:root_tune", recwarn)
-    result = tuned.tune(A, Y0, n_trials=2, isolate=False, progress=False, timing=STEADY, storage=str(tmp_path / "s.db"))
+    storage = str(tmp_path / "s.db")  # one round of confirmation: the entry is the point, not the pick
+    result = tuned.tune(
+        A, Y0, n_trials=2, confirm_rounds=1, isolate=False, progress=False, timing=STEADY, storage=storage
+    )
     assert result is not None and tuned.config_for(A, Y0).source == "cache"
     fresh = at.autotuned(jax.value_and_grad(root_loss), cache=cache, key="tests:root_tune")
     value, grad = fresh(A, Y0)

@@ -129,6 +129,7 @@ def callbacks(tmp_path, monkeypatch):
     sys.modules.pop("at_callbacks_mod", None)
 
 
+@pytest.mark.slow  # a hanging callback waits out its trial timeout; import mode runs in test_sharded too
 def test_a_host_callback_program_is_isolated_by_importing_it_in_the_worker(callbacks, recwarn):
     mod, folder = callbacks
     fn = mod.noisy.autotune.fun

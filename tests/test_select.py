@@ -273,7 +273,7 @@ def test_beats_is_the_winner_rule_with_the_holder_in_the_defaults_place():
 
 def test_a_point_round_trips_through_json_and_reads_the_older_spelling():
     p = pt(SCAN, 1.5, 0.25, rounds=[(1.0, 0.2), (2.0, 0.3)])
-    p = p.replace(confirmed=True, equivalent=(UNROLL,), processes=2, compiles=3)
+    p = p.replace(confirmed=True, equivalent=(UNROLL,), worker_processes=2, compiles=3)
     assert Point.from_json(json.loads(json.dumps(p.to_json()))) == p
     # What entries and studies of older versions stored: compile_s / run_s for the charged seconds.
     old = {"config": SCAN.to_dict(), "compile_s": 1.5, "run_s": 0.25, "rounds": [[1.0, 0.2], [2.0, 0.3]]}

@@ -65,6 +65,10 @@ def test_a_pick_made_under_load_does_not_lose_to_the_default_side_by_side(name, 
     fn, args, calls = program(name)
     result = at.tune(fn, *args, expected_calls=calls, n_trials=8, storage=str(tmp_path / "studies.db"), progress=False)
     assert burner.poll() is None, "the burner ran throughout"
+    # The check below re-times without the burner (its core given back): the truer ranking,
+    # which a pick made under load must hold, and no CPU burnt for nothing meanwhile.
+    burner.kill()
+    burner.wait()
     # Every figure the decision used was taken in confirmation: each contender compiled there.
     assert all(p.compiles >= 1 for p in result.confirmed)
     pick, default = result.best_config, result.default_config

@@ -27,13 +27,15 @@ SECRET = "s3cret-hunter22"
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
-    """`autotune tune tiny_study.py` at a (wide) terminal, once for the module."""
+    """`autotune tune tiny_study.py` at a (wide) terminal, once for the module, and what `best
+    --json` says of it (read once: the tests only read it)."""
     folder = tmp_path_factory.mktemp("tuned")
     (folder / "tiny_study.py").write_text(STUDY)
     env = cli_env(folder)
     status, out = run_in_pty("tune", "tiny_study.py", *CLI_FAST, cwd=folder, env=env, columns=200)
     assert status == 0, out[-4000:]
-    return {"folder": folder, "env": env, "lines": visible_lines(out)}
+    tuned = {"folder": folder, "env": env, "lines": visible_lines(out)}
+    return {**tuned, "entry": best_json(tuned)}
 
 
 def best_json(tuned, *args: str) -> dict:
@@ -45,7 +47,7 @@ def best_json(tuned, *args: str) -> dict:
 
 def test_every_reader_names_the_same_winner(tuned):
     lines = tuned["lines"]
-    entry = best_json(tuned)
+    entry = tuned["entry"]
     names = SiteNames().add([{"id": sid, **site} for sid, site in entry["sites"].items()])
     label, cost = names.config(entry["config"]), _display.cost(entry["cost"])
     # The summary line and the ★ of both tables.
@@ -67,7 +69,7 @@ def test_every_reader_names_the_same_winner(tuned):
 
 
 def test_best_at_the_tuned_call_count_and_next_to_it(tuned):
-    entry = best_json(tuned)
+    entry = tuned["entry"]
     n = entry["objective"]["expected_calls"]
     assert best_json(tuned, "--expected-calls", f"{n:g}")["config"] == entry["config"]
     crossovers = [
@@ -84,7 +86,7 @@ def test_every_command_fits_80_columns_at_a_terminal(tuned, tmp_path):
     for name in ("cache.db", "studies.db", "tiny_study.py"):
         shutil.copy(tuned["folder"] / name, tmp_path / name)
     env = cli_env(tmp_path)
-    top = best_json(tuned)["complete_range"]["to_calls"]  # None: complete for every call count
+    top = tuned["entry"]["complete_range"]["to_calls"]  # None: complete for every call count
     far = 1e9 if top is None else math.ceil(10 * top)  # a whole count: the re-tune command names it as given
     for args in (
         ("tune", "tiny_study.py", *CLI_FAST),
@@ -108,7 +110,7 @@ def test_through_a_pipe_the_layout_is_the_same_and_wide_keeps_rows_whole(tuned):
     r = run("best", cwd=tuned["folder"], env=tuned["env"])
     assert r.returncode == 0 and max(len(line) for line in r.stdout.splitlines()) <= 80
     r = run("best", "--wide", cwd=tuned["folder"], env=tuned["env"])
-    entry = best_json(tuned)
+    entry = tuned["entry"]
     (row,) = [line for line in r.stdout.splitlines() if entry["device_key"] in line]
     assert row.startswith("tiny_study:smooth ") and entry["signature"] in row
 
@@ -185,7 +187,7 @@ def test_the_summary_says_when_a_close_lead_was_re_timed_in_a_second_worker(tmp_
         progress=False,
     )
     assert r.default_config == default and runner.renewed == 1 and r.best_config != default
-    assert any(p.processes == 2 for p in r.confirmed)
+    assert any(p.worker_processes == 2 for p in r.confirmed)
     out = Console(record=True, width=100)
     show_result(out, types.SimpleNamespace(key="test:loop8", cache=types.SimpleNamespace(display_url="c.db")), r)
     assert "re-timed in a second, fresh worker too" in out.export_text()

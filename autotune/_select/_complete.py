@@ -71,7 +71,8 @@ def complete_range(
     breaks = _breakpoints(lines)
     hi, limiting = math.inf, None
     for config, lb in stopped:
-        cross = _chosen_cost_crosses(lines, dflt, breaks, objective.line(float(lb), 0.0)[0])
+        # at least: its compile, and (load unknown, taken as 0) nothing more from a process that loads it
+        cross = _chosen_cost_crosses(lines, dflt, breaks, objective.line(float(lb), 0.0, 0.0)[0])
         if cross >= 0 and float(cross) < hi:
             hi, limiting = float(cross), config
     hi = max(hi, n0)

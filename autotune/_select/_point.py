@@ -4,7 +4,8 @@ The study makes points (a trial's figures, a confirmation's rounds), ``_select``
 them, the cache and the report store and show them. JSON appears only at the boundaries
 (an Optuna trial's attributes, a cache entry, ``--json``): :meth:`Point.to_json` and
 :meth:`Point.from_json`, which also reads the keys older versions wrote (``compile_s``,
-``run_s`` for what is now ``compile_cost_s``, ``run_cost_s``).
+``run_s`` for what is now ``compile_cost_s``, ``run_cost_s``; ``processes`` for what is now
+``worker_processes``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from .._config import Config
 from .._measurement import Measurement
 
-LEGACY_KEYS = {"compile_s": "compile_cost_s", "run_s": "run_cost_s"}
+LEGACY_KEYS = {"compile_s": "compile_cost_s", "run_s": "run_cost_s", "processes": "worker_processes"}
 """Point keys older versions stored (cache entries, ``--json``), and what they are called now."""
 
 
@@ -53,10 +54,16 @@ class Point:
             index with the default's rounds (empty: a single measurement, compared on cost alone).
         confirmed: the figures come from a confirmation (side by side with the default).
         equivalent: other configs that lowered to the same program (one contender).
-        processes: how many worker processes the rounds were taken in (2: a close call re-timed).
+        worker_processes: how many worker processes the rounds were taken in (2: a close call re-timed).
         compiles: how many compiles confirmation took of it.
         program: the lowered program's hash, when known.
         measurement: the median :class:`Measurement` behind the figures, when known.
+        load_cost_s: what a later process pays with JAX's persistent compilation cache on (trace +
+            lower + the cached load, CPU seconds; :meth:`Objective.line`'s ``R``): measured in a fresh
+            process where ``load_measured``, else estimated as trace + lower
+            (:attr:`Measurement.load_charged_s`; taken from ``measurement`` when not given);
+            None when unknown (an older entry): then a later process is charged the compile again.
+        load_measured: ``load_cost_s`` was measured (a real load from a cache), not estimated.
 
     Example::
 
@@ -71,10 +78,12 @@ class Point:
     rounds: tuple[tuple[float, float], ...] = ()
     confirmed: bool = False
     equivalent: tuple[Config, ...] = ()
-    processes: int = 1
+    worker_processes: int = 1
     compiles: int = 0
     program: str | None = None
     measurement: Measurement | None = field(default=None, compare=False, repr=False)
+    load_cost_s: float | None = None
+    load_measured: bool = False
 
     def __post_init__(self):
         if not isinstance(self.config, Config):
@@ -83,6 +92,11 @@ class Point:
         object.__setattr__(self, "run_cost_s", _seconds("run_cost_s", self.run_cost_s))
         object.__setattr__(self, "rounds", tuple(_round(r) for r in self.rounds))
         object.__setattr__(self, "equivalent", tuple(self.equivalent))
+        if self.load_cost_s is None and self.measurement is not None:
+            object.__setattr__(self, "load_cost_s", self.measurement.load_charged_s)
+            object.__setattr__(self, "load_measured", self.measurement.load_cost_s is not None)
+        if self.load_cost_s is not None:
+            object.__setattr__(self, "load_cost_s", _seconds("load_cost_s", self.load_cost_s))
 
     def holds(self, config: Config) -> bool:
         """Whether ``config`` is this point's config or one that lowered to its program."""
@@ -101,19 +115,24 @@ class Point:
             out["confirmed"] = True
         if self.equivalent:
             out["equivalent"] = [c.to_dict() for c in self.equivalent]
-        if self.processes != 1:
-            out["processes"] = self.processes
+        if self.worker_processes != 1:
+            out["worker_processes"] = self.worker_processes
         if self.compiles:
             out["compiles"] = self.compiles
         if self.program is not None:
             out["program"] = self.program
+        if self.load_cost_s is not None:
+            out["load_cost_s"] = self.load_cost_s
+        if self.load_measured:
+            out["load_measured"] = True
         if self.measurement is not None:
             out["measurement"] = self.measurement.to_dict()
         return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Point:
-        """Read :meth:`to_json` output back, or a point in the older spelling (``compile_s``, ``run_s``)."""
+        """Read :meth:`to_json` output back, or a point in the older spelling (``compile_s``, ``run_s``,
+        ``processes``)."""
         if isinstance(d, Point):
             return d
         if not isinstance(d, Mapping):
@@ -130,10 +149,12 @@ class Point:
             rounds=tuple(d.get("rounds") or ()),
             confirmed=bool(d.get("confirmed", False)),
             equivalent=tuple(Config.from_dict(c) for c in d.get("equivalent") or ()),
-            processes=int(d.get("processes", 1)),
+            worker_processes=int(d.get("worker_processes", 1)),
             compiles=int(d.get("compiles", 0)),
             program=d.get("program"),
             measurement=None if not m else Measurement.from_dict(m),
+            load_cost_s=d.get("load_cost_s"),
+            load_measured=bool(d.get("load_measured", False)),
         )
 
     def replace(self, **changes: Any) -> Point:

@@ -50,7 +50,7 @@ class _Line:
         self.text = point.config.to_json()
         self.paired = bool(point.rounds)
         rounds = point.rounds or ((point.compile_cost_s, point.run_cost_s),)
-        self.lines = [objective.line(c, r) for c, r in rounds]
+        self.lines = [objective.line(c, r, point.load_cost_s) for c, r in rounds]
 
     def key(self, n: Fraction) -> tuple[Fraction, Fraction]:
         """(median cost at n, its slope just above n): comparing these orders points by
@@ -94,7 +94,8 @@ def _winner(lines: list[_Line], dflt: _Line | None, n: Fraction) -> _Line:
 
 def cost(point: Point, objective: Objective) -> float:
     """A point's cost under ``objective``: the median of its round costs, or
-    ``cw * compile_cost_s + rw * N * run_cost_s`` without rounds (:meth:`Objective.line`)."""
+    ``cw * compile_cost_s + rw * N * run_cost_s`` without rounds (:meth:`Objective.line`, which adds
+    the processes after the first: their compile, or with the compilation cache the point's ``load_cost_s``)."""
     (ln,) = _lines([point], objective)
     return float(ln.key(Fraction(objective.expected_calls))[0])
 
@@ -237,6 +238,8 @@ def crossover_intervals(
     runtime_weight: float = 1.0,
     *,
     default: Config | Mapping[str, Any] | None = None,
+    processes: int = 1,
+    compilation_cache: bool = False,
 ) -> list[dict[str, Any]]:
     """The call counts for which each config is the winner: ``[from_calls, to_calls)``.
 
@@ -249,6 +252,8 @@ def crossover_intervals(
         points: :class:`Point` values, or dicts as :meth:`Point.from_json` reads them (this is
             ``at.crossover_intervals``, public; dominated points never win an interval).
         compile_weight, runtime_weight: the objective's weights.
+        processes, compilation_cache: the objective's processes and whether later ones load the
+            executable from JAX's persistent cache (:meth:`Objective.line`; N is each process's calls).
         default: the default config (a ``Config`` or its dict), whose point the challengers must beat.
 
     Returns:
@@ -268,7 +273,13 @@ def crossover_intervals(
     """
     if not points:
         return []
-    lines = _lines(as_points(points), Objective(compile_weight=compile_weight, runtime_weight=runtime_weight))
+    objective = Objective(
+        compile_weight=compile_weight,
+        runtime_weight=runtime_weight,
+        processes=processes,
+        compilation_cache=compilation_cache,
+    )
+    lines = _lines(as_points(points), objective)
     dflt = _find_default(lines, None if default is None else Config.from_dict(default))
     breaks = _breakpoints(lines)
     # The winner is constant between breakpoints: judge each stretch at its midpoint, in

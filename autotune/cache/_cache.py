@@ -123,16 +123,17 @@ class Cache:
         expected_calls: float | None = None,
         compile_weight: float | None = None,
         runtime_weight: float | None = None,
+        processes: int | None = None,
+        compilation_cache: bool | None = None,
     ) -> CacheEntry | None:
         """Find the entry for an exact key.
 
         Arguments:
             function_key, fingerprint, signature, device_key: the cache key
                 (`device_key` as given by `CacheEntry.device_key`).
-            expected_calls, compile_weight, runtime_weight: when any is given, re-pick the
-                config for these numbers (`CacheEntry.for_objective`; the others keep the
-                entry's stored values). ``entry.covers(expected_calls)`` tells whether the
-                measurements are complete for that call count.
+            expected_calls, compile_weight, runtime_weight, processes, compilation_cache: when any
+                is given, re-pick for these (`CacheEntry.for_objective`; the others keep the entry's);
+                ``entry.covers(expected_calls)`` tells whether the measurements cover that call count.
 
         Returns:
             The entry (or its re-picked copy), or None when there is none.
@@ -150,9 +151,10 @@ class Cache:
             return None if row is None else _rows.entry_from_row(row._mapping, self._db.describe(True))
 
         entry = self._read(body, None)
-        if entry is None or (expected_calls, compile_weight, runtime_weight) == (None, None, None):
+        if entry is None or {expected_calls, compile_weight, runtime_weight, processes, compilation_cache} == {None}:
             return entry
-        return entry.for_objective(expected_calls, compile_weight, runtime_weight)
+        figures = (expected_calls, compile_weight, runtime_weight)
+        return entry.for_objective(*figures, processes=processes, compilation_cache=compilation_cache)
 
     def entries(self, function_key: str | None = None, device_key: str | None = None) -> list[CacheEntry]:
         """List entries, ordered by function key then creation time (empty when the cache does not exist).

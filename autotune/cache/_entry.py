@@ -37,9 +37,10 @@ UNRANGED_WHY = (
 
 _REQUIRED = tuple("function_key fingerprint signature device config sites measurements objective cost".split())
 _OPTIONAL = ("default_cost", "pareto", "study_name", "created_at", "default_config", "complete_range", "retune")
-_POINT_KEYS = ("config", "compile_cost_s", "run_cost_s", "rounds", "confirmed", "equivalent")
+_POINT_KEYS = tuple("config compile_cost_s run_cost_s rounds confirmed equivalent load_cost_s load_measured".split())
 """What an entry keeps of a :class:`autotune._select.Point` (older entries spell the seconds
-``compile_s`` and ``run_s``: read as these, see ``Point.LEGACY_KEYS``)."""
+``compile_s`` and ``run_s``: read as these, see ``Point.LEGACY_KEYS``; ``load_cost_s``, what a later
+process pays with the compilation cache on, re-picks ``best --processes``)."""
 _RANGE_KEYS = ("from_calls", "to_calls", "why")
 
 
@@ -71,7 +72,8 @@ class CacheEntry:
         sites: ``site_id -> {"kind": "scan"|"loop"|"while", "length": int (None for a
             while site), "has_ys": bool}`` for every loop site of the program.
         measurements: timings of the chosen config (``trace_s``, ``run_s``, ...).
-        objective: ``expected_calls``, ``compile_weight``, ``runtime_weight`` used.
+        objective: ``expected_calls``, ``compile_weight``, ``runtime_weight`` used, and ``processes``
+            and ``compilation_cache`` where not the defaults (`Objective.to_dict`).
         cost: objective cost of ``config``.
         default_cost: objective cost of the default config, if measured.
         pareto: the confirmed points as JSON (:func:`stored_point`: ``[{"config", "compile_cost_s",
@@ -186,32 +188,29 @@ class CacheEntry:
         expected_calls: float | None = None,
         compile_weight: float | None = None,
         runtime_weight: float | None = None,
+        *,
+        processes: int | None = None,
+        compilation_cache: bool | None = None,
     ) -> CacheEntry:
         """Re-pick the config for another objective, without measuring, by `_select.choose`.
 
         Arguments:
-            expected_calls, compile_weight, runtime_weight: the new objective; None keeps
-                the entry's own value.
+            expected_calls, compile_weight, runtime_weight, processes, compilation_cache: the new
+                objective (`Objective.overridden`); None keeps the entry's own value.
 
         Returns:
             This entry when the objective is unchanged or there are no points, else a copy
             (see `with_choice`) naming the winner of `pareto` (against `default_config`).
             Whether the new call count is covered: ``copy.covers(expected_calls)``.
         """
-        objective = dict(self.objective)
-        for name, value in (
-            ("expected_calls", expected_calls),
-            ("compile_weight", compile_weight),
-            ("runtime_weight", runtime_weight),
-        ):
-            if value is not None:
-                objective[name] = value
+        goal = Objective.from_dict(self.objective).overridden(
+            expected_calls, compile_weight, runtime_weight, processes=processes, compilation_cache=compilation_cache
+        )
+        objective = goal.to_dict()
         if objective == self.objective or not self.pareto:
             return self
         default = None if self.default_config is None else Config.from_dict(self.default_config)
-        choice = _select.choose(
-            self.points, Objective.from_dict(objective), default=default, complete=self.covered_range
-        )
+        choice = _select.choose(self.points, goal, default=default, complete=self.covered_range)
         return self.with_choice(choice.config.to_dict(), choice.cost, objective)
 
 
@@ -344,6 +343,10 @@ def _point(name: str, value: Any, sites: Mapping[str, Mapping[str, Any]]) -> dic
         out[k] = v.number(f"{name}.{k}", item[k], minimum=0)
     if "confirmed" in item:
         out["confirmed"] = v.flag(f"{name}.confirmed", item["confirmed"])
+    if "load_cost_s" in item:
+        out["load_cost_s"] = v.number(f"{name}.load_cost_s", item["load_cost_s"], minimum=0)
+    if "load_measured" in item:
+        out["load_measured"] = v.flag(f"{name}.load_measured", item["load_measured"])
     if "rounds" in item:
         out["rounds"] = _rounds(f"{name}.rounds", item["rounds"])
     if "equivalent" in item:  # configs that lowered to this point's program (one contender)

@@ -109,6 +109,8 @@ class Reader:
         expected_calls: float | None = None,
         compile_weight: float | None = None,
         runtime_weight: float | None = None,
+        processes: int | None = None,
+        compilation_cache: bool | None = None,
     ) -> CacheEntry | None:
         """As `Cache.lookup`: the entry for an exact key, re-picked for the given objective.
 
@@ -119,11 +121,18 @@ class Reader:
         entry = _UNREAD if self.path is None else _read(self.path, key)
         if entry is _UNREAD:
             return self.cache.lookup(
-                *key, expected_calls=expected_calls, compile_weight=compile_weight, runtime_weight=runtime_weight
+                *key,
+                expected_calls=expected_calls,
+                compile_weight=compile_weight,
+                runtime_weight=runtime_weight,
+                processes=processes,
+                compilation_cache=compilation_cache,
             )
-        if entry is None or (expected_calls, compile_weight, runtime_weight) == (None, None, None):
+        if entry is None or {expected_calls, compile_weight, runtime_weight, processes, compilation_cache} == {None}:
             return entry
-        return entry.for_objective(expected_calls, compile_weight, runtime_weight)
+        return entry.for_objective(
+            expected_calls, compile_weight, runtime_weight, processes=processes, compilation_cache=compilation_cache
+        )
 
 
 def _given_cache(location: Any) -> Any:

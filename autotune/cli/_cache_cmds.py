@@ -1,8 +1,9 @@
 """``autotune best``, ``list``, ``export`` and ``import``: the cache, for people and scripts.
 
 ``best`` shows each entry's choice for a call count (re-picked by ``_select`` through
-``CacheEntry.for_objective``), the range of call counts its measurements are complete
-for, and outside that range the command that re-tunes it; never a silent ``[0, ∞)``.
+``CacheEntry.for_objective``; ``--processes P [--compilation-cache on|off]`` re-picks for P
+processes, each compiling or loading it once), the range of call counts its measurements are
+complete for, and outside that range the command that re-tunes it; never a silent ``[0, ∞)``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from .. import _display, _select
 from .._config import Config
 from .._measurement import compile_total
+from .._objective import Objective
 from ._output import console, emit_json, retune_lines
 from ._tables import SiteNames, crossover_table, print_legend, say, table, tell
 
@@ -29,6 +31,19 @@ def _entries(a: argparse.Namespace) -> list:
 
 def _weights(e) -> tuple[float, float]:
     return float(e.objective.get("compile_weight", 1.0)), float(e.objective.get("runtime_weight", 1.0))
+
+
+def _intervals(e) -> list[dict[str, Any]]:
+    """The entry's crossover intervals under its objective (its processes and compilation cache too)."""
+    return _select.crossover_intervals(
+        e.points, default=e.default_config, **Objective.from_dict(e.objective).line_figures()
+    )
+
+
+def _processes_text(e) -> str:
+    """``8 (cache on)``: the processes an entry was picked for, and the compilation cache."""
+    goal = Objective.from_dict(e.objective)
+    return f"{goal.processes} (cache {'on' if goal.compilation_cache else 'off'})" if goal.processes != 1 else "1"
 
 
 def _calls(e) -> float:
@@ -48,8 +63,7 @@ def signature_text(signature: str, limit: int = 28) -> str:
 def entry_json(e) -> dict[str, Any]:
     """An entry as ``best --json`` prints it: the entry, its device key, its crossovers, the
     complete range and whether its call count lies in it, and the command re-tuning for it."""
-    cw, rw = _weights(e)
-    intervals = _select.crossover_intervals(e.points, cw, rw, default=e.default_config)
+    intervals = _intervals(e)
     return e.to_dict() | {
         "device_key": e.device_key,
         "crossovers": _select.intervals_json(intervals),
@@ -98,8 +112,13 @@ def cmd_best(a: argparse.Namespace) -> int:
     entries = _entries(a)
     if a.device:
         entries = [e for e in entries if _device_matches(e, a.device)]
-    if a.expected_calls is not None:
-        entries = [e.for_objective(expected_calls=a.expected_calls) for e in entries]
+    cache = {"on": True, "off": False, None: None}[getattr(a, "compilation_cache", None)]
+    processes = getattr(a, "processes", None)
+    if (a.expected_calls, processes, cache) != (None, None, None):  # re-pick from the stored points
+        entries = [
+            e.for_objective(expected_calls=a.expected_calls, processes=processes, compilation_cache=cache)
+            for e in entries
+        ]
     if not entries:
         tell(console(stderr=True), "no cache entry matches" + _what(a) + "." + _nearest(a))
         return 1
@@ -122,7 +141,7 @@ def cmd_best(a: argparse.Namespace) -> int:
                 out.print(line, soft_wrap=True, highlight=False, markup=False)
     for e in entries:
         cw, rw = _weights(e)
-        intervals = _select.crossover_intervals(e.points, cw, rw, default=e.default_config)
+        intervals = _intervals(e)
         chosen = Config.from_dict(e.config)
         default = None if e.default_config is None else Config.from_dict(e.default_config)
         if len(_display.listed_points(e.points, intervals, chosen)) > 1:
@@ -147,11 +166,14 @@ def _best_table(entries: list, names: SiteNames, wide: bool):
     keys = [(e.function_key, e.device_key) for e in entries]
     show_device = wide or len(devices) > 1
     show_signature = wide or len(set(keys)) < len(keys)
+    show_processes = any(Objective.from_dict(e.objective).processes != 1 for e in entries)
     cols = (
         ["function"]
         + (["device"] if show_device else [])
         + (["signature"] if show_signature else [])
-        + ["config", "cost", "calls", "complete for"]
+        + ["config", "cost", "calls"]
+        + (["processes"] if show_processes else [])
+        + ["complete for"]
         + (["compile", "run"] if wide else [])
     )
     title = "best configs" + ("" if show_device else f" on {entries[0].device.get('device_kind', '?')}")
@@ -166,6 +188,7 @@ def _best_table(entries: list, names: SiteNames, wide: bool):
             names.config(e.config, e.function_key),
             _display.cost(e.cost),
             _select.format_calls(_calls(e)),
+            *([_processes_text(e)] if show_processes else []),
             _display.range_text(e.covered_range),
         ]
         if wide:

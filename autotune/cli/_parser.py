@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from typing import Any
 
 DESCRIPTION = "Tune the loop structure of JAX programs (for / scan / fori / unroll), and inspect the tuning cache."
@@ -37,6 +38,17 @@ def nonneg_float(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
     return value
+
+
+def duration(text: str) -> float:
+    """Seconds of ``90s``, ``30m``, ``1.5h`` or plain seconds (`autotune._budget.parse_duration`)."""
+    from .._budget import parse_duration
+    from .._errors import StudyError
+
+    try:
+        return parse_duration(text)
+    except StudyError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--time-budget ").rstrip(".")) from None
 
 
 def _one_of(name: str):
@@ -82,6 +94,13 @@ def _storage_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _numbers(p: argparse.ArgumentParser, *rows: tuple[str, Callable[[str], Any], str, str]) -> None:
+    """Options that take one checked number (flag, type, metavar, help), default None: the decorator's or
+    :class:`TuneOptions`' own default applies."""
+    for flag, kind, metavar, text in rows:
+        p.add_argument(flag, type=kind, default=None, metavar=metavar, help=text)
+
+
 def _tune_parser(sub) -> None:
     p = sub.add_parser("tune", help="tune every example of a study file (or recorded calls) and store the winners")
     p.add_argument(
@@ -96,36 +115,41 @@ def _tune_parser(sub) -> None:
         help="tune the calls recorded with AUTOTUNE_RECORD (see `autotune pending`) instead of a FILE",
     )
     p.add_argument("--function", default=None, metavar="KEY", help="only this function (module:qualname)")
-    p.add_argument(
-        "--trials",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="trials per function (default: the whole space if small, else 32)",
+    _numbers(
+        p,
+        ("--trials", positive_int, "N", "trials per function (default: the whole space if small, else 32)"),
+        ("--timeout", nonneg_float, "S", "stop starting new trials after this many seconds"),
+        (
+            "--time-budget",
+            duration,
+            "T",
+            "with --recorded: T (90s, 30m, 1.5h or seconds) for all the recorded functions, split by "
+            "calls × default runtime; each stops at its share (or at --trials, whichever comes first)",
+        ),
+        ("--expected-calls", nonneg_float, "N", "override the decorator's expected_calls"),
+        ("--compile-weight", nonneg_float, "W", "override the decorator's compile_weight (default 1)"),
+        ("--runtime-weight", nonneg_float, "W", "override the decorator's runtime_weight (default 1)"),
+        (
+            "--processes",
+            positive_int,
+            "P",
+            "how many processes will run each function (each calling it --expected-calls times); "
+            "override the decorator's processes (default 1)",
+        ),
     )
     p.add_argument(
-        "--timeout",
-        type=nonneg_float,
+        "--compilation-cache",
+        choices=("auto", "on", "off"),
         default=None,
-        metavar="S",
-        help="stop starting new trials after this many seconds",
+        help="whether JAX's persistent compilation cache is on where they run, so processes after the first "
+        "load the executable (measured) instead of compiling it; auto: detect it (default: the decorator's)",
     )
     p.add_argument(
-        "--expected-calls", type=nonneg_float, default=None, metavar="N", help="override the decorator's expected_calls"
-    )
-    p.add_argument(
-        "--compile-weight",
-        type=nonneg_float,
-        default=None,
-        metavar="W",
-        help="override the decorator's compile_weight (default 1)",
-    )
-    p.add_argument(
-        "--runtime-weight",
-        type=nonneg_float,
-        default=None,
-        metavar="W",
-        help="override the decorator's runtime_weight (default 1)",
+        "--xla",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="search XLA compile options per function too (xla:O1, ...; `autotune` lists them in the README); "
+        "auto: on GPU, and on CPU where compile is a large share of the default's cost",
     )
     p.add_argument(
         "--sampler",
@@ -147,15 +171,10 @@ def _tune_parser(sub) -> None:
         "front for expected_calls (one study serves every call count); --objective is its deprecated name",
     )
     _storage_arg(p)
-    p.add_argument(
-        "--trial-timeout",
-        type=nonneg_float,
-        default=None,
-        metavar="S",
-        help="kill a trial's compile+run after this many seconds",
-    )
-    p.add_argument(
-        "--trial-memory", type=nonneg_float, default=None, metavar="GIB", help="memory cap per trial worker, in GiB"
+    _numbers(
+        p,
+        ("--trial-timeout", nonneg_float, "S", "kill a trial's compile+run after this many seconds"),
+        ("--trial-memory", nonneg_float, "GIB", "memory cap per trial worker, in GiB"),
     )
     p.add_argument(
         "--workers",
@@ -164,12 +183,26 @@ def _tune_parser(sub) -> None:
         metavar="K",
         help="worker processes on one study (one per device is the rule)",
     )
-    p.add_argument(
-        "--run-seconds",
-        type=nonneg_float,
-        default=None,
-        metavar="S",
-        help="seconds of runtime sampling per trial (default 0.5; more for noisy machines)",
+    _numbers(
+        p,
+        (
+            "--run-seconds",
+            nonneg_float,
+            "S",
+            "seconds of runtime sampling per trial (default 0.5; more for noisy machines)",
+        ),
+        (
+            "--confirm-top",
+            positive_int,
+            "K",
+            "how many of the cheapest configs to re-time side by side with the default (default 3)",
+        ),
+        (
+            "--confirm-rounds",
+            positive_int,
+            "R",
+            "in how many interleaved rounds (default 3; fewer is faster and noisier)",
+        ),
     )
     p.add_argument(
         "--reconfirm",
@@ -229,6 +262,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="re-pick from the stored measurements for this call count",
+    )
+    p.add_argument(
+        "--processes",
+        type=positive_int,
+        default=None,
+        metavar="P",
+        help="re-pick for P processes running the function (each --expected-calls times)",
+    )
+    p.add_argument(
+        "--compilation-cache",
+        choices=("on", "off"),
+        default=None,
+        help="re-pick with JAX's persistent compilation cache on or off (default: the entry's)",
     )
     p.add_argument("--json", action="store_true")
     _wide_arg(p)

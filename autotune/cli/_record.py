@@ -5,6 +5,7 @@ through the CLI's own consoles and tables (``_output``, ``_tables``), as every c
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from types import SimpleNamespace
 from typing import Any
@@ -97,11 +98,14 @@ def _cache_flag(cache: str | None) -> str | None:
     return cache if "://" in cache else os.path.abspath(cache)
 
 
-def cmd_tune_recorded(a: argparse.Namespace) -> int:
-    """``autotune tune --recorded [--function KEY] [--trials N] [tune options]``: tune every
-    recorded signature on this machine's device; a record that cannot be replayed is
-    skipped with one line saying why, and the others go on. Each tuned one gets the same
-    tables as ``autotune tune FILE``.
+def cmd_tune_recorded(a: argparse.Namespace, base: Any, function_options: dict[str, Any]) -> int:
+    """``autotune tune --recorded [--function KEY] [--trials N] [--time-budget T] [tune options]``:
+    tune every recorded signature on this machine's device; a record that cannot be replayed
+    is skipped with one line saying why, and the others go on. Each tuned one gets the same
+    tables as ``autotune tune FILE``. ``--time-budget`` splits T by calls × default runtime
+    (`autotune._budget`), shows the split before tuning and what each used after. ``base``: the
+    :class:`TuneOptions` of the flags and ``function_options`` the processes keywords, both read
+    by ``cli/_tune`` (the one reader of ``tune``'s flags).
 
     Returns:
         0 when every record was tuned (or was tuned before); 3 (``PARTIAL``) when one was
@@ -120,17 +124,21 @@ def cmd_tune_recorded(a: argparse.Namespace) -> int:
             "--workers does not combine with --recorded. Run `autotune tune --recorded` once per device "
             "instead (with a shared --storage the runs share their studies)."
         )
+    budget = getattr(a, "time_budget", None)
+    if budget is not None and getattr(a, "timeout", None) is not None:
+        raise StudyError(
+            "--time-budget and --timeout both limit the time: --time-budget gives each recorded function its "
+            "share as its timeout. Drop --timeout (or --time-budget to give every function the same --timeout)."
+        )
     cache = Cache(a.cache)
-    run_seconds = getattr(a, "run_seconds", None)
-    options = dict(
-        sampler=getattr(a, "sampler", "auto"),
-        storage=getattr(a, "storage", None),
-        search=getattr(a, "search", "cost"),
-        trial_timeout=getattr(a, "trial_timeout", None),
-        trial_memory_gb=getattr(a, "trial_memory", None),
-        timing=None if run_seconds is None else {"target_s": run_seconds},
-        progress=False if a.json else None,
-    )
+    options = {f.name: getattr(base, f.name) for f in dataclasses.fields(base) if f.name not in ("n_trials", "timeout")}
+    options["progress"] = False if a.json else None
+    measuring: list[float] = []
+
+    def shown(shares: list[Any], total: float, measuring_s: float) -> None:
+        measuring.append(measuring_s)
+        show_plan(err if a.json else out, shares, total, measuring_s, a.wide)
+
     with stdout_to_stderr(a.json):
         done = tune_recorded(
             cache,
@@ -142,6 +150,9 @@ def cmd_tune_recorded(a: argparse.Namespace) -> int:
             runtime_weight=getattr(a, "runtime_weight", None),
             say=lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True),  # one line: grep finds it
             cache_flag=_cache_flag(a.cache),
+            time_budget=budget,
+            function_options=function_options,
+            show_plan=shown,
             **options,
         )
     if not done:
@@ -159,6 +170,8 @@ def cmd_tune_recorded(a: argparse.Namespace) -> int:
             if d.result is not None:  # the function as `tune FILE` shows it, its signature beside its key
                 key = f"{d.record.function_key} {short_signature(d.record.abstract)}"
                 show_result(out, SimpleNamespace(key=key, cache=cache), d.result, wide=a.wide)
+        if budget is not None:
+            show_spent(out, [d.share for d in done if d.share is not None], budget, sum(measuring), a.wide)
         skipped = sum(d.status in ("skipped", "failed") for d in done)
         say(
             out,
@@ -180,6 +193,10 @@ def _outcome_json(d: Any, short_signature: Any) -> dict[str, Any]:
         "reason": d.reason,
         "inputs": d.inputs,
     }
+    if d.share is not None:
+        sh = d.share
+        item["budget"] = dict(calls=sh.calls, runtime_s=sh.runtime_s, weight=sh.weight, planned_s=sh.seconds)
+        item["budget"].update(given_s=sh.given_s, used_s=sh.used_s, note=sh.note)
     if r is not None:
         item.update(
             best_config=r.best_config.to_dict(),
@@ -189,3 +206,50 @@ def _outcome_json(d: Any, short_signature: Any) -> dict[str, Any]:
             storage=redact(r.storage),
         )
     return item
+
+
+def show_plan(out: Any, shares: list[Any], budget_s: float, measuring_s: float, wide: bool) -> None:
+    """The split of ``--time-budget``, before any tuning: each function's calls, its default's
+    runtime, its share of the program's time (calls × runtime) and its seconds, in tuning order."""
+    from .._display import seconds
+
+    total = sum(s.weight for s in shares) or 1.0
+    t = table(
+        f"--time-budget {seconds(budget_s)}: {seconds(measuring_s)} measuring the defaults, the rest split by "
+        "calls × default runtime",
+        ("function", "signature", "calls", "default run", "share", "seconds"),
+        right=("calls", "default run", "share", "seconds"),
+        wide=wide,
+    )
+    for s in shares:
+        run = "?" if s.runtime_s is None else seconds(s.runtime_s)
+        t.add_row(s.function, s.signature, f"{s.calls:,.0f}", run, f"{100 * s.weight / total:.1f}%", f"{s.seconds:.1f}")
+    out.print(t)
+    planned = sum(s.seconds for s in shares)
+    if planned > budget_s - measuring_s + 0.05:
+        say(
+            out,
+            f"The floors ({planned:.1f} s, at least {min(s.floor_s for s in shares):.0f} s each) exceed the "
+            f"budget left after measuring ({budget_s - measuring_s:.1f} s): every function gets its floor.",
+            wide=wide,
+        )
+    for s in shares:
+        if s.weight == 0:  # nothing skipped: its compile still counts in its cost
+            why = s.note or f"{s.calls:g} expected calls"
+            say(out, f"{s.label} weighs 0 ({why}): it gets its floor of {s.floor_s:.0f} s.", wide=wide)
+
+
+def show_spent(out: Any, shares: list[Any], budget_s: float, measuring_s: float, wide: bool) -> None:
+    """What each function of ``--time-budget`` was given when its turn came, and what it used."""
+    right = ("planned s", "given s", "used s")
+    t = table("the time budget as spent", ("function", "signature", *right), right=right, wide=wide)
+    for s in shares:
+        t.add_row(s.function, s.signature, f"{s.seconds:.1f}", f"{s.given_s or 0:.1f}", f"{s.used_s or 0:.1f}")
+    out.print(t)
+    tuning = sum(s.used_s or 0 for s in shares)
+    say(
+        out,
+        f"used {measuring_s + tuning:.1f} s of the {budget_s:.1f} s budget: {measuring_s:.1f} s measuring the "
+        f"defaults, {tuning:.1f} s tuning (a search stops at its share; its confirmation comes after it).",
+        wide=wide,
+    )

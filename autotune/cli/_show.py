@@ -26,7 +26,10 @@ def show_result(out, fn, result, *, wide: bool = False) -> None:
         )
         print_legend(out, names)
         return
-    title = f"{fn.key}: the contenders re-timed side by side, for {_select.format_calls(goal.expected_calls)} calls"
+    title = (
+        f"{fn.key}: the contenders re-timed side by side, for {_select.format_calls(goal.expected_calls)} calls"
+        + goal.describe()
+    )
     out.print(result_table(result, names, title))
     ranked = _select.ranked(result.confirmed, goal)
     if ranked and ranked[0].config != winner:
@@ -36,7 +39,7 @@ def show_result(out, fn, result, *, wide: bool = False) -> None:
             f"({_select.wins_needed(3)} of 3, {_select.wins_needed(6)} of 6); a cheaper median above did not.",
             wide=wide,
         )
-    if any(p.processes == 2 for p in result.confirmed):
+    if any(p.worker_processes == 2 for p in result.confirmed):
         from ..study import PROCESS_NOISE  # here: `import autotune` loads no Optuna
 
         say(
@@ -73,7 +76,20 @@ def show_result(out, fn, result, *, wide: bool = False) -> None:
         say(out, f"stored in the cache {fn.cache.display_url}", wide=wide)
     if wide:
         say(out, f"study {result.study_name} in {redact(result.storage)}", wide=wide)
-    intervals = _select.crossover_intervals(result.confirmed, goal.compile_weight, goal.runtime_weight, default=default)
+    for note in getattr(result, "load_notes", None) or ():
+        say(out, f"compilation cache: {note}", wide=wide)
+    if goal.shared and any(p.load_measured for p in result.confirmed):
+        loads = ", ".join(
+            f"{names.config(p.config)} {_display.seconds(p.load_cost_s)}"
+            for p in _select.ranked(result.confirmed, goal)
+            if p.load_measured
+        )
+        say(
+            out,
+            f"a later process loads from the compilation cache (trace + lower + load, measured): {loads}",
+            wide=wide,
+        )
+    intervals = _select.crossover_intervals(result.confirmed, default=default, **goal.line_figures())
     if len(_display.listed_points(result.confirmed, intervals, winner)) > 1:
         out.print(
             crossover_table(

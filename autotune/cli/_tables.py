@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .. import _display, _select
-from .._config import config_label
+from .._config import XLA_KEY, Config, config_label
 from .._runner import Outcome
 
 
@@ -85,10 +85,10 @@ class SiteNames:
 
     def config(self, config: Mapping[str, Any] | None, function: str | None = None) -> str:
         """A config in the one notation with short names: ``algo_iters=for, s1=scan×2``."""
-        config = dict(config or {})
-        shown = {sid: self.name(sid, function) for sid in config}
+        config = config.to_dict() if isinstance(config, Config) else dict(config or {})  # "@xla" kept
+        shown = {sid: self.name(sid, function) for sid in config if sid != XLA_KEY}
         order = [sid for sid in self._table(self._key(function)) if sid in config]
-        order += [sid for sid in config if sid not in order]
+        order += [sid for sid in shown if sid not in order]
         return config_label(config, [{"id": sid, "name": shown[sid]} for sid in order])
 
     def of(self, function: str | None) -> _Of:

@@ -31,10 +31,15 @@ def cmd_tune(a: argparse.Namespace) -> int:
             "Give exactly one of a study FILE or --recorded: `autotune tune studies/x.py` tunes a study "
             "file, `autotune tune --recorded` the calls recorded with AUTOTUNE_RECORD=1."
         )
+    if getattr(a, "time_budget", None) is not None and not a.recorded:
+        raise StudyError(
+            "--time-budget splits the time across recorded functions: use it with --recorded, "
+            "or give a study FILE --timeout S per function."
+        )
     if a.recorded:
         from ._record import cmd_tune_recorded
 
-        return cmd_tune_recorded(a)
+        return cmd_tune_recorded(a, tune_options(a), processes_options(a))
     from ..worker import Location
 
     out, err = console(wide=a.wide), console(stderr=True)
@@ -52,9 +57,10 @@ def cmd_tune(a: argparse.Namespace) -> int:
                 expected_calls=a.expected_calls,
                 compile_weight=a.compile_weight,
                 runtime_weight=a.runtime_weight,
+                **processes_options(a),
                 cache=a.cache,
             )
-            err.print(f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g})")
+            err.print(f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g}{processes_text(fn)})")
             helpers = Helpers(a, ex.index)
             result = fn._tune(
                 ex.args,
@@ -97,10 +103,34 @@ def _helper(a: argparse.Namespace, examples: list) -> int:
     if ex is None:
         raise StudyError(f"Study file {a.file!r} has no examples()[{a.example}] any more; was it edited meanwhile?")
     fn = ex.fn.with_options(
-        expected_calls=a.expected_calls, compile_weight=a.compile_weight, runtime_weight=a.runtime_weight, cache=a.cache
+        expected_calls=a.expected_calls,
+        compile_weight=a.compile_weight,
+        runtime_weight=a.runtime_weight,
+        **processes_options(a),
+        cache=a.cache,
     )
     fn._tune(ex.args, ex.kwargs, tune_options(a).replace(study_name=a.join_study, progress=False), Plumbing(join=True))
     return 0
+
+
+def processes_options(a: argparse.Namespace) -> dict[str, Any]:
+    """``--processes`` and ``--compilation-cache`` as ``with_options`` keywords (absent: None, the
+    decorator's; ``auto``: detected in this process, after the study file set JAX up)."""
+    from .._objective import compilation_cache_on
+
+    said = getattr(a, "compilation_cache", None)
+    cache = None if said is None else compilation_cache_on({"on": True, "off": False, "auto": None}[said])
+    return {"processes": getattr(a, "processes", None), "compilation_cache": cache}
+
+
+def processes_text(fn: Any) -> str:
+    """``, processes=8, compilation cache on`` for a function run by several processes, else empty."""
+    from .._objective import compilation_cache_on
+
+    p = getattr(fn, "processes", 1)
+    if p == 1:
+        return ""
+    return f", processes={p}, compilation cache {'on' if compilation_cache_on(fn.compilation_cache) else 'off'}"
 
 
 def tune_options(a: argparse.Namespace) -> TuneOptions:
@@ -114,6 +144,9 @@ def tune_options(a: argparse.Namespace) -> TuneOptions:
         timing=None if a.run_seconds is None else {"target_s": a.run_seconds},
         trial_timeout=a.trial_timeout,
         trial_memory_gb=a.trial_memory,
+        # --confirm-top / --confirm-rounds when given; else TuneOptions' defaults (the one home)
+        **{k: getattr(a, k) for k in ("confirm_top", "confirm_rounds") if getattr(a, k, None) is not None},
+        xla={"on": True, "off": False}.get(getattr(a, "xla", "auto"), "auto"),
     )
 
 
@@ -155,6 +188,7 @@ def result_json(fn, r) -> dict[str, Any]:
         "new_trials": r.new_trials,
         "stored": r.stored,
         "unrewritable": dict(getattr(r, "unrewritable", {}) or {}),
+        "load_notes": list(getattr(r, "load_notes", []) or []),
     }
 
 

@@ -303,9 +303,7 @@ def load_study_report(
         if t.counts and t.compile_total_s is not None and t.run_s is not None
     ]
     default_arg = Config.from_dict(default_config) if confirmed else None
-    intervals = _select.crossover_intervals(
-        points, objective.compile_weight, objective.runtime_weight, default=default_arg
-    )
+    intervals = _select.crossover_intervals(points, default=default_arg, **objective.line_figures())
     complete = attrs.get("complete_range")
     choice = _select.choose(points, objective, default=default_arg, complete=complete)
     chosen = (

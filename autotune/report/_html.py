@@ -49,7 +49,7 @@ def _summary(rep: StudyReport) -> list[str]:
         f"<tr><th>search</th><td>{_e(rep.search)}"
         f"{' (NSGA-II on compile and run seconds)' if rep.search == 'pareto' else ' (weighted cost)'}</td></tr>",
         f"<tr><th>objective</th><td>cost = {obj.compile_weight:g}·compile + {obj.runtime_weight:g}·"
-        f"{_e(_select.format_calls(obj.expected_calls))}·run"
+        f"{_e(_select.format_calls(obj.expected_calls))}·run{_e(obj.describe())}"
         + (
             f" <span class='muted'>(re-scored; the study was tuned for "
             f"{_e(_select.format_calls(float(rep.study_objective['expected_calls'])))} calls)</span>"

@@ -38,7 +38,7 @@ def distance(space, a: Config, b: Config) -> float:
     total = 0.0
     for e in space.entries:
         total += _choice_distance(a.get(e.site.id, e.site.default), b.get(e.site.id, e.site.default))
-    return total
+    return total + (a.xla != b.xla)  # another XLA choice counts as another representation
 
 
 def _configs(space, rng: random.Random, limit: int) -> Iterator[Config]:
@@ -51,7 +51,8 @@ def _configs(space, rng: random.Random, limit: int) -> Iterator[Config]:
 
 
 def random_config(space, rng: random.Random) -> Config:
-    return Config({e.site.id: rng.choice(e.choices) for e in space.entries})
+    xla = rng.choice(space.xla) if space.xla else None
+    return Config({e.site.id: rng.choice(e.choices) for e in space.entries}, xla=xla)
 
 
 class _Pinning:

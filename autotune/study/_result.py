@@ -103,6 +103,8 @@ class TuneResult:
             entry of the same study unless this run's paired rounds beat it), else None.
         unrewritable: the sites the rewrite could not re-emit for any choice (``{site id:
             why}``): each cost the study one error trial and stayed at its default after it.
+        load_notes: with several processes and the compilation cache on, the contenders whose load
+            from the cache was not measured (estimated as trace + lower) or missed the cache, and why.
     """
 
     best_config: Config
@@ -129,6 +131,7 @@ class TuneResult:
     new_trials: int = 0  # measured trials this run added to the study (any worker)
     stored: str | None = None  # what the cache did: "written", "kept" (see Autotuned.tune), None: not stored
     unrewritable: dict[str, str] = field(default_factory=dict)  # site id -> why it stayed at its default
+    load_notes: list[str] = field(default_factory=list)  # loads from a compilation cache not measured, or missed
 
     @property
     def pareto(self) -> list[Point]:

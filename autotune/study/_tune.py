@@ -15,11 +15,12 @@ from typing import Any
 from .. import _keys, _paths
 from .._errors import StudyError
 from .._interrupt import InterruptLatch
-from .._objective import DEFAULT, Objective
+from .._objective import DEFAULT, Objective, compilation_cache_on
 from .._options import SAMPLERS, SEARCHES, Plumbing, TuneOptions, split_keywords
 from .._runner import InProcessRunner, Outcome
 from .._space import Space, unrewritable
-from ._confirm import confirm
+from .._xla import XlaChoice, choices, gpu_platform, offered, searched
+from ._confirm import confirm, measure_loads
 from ._finish import (
     Run,
     confirmed_as_is,
@@ -43,6 +44,8 @@ _TUNE_KEYWORDS = (
     "expected_calls",
     "compile_weight",
     "runtime_weight",
+    "processes",
+    "compilation_cache",
     "function_key",
     "jit_kwargs",
     "runner",
@@ -100,6 +103,8 @@ def tune(
     expected_calls: float = DEFAULT.expected_calls,
     compile_weight: float = DEFAULT.compile_weight,
     runtime_weight: float = DEFAULT.runtime_weight,
+    processes: int = DEFAULT.processes,
+    compilation_cache: bool | None = None,
     function_key: str | None = None,
     jit_kwargs: dict[str, Any] | None = None,
     runner: Any = None,
@@ -124,7 +129,9 @@ def tune(
     Arguments:
         fn, args, kwargs: the function and example inputs (a keyword that is a parameter of
             ``fn`` and no option goes to ``fn`` too).
-        expected_calls, compile_weight, runtime_weight: the :class:`Objective`.
+        expected_calls, compile_weight, runtime_weight, processes: the :class:`Objective`.
+        compilation_cache: whether JAX's persistent compilation cache is on where the
+            ``processes`` run (None: detected in this process, see ``Objective``).
         function_key: the study's function key (default ``module:qualname``).
         jit_kwargs: ``jax.jit`` keyword arguments (``static_argnums``...).
         runner: a :class:`autotune.Runner` (default: a worker process, see ``isolate``).
@@ -148,12 +155,39 @@ def tune(
         fn,
         args,
         {**(kwargs or {}), **more},
-        Objective(expected_calls, compile_weight, runtime_weight),
+        Objective(expected_calls, compile_weight, runtime_weight, processes, compilation_cache_on(compilation_cache)),
         TuneOptions(**chosen),
         function_key=function_key,
         jit_kwargs=jit_kwargs,
         runner=runner,
     )
+
+
+def xla_dimension(
+    options: TuneOptions, goal: Objective, device: dict[str, Any], study: Study, measure_default: Callable[[], Any]
+) -> tuple[tuple[XlaChoice, ...], Any]:
+    """(the XLA choices a study searches, a measurement of the default taken to decide it or None).
+
+    ``options.xla`` True/False say so; ``"auto"`` (:func:`autotune._xla.searched`) keeps what the
+    study decided before (a resumed study, a ``--workers`` helper), else on the CPU measures the
+    default once (``measure_default``; the search reuses it as the default's first sample) and
+    searches the options where its compile dominates its cost. The choices are the default and
+    each option this jaxlib accepts on the device; ``()`` when not searched."""
+    held, measured = study.attrs.get("xla_searched"), None
+    if options.xla == "auto" and held is not None:
+        on = bool(held)
+    elif options.xla == "auto" and not gpu_platform(device["platform"]):
+        try:
+            measured = measure_default()
+        except Exception:  # whatever it is, the search meets it again as trial 0 and reports it there
+            measured = None
+        on = searched(options.xla, goal, measured, device["platform"])
+    else:
+        on = searched(options.xla, goal, None, device["platform"])
+    study.set_attrs(xla_searched=on)
+    if not on:
+        return (), measured
+    return choices(offered(device["platform"], device["device_kind"])[0]), measured
 
 
 def run(
@@ -182,8 +216,6 @@ def run(
         runner.start()
     try:
         program, signature = _keys.program_key(fn, args, kwargs, jit_kwargs)
-        space = Space(program.sites)
-        kind, budget = plan(options.sampler, options.search, len(space), options.n_trials)
         device = _keys.device_info()
         fkey = function_key or _keys.function_key(fn)
         name = options.study_name or _keys.study_name(
@@ -191,7 +223,6 @@ def run(
         )
         storage = options.storage or storage_default
         url = _paths.storage_url(storage) if storage else _paths.default_storage_url()
-        default = space.default()
         study = open_study(
             name,
             url,
@@ -203,24 +234,42 @@ def run(
                 objective=goal.to_dict(),
                 search=options.search,
                 sites=[s.to_dict() for s in program.sites],
-                default_config=default.to_dict(),
-                space_size=len(space),
-                sampler=kind,
                 **({"retune": plumbing.retune} if plumbing.retune else {}),
             ),
         )
+        try:
+            loops = Space(program.sites)
+            xla, first = xla_dimension(options, goal, device, study, lambda: runner.measure(loops.default()))
+            space = Space(program.sites, xla=xla)
+            kind, budget = plan(options.sampler, options.search, len(space), options.n_trials)
+            study.set_attrs(default_config=space.default().to_dict(), space_size=len(space), sampler=kind)
+        except BaseException:
+            study.close()
+            raise
     except BaseException:
         runner.close()
         raise
     state = Run(study, space, program, signature, device, goal, options.search, kind, url, started)
     try:
-        return _search_and_confirm(state, fn, args, kwargs, jit_kwargs, runner, options, plumbing, fkey, budget)
+        return _search_and_confirm(
+            state, fn, args, kwargs, jit_kwargs, runner, options, plumbing, fkey, budget, first_default=first
+        )
     finally:
         study.close()
 
 
 def _search_and_confirm(
-    state: Run, fn, args, kwargs, jit_kwargs, runner, options: TuneOptions, plumbing: Plumbing, fkey: str, budget: int
+    state: Run,
+    fn,
+    args,
+    kwargs,
+    jit_kwargs,
+    runner,
+    options: TuneOptions,
+    plumbing: Plumbing,
+    fkey: str,
+    budget: int,
+    first_default: Any = None,
 ) -> TuneResult | None:
     study, space, goal = state.study, state.space, state.objective
     views = study.trials(space)
@@ -239,6 +288,7 @@ def _search_and_confirm(
     proposer = make_proposer(state.sampler, study, space, options.seed, budget)
     if plumbing.on_ready is not None:
         plumbing.on_ready(state.url, study.name)
+    load_notes: list[str] = []
     with (
         InterruptLatch() as latch,
         Progress(wanted(options.progress), budget, title, completed=min(budget, before)) as bar,
@@ -258,6 +308,7 @@ def _search_and_confirm(
                 latch=latch,
                 unrewritable=lambda c: unrewritable(fn, args, kwargs, jit_kwargs, space, c),
                 keep_top=options.confirm_top,
+                first_default=first_default,
             )
             if not idle:  # an idle search would only measure the default again, for the guard
                 search.run(budget, None if options.timeout is None else time.monotonic() + options.timeout)
@@ -280,9 +331,16 @@ def _search_and_confirm(
                 check=latch.check,
                 whole_front=options.search == "pareto",
             )
+            if goal.shared:
+                from ..worker._load import loader
+
+                bar.update(status="measuring the load of the contenders from a persistent compilation cache")
+                load = loader(runner, fn, args, kwargs, jit_kwargs)
+                confirmed, load_notes = measure_loads(confirmed, default, goal, load, latch.check)
         finally:
             runner.close()
         out = result(state, records, confirmed, new_trials=len(measured(records)) - len(measured(held)))
+        out.load_notes = load_notes
         bar.update(best="", status=f"winner {out.best_config.label(state.program.sites)} at {out.best_cost:.4g} s")
     return out
 

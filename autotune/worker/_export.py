@@ -25,6 +25,7 @@ from .._config import Config
 from .._errors import error_text
 from .._measure import Stages, compile_config, dynamic_args, jit_option_set
 from .._runner import TrialFailed
+from .._xla import jit_options
 from ._codec import encode_array
 from ._protocol import Mode, Op
 from ._shardings import encode_sharding
@@ -133,7 +134,8 @@ def export(stages: Stages, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: 
         "program": base64.b64encode(bytes(program)).decode("ascii"),
         "program_hash": stages.program_hash,
         "donate": donated_leaves(fn, args, kwargs, jit_kwargs),
-        "compiler_options": jit_kwargs.get("compiler_options"),
+        # the config's XLA options merged with the user's (compile_config): the worker compiles with them
+        "compiler_options": jit_options(stages.xla, jit_kwargs).get("compiler_options"),
         "trace_s": stages.trace_s,
         "lower_s": stages.lower_s,
         "trace_cpu_s": stages.trace_cpu_s,
