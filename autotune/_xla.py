@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import ConfigError, warn_user_once
+from ._errors import ConfigError, error_text, warn_user_once
 
 PREFIX = "xla:"
 """The notation's prefix: ``xla:O1``."""
@@ -280,7 +280,7 @@ def jit_options(choice: XlaChoice | None, jit_kwargs: Mapping[str, Any] | None) 
 
 def options_for(platform: str, catalog: Sequence[XlaOption] = CATALOG) -> tuple[XlaOption, ...]:
     """The catalog's options of a JAX platform (``"cpu"``, ``"gpu"``; ``"cuda"``/``"rocm"`` count as gpu)."""
-    plat = "gpu" if platform in ("cuda", "rocm") else platform
+    plat = "gpu" if gpu_platform(platform) else platform
     return tuple(o for o in catalog if plat in o.platforms)
 
 
@@ -296,7 +296,7 @@ def refusal(option: XlaOption) -> str | None:
     try:
         jax.jit(lambda x: x + 1, compiler_options=dict(option.flags)).lower(jnp.zeros((2,), jnp.float32)).compile()
     except Exception as exc:  # noqa: BLE001 - XLA's INVALID_ARGUMENT and the like: the option is left out
-        return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        return error_text(exc)
     return None
 
 
@@ -360,7 +360,8 @@ def searched(xla: bool | str, objective: Any, default: Any, platform: str) -> bo
     :meth:`~autotune.Objective.line` at ``expected_calls``, processes and cache included) and
     at least :data:`AUTO_MIN_COMPILE_S`: the CPU options only trade compile for runtime, and
     below that floor what they could save is within the noise of a measurement. ``default``
-    is the default's :class:`Measurement` or point (None, not measured: not searched).
+    is the default's point (its ``load_cost_s`` the load a later process is charged; None,
+    not measured: not searched).
 
     Example::
 
@@ -374,7 +375,7 @@ def searched(xla: bool | str, objective: Any, default: Any, platform: str) -> bo
     if default is None or objective is None:
         return False
     compile_s = float(default.compile_cost_s)
-    intercept, slope = objective.line(compile_s, float(default.run_cost_s), getattr(default, "load_cost_s", None))
+    intercept, slope = objective.line(compile_s, float(default.run_cost_s), default.load_cost_s)
     total = intercept + slope * objective.expected_calls
     return compile_s >= AUTO_MIN_COMPILE_S and total > 0 and intercept / total >= AUTO_COMPILE_SHARE
 

@@ -13,11 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import _keys, _paths
+from .._config import Config
 from .._errors import StudyError
 from .._interrupt import InterruptLatch
 from .._objective import DEFAULT, Objective, compilation_cache_on
 from .._options import SAMPLERS, SEARCHES, Plumbing, TuneOptions, split_keywords
 from .._runner import InProcessRunner, Outcome
+from .._select import Point
 from .._space import Space, unrewritable
 from .._xla import XlaChoice, choices, gpu_platform, offered, searched
 from ._confirm import confirm, measure_loads
@@ -181,7 +183,13 @@ def xla_dimension(
             measured = measure_default()
         except Exception:  # whatever it is, the search meets it again as trial 0 and reports it there
             measured = None
-        on = searched(options.xla, goal, measured, device["platform"])
+        # a point charges the load as the objective does (estimated where not measured)
+        point = (
+            None
+            if measured is None
+            else Point(Config(), measured.compile_cost_s, measured.run_cost_s, measurement=measured)
+        )
+        on = searched(options.xla, goal, point, device["platform"])
     else:
         on = searched(options.xla, goal, None, device["platform"])
     study.set_attrs(xla_searched=on)
