@@ -29,6 +29,7 @@ import numpy as np
 from . import _compat, _keys
 from ._abstract import describe, dtype_named
 from ._errors import ConfigError, warn_user_once
+from ._tuning import objective_of
 
 ENV_RECORD = "AUTOTUNE_RECORD"
 ENV_MAX_MB = "AUTOTUNE_RECORD_MAX_MB"
@@ -251,11 +252,8 @@ def _prepare(ctl: Any, args: tuple, kwargs: dict, lookup: Any, token: tuple):
         device=_keys.device_info(),
         location=location,
         abstract=abstract,
-        objective={
-            "expected_calls": float(ctl.expected_calls),
-            "compile_weight": float(ctl.compile_weight),
-            "runtime_weight": float(ctl.runtime_weight),
-        },
+        # Where the program runs is where its processes and compilation cache are known.
+        objective=objective_of(ctl).to_dict(),
         options=jit_options(ctl.jit_kwargs),
         replayable=(loc_why or why_not) is None,
         why_not=loc_why or why_not,

@@ -345,14 +345,15 @@ def tune_recorded(
     for rec in select(cache.pending(function), device_key):
         goal = Objective.from_dict(rec.objective).overridden(expected_calls, compile_weight, runtime_weight)
         calls, cw, rw = goal.expected_calls, goal.compile_weight, goal.runtime_weight
+        more = {k: v for k, v in (function_options or {}).items() if v is not None}
+        for k in ("processes", "compilation_cache"):  # the recorded program's, unless said again
+            if k in rec.objective:
+                more.setdefault(k, getattr(goal, k))
         if function is None:
             entry = cache.lookup(rec.function_key, rec.fingerprint, rec.signature, device_key)
-            if (
-                entry is not None
-                and entry.covers(calls)
-                and float(entry.objective["compile_weight"]) == cw
-                and float(entry.objective["runtime_weight"]) == rw
-            ):
+            held = None if entry is None else Objective.from_dict(entry.objective)
+            charges = (cw, rw, more.get("processes", 1))
+            if held and entry.covers(calls) and (held.compile_weight, held.runtime_weight, held.processes) == charges:
                 say(f"tuned before: {describe_record(rec)} (autotune best --function {shlex.quote(rec.function_key)})")
                 out.append(Replayed(rec, "tuned before"))
                 continue
@@ -362,7 +363,6 @@ def tune_recorded(
             say(f"skipped {describe_record(rec)}: {' '.join(str(e).split())}")
             out.append(Replayed(rec, "skipped", str(e)))
             continue
-        more = {k: v for k, v in (function_options or {}).items() if v is not None}
         fn = ctl.with_options(expected_calls=calls, compile_weight=cw, runtime_weight=rw, cache=cache, **more)
         ready.append((rec, fn, args, kwargs, inputs))
 

@@ -78,7 +78,7 @@ class Runner(Protocol):
         Keep the compiled executables of these configs for ``retime``; drop the others.
     ``renew() -> bool`` (optional)
         Measure from now on in a fresh process (kept executables are lost), so confirmation
-        can check a close decision in a second process; False when there is no other process
+        can check a new winner in a second process; False when there is no other process
         to use (an in-process runner), and a runner without it is never renewed.
     ``measure_load(config) -> Load`` (optional)
         With several processes and JAX's persistent compilation cache on, how long a later process

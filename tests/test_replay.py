@@ -219,3 +219,24 @@ def test_tune_recorded_tunes_the_good_and_skips_the_broken_with_one_line(space):
     ]
     again = {d.record.function_key: d.status for d in tune_recorded(space.cache, say=lines.append, **fast)}
     assert again == {"rp_good:step": "tuned before", "rp_broken:step": "skipped"}
+
+
+def test_a_record_carries_the_programs_processes_and_cache_to_the_tune(space, monkeypatch, tmp_path):
+    """Detected where the program ran (the cache directory set there), kept where it is tuned (not set)."""
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "jaxcache"))
+    mod = space("rp_procs", extra=", processes=4")
+    mod.step(jnp.ones(8), 4)
+    [rec] = records(space)
+    assert rec.objective == {
+        "expected_calls": 200.0,
+        "compile_weight": 1.0,
+        "runtime_weight": 1.0,
+        "processes": 4,
+        "compilation_cache": True,
+    }
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
+    fast = dict(n_trials=2, sampler="grid", isolate=False, timing={"target_s": 0.02}, progress=False)
+    [done] = tune_recorded(space.cache, say=lambda _: None, **fast)
+    assert done.status == "tuned"
+    [entry] = space.cache.entries("rp_procs:step")
+    assert entry.objective["processes"] == 4 and entry.objective["compilation_cache"] is True

@@ -161,7 +161,7 @@ def test_a_password_in_the_storage_or_cache_url_is_never_shown(tmp_path, pg_url)
     assert "--cache 'postgresql://postgres:***@" in json.loads(r.stdout)[0]["retune"]  # the user puts it back
 
 
-def test_the_summary_says_when_a_close_lead_was_re_timed_in_a_second_worker(tmp_path):
+def test_the_summary_says_when_a_challenger_was_measured_again_in_a_second_worker(tmp_path):
     """A real tune whose runner gives every challenger a 5% runtime lead in both processes."""
     import types
 
@@ -190,7 +190,7 @@ def test_the_summary_says_when_a_close_lead_was_re_timed_in_a_second_worker(tmp_
     assert any(p.worker_processes == 2 for p in r.confirmed)
     out = Console(record=True, width=100)
     show_result(out, types.SimpleNamespace(key="test:loop8", cache=types.SimpleNamespace(display_url="c.db")), r)
-    assert "re-timed in a second, fresh worker too" in out.export_text()
+    assert "measured again in a second, fresh one" in out.export_text()
 
 
 def _entries(folder):

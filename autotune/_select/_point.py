@@ -54,7 +54,8 @@ class Point:
             index with the default's rounds (empty: a single measurement, compared on cost alone).
         confirmed: the figures come from a confirmation (side by side with the default).
         equivalent: other configs that lowered to the same program (one contender).
-        worker_processes: how many worker processes the rounds were taken in (2: a close call re-timed).
+        worker_processes: how many worker processes the rounds were taken in (2: a challenger that beat
+            the default, measured again).
         compiles: how many compiles confirmation took of it.
         program: the lowered program's hash, when known.
         measurement: the median :class:`Measurement` behind the figures, when known.

@@ -40,12 +40,10 @@ def show_result(out, fn, result, *, wide: bool = False) -> None:
             wide=wide,
         )
     if any(p.worker_processes == 2 for p in result.confirmed):
-        from ..study import PROCESS_NOISE  # here: `import autotune` loads no Optuna
-
         say(
             out,
-            f"A lead under {PROCESS_NOISE:.0%} of the default's cost was re-timed in a second, fresh worker "
-            "too (a program's runtime moves between processes); the rounds of both decided.",
+            "A challenger that beat the default in the first worker was measured again in a second, fresh one "
+            "beside it (a program's runtime moves between processes); the rounds of both decided.",
             wide=wide,
         )
     counts = result.counts()

@@ -14,7 +14,6 @@ from .._outcome import tally as tally
 from .._runner import InProcessRunner as InProcessRunner
 from .._runner import Runner as Runner
 from .._runner import TrialFailed as TrialFailed
-from ._confirm import PROCESS_NOISE as PROCESS_NOISE
 from ._guard import compare_outputs as compare_outputs
 from ._optuna import load as load_study
 from ._optuna import summaries as study_summaries
@@ -26,7 +25,6 @@ from ._tune import SEARCHES as SEARCHES
 from ._tune import tune as tune
 
 __all__ = [
-    "PROCESS_NOISE",
     "SAMPLERS",
     "SEARCHES",
     "InProcessRunner",
