@@ -15,6 +15,11 @@ measured point within :data:`FIT_TOLERANCE` of the fit) before it is used at all
 skipped config is recorded as ``pruned`` with its prediction as the reason, and
 ``prediction / MARGIN`` as the lower bound on its compile time that the honest range
 of :func:`autotune._select.complete_range` uses.
+
+**One fit per XLA option set.** XLA's options scale the whole compile (``xla:O0`` about halves
+it, ``xla:O1`` takes 30-40% off a large program: ``docs/results/xla.md``), so trials under
+different option sets are never fitted together: a config is predicted from the trials that
+share its :attr:`Config.xla` only, and a set with too few of them is not predicted (never skipped).
 """
 
 from __future__ import annotations
@@ -80,33 +85,39 @@ class CompilePredictor:
     def __init__(self, space):
         self.space = space
         self.ids = [e.site.id for e in space.entries]
-        self.rows: list[list[float]] = []
-        self.y: list[float] = []
-        self._coef: np.ndarray | None = None
+        self.rows: dict[Any, list[list[float]]] = {}  # per XLA option set: [1, copies...]
+        self.y: dict[Any, list[float]] = {}
+        self._coef: dict[Any, np.ndarray | None] = {}
 
     def observe(self, config: Config, compile_total_s: float) -> None:
         c = copies(self.space, config)
-        self.rows.append([1.0] + [c[i] for i in self.ids])
-        self.y.append(float(compile_total_s))
-        self._coef = None
+        self.rows.setdefault(config.xla, []).append([1.0] + [c[i] for i in self.ids])
+        self.y.setdefault(config.xla, []).append(float(compile_total_s))
+        self._coef.pop(config.xla, None)
 
-    def _fit(self) -> np.ndarray | None:
-        if self._coef is not None:
-            return self._coef
-        n, k = len(self.y), len(self.ids) + 1
-        x, y = np.array(self.rows), np.array(self.y)
-        if n < max(4, k + 1) or np.linalg.matrix_rank(x) < min(k, n):
+    def _fit(self, xla: Any) -> np.ndarray | None:
+        if xla in self._coef:
+            return self._coef[xla]
+        n, k = len(self.y.get(xla, ())), len(self.ids) + 1
+        if n < max(4, k + 1):
             return None
-        coef = _nnls(x, y)
-        rel = np.abs(x @ coef - y) / np.maximum(y, 1e-9)
-        if rel.max() > FIT_TOLERANCE:
-            return None
-        self._coef = coef
+        x, y = np.array(self.rows[xla]), np.array(self.y[xla])
+        coef = None
+        if np.linalg.matrix_rank(x) >= min(k, n):
+            fit = _nnls(x, y)
+            if (np.abs(x @ fit - y) / np.maximum(y, 1e-9)).max() <= FIT_TOLERANCE:
+                coef = fit
+        self._coef[xla] = coef
         return coef
 
+    def trials(self, config: Config) -> int:
+        """How many measured trials the fit for ``config``'s XLA options is made from."""
+        return len(self.y.get(config.xla, ()))
+
     def predict(self, config: Config) -> float | None:
-        """Predicted trace + lower + compile seconds, or None while the fit is not trustworthy."""
-        coef = self._fit()
+        """Predicted trace + lower + compile seconds, or None while the fit for its XLA options is
+        not trustworthy (or has too few trials)."""
+        coef = self._fit(config.xla)
         if coef is None:
             return None
         c = copies(self.space, config)

@@ -186,7 +186,7 @@ class Search:
                 compile_s_at_least=predicted / MARGIN,
                 reason=(
                     f"skipped before compiling: its predicted compile time {predicted:.3g} s (fit on "
-                    f"{len(self.predictor.y)} trials) is over {MARGIN:g}x the compile budget of "
+                    f"{self.predictor.trials(got)} trials) is over {MARGIN:g}x the compile budget of "
                     f"{budget_s:.3g} s, so it cannot win"
                 ),
             )
