@@ -4,7 +4,8 @@ The seconds go to the recorded functions in proportion to their share of the pro
 ``weight = expected calls × the default config's runtime`` (TVM's task scheduler weighs its
 tasks the same way: how often a task runs times how long it takes). Records hold no call
 counter (recording runs once per signature, on the traced path, never on the fast path), so
-the calls are the decorator's ``expected_calls`` as recorded, or ``--expected-calls``. The
+the calls are the decorator's ``expected_calls`` as recorded, or ``--expected-calls``, times its
+``processes`` (each process calls it that often). The
 runtime comes from one quick in-process measurement of the default config (:func:`quick_default`).
 
 The split (:func:`split_budget`) is pure: proportional to the weights, every function at least
@@ -166,7 +167,7 @@ def plan(budget_s: float, shares: list[Share]) -> list[Share]:
 def quick_default(fn: Any, args: tuple, kwargs: dict, signature: str, timing: dict[str, Any]) -> Share:
     """Measure ``fn``'s default config once, in this process (one fresh compile, about
     ``QUICK_TARGET_S`` of calls), and return its unplanned :class:`Share`: ``fn.expected_calls``
-    calls, and one trial's time from its compile plus the trials' timing (``timing``'s
+    calls in each of ``fn.processes``, and one trial's time from its compile plus the trials' timing (``timing``'s
     ``target_s``, else :func:`autotune.measure`'s). A default that fails to measure weighs
     nothing, with a note (its study will say what is wrong)."""
     import inspect
@@ -175,14 +176,15 @@ def quick_default(fn: Any, args: tuple, kwargs: dict, signature: str, timing: di
     from ._measure import measure
 
     target = timing.get("target_s", inspect.signature(measure).parameters["target_s"].default)
+    calls = fn.expected_calls * getattr(fn, "processes", 1)  # the calls of every process
     started = time.perf_counter()
     try:
         m = measure(fn.fun, args, kwargs, jit_kwargs=dict(fn.jit_kwargs), target_s=QUICK_TARGET_S)
     except Exception as e:
         spent = time.perf_counter() - started
         why = f"its default did not measure: {error_text(e)}"
-        return Share(fn.key, signature, fn.expected_calls, None, spent + target, note=why)
-    return Share(fn.key, signature, fn.expected_calls, m.run_cost_s, m.compile_total_s + target)
+        return Share(fn.key, signature, calls, None, spent + target, note=why)
+    return Share(fn.key, signature, calls, m.run_cost_s, m.compile_total_s + target)
 
 
 def spend(

@@ -155,3 +155,21 @@ def test_tune_recorded_with_a_time_budget_splits_it_and_tunes_both(tmp_path):
     assert "s of the 60.0 s budget" in out and out.count("stored in the cache") == 2  # both got entries
     spent = out[out.index("the time budget as spent") :]
     assert spent.index("two:heavy") < spent.index("two:light")
+
+
+def test_a_function_run_by_several_processes_weighs_the_calls_of_all_of_them():
+    import jax.numpy as jnp
+
+    import autotune as at
+    from autotune._budget import quick_default
+    from autotune._decorator import controller
+
+    def f(x):
+        return at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="steps")[0]
+
+    def share(**options):  # the controller, as `autotune tune --recorded` hands it over
+        return quick_default(controller(at.autotuned(f, **options)), (jnp.ones(8),), {}, "(f32[8])", {})
+
+    one, eight = share(expected_calls=100), share(expected_calls=100, processes=8)
+    assert (one.calls, eight.calls) == (100, 800)
+    assert eight.weight == 800 * eight.runtime_s > 0
