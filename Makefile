@@ -36,10 +36,10 @@ test: lint
 
 # What it leaves out (`make test` runs them): the tests marked slow (real tuning studies end to
 # end through the CLI, the benchmark scripts' smoke runs, PostgreSQL scale-out with several
-# processes, the loaded-machine and sharded-mesh checks) and tests/test_real_studies.py (the
+# processes, the loaded-machine and sharded-mesh checks) and tests/test_real_studies*.py (the
 # real-library studies: flax, diffrax, blackjax, optax, numpyro, equinox, optimistix).
 test-fast: lint
-	$(BIN)/python -m pytest -q $(XDIST) -m "not slow" --ignore=tests/test_real_studies.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(XDIST) -m "not slow" --ignore-glob="tests/test_real_studies*.py" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py --quick

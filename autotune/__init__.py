@@ -1,18 +1,16 @@
 """jax-autotune: tune loop structure (for / scan / fori / unroll) with compile time in the objective.
 
-``import autotune`` loads JAX, NumPy, the decorator and ``at.loop``: at most 30 ms more than
-``import jax`` (`scripts/overhead.py`). Everything else loads on first use of its name: the
-tracing and rewriting machinery (``sites``, ``with_config``, ``measure``...; also imported on
-a background thread when a first function is decorated), the tuner (Optuna: ``tune``,
-``TuneResult``, ``TrialRecord``) and the cache (SQLAlchemy: ``Cache``; a decorated function
-reads a SQLite cache without it). A worker process that only measures pays for neither.
+``import autotune`` loads only the exceptions and the interrupt latch; every other name loads on
+first use (PEP 562). ``at.autotuned`` or ``at.loop`` load JAX, NumPy and the decorator: at most
+30 ms more than ``import jax`` (`scripts/overhead.py`). The tracing and rewriting machinery
+(``sites``, ``with_config``, ``measure``...; also imported on a background thread when a first
+function is decorated), the tuner (Optuna: ``tune``, ``TuneResult``, ``TrialRecord``) and the
+cache (SQLAlchemy: ``Cache``; a decorated function reads a SQLite cache without it) load with
+their names. The ``autotune`` command imports JAX only for a command that traces or measures
+(``--help``, ``--version`` and a bad option need none), and a worker process that only measures
+pays for neither the tuner nor the cache.
 """
 
-from ._config import Config as Config
-from ._config import SiteChoice as SiteChoice
-from ._decorator import Autotuned as Autotuned
-from ._decorator import Lookup as Lookup
-from ._decorator import autotuned as autotuned
 from ._errors import (
     AutotuneError as AutotuneError,
 )
@@ -36,14 +34,19 @@ from ._errors import (
 )
 from ._interrupt import Interrupted as Interrupted
 from ._lazy import lazy_attributes
-from ._loop import loop as loop
-from ._objective import Objective as Objective
-from ._xla import XlaChoice as XlaChoice
 
 __version__ = "0.2.0"
 
 # name -> the module that defines it, imported on first use of the name.
 _LAZY = {
+    "Config": "_config",
+    "SiteChoice": "_config",
+    "Autotuned": "_decorator",
+    "Lookup": "_decorator",
+    "autotuned": "_decorator",
+    "loop": "_loop",
+    "Objective": "_objective",
+    "XlaChoice": "_xla",
     "tune": "study",
     "TuneResult": "study",
     "TrialRecord": "study",
@@ -66,21 +69,13 @@ _LAZY = {
 
 __all__ = [
     "AutotuneError",
-    "Autotuned",
     "CacheError",
     "CacheImportError",
     "CacheSchemaError",
-    "Config",
     "ConfigError",
     "Interrupted",
-    "Lookup",
-    "Objective",
-    "SiteChoice",
     "StudyError",
     "TraceError",
-    "XlaChoice",
-    "autotuned",
-    "loop",
     *_LAZY,
 ]
 

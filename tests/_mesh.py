@@ -26,7 +26,7 @@ import autotune as at
 from autotune._space import Space
 from autotune._studyfile import load_examples
 from autotune.study import compare_outputs
-from test_real_studies import run, sample_configs
+from _real import run, sample_configs
 
 path, mode, *rest = sys.argv[1:]
 [ex] = load_examples(path)  # asks XLA for HOST_DEVICES host devices: JAX has not started yet

@@ -46,7 +46,10 @@ for _sig, _handler in (
 # a long file started last would leave the other process idle at the end. Measured with
 # `--durations`; the order of everything else is pytest's.
 LONGEST_FIRST = (
+    "test_real_studies_tune_nn.py",
+    "test_real_studies_tune_sci.py",
     "test_real_studies.py",
+    "test_real_studies_mesh.py",
     "test_stable.py",
     "test_tune_cmd.py",
     "test_record_cli.py",

@@ -215,11 +215,11 @@ def test_workers_on_one_cpu_device_warn(workers_run):
 
 
 def test_warning_function_prints_for_more_workers_than_devices(capsys):
-    from autotune import cli
+    from autotune.cli._tune import warn_shared_device
 
-    cli._warn_shared_device(1)
+    warn_shared_device(1)
     assert "warning" not in capsys.readouterr().err
-    cli._warn_shared_device(2)
+    warn_shared_device(2)
     assert "2 workers share 1 cpu device(s)" in " ".join(capsys.readouterr().err.split())
 
 

@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 from _cli import on_terminal
+from _presets import CLI_FAST
 from _repo import python, repo_env
 
 from autotune.cli import main
@@ -66,7 +67,10 @@ GONE = textwrap.dedent("""
         removed(jnp.ones(4))
 """)
 
-FAST = ["--trials", "3", "--run-seconds", "0.05"]
+# Record and replay are the point, not the pick: three trials, the CLI's timing preset, and the
+# cheapest contender confirmed beside the default in one round (tests/test_confirm.py checks
+# confirmation itself).
+FAST = ["--trials", "3", *CLI_FAST, "--confirm-top", "1", "--confirm-rounds", "1"]
 
 
 def run(args, cwd, env, timeout=400):

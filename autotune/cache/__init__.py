@@ -11,7 +11,6 @@ through `_fastread` with the standard library alone. Modules: `_url` (locations,
 `Cache` class), `_fastread` (the decorator's read path).
 """
 
-from .._keys import device_key as device_key
 from .._lazy import lazy_attributes
 from .._paths import default_cache_location as default_cache_location
 from .._paths import redact as redact
@@ -20,8 +19,15 @@ from ._entry import best_for as best_for
 from ._layout import SCHEMA_VERSION as SCHEMA_VERSION
 from ._pending import PendingRecord as PendingRecord
 
-# name -> the module that defines it; these import SQLAlchemy, so they load on first use.
-_LAZY = {"Cache": "_cache", "TransferCount": "_cache", "LOCK_WAIT_BUDGET_S": "_sqlite", "MAX_IMPORT_BYTES": "_transfer"}
+# name -> the module that defines it, loaded on first use: these import SQLAlchemy, and _keys
+# imports JAX (the cache commands need neither until they touch a cache or a device).
+_LAZY = {
+    "Cache": "_cache",
+    "TransferCount": "_cache",
+    "LOCK_WAIT_BUDGET_S": "_sqlite",
+    "MAX_IMPORT_BYTES": "_transfer",
+    "device_key": "._keys",
+}
 
 __all__ = [
     "LOCK_WAIT_BUDGET_S",

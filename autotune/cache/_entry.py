@@ -18,7 +18,6 @@ from typing import Any
 from .. import _select
 from .._config import Config, misfit
 from .._errors import ConfigError
-from .._keys import device_key as _device_key
 from .._objective import Objective
 from .._select import Point
 from .._select._point import LEGACY_KEYS
@@ -118,7 +117,9 @@ class CacheEntry:
     @property
     def device_key(self) -> str:
         """Deterministic, readable key of `device`, e.g. ``"cpu|cpu|1|jax=0.10.2|jaxlib=0.10.2"``."""
-        return _device_key(self.device)
+        from .._keys import device_key  # deferred: _keys imports JAX
+
+        return device_key(self.device)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the entry as a JSON-able dict (the export format of one entry)."""

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._keys import device_key as _device_key
 from . import _validate as v
 from ._validate import MAX_TEXT, FieldError, utc_now
 
@@ -65,7 +64,9 @@ class PendingRecord:
     @property
     def device_key(self) -> str:
         """The device key of `device` (`autotune._keys.device_key`)."""
-        return _device_key(self.device)
+        from .._keys import device_key  # deferred: _keys imports JAX
+
+        return device_key(self.device)
 
     @property
     def key(self) -> tuple[str, str, str, str]:

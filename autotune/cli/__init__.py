@@ -7,7 +7,8 @@ saying so), 2 an error autotune raises on purpose or a bad option (one line, nam
 and the fix), 3 a partial result (``tune --recorded`` skipped a record), 128 + the signal for
 an interrupted run (completed trials are kept).
 
-``import autotune.cli`` loads neither Optuna nor matplotlib; each command imports what it needs.
+``import autotune.cli`` loads neither JAX, Optuna nor matplotlib; each command imports what it needs, so
+``--help``, ``--version`` and a bad option answer without JAX.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from .._errors import AutotuneError
 from ._output import PARTIAL as PARTIAL
 from ._output import console
 from ._parser import build_parser as build_parser
-from ._tune import warn_shared_device as _warn_shared_device  # noqa: F401 - tests call it by this name
 
 EXIT_STATUS: dict[str, str] = {
     "0": "done; also when the reader of a pipe went away (`autotune best --json | head -1` ends quietly)",

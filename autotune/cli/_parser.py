@@ -52,13 +52,14 @@ def duration(text: str) -> float:
 
 
 def _one_of(name: str):
-    """An argparse type accepting the values ``autotune.study`` lists under ``name`` (its
-    one home). Imported when ``tune`` parses, so the other commands stay light."""
+    """An argparse type accepting the values ``autotune._options`` lists under ``name`` (their
+    one home; ``autotune.study`` re-exports them). Imported when ``tune`` parses; it loads
+    neither JAX nor Optuna, so a bad option is answered at once."""
 
     def check(text: str) -> str:
-        from .. import study
+        from .. import _options
 
-        allowed = getattr(study, name)
+        allowed = getattr(_options, name)
         if text not in allowed:
             raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(allowed)}")
         return text

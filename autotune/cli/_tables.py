@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import _display, _select
 from .._config import XLA_KEY, Config, config_label
-from .._runner import Outcome
+from .._outcome import Outcome
 
 
 def _field(site: Any, name: str) -> Any:
