@@ -17,6 +17,7 @@ from .. import _select
 from .._errors import StudyError
 from .._options import Plumbing, TuneOptions
 from .._paths import ENV_STORAGE, redact
+from .._tuning import objective_of
 from ..cache._store import command_retune
 from ._output import console, emit_json, stdout_to_stderr
 from ._parser import HELPER_ONLY, repeat_argv
@@ -60,7 +61,9 @@ def cmd_tune(a: argparse.Namespace) -> int:
                 **processes_options(a),
                 cache=a.cache,
             )
-            err.print(f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g}{processes_text(fn)})")
+            err.print(
+                f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g}{objective_of(fn).describe()})"
+            )
             helpers = Helpers(a, ex.index)
             result = fn._tune(
                 ex.args,
@@ -121,16 +124,6 @@ def processes_options(a: argparse.Namespace) -> dict[str, Any]:
     said = getattr(a, "compilation_cache", None)
     cache = None if said is None else compilation_cache_on({"on": True, "off": False, "auto": None}[said])
     return {"processes": getattr(a, "processes", None), "compilation_cache": cache}
-
-
-def processes_text(fn: Any) -> str:
-    """``, processes=8, compilation cache on`` for a function run by several processes, else empty."""
-    from .._objective import compilation_cache_on
-
-    p = getattr(fn, "processes", 1)
-    if p == 1:
-        return ""
-    return f", processes={p}, compilation cache {'on' if compilation_cache_on(fn.compilation_cache) else 'off'}"
 
 
 def tune_options(a: argparse.Namespace) -> TuneOptions:
