@@ -16,29 +16,39 @@ For every study (``studies/*.py``), in one run on one machine:
               then span the options too (``xla:O1``...); ``loop_only/tuned`` is what
               the options win (issue 23: >= 1.3 where compile dominates).
 
-Each approach's chosen config is then re-measured in one interleaved round robin
-(A B C ... A B C ..., ``--rounds`` rounds, medians), so every final cost comes from the
-same measurements. Compile and run seconds are the ones the objective charges
-(``Measurement.compile_cost_s``: process CPU seconds of trace + lower + compile;
-``run_cost_s``: the 10th percentile of the timed calls), so load from other processes
-stretches neither. Costs use the study's own objective (its decorator's
+Each approach's chosen config is then re-measured in ``--final-processes`` fresh Python
+processes (default 3, quick 1), one after another, each an interleaved round robin
+(A B C ... B C A ..., ``--rounds`` rounds, the order rotated per round and process;
+``scripts/_bench_final.py``): a program's run time differs between processes (code and
+buffer placement) by more than within one, so no judgement rests on one process. A
+config's final cost comes from the medians over every sample of every process; a ratio
+(``default_over_tuned``...) is the median of the per-process ratios, and
+``*_over_tuned_per_process`` lists each one. Compile and run seconds are the ones the
+objective charges (``Measurement.compile_cost_s``: process CPU seconds of trace + lower +
+compile; ``run_cost_s``: the 10th percentile of the timed calls), so load from other
+processes stretches neither. Costs use the study's own objective (its decorator's
 ``expected_calls``, weights). The crossover table re-scores the stored grid
-measurements at other call counts (no re-measuring).
+measurements at other call counts (no re-measuring). ``--burner`` keeps one core busy
+(``python -c 'while True: pass'``) for the whole run: the loaded machine.
 
     python scripts/bench.py                       # every study (about 20 min on 2 CPU cores)
     python scripts/bench.py --quick               # CI-sized: light studies, small budgets
     python scripts/bench.py --study hmc --study kalman --json out.json --out out.md
     python scripts/bench.py --studies real        # the real-library studies (needs the examples extra)
+    python scripts/bench.py --study hmc --burner  # on a loaded machine: one core kept busy throughout
 
 Outputs: a markdown report (``--out``) and a JSON file (``--json``) of shape
 ``{"jax", "device", "studies": [{"study", "expected_calls", "grid_size",
-"approaches": {name: {"cost", "compile_s", "run_s", "trials", "tuning_wall_s", "config"}}}]}``
-with more fields (regret, gains, grid points, crossover, settings).
+"approaches": {name: {"cost", "compile_s", "run_s", "trials", "tuning_wall_s", "config",
+"cost_per_process"}}, "default_over_tuned", "default_over_tuned_per_process", "final": {"pids",
+"configs": [{"config", "samples": [{"pid", "process", "round", ...}]}]}}]}`` with more fields
+(regret, gains, grid points, crossover, settings, load averages).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import importlib.util
 import inspect
@@ -47,6 +57,7 @@ import math
 import os
 import platform
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -57,6 +68,9 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+from _bench_final import aggregate, config_key, final_measure  # noqa: E402  (scripts/ is this file's folder)
+from _bench_final import ratio as final_ratio  # noqa: E402
+
 STUDY_DIR = os.path.join(ROOT, "studies")
 
 # Every study, lightest first; --quick runs QUICK_STUDIES.
@@ -126,7 +140,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget-frac", type=float, default=0.25, help="tuned/random trials as a fraction of the grid size")
     p.add_argument("--min-trials", type=int, default=6)
     p.add_argument("--sampler", default="auto", choices=["auto", "tpe"], help="sampler of the 'tuned' approach")
-    p.add_argument("--rounds", type=int, default=None, help="interleaved final re-measure rounds (default 3, quick 2)")
+    p.add_argument(
+        "--rounds", type=int, default=None, help="interleaved final re-measure rounds per process (default 3, quick 2)"
+    )
+    p.add_argument(
+        "--final-processes",
+        type=int,
+        default=None,
+        metavar="K",
+        help="fresh processes the final re-measure runs in, one after another (default 3, quick 1)",
+    )
+    p.add_argument(
+        "--burner",
+        action="store_true",
+        help="keep one core busy (python -c 'while True: pass') for the whole run: the loaded machine",
+    )
     p.add_argument(
         "--target-s",
         type=float,
@@ -158,6 +186,9 @@ def resolve(a: argparse.Namespace) -> argparse.Namespace:
     a.studies = a.study or study_set(a.study_set, a.quick)
     a.grid_max = a.grid_max or (16 if a.quick else 64)
     a.rounds = a.rounds or (2 if a.quick else 3)
+    a.final_processes = a.final_processes or (1 if a.quick else 3)
+    if a.rounds < 1 or a.final_processes < 1:
+        raise SystemExit("bench: --rounds and --final-processes must be at least 1.")
     a.target_s = a.target_s if a.target_s is not None else (0.05 if a.quick else 0.2)
     for name in a.studies:
         if not os.path.isfile(os.path.join(STUDY_DIR, f"{name}.py")):
@@ -358,6 +389,8 @@ def run_own_process(name: str, devices: int, a: argparse.Namespace) -> list[dict
         a.sampler,
         "--rounds",
         str(a.rounds),
+        "--final-processes",
+        str(a.final_processes),
         "--target-s",
         str(a.target_s),
         "--seed",
@@ -499,46 +532,37 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
                 f"{label(result.best_config.to_dict(), site_ids)}",
             )
 
-        # -- the final interleaved re-measure ---------------------------------------------
+        # -- the final interleaved re-measure, in fresh processes ---------------------------
         chosen = {approach: s["config"] for approach, s in searches.items()}
         chosen["grid"] = grid_best["config"]
         chosen.update({k: v.to_dict() for k, v in baseline_configs(space).items()})
         unique: list[str] = []
         for cfg in chosen.values():
-            key = json.dumps(cfg, sort_keys=True)
-            if key not in unique:
-                unique.append(key)
-        samples: dict[str, list] = {k: [] for k in unique}
-        errors: dict[str, str] = {}
-        for r in range(a.rounds):
-            for key in unique:
-                try:
-                    samples[key].append(measure_point(ctl, ex, json.loads(key), timing))
-                except Exception as exc:
-                    errors[key] = f"{type(exc).__name__}: {exc}"[:500]
-            log(a, f"   final round {r + 1}/{a.rounds} done")
-        final = {}
-        for key, ms in samples.items():
-            if not ms:
-                continue
-            compile_s = statistics.median(m.compile_cost_s for m in ms)  # the objective's own seconds
-            run_s = statistics.median(m.run_cost_s for m in ms)
-            final[key] = {
-                "compile_s": compile_s,
-                "run_s": run_s,
-                "cost": objective.cost_of(compile_s, run_s),
-                "rounds": len(ms),
-            }
+            if config_key(cfg) not in unique:
+                unique.append(config_key(cfg))
+        measured = final_measure(
+            os.path.join(STUDY_DIR, f"{name}.py"),
+            ex.index,
+            [json.loads(k) for k in unique],
+            processes=a.final_processes,
+            rounds=a.rounds,
+            timing=timing,
+            log=lambda msg: log(a, msg),
+        )
+        final = aggregate(measured, objective, a.final_processes)
+        errors = measured["errors"]
 
         approaches = {}
         for approach in APPROACHES + [LOOP_ONLY] * bool(xla):
             cfg = chosen[approach]
-            key = json.dumps(cfg, sort_keys=True)
+            key = config_key(cfg)
             f = final.get(key)
             row = {
                 "cost": f["cost"] if f else None,
                 "compile_s": f["compile_s"] if f else None,
                 "run_s": f["run_s"] if f else None,
+                "cost_per_process": f["cost_per_process"] if f else [],
+                "samples": f["rounds"] if f else 0,
                 "config": cfg,
                 "label": label(cfg, site_ids),
             }
@@ -561,9 +585,10 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
                 row.update(trials=0, tuning_wall_s=0.0)
             approaches[approach] = row
 
-        def ratio(x, y, approaches=approaches):
-            cx, cy = approaches[x]["cost"], approaches[y]["cost"]
-            return cx / cy if cx is not None and cy else None
+        def ratio(x, y, per_process=False, chosen=chosen, final=final):
+            """The median of the per-process ratios of the two approaches' costs (or the list)."""
+            med, each = final_ratio(final.get(config_key(chosen[x])), final.get(config_key(chosen[y])))
+            return each if per_process else med
 
         row = {
             "study": study,
@@ -593,6 +618,26 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
             "for_over_tuned": ratio("for", "tuned"),
             "unroll8_over_tuned": ratio("unroll8", "tuned"),
             "loop_only_over_tuned": ratio(LOOP_ONLY, "tuned") if xla else None,
+            "default_over_tuned_per_process": ratio("default", "tuned", per_process=True),
+            "loop_only_over_tuned_per_process": ratio(LOOP_ONLY, "tuned", per_process=True) if xla else None,
+            "final": {
+                "processes": a.final_processes,
+                "rounds": a.rounds,
+                "parent_pid": measured["parent_pid"],
+                "pids": [p["pid"] for p in measured["processes"]],
+                "failed": [p for p in measured["processes"] if p.get("error")],
+                "configs": [
+                    {
+                        "config": json.loads(k),
+                        "label": label(json.loads(k), site_ids),
+                        "error": errors.get(k),
+                        "samples": [
+                            {x: v for x, v in s.items() if x != "key"} for s in measured["samples"] if s["key"] == k
+                        ],
+                    }
+                    for k in unique
+                ],
+            },
             "xla_choices": [str(c) for c in xla],
             "wall_tuned_over_grid": approaches["tuned"]["tuning_wall_s"] / grid_wall if grid_wall else None,
             "grid_points": grid_points,
@@ -651,6 +696,7 @@ def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
         if s.get("grid_size") and s["approaches"]["tuned"].get("trials")
     ]
     xla = vals("loop_only_over_tuned")
+    each = [r for st in studies for r in st.get("default_over_tuned_per_process") or () if r is not None]
     out = {
         "max_loop_only_over_tuned": max(xla) if xla else None,
         "median_regret": statistics.median(regrets) if regrets else None,
@@ -660,6 +706,8 @@ def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
         "studies": len(studies),
         "min_default_over_tuned": min(dt) if dt else None,
         "default_over_tuned_ge_1": sum(1 for x in dt if x >= 1.0),
+        # The worst single process of the final re-measurement (the targets read the medians).
+        "min_default_over_tuned_per_process": min(each) if each else None,
         "median_wall_tuned_over_grid": statistics.median(wall) if wall else None,
         "max_wall_tuned_over_grid": max(wall) if wall else None,
         "median_search_wall_tuned_over_grid": statistics.median(search) if search else None,
@@ -686,8 +734,16 @@ def _f(x, fmt="{:.3f}"):
     return "-" if x is None else fmt.format(x)
 
 
+def _each(ratios) -> str:
+    """Per-process ratios as ``1.02 / 0.97 / 1.10`` (``-`` where none)."""
+    return " / ".join(_f(r) for r in ratios) if ratios else "-"
+
+
 def markdown(result: dict[str, Any]) -> str:
     s = result["summary"]
+    settings = result["settings"]
+    final_k, rounds = settings.get("final_processes"), settings.get("rounds")
+    load0, load1 = result.get("loadavg_start"), result.get("loadavg_end")
     lines = [
         "# Benchmark: tuned vs grid, random and fixed loop structures",
         "",
@@ -696,13 +752,34 @@ def markdown(result: dict[str, Any]) -> str:
         f"- device: {result['device']}",
         f"- machine: {result['machine']}",
         f"- settings: {json.dumps(result['settings'])}",
+        *(
+            [
+                "- load: "
+                + (
+                    "a CPU burner on one core for the whole run (`python -c 'while True: pass'`)"
+                    if settings.get("burner")
+                    else "no burner"
+                )
+                + (f"; load average (1/5/15 min) at start {load0}" if load0 else "")
+                + (f", at end {load1}" if load1 else "")
+            ]
+            if "burner" in settings  # a run from before --burner says nothing of it
+            else []
+        ),
         f"- total wall: {result['wall_s']:.0f} s"
         + (" (PARTIAL: the run is still going or was stopped)" if result.get("partial") else ""),
         "",
         "cost = compile_weight·(trace+lower+compile) + runtime_weight·expected_calls·run, "
-        "from one interleaved re-measurement of every approach's config (medians over the rounds of the "
-        "objective's own seconds: compile in CPU s, run the 10th percentile of the calls). "
-        "`cost/grid` < 1 is noise in the grid's own pick.",
+        + (
+            f"from a final re-measurement of every approach's config in {final_k} fresh process(es), one after "
+            f"another, {rounds} interleaved rounds each (medians over every sample of every process of the "
+            "objective's own seconds: compile in CPU s, run the 10th percentile of the calls). A ratio between "
+            "approaches is the median of the per-process ratios. "
+            if final_k
+            else "from one interleaved re-measurement of every approach's config (medians over the rounds of the "
+            "objective's own seconds: compile in CPU s, run the 10th percentile of the calls). "
+        )
+        + "`cost/grid` < 1 is noise in the grid's own pick.",
         "",
         "| study | calls | grid | approach | config | compile s | run µs | cost s | cost/grid | trials "
         "| tuning wall s |",
@@ -725,9 +802,9 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "## Per study",
         "",
-        "| study | regret tuned/grid | random/grid | random/tuned | default/tuned | for/tuned | unroll8/tuned "
-        "| wall tuned/grid | search only/grid | grid pick: 1-sample → final cost |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| study | regret tuned/grid | random/grid | random/tuned | default/tuned | default/tuned per process "
+        "| for/tuned | unroll8/tuned | wall tuned/grid | search only/grid | grid pick: 1-sample → final cost |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for st in result["studies"]:
         tuned, grid = st["approaches"]["tuned"], st["approaches"]["grid"]
@@ -738,16 +815,19 @@ def markdown(result: dict[str, Any]) -> str:
         )
         lines.append(
             f"| {st['study']} | {_f(st['regret'])} | {_f(st['random_regret'])} | {_f(st['random_over_tuned'])} | "
-            f"{_f(st['default_over_tuned'])} | {_f(st['for_over_tuned'])} | {_f(st['unroll8_over_tuned'])} | "
+            f"{_f(st['default_over_tuned'])} | {_each(st.get('default_over_tuned_per_process'))} | "
+            f"{_f(st['for_over_tuned'])} | {_f(st['unroll8_over_tuned'])} | "
             f"{_f(st['wall_tuned_over_grid'], '{:.0%}')} | {_f(search, '{:.0%}')} | "
             f"{_f(grid.get('search_cost'), '{:.4g}')} → {_f(grid['cost'], '{:.4g}')} |"
         )
     lines += [
         "",
-        "`search only`: the tuned study's wall time up to its confirmation (tune() then re-measures its "
-        "top configs and the default interleaved, several rounds, each a fresh compile). `grid pick`: the grid "
-        "winner's cost from its single grid measurement, then from the final re-measurement (the minimum of many "
-        "noisy samples is optimistic, so the grid reference is itself noisy).",
+        "`per process`: default/tuned in each fresh process of the final re-measurement (the spread between "
+        "processes; the column before is their median). `search only`: the tuned study's wall time up to its "
+        "confirmation (tune() then re-measures its top configs and the default interleaved, several rounds, each "
+        "a fresh compile). `grid pick`: the grid winner's cost from its single grid measurement, then from the "
+        "final re-measurement (the minimum of many noisy samples is optimistic, so the grid reference is itself "
+        "noisy).",
     ]
     t = s["targets"]
     lines += [
@@ -760,7 +840,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"({s['tuned_le_random_within_2pct']} within 2%); "
         f"target >= 3/4: {'met' if t['tuned<=random on >=3/4'] else 'NOT met'}",
         f"- default/tuned >= 1.0: {s['default_over_tuned_ge_1']}/{s['studies']} "
-        f"(min {_f(s['min_default_over_tuned'])}); "
+        f"(min {_f(s['min_default_over_tuned'])}; in a single process of the final re-measurement "
+        f"min {_f(s.get('min_default_over_tuned_per_process'))}); "
         f"target >= 0.98 everywhere: {'met' if t['default/tuned>=0.98 everywhere'] else 'NOT met'}",
         f"- tuning wall tuned/grid: median {_f(s['median_wall_tuned_over_grid'], '{:.0%}')}, "
         f"max {_f(s['max_wall_tuned_over_grid'], '{:.0%}')}; target median <= 35%, max <= 60%: "
@@ -777,15 +858,15 @@ def markdown(result: dict[str, Any]) -> str:
             "## XLA compile options: the tuner against the loop-only tuner (xla off)",
             "",
             "| study | calls | XLA choices | loop-only config | loop-only cost s | tuned config | tuned cost s "
-            "| loop-only/tuned |",
-            "|---|---:|---|---|---:|---|---:|---:|",
+            "| loop-only/tuned | per process |",
+            "|---|---:|---|---|---:|---|---:|---:|---:|",
         ]
         for st in searched:
             lo, tu = st["approaches"][LOOP_ONLY], st["approaches"]["tuned"]
             lines.append(
                 f"| {st['study']} | {st['expected_calls']:g} | {len(st['xla_choices'])} | `{lo['label']}` | "
                 f"{_f(lo['cost'], '{:.4g}')} | `{tu['label']}` | {_f(tu['cost'], '{:.4g}')} | "
-                f"{_f(st['loop_only_over_tuned'])} |"
+                f"{_f(st['loop_only_over_tuned'])} | {_each(st.get('loop_only_over_tuned_per_process'))} |"
             )
         met = t.get("loop_only/tuned>=1.3 on a study")
         lines += [
@@ -833,6 +914,51 @@ def machine_line() -> str:
     except OSError:
         pass
     return f"{platform.system()} {platform.machine()}, {cpu}, {os.cpu_count()} logical CPUs{load}"
+
+
+def loadavg() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (None where the system has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+BURNER_CODE = """
+import os, sys
+parent = int(sys.argv[1])
+while os.getppid() == parent:
+    for _ in range(1_000_000):
+        pass
+"""
+"""``while True: pass`` (scripts/load_clock.py's burner), which also ends when its parent (the
+pid it is given: one read at its start could already be the reaper's) has gone, so a bench
+killed with SIGKILL leaves no core busy behind it."""
+
+
+@contextlib.contextmanager
+def burner(on: bool):
+    """One core kept busy for the block (the house's loaded machine), killed at its end: on
+    success, on an exception, on Ctrl-C, and on SIGTERM (turned into SystemExit meanwhile)."""
+    if not on:
+        yield None
+        return
+    proc = subprocess.Popen([sys.executable, "-c", BURNER_CODE, str(os.getpid())])
+
+    def terminated(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, terminated)
+    except ValueError:  # not the main thread: SIGTERM keeps its handler, the block's end still kills
+        previous = None
+    try:
+        yield proc
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        proc.kill()
+        proc.wait()
 
 
 def write(result: dict[str, Any], a: argparse.Namespace, started: float) -> str:
@@ -887,22 +1013,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "min_trials": a.min_trials,
             "sampler": a.sampler,
             "rounds": a.rounds,
+            "final_processes": a.final_processes,
+            "burner": a.burner,
             "target_s": a.target_s,
             "seed": a.seed,
             "confirm_top": a.confirm_top,
             "confirm_rounds": a.confirm_rounds,
             "xla": a.xla,
         },
+        "loadavg_start": loadavg(),
         "studies": [],
     }
-    for i, name in enumerate(a.studies):
-        t0 = time.perf_counter()
-        devices = host_devices(name)
-        own = devices > jax.device_count()
-        result["studies"].extend(run_own_process(name, devices, a) if own else run_study(name, a))
-        result["partial"] = i + 1 < len(a.studies)  # written after every study, so a long run leaves results
-        text = write(result, a, started)
-        log(a, f"   {name}: {time.perf_counter() - t0:.0f}s")
+    with burner(a.burner):
+        for i, name in enumerate(a.studies):
+            t0 = time.perf_counter()
+            devices = host_devices(name)
+            own = devices > jax.device_count()
+            result["studies"].extend(run_own_process(name, devices, a) if own else run_study(name, a))
+            result["partial"] = i + 1 < len(a.studies)  # written after every study, so a long run leaves results
+            result["loadavg_end"] = loadavg()
+            text = write(result, a, started)
+            log(a, f"   {name}: {time.perf_counter() - t0:.0f}s")
     if not a.quiet:
         print(text)
     s = result["summary"]

@@ -4,12 +4,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from _repo import ROOT, repo_env
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
+import _bench_final  # noqa: E402
 import bench  # noqa: E402
 
 APPROACH_KEYS = {"cost", "compile_s", "run_s", "trials", "tuning_wall_s", "config"}
@@ -32,6 +34,8 @@ def check_shape(result):
                 assert row["cost"] > 0 and row["compile_s"] > 0 and row["run_s"] > 0
         assert st["approaches"]["grid"]["trials"] == st["grid_size"]
         assert [c["expected_calls"] for c in st["crossover"]] == bench.CROSSOVER_CALLS
+        if "final" in st:  # the final re-measure's processes: one ratio of default/tuned each
+            assert len(st["default_over_tuned_per_process"]) == st["final"]["processes"]
 
 
 @pytest.mark.slow
@@ -49,6 +53,8 @@ def test_bench_quick_one_study_json_shape(tmp_path):
         "2",
         "--rounds",
         "1",
+        "--final-processes",
+        "2",
         "--target-s",
         "0.01",
         "--confirm-top",
@@ -69,9 +75,13 @@ def test_bench_quick_one_study_json_shape(tmp_path):
     st = result["studies"][0]
     assert st["study"] == "lambda_returns" and st["grid_size"] == 4 and st["sampled"] is True
     assert st["approaches"]["default"]["config"] == st["grid_points"][0]["config"]
+    assert result["settings"]["final_processes"] == 2 and result["settings"]["burner"] is False
+    final = st["final"]
+    assert len(set(final["pids"])) == 2 and final["parent_pid"] not in final["pids"]
+    assert all(len(r["cost_per_process"]) == 2 for r in st["approaches"].values())
     assert "SUMMARY" in proc.stdout
     md = out_md.read_text()
-    assert "| lambda_returns |" in md and "## Crossover" in md
+    assert "| lambda_returns |" in md and "## Crossover" in md and "2 fresh process(es)" in md
 
 
 def _fake_study(costs):
@@ -221,3 +231,103 @@ def test_e2e_bench_smallest_mode_writes_its_table_and_json(tmp_path):
     )
     assert st["met"] == (st["ratio"]["wall_s"] <= result["settings"]["target"])
     assert "| lambda_returns |" in out_md.read_text() and "| lambda_returns |" in proc.stdout
+
+
+@pytest.mark.slow
+def test_final_measure_runs_every_config_in_separate_fresh_processes():
+    """The final judgement's samples come from K processes of their own, none of them this one,
+    each measuring every config every round; the ratios are the median of per-process ratios."""
+    from autotune import Config, Objective
+    from autotune._space import Space
+    from autotune._studyfile import load_examples
+
+    path = os.path.join(ROOT, "studies", "lambda_returns.py")
+    ex = load_examples(path)[0]
+    other = next(c for c in Space(ex.sites()).configs() if c != Config())
+    configs = [Config().to_dict(), other.to_dict()]
+    measured = _bench_final.final_measure(path, 0, configs, processes=2, rounds=2, timing={"target_s": 0.01})
+    pids = [p["pid"] for p in measured["processes"]]
+    assert measured["parent_pid"] == os.getpid() and os.getpid() not in pids
+    assert len(set(pids)) == 2 and not measured["errors"]
+    for process, pid in enumerate(pids):
+        own = [s for s in measured["samples"] if s["process"] == process]
+        assert {s["pid"] for s in own} == {pid}
+        keys = [_bench_final.config_key(c) for c in configs]
+        assert sorted((s["round"], s["key"]) for s in own) == sorted((r, k) for r in range(2) for k in keys)
+        assert all(s["compile_s"] > 0 and s["run_s"] > 0 for s in own)
+    final = _bench_final.aggregate(measured, Objective(ex.fn.expected_calls), processes=2)
+    default, tuned = (final[_bench_final.config_key(c)] for c in configs)
+    assert default["rounds"] == 4 and len(default["cost_per_process"]) == 2
+    median, each = _bench_final.ratio(default, tuned)
+    assert len(each) == 2 and median == pytest.approx((each[0] + each[1]) / 2)
+
+
+def test_final_ratio_is_the_median_of_the_per_process_ratios():
+    from autotune import Objective
+
+    def sample(key, process, compile_s, run_s):
+        return {"key": key, "process": process, "pid": 100 + process, "compile_s": compile_s, "run_s": run_s}
+
+    # Process 1 runs "a" slowly (its placement): the pooled medians and the per-process ratios tell it apart.
+    samples = [sample("a", 0, 1.0, 1e-3), sample("b", 0, 1.0, 2e-3)]
+    samples += [sample("a", 1, 1.0, 9e-3), sample("b", 1, 1.0, 2e-3)]
+    samples += [sample("a", 2, 1.0, 1e-3), sample("b", 2, 1.0, 2e-3)]
+    final = _bench_final.aggregate({"samples": samples}, Objective(1000, 1.0, 1.0), processes=3)
+    assert final["a"]["cost"] == pytest.approx(2.0) and final["b"]["cost"] == pytest.approx(3.0)
+    assert final["a"]["cost_per_process"] == pytest.approx([2.0, 10.0, 2.0])
+    median, each = _bench_final.ratio(final["b"], final["a"])
+    assert each == pytest.approx([1.5, 0.3, 1.5]) and median == pytest.approx(1.5)
+    # A process without a sample of either config has no ratio; the median is over the others.
+    final["a"]["cost_per_process"][2] = None
+    assert _bench_final.ratio(final["b"], final["a"])[0] == pytest.approx((1.5 + 0.3) / 2)
+
+
+def test_final_order_puts_each_config_at_each_position_and_beside_both_neighbours():
+    for n in (2, 3, 5):
+        orders = [_bench_final.order_for(n, p, r, rounds=n) for p in range(2) for r in range(n)]
+        assert all(sorted(o) == list(range(n)) for o in orders)
+        for position in range(n):  # over 2n rounds each config is at each position twice
+            assert sorted(o[position] for o in orders) == sorted(list(range(n)) * 2)
+        after = {(o[i], o[i + 1]) for o in orders for i in range(n - 1)}
+        assert all((b, a) in after for a, b in after)
+
+
+def test_burner_keeps_a_core_busy_and_is_killed_at_the_end_even_on_an_error():
+    with bench.burner(False) as none:
+        assert none is None
+    with pytest.raises(KeyboardInterrupt):
+        with bench.burner(True) as proc:
+            assert proc.poll() is None
+            raise KeyboardInterrupt
+    assert proc.poll() is not None
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for its reaper is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_burner_ends_when_the_bench_is_killed_outright():
+    """A bench killed with no chance to clean up (SIGKILL; here os._exit) leaves no core busy."""
+    code = (
+        "import os, sys; sys.path.insert(0, sys.argv[1]); import bench\n"
+        "with bench.burner(True) as proc:\n"
+        "    print(proc.pid, flush=True)\n"
+        "    os._exit(0)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, os.path.join(ROOT, "scripts")], capture_output=True, text=True, timeout=120
+    )
+    pid = int(out.stdout.split()[0])
+    deadline = time.monotonic() + 60  # a timeout, not a threshold: the burner checks every few ms
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = _running(pid)
+    if alive:  # the test fails; the burner it found must not outlive it
+        os.kill(pid, 9)
+    assert not alive
