@@ -227,3 +227,15 @@ def cli_tunes_the_study(name: str, tmp_path) -> None:
         lookup = ex.fn.with_options(cache=cache, expected_calls=CLI_CALLS).config_for(*ex.args, **ex.kwargs)
         assert lookup.source == "cache", (lookup, stored.fingerprint)
         assert lookup.config == at.Config.from_dict(result["best_config"])
+
+
+def tune_test(names: list[str]):
+    """The end-to-end ``autotune tune`` test over ``names`` (a file per group of studies, so two
+    xdist workers share the slow tunes): ``test_cli_tunes_the_study = tune_test(TUNE_NN)``."""
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("name", names)
+    def test_cli_tunes_the_study(name, tmp_path):
+        cli_tunes_the_study(name, tmp_path)
+
+    return test_cli_tunes_the_study

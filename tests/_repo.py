@@ -53,3 +53,31 @@ def python(*argv: str | os.PathLike, cwd=None, env=None, timeout: float = 300, *
 def mode(path) -> int:
     """A file's permission bits (``0o600``...)."""
     return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def tiny_bench(study: str, out_json, *flags: str) -> list[str]:
+    """``python scripts/bench.py`` on one study at the smallest budgets (a plumbing check, not a
+    measurement): one round, one confirm round, 0.01 s of timed calls, JSON to ``out_json``;
+    ``flags`` add to or repeat these (argparse keeps the last)."""
+    return [
+        sys.executable,
+        os.fspath(ROOT / "scripts" / "bench.py"),
+        "--study",
+        study,
+        "--min-trials",
+        "1",
+        "--rounds",
+        "1",
+        "--final-processes",
+        "1",
+        "--target-s",
+        "0.01",
+        "--confirm-top",
+        "1",
+        "--confirm-rounds",
+        "1",
+        "--quiet",
+        "--json",
+        os.fspath(out_json),
+        *flags,
+    ]

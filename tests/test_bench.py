@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from _repo import ROOT, repo_env
+from _repo import ROOT, repo_env, tiny_bench
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
@@ -41,32 +41,8 @@ def check_shape(result):
 @pytest.mark.slow
 def test_bench_quick_one_study_json_shape(tmp_path):
     out_json, out_md = tmp_path / "b.json", tmp_path / "b.md"
-    cmd = [
-        sys.executable,
-        os.path.join(ROOT, "scripts", "bench.py"),
-        "--quick",
-        "--study",
-        "lambda_returns",
-        "--grid-max",
-        "4",
-        "--min-trials",
-        "2",
-        "--rounds",
-        "1",
-        "--final-processes",
-        "2",
-        "--target-s",
-        "0.01",
-        "--confirm-top",
-        "1",
-        "--confirm-rounds",
-        "1",
-        "--quiet",
-        "--json",
-        str(out_json),
-        "--out",
-        str(out_md),
-    ]
+    cmd = tiny_bench("lambda_returns", out_json, "--quick", "--grid-max", "4", "--min-trials", "2")
+    cmd += ["--final-processes", "2", "--out", str(out_md)]
     env = repo_env()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -16,7 +16,7 @@ import sys
 import pytest
 from _mesh import mesh_process
 from _real import MESH, READABLE, SPECS, cli_tunes_the_study
-from _repo import ROOT, repo_env
+from _repo import ROOT, repo_env, tiny_bench
 
 
 @pytest.mark.slow
@@ -65,29 +65,7 @@ def test_mesh_study_with_too_few_devices_is_one_line_naming_the_flag():
 @pytest.mark.slow
 def test_bench_runs_a_mesh_study_in_a_process_of_its_own(tmp_path):
     out_json = tmp_path / "b.json"
-    cmd = [
-        sys.executable,
-        os.path.join(ROOT, "scripts", "bench.py"),
-        "--study",
-        "real_sharded_train",
-        "--grid-max",
-        "2",
-        "--min-trials",
-        "1",
-        "--rounds",
-        "1",
-        "--final-processes",
-        "1",
-        "--target-s",
-        "0.01",
-        "--confirm-top",
-        "1",
-        "--confirm-rounds",
-        "1",
-        "--quiet",
-        "--json",
-        str(out_json),
-    ]
+    cmd = tiny_bench("real_sharded_train", out_json, "--grid-max", "2")
     env = repo_env()
     env.pop("XLA_FLAGS", None)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)

@@ -4,13 +4,6 @@ worker, and the stored entry found by a fresh look-up. Without its library a stu
 names the package to install.
 """
 
-from __future__ import annotations
+from _real import TUNE_SCI, tune_test
 
-import pytest
-from _real import TUNE_SCI, cli_tunes_the_study
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", TUNE_SCI)
-def test_cli_tunes_the_study(name, tmp_path):
-    cli_tunes_the_study(name, tmp_path)
+test_cli_tunes_the_study = tune_test(TUNE_SCI)
