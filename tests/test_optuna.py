@@ -300,13 +300,15 @@ RACER = textwrap.dedent("""
     import jax.numpy as jnp
     import autotune as at
 
+    import autotune.study  # every import before the barrier (autotune's names load lazily): both start level
     folder = sys.argv[1]
+    tune, loop = at.tune, at.loop
     open(os.path.join(folder, str(os.getpid())), "w").close()
     deadline = time.time() + 120
     while len(os.listdir(folder)) < 2 and time.time() < deadline:  # both start their search together
         time.sleep(0.005)
-    fn = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=16, name="l")[0]
-    at.tune(fn, jnp.ones(3), n_trials=9, storage=sys.argv[2], sampler="grid", timing={"target_s": 0.01},
+    fn = lambda x: loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=16, name="l")[0]
+    tune(fn, jnp.ones(3), n_trials=9, storage=sys.argv[2], sampler="grid", timing={"target_s": 0.01},
             confirm_rounds=1, progress=False, function_key="test_optuna:race", isolate=False)
 """)
 
