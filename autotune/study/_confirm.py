@@ -157,17 +157,19 @@ def _rotated(configs: list[Config], r: int) -> list[Config]:
 
 def compile_could_flip(points: Sequence[Point], default: Config, objective: Objective) -> bool:
     """Whether one compile sample's noise could change a challenger's standing against the
-    default: a cost gap under ``compile_weight * COMPILE_NOISE * (their compile seconds)``, the
-    compile seconds counted as often as the objective charges them (every process compiles
+    default: a cost gap under ``COMPILE_NOISE`` of both one-off charges, each as the objective
+    charges it (:meth:`Objective.line`'s intercept: the compile weighted, once per process
     unless later ones load from the persistent cache)."""
     d = point_of(points, default)
     if d is None or objective.compile_weight <= 0:
         return False
     d_cost = _select.cost(d, objective)
-    times = 1 if objective.shared else objective.processes
+
+    def one_off(q: Point) -> float:
+        return float(objective.line(q.compile_cost_s, 0.0, q.load_cost_s)[0])
+
     return any(
-        abs(_select.cost(p, objective) - d_cost)
-        < objective.compile_weight * COMPILE_NOISE * times * (p.compile_cost_s + d.compile_cost_s)
+        abs(_select.cost(p, objective) - d_cost) < COMPILE_NOISE * (one_off(p) + one_off(d))
         for p in points
         if p is not d
     )
