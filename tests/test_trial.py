@@ -183,12 +183,14 @@ def test_tune_records_pruned_and_timed_out_trials(tmp_path):
     assert [t.state for t in r.trials][:2] == ["complete", "pruned"], [(t.state, t.reason) for t in r.trials]
     assert "compile budget" in r.trials[1].reason and r.best_config != unrolled
     assert states[:2] == ["COMPLETE", "PRUNED"]
+    assert r.new_trials == 3  # a pruned trial counts toward n_trials, so it is one this run added
 
     # No budget (compile_weight 0): the trial timeout stops it instead.
     r, states = run("timeout", compile_weight=0.0, trial_timeout=2.0)
     assert [t.state for t in r.trials][:2] == ["complete", "timeout"], [(t.state, t.reason) for t in r.trials]
     assert "trial timeout of 2 s" in r.trials[1].reason
     assert states[:2] == ["COMPLETE", "FAIL"]
+    assert r.new_trials == 3
 
 
 def test_tune_isolate_false_cannot_take_limits():

@@ -76,6 +76,11 @@ def measured(records: list[TrialRecord]) -> list[int]:
     return sorted(r.number for r in records if r.point() is not None)
 
 
+def counted(records: list[TrialRecord]) -> int:
+    """How many of ``records`` count toward ``n_trials`` (:attr:`TrialRecord.counted`)."""
+    return sum(1 for r in records if r.counted)
+
+
 def top_with(
     points: list[Point], incumbent: Config | None, default: Config, goal: Objective, top: int, search: str
 ) -> int:

@@ -51,6 +51,14 @@ class TrialRecord:
         except ValueError:
             return None
 
+    @property
+    def counted(self) -> bool:
+        """Whether the trial counts toward ``n_trials``: it ended, and is neither a duplicate,
+        an interrupted or abandoned trial, nor a config skipped on a prediction (the rule of
+        the search's budget, ``study._search._counted``, for trials that ended)."""
+        outcome = self.outcome
+        return outcome is not None and not outcome.releases and not self.skipped
+
     def point(self) -> Point | None:
         """The trial as a selection point (counted trials only): the seconds the objective
         charges, the default's reference rounds where it has them, its program's hash."""
@@ -98,7 +106,8 @@ class TuneResult:
             measure (or stopped) could be cheaper.
         finished: the study already held its trials and a confirmation of exactly them, so
             nothing was measured: every figure is the stored confirmation's (``reconfirm=True``
-            re-times anyway). ``new_trials``: measured trials this run added.
+            re-times anyway). ``new_trials``: the trials this run added that count toward ``n_trials`` (a
+            trial pruned on its measured compile counts; a skipped or duplicate one does not).
         stored: ``"written"`` or ``"kept"`` once ``fn.tune`` stored it (the cache keeps an
             entry of the same study unless this run's paired rounds beat it), else None.
         unrewritable: the sites the rewrite could not re-emit for any choice (``{site id:
@@ -128,7 +137,7 @@ class TuneResult:
     wall_s: float = 0.0
     search: str = "cost"  # "cost" (one weighted objective) | "pareto" (NSGA-II on compile_cost_s, run_cost_s)
     finished: bool = False  # the study had nothing new to measure: no trial, no confirmation ran
-    new_trials: int = 0  # measured trials this run added to the study (any worker)
+    new_trials: int = 0  # trials this run added that count toward n_trials (any worker)
     stored: str | None = None  # what the cache did: "written", "kept" (see Autotuned.tune), None: not stored
     unrewritable: dict[str, str] = field(default_factory=dict)  # site id -> why it stayed at its default
     load_notes: list[str] = field(default_factory=list)  # loads from a compilation cache not measured, or missed

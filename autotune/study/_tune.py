@@ -26,9 +26,9 @@ from ._confirm import confirm, measure_loads
 from ._finish import (
     Run,
     confirmed_as_is,
+    counted,
     incumbent,
     keep_or_replace,
-    measured,
     nothing_to_measure,
     result,
     top_with,
@@ -347,7 +347,7 @@ def _search_and_confirm(
                 confirmed, load_notes = measure_loads(confirmed, default, goal, load, latch.check)
         finally:
             runner.close()
-        out = result(state, records, confirmed, new_trials=len(measured(records)) - len(measured(held)))
+        out = result(state, records, confirmed, new_trials=counted(records) - counted(held))
         out.load_notes = load_notes
         bar.update(best="", status=f"winner {out.best_config.label(state.program.sites)} at {out.best_cost:.4g} s")
     return out
