@@ -11,15 +11,19 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
 # The suite runs in JOBS pytest-xdist processes, a test file per process (module fixtures, such as
 # a study tuned once for a file's tests, are not repeated): `make test JOBS=1` runs it serially.
+# --no-loadscope-reorder keeps tests/conftest.py's order (the longest files first): pytest-xdist
+# would otherwise hand out the files with the most tests first, and the slow end-to-end files,
+# which hold few tests, would run last, one process alone at the end.
 JOBS ?= 2
-XDIST = $(if $(filter-out 0 1,$(JOBS)),-n $(JOBS) --dist loadfile,)
+XDIST = $(if $(filter-out 0 1,$(JOBS)),-n $(JOBS) --dist loadfile --no-loadscope-reorder,)
 
 .PHONY: demo test test-fast lint install bench docs docs-build clean
 
-$(STAMP): pyproject.toml
+# constraints.txt: versions held back in these venvs (why: in the file); not requirements of the package.
+$(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[$(EXTRAS)]'
 	@touch $(STAMP)
 
 install: $(STAMP)
