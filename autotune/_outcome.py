@@ -1,4 +1,4 @@
-"""`Outcome`: what a trial came to, and the one tally of outcomes.
+"""`Outcome`: what a trial came to, the one tally of outcomes, and which count toward ``n_trials``.
 
 The study owns outcomes (it records them, counts them and publishes the enum as
 ``autotune.study.Outcome``), but the enum is defined here, below ``_runner``: a runner
@@ -63,4 +63,18 @@ def tally(states: Iterable[str | Outcome | None]) -> dict[str, int]:
     return out
 
 
-__all__ = ["Outcome", "tally"]
+def counts_toward_trials(outcome: Outcome | None, skipped: bool) -> bool:
+    """Whether a trial that ended as ``outcome`` counts toward ``n_trials``: not a duplicate,
+    an interrupted or abandoned trial (their config is free again), nor a config ``skipped``
+    before compiling on its predicted compile time. False for one still running (None): the
+    search counts those itself, as taken.
+
+    Example::
+
+        >>> [counts_toward_trials(o, False) for o in (Outcome.PRUNED, Outcome.DUPLICATE, None)]
+        [True, False, False]
+    """
+    return outcome is not None and not outcome.releases and not skipped
+
+
+__all__ = ["Outcome", "counts_toward_trials", "tally"]

@@ -11,7 +11,7 @@ from .. import _select
 from .._config import Config
 from .._measurement import Measurement
 from .._objective import Objective
-from .._outcome import Outcome, tally
+from .._outcome import Outcome, counts_toward_trials, tally
 from .._select import Point
 
 
@@ -53,11 +53,8 @@ class TrialRecord:
 
     @property
     def counted(self) -> bool:
-        """Whether the trial counts toward ``n_trials``: it ended, and is neither a duplicate,
-        an interrupted or abandoned trial, nor a config skipped on a prediction (the rule of
-        the search's budget, ``study._search._counted``, for trials that ended)."""
-        outcome = self.outcome
-        return outcome is not None and not outcome.releases and not self.skipped
+        """Whether the trial ended and counts toward ``n_trials`` (:func:`autotune._outcome.counts_toward_trials`)."""
+        return counts_toward_trials(self.outcome, self.skipped)
 
     def point(self) -> Point | None:
         """The trial as a selection point (counted trials only): the seconds the objective

@@ -20,6 +20,7 @@ from .._config import Config
 from .._interrupt import Interrupted
 from .._measurement import Measurement
 from .._objective import Objective
+from .._outcome import counts_toward_trials
 from .._runner import Outcome, TrialFailed
 from .._select import Point
 from ._confirm import contenders
@@ -320,16 +321,14 @@ class Search:
 
 
 def _counted(views: list[TrialView]) -> int:
-    """Trials that count toward the budget: distinct measurements (and trials in flight),
-    not duplicates, interrupted or abandoned trials, nor configs skipped on a prediction."""
-    n = 0
-    for v in views:
-        if v.state == "WAITING":
-            continue
-        if v.outcome is not None and (v.outcome.releases or v.attrs.get("predicted_compile_s") is not None):
-            continue
-        n += 1
-    return n
+    """Trials that count toward the budget: those in flight (their config is taken) and the
+    ended ones :func:`autotune._outcome.counts_toward_trials` counts; a queued one does not."""
+    return sum(
+        1
+        for v in views
+        if v.state != "WAITING"
+        and (v.outcome is None or counts_toward_trials(v.outcome, v.attrs.get("predicted_compile_s") is not None))
+    )
 
 
 def _median(ms: list[Measurement]) -> Measurement:
