@@ -908,11 +908,8 @@ def machine_line() -> str:
                     break
     except OSError:
         pass
-    load = ""
-    try:
-        load = f", load average at start {os.getloadavg()[0]:.1f}"
-    except OSError:
-        pass
+    now = loadavg()
+    load = f", load average at start {now[0]:.1f}" if now else ""
     return f"{platform.system()} {platform.machine()}, {cpu}, {os.cpu_count()} logical CPUs{load}"
 
 

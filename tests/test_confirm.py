@@ -78,8 +78,9 @@ def test_round_one_compiles_every_contender_side_by_side_and_later_rounds_carry_
 
 
 class EqualFirstCompiles(CountingRunner):
-    """The real runner, with the first compile of each of the two configs pinned to the same 0.1
-    CPU s (whatever the load makes of the real ones); every later compile is real."""
+    """The real runner, whose first two measurements since ``measured`` was last cleared (the
+    search points', then confirmation's round 1) carry the same pinned 0.1 CPU s of compile,
+    whatever the load makes of the real ones; every later compile is real."""
 
     def measure(self, config, **kw):
         m = super().measure(config, **kw)
