@@ -189,9 +189,13 @@ def test_a_shared_study_writes_only_improvements(tmp_path):
     # An entry that claims this study but names a config the study never confirmed (a hand edit)
     # is no measurement of it: its cost, from another moment, is never set against this run's
     # rounds, so the study's next confirmation replaces it.
-    foreign = dataclasses.replace(first, cost=r.best_cost / 1000, config={"l": {"repr": "for", "unroll": 1}})
+    # (scan×2: the seeded random sampler's three draws are scan×1, scan×4 and for. A config the
+    # study did re-time would be judged against the winner in those rounds, and may stand.)
+    hand_edit = at.Config.from_dict({"l": {"repr": "scan", "unroll": 2}})
+    foreign = dataclasses.replace(first, cost=r.best_cost / 1000, config=hand_edit.to_dict())
     cache.put(foreign)
     r3 = f.tune(x, xs, n_trials=3, **fast)
+    assert hand_edit not in {p.config for p in r3.confirmed}, "the premise: this study never re-timed it"
     assert r3.stored == "written" and f.config_for(x, xs).entry.config == r3.best_config.to_dict()
     other = f.tune(x, xs, n_trials=2, study_name="a-new-study", **fast)
     assert f.config_for(x, xs).entry.study_name == other.study_name == "a-new-study"

@@ -9,6 +9,7 @@ import time
 
 import optuna
 import pytest
+from _presets import ONE_ROUND_CLI
 from _procs import default_disposition
 from _repo import repo_env
 from test_optuna import STUDY, wait_for_running
@@ -83,6 +84,7 @@ def test_cli_tune_ended_by_a_signal_keeps_every_completed_trial_and_resumes(tmp_
         "grid",
         "--run-seconds",
         "0.01",
+        *ONE_ROUND_CLI,
     ]
     env = repo_env()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _presets import FAST
+from _presets import FAST, ONE_ROUND
 from jax import lax
 
 import autotune as at
@@ -118,7 +118,7 @@ def test_bound_methods_need_their_arguments(bad, tmp_path, monkeypatch):
 
 STEPS = 8
 # A short real study: 3 trials, little runtime sampling, one confirmation round.
-TUNE = dict(n_trials=3, progress=False, timing={"target_s": 0.01}, confirm_top=1, confirm_rounds=1)
+TUNE = dict(n_trials=3, progress=False, timing={"target_s": 0.01}, **ONE_ROUND)
 
 
 def smooth(decay, x):

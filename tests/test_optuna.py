@@ -12,6 +12,7 @@ import time
 import jax.numpy as jnp
 import optuna
 import pytest
+from _presets import ONE_ROUND_CLI
 from _repo import repo_env
 
 import autotune as at
@@ -195,6 +196,7 @@ def test_four_first_tunes_in_one_fresh_database_all_succeed(tmp_path):
                 "2",
                 "--run-seconds",
                 "0.01",
+                *ONE_ROUND_CLI,
                 "--json",
             ],
             env=repo_env(),

@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from _presets import ONE_ROUND_CLI
 from _repo import repo_env
 
 from autotune import _select
@@ -104,6 +105,7 @@ def _tune_cmd(study_file: Path, url: str, *extra: str) -> list[str]:
         url,
         "--run-seconds",
         RUN_SECONDS,
+        *ONE_ROUND_CLI,
         *extra,
     ]
 

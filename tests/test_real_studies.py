@@ -1,6 +1,6 @@
 """The real-library studies (studies/real_*.py): loops inside flax, diffrax, blackjax, optax,
 numpyro, equinox and optimistix are found with readable ids, and every config of a small sample
-gives the default's results (and gradients). `autotune tune FILE --trials 3` tunes each one end
+gives the default's results (and gradients). `autotune tune FILE --trials 2` tunes each one end
 to end in tests/test_real_studies_tune_nn.py and test_real_studies_tune_sci.py; the studies on
 an 8-device mesh are tested in test_real_studies_mesh.py. What each study holds: tests/_real.py.
 

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 from _cli import on_terminal
-from _presets import CLI_FAST
+from _presets import CLI_FAST, ONE_ROUND_CLI
 from _repo import python, repo_env
 
 from autotune.cli import main
@@ -70,7 +70,7 @@ GONE = textwrap.dedent("""
 # Record and replay are the point, not the pick: three trials, the CLI's timing preset, and the
 # cheapest contender confirmed beside the default in one round (tests/test_confirm.py checks
 # confirmation itself).
-FAST = ["--trials", "3", *CLI_FAST, "--confirm-top", "1", "--confirm-rounds", "1"]
+FAST = ["--trials", "3", *CLI_FAST, *ONE_ROUND_CLI]
 
 
 def run(args, cwd, env, timeout=400):

@@ -15,7 +15,7 @@ import textwrap
 import jax
 import jax.numpy as jnp
 import pytest
-from _presets import STEADY
+from _presets import ONE_ROUND_CLI, STEADY
 from jax import lax
 
 import autotune as at
@@ -171,6 +171,7 @@ def test_autotune_tune_says_so_once_and_json_carries_it(tmp_path):
         "grid",
         "--run-seconds",
         "0.02",
+        *ONE_ROUND_CLI,
         cwd=tmp_path,
         env=cli_env(tmp_path),
     )
@@ -188,6 +189,7 @@ def test_autotune_tune_says_so_once_and_json_carries_it(tmp_path):
         "grid",
         "--run-seconds",
         "0.02",
+        *ONE_ROUND_CLI,
         cwd=tmp_path,
         env=cli_env(tmp_path),
     )
