@@ -40,8 +40,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def config_key(config: dict[str, Any]) -> str:
-    """A config's identity among the chosen ones: its canonical JSON."""
-    return json.dumps(config, sort_keys=True)
+    """A config's identity among the chosen ones: its canonical JSON, ``Config.to_json()`` (the
+    package's one spelling; a dict with its keys in another order is the same config)."""
+    from autotune import Config
+
+    return Config.from_dict(config).to_json()
 
 
 def order_for(n: int, process: int, round_: int, rounds: int) -> list[int]:
@@ -128,22 +131,25 @@ def aggregate(measured: dict[str, Any], objective, processes: int) -> dict[str, 
         for p in range(processes):
             own = [s for s in samples if s["process"] == p]
             per_process.append(_cost(own, objective) if own else None)
-        compile_s = statistics.median(s["compile_s"] for s in samples)
-        run_s = statistics.median(s["run_s"] for s in samples)
+        compile_s, run_s = _medians(samples)
         final[key] = {
             "compile_s": compile_s,
             "run_s": run_s,
-            "cost": objective.cost_of(compile_s, run_s),
+            "cost": _cost(samples, objective),
             "rounds": len(samples),
             "cost_per_process": per_process,
         }
     return final
 
 
+def _medians(samples: list[dict[str, Any]]) -> tuple[float, float]:
+    """The median compile and run seconds of ``samples``."""
+    return statistics.median(s["compile_s"] for s in samples), statistics.median(s["run_s"] for s in samples)
+
+
 def _cost(samples: list[dict[str, Any]], objective) -> float:
-    return objective.cost_of(
-        statistics.median(s["compile_s"] for s in samples), statistics.median(s["run_s"] for s in samples)
-    )
+    """The objective's cost of ``samples``' median compile and run seconds."""
+    return objective.cost_of(*_medians(samples))
 
 
 def ratio(x: dict[str, Any] | None, y: dict[str, Any] | None) -> tuple[float | None, list[float | None]]:

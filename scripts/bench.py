@@ -48,7 +48,6 @@ Outputs: a markdown report (``--out``) and a JSON file (``--json``) of shape
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as _dt
 import importlib.util
 import inspect
@@ -57,7 +56,6 @@ import math
 import os
 import platform
 import random
-import signal
 import statistics
 import subprocess
 import sys
@@ -70,6 +68,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 from _bench_final import aggregate, config_key, final_measure  # noqa: E402  (scripts/ is this file's folder)
 from _bench_final import ratio as final_ratio  # noqa: E402
+from _burner import burner  # noqa: E402
 
 STUDY_DIR = os.path.join(ROOT, "studies")
 
@@ -919,43 +918,6 @@ def loadavg() -> list[float] | None:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
         return None
-
-
-BURNER_CODE = """
-import os, sys
-parent = int(sys.argv[1])
-while os.getppid() == parent:
-    for _ in range(1_000_000):
-        pass
-"""
-"""``while True: pass`` (scripts/load_clock.py's burner), which also ends when its parent (the
-pid it is given: one read at its start could already be the reaper's) has gone, so a bench
-killed with SIGKILL leaves no core busy behind it."""
-
-
-@contextlib.contextmanager
-def burner(on: bool):
-    """One core kept busy for the block (the house's loaded machine), killed at its end: on
-    success, on an exception, on Ctrl-C, and on SIGTERM (turned into SystemExit meanwhile)."""
-    if not on:
-        yield None
-        return
-    proc = subprocess.Popen([sys.executable, "-c", BURNER_CODE, str(os.getpid())])
-
-    def terminated(signum, _frame):
-        raise SystemExit(128 + signum)
-
-    try:
-        previous = signal.signal(signal.SIGTERM, terminated)
-    except ValueError:  # not the main thread: SIGTERM keeps its handler, the block's end still kills
-        previous = None
-    try:
-        yield proc
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-        proc.kill()
-        proc.wait()
 
 
 def write(result: dict[str, Any], a: argparse.Namespace, started: float) -> str:

@@ -4,9 +4,9 @@
     python scripts/load_clock.py --samples 10 --json out.json
 
 For each program (the default config and one from the middle of its space) the two conditions
-alternate (none, burner, burner, none, ...; the burner is ``python -c 'while True: pass'``,
-started before and killed after each sample). Compile: trace + lower + compile (caches cleared)
-in wall seconds and in the process's CPU seconds. Run: 300 calls, the median and the 10th
+alternate (none, burner, burner, none, ...; the burner, scripts/_burner.py, keeps one core busy:
+started before and killed after each sample). Compile: trace + lower + compile (caches cleared) in
+wall seconds and in the process's CPU seconds. Run: 300 calls, the median and the 10th
 percentile of the per-call wall seconds and the median per-call CPU seconds. Prints medians, the
 burner/none ratio and the largest/smallest sample within each condition; README "Measuring
 honestly" quotes a run of it.
@@ -18,10 +18,11 @@ import argparse
 import importlib.util
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _burner import burner  # scripts/ is this file's folder
 
 REPO = Path(__file__).resolve().parents[1]
 PROGRAMS = ["tests/fixtures/gru_train.py", "studies/gru_encoder.py", "studies/kalman.py", "studies/scan_layers.py"]
@@ -83,15 +84,10 @@ def main() -> None:
             got: dict[str, list[dict]] = {"none": [], "burner": []}
             for i in range(a.samples):
                 for cond in ("none", "burner") if i % 2 == 0 else ("burner", "none"):
-                    burner = None
-                    if cond == "burner":
-                        burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                    if burner is not None:
-                        time.sleep(0.3)
-                    got[cond].append(sample(fn, args, config))
-                    if burner is not None:
-                        burner.kill()
-                        burner.wait()
+                    with burner(cond == "burner") as proc:
+                        if proc is not None:
+                            time.sleep(0.3)  # the burner's interpreter started and spinning
+                        got[cond].append(sample(fn, args, config))
             key = f"{Path(path).stem} {config.label(at.sites(fn, *args)) or 'default'}"
             row = {}
             for k in got["none"][0]:

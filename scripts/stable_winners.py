@@ -5,7 +5,7 @@ picks re-measured side by side.
     python scripts/stable_winners.py --program smooth --runs 3 --trials 12 --no-burner
 
 Each run is a fresh ``python`` process with a fresh study (``at.tune`` with a worker process), while
-a CPU burner (``while True: pass``) holds one core. Then, in one process and with the burner still
+a CPU burner (scripts/_burner.py) holds one core. Then, in one process and with the burner still
 on, every distinct pick and the default are measured again in interleaved rounds (compiled each
 round); costs are medians under the function's objective, compile charged as
 ``Measurement.compile_cost_s``. Picks are stable when their costs lie within the noise of one
@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _burner import burner  # scripts/ is this file's folder
 
 REPO = Path(__file__).resolve().parents[1]
 PROGRAMS = {  # name: (module file, expected_calls)
@@ -105,9 +107,8 @@ def main() -> None:
     if args.child:
         print(json.dumps(tune_once(args.child[0], int(args.child[1]), args.child[2])))
         return
-    burner = None if args.no_burner else subprocess.Popen([sys.executable, "-c", "while True: pass"])
     out = {}
-    try:
+    with burner(not args.no_burner):
         env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
         for name in args.program or sorted(PROGRAMS):
             picks = []
@@ -141,10 +142,6 @@ def main() -> None:
                     flush=True,
                 )
             out[name] = {"picks": picks, "side_by_side": measured}
-    finally:
-        if burner is not None:
-            burner.kill()
-            burner.wait()
     print(json.dumps(out))
 
 

@@ -12,6 +12,7 @@ from _repo import ROOT, repo_env, tiny_bench
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import _bench_final  # noqa: E402
+import _burner  # noqa: E402
 import bench  # noqa: E402
 
 APPROACH_KEYS = {"cost", "compile_s", "run_s", "trials", "tuning_wall_s", "config"}
@@ -269,10 +270,11 @@ def test_final_order_puts_each_config_at_each_position_and_beside_both_neighbour
 
 
 def test_burner_keeps_a_core_busy_and_is_killed_at_the_end_even_on_an_error():
-    with bench.burner(False) as none:
+    assert bench.burner is _burner.burner  # the one burner, which --burner uses
+    with _burner.burner(False) as none:
         assert none is None
     with pytest.raises(KeyboardInterrupt):
-        with bench.burner(True) as proc:
+        with _burner.burner(True) as proc:
             assert proc.poll() is None
             raise KeyboardInterrupt
     assert proc.poll() is not None
@@ -291,8 +293,8 @@ def _running(pid: int) -> bool:
 def test_burner_ends_when_the_bench_is_killed_outright():
     """A bench killed with no chance to clean up (SIGKILL; here os._exit) leaves no core busy."""
     code = (
-        "import os, sys; sys.path.insert(0, sys.argv[1]); import bench\n"
-        "with bench.burner(True) as proc:\n"
+        "import os, sys; sys.path.insert(0, sys.argv[1]); import _burner\n"
+        "with _burner.burner() as proc:\n"
         "    print(proc.pid, flush=True)\n"
         "    os._exit(0)\n"
     )

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
 
 import jax.numpy as jnp
 import pytest
+from _repo import ROOT
 
 import autotune as at
 from autotune import _select
@@ -19,6 +19,9 @@ from autotune._select import Point
 from autotune._studyfile import load_examples
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import _burner  # noqa: E402
 
 
 def smooth(x):
@@ -37,11 +40,9 @@ def program(name: str):
 
 @pytest.fixture
 def burner():
-    """A CPU burner on one core for as long as the test runs (killed after)."""
-    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    yield proc
-    proc.kill()
-    proc.wait()
+    """A CPU burner on one core for as long as the test runs (killed after; scripts/_burner.py)."""
+    with _burner.burner() as proc:
+        yield proc
 
 
 def side_by_side(fn, args, configs: list[at.Config], rounds: int = 5) -> list[Point]:
