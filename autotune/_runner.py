@@ -120,18 +120,27 @@ def stage_guard(
     and after lowering, stop a config whose trace + lower already reached the compile
     ``budget`` (``"pruned"``) or whose trial passed ``trial_timeout`` seconds since
     ``started`` (``time.monotonic()``; ``"timeout"``), and act on a caught interrupt.
-    These stages cannot be stopped midway, so they are checked when each finishes."""
+    These stages cannot be stopped midway, so they are checked when each finishes.
+
+    Trace + lower count their process CPU seconds where known (the seconds the objective
+    charges, :attr:`Measurement.compile_cost_s`), against a budget the search already stretched
+    by the default's wall/CPU ratio for the compile's wall deadline: so the check can only prune
+    a config that cannot win. Counted in wall seconds, a moment of load on a loaded machine
+    pruned a config before it compiled, and its results were never checked (tests/test_guard.py
+    failed so under the suite)."""
 
     def check(stage: str, st: Stages) -> None:
         _interrupt.check()
-        spent = st.trace_s + (st.lower_s if stage == "lower" else 0.0)
+        lowered = stage == "lower"
+        cpu = [st.trace_cpu_s] + ([st.lower_cpu_s] if lowered else [])
+        spent = sum(cpu) if None not in cpu else st.trace_s + (st.lower_s if lowered else 0.0)
         doing = {"trace": "tracing", "lower": "lowering"}.get(stage, stage)
         if budget is not None and spent >= budget:
             raise TrialFailed(
                 "pruned",
                 (
-                    f"pruned after {doing}: trace+lower already took {spent:.3g} s, over the compile budget of "
-                    f"{budget:.3g} s (best cost / compile weight), so this config cannot win"
+                    f"pruned after {doing}: trace+lower already took {spent:.3g} s of CPU, over the compile budget "
+                    f"of {budget:.3g} s (best cost / compile weight), so this config cannot win"
                 ),
                 compile_s_at_least=spent,
             )

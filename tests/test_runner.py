@@ -146,6 +146,22 @@ def test_stage_guard_checks_the_timeout_and_a_caught_interrupt():
         assert info.value.signum == signal.SIGTERM
 
 
+def test_stage_guard_prunes_on_the_cpu_seconds_the_budget_is_in_not_the_wall_load_stretches():
+    from autotune._measure import Stages
+
+    # Lowered on a loaded machine: 0.4 s of wall, 0.05 s of CPU, against a budget of 0.2 s.
+    loaded = Stages(None, trace_s=0.3, lower_s=0.1, trace_cpu_s=0.03, lower_cpu_s=0.02)
+    stage_guard(0.2)("lower", loaded)  # compiled, measured and checked: it may still win
+    slow = Stages(None, trace_s=0.3, lower_s=0.1, trace_cpu_s=0.15, lower_cpu_s=0.1)
+    with pytest.raises(TrialFailed, match=r"trace\+lower already took 0.25 s of CPU, over the compile budget") as info:
+        stage_guard(0.2)("lower", slow)
+    assert info.value.state == "pruned" and info.value.compile_s_at_least == pytest.approx(0.25)
+    # After tracing only the trace counts; without CPU figures, the wall seconds do.
+    stage_guard(0.2)("trace", Stages(None, trace_s=0.3, lower_s=9.0, trace_cpu_s=0.1, lower_cpu_s=9.0))
+    with pytest.raises(TrialFailed, match="pruned after lowering"):
+        stage_guard(0.2)("lower", Stages(None, trace_s=0.15, lower_s=0.1))
+
+
 def test_measure_executable_keeps_donated_inputs_fresh_for_retiming():
     x = jnp.arange(4.0)
     m, exe = measure_executable(
