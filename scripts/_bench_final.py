@@ -135,7 +135,7 @@ def aggregate(measured: dict[str, Any], objective, processes: int) -> dict[str, 
         final[key] = {
             "compile_s": compile_s,
             "run_s": run_s,
-            "cost": _cost(samples, objective),
+            "cost": objective.cost_of(compile_s, run_s),
             "rounds": len(samples),
             "cost_per_process": per_process,
         }

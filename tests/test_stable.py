@@ -10,7 +10,7 @@ import sys
 
 import jax.numpy as jnp
 import pytest
-from _repo import ROOT
+from _repo import ROOT, TESTS
 
 import autotune as at
 from autotune import _select
@@ -18,7 +18,7 @@ from autotune._runner import InProcessRunner
 from autotune._select import Point
 from autotune._studyfile import load_examples
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+FIXTURES = os.fspath(TESTS / "fixtures")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import _burner  # noqa: E402
