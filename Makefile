@@ -11,13 +11,14 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
 # The suite runs in JOBS pytest-xdist processes, a test file per process (module fixtures, such as
 # a study tuned once for a file's tests, are not repeated): `make test JOBS=1` runs it serially.
-# Why 2 on 2 cores, not 3: a third process filled the gaps where tests wait (the 3.11 suite 14:07 ->
-# 12:12-12:49 in three runs), but under its heavier load test_tune.py's clear-winner test failed in
-# one of the three (a pick that rests on one compile sample per contender; issue 24's closing note).
+# JOBS is one more than the CPUs (at most 8): many tests wait on a subprocess, a lock, a timeout or
+# a signal, and a third process fills those gaps on 2 cores (the 3.11 suite: 14:07 with 2, 12:12 with
+# 3). Its heavier load once flipped a pick that rested on one compile sample per contender; that
+# decision now compiles every round where the machine's compiles wander (docs/explanation/confirmation.md).
 # --no-loadscope-reorder keeps tests/conftest.py's order (the longest files first): pytest-xdist
 # would otherwise hand out the files with the most tests first, and the slow end-to-end files,
 # which hold few tests, would run last, one process alone at the end.
-JOBS ?= 2
+JOBS ?= $(shell $(PYTHON) -c 'import os; print(min(8, (os.cpu_count() or 1) + 1))')
 XDIST = $(if $(filter-out 0 1,$(JOBS)),-n $(JOBS) --dist loadfile --no-loadscope-reorder,)
 
 .PHONY: demo test test-fast lint install bench docs docs-build clean

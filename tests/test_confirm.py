@@ -32,132 +32,173 @@ def loop8(x):
 
 
 class CountingRunner(InProcessRunner):
-    """The real in-process runner, counting what confirmation asks of it."""
+    """The real in-process runner, counting what confirmation asks of it and keeping the compile
+    figure of every measurement it returned since :meth:`forget` (``compiles``)."""
 
     def __init__(self):
         super().__init__(loop8, (jnp.ones(4),), {}, {}, FAST)
         self.measured: list[at.Config] = []
         self.retimed: list[at.Config] = []
+        self.compiles: list[float] = []
+
+    def forget(self):
+        """Start counting afresh (what the search measured is not confirmation's)."""
+        self.measured.clear(), self.retimed.clear(), self.compiles.clear()
 
     def measure(self, config, **kw):
         self.measured.append(at.Config.from_dict(config))
-        return super().measure(config, **kw)
+        m = self.adjust(super().measure(config, **kw), fresh=True)
+        if m is not None:
+            self.compiles.append(m.compile_cost_s)
+        return m
 
     def retime(self, config):
         self.retimed.append(at.Config.from_dict(config))
-        return super().retime(config)
+        return self.adjust(super().retime(config), fresh=False)
+
+    def adjust(self, m, fresh: bool):
+        """What a subclass makes of a real measurement (``fresh``: compiled for it)."""
+        return m
 
 
-def search_points(runner: CountingRunner, default_s: float, rival_s: float) -> list[Point]:
-    """What a search leaves: the default's three reference rounds and one sample of a rival,
-    with pinned compile figures (far above the real ones, so a test can tell them apart)."""
+def search_points(runner: CountingRunner, default_s: float | None = None, rival_s: float | None = None) -> list[Point]:
+    """What a search leaves: the default's three reference rounds and one sample of a rival, with
+    the compile figures the runner measured unless pinned (a pinned one far above the real ones
+    shows that a search figure never enters a round)."""
     d, r = runner.measure(DEFAULT), runner.measure(UNROLL2)
-    runner.measured.clear()
-    return [P(DEFAULT, default_s, d.run_cost_s, [[default_s, d.run_cost_s]] * 3), P(UNROLL2, rival_s, r.run_cost_s)]
+    runner.forget()
+    d_s, r_s = d.compile_cost_s if default_s is None else default_s, r.compile_cost_s if rival_s is None else rival_s
+    return [P(DEFAULT, d_s, d.run_cost_s, [[d_s, d.run_cost_s]] * 3), P(UNROLL2, r_s, r.run_cost_s)]
 
 
-def from_confirmation(point) -> bool:
-    """Every round's compile is a real one from confirmation, none a pinned search figure."""
-    return all(c < 0.5 for c, _ in point.rounds)
+def from_confirmation(point, runner: CountingRunner) -> bool:
+    """Every round's compile is one that confirmation's own measurements returned."""
+    return all(c in runner.compiles for c, _ in point.rounds)
 
 
 def test_round_one_compiles_every_contender_side_by_side_and_later_rounds_carry_that_compile():
     # A million calls and runtimes 20% apart: compile seconds cannot flip anything, so rounds 2
     # and 3 only re-time.
-    runner = ScriptedRuntimes({DEFAULT: [1e-3] * 20, UNROLL2: [0.8e-3] * 20})
+    runner = Scripted({DEFAULT: [1e-3], UNROLL2: [0.8e-3]})
     confirmed = confirm(runner, search_points(runner, 1.0, 1.6), DEFAULT, RUNTIME, top=3, rounds=3)
     assert sorted(map(str, runner.measured)) == sorted(map(str, [DEFAULT, UNROLL2])) and len(runner.retimed) == 4
     for p in confirmed:
         compiles = [c for c, _ in p.rounds]
         # The search's figures (1.0, 1.6, taken minutes earlier) never enter; each side's later
         # rounds carry its own round-1 compile, taken side by side with the other's.
-        assert from_confirmation(p) and len(set(compiles)) == 1 and p.compiles == 1
+        assert from_confirmation(p, runner) and len(set(compiles)) == 1 and p.compiles == 1
         assert compiles[0] == pytest.approx(
             p.measurement.trace_cpu_s + p.measurement.lower_cpu_s + p.measurement.compile_cpu_s
         )
 
 
-class EqualFirstCompiles(CountingRunner):
-    """The real runner, whose first two measurements since ``measured`` was last cleared (the
-    search points', then confirmation's round 1) carry the same pinned 0.1 CPU s of compile,
-    whatever the load makes of the real ones; every later compile is real."""
+class Scripted(CountingRunner):
+    """The real runner, with each config's runtime per sample scripted and, where given, its
+    compile CPU seconds per compile (the last value repeats), so a test says what each round
+    sees whatever the machine's load makes of the real figures."""
 
-    def measure(self, config, **kw):
-        m = super().measure(config, **kw)
-        if len(self.measured) > 2:
-            return m
-        return m.replace(trace_cpu_s=0.02, lower_cpu_s=0.02, compile_cpu_s=0.06)
-
-
-def test_a_margin_within_compile_noise_compiles_every_contender_in_every_round():
-    runner = EqualFirstCompiles()
-    # At 0 calls the cost is compile time alone: round 1's equal compiles are within COMPILE_NOISE.
-    # (Real ones are not equal: under load the two configs' compiles drift more than 15% apart.)
-    confirmed = confirm(
-        runner, search_points(runner, 1.0, 1.0), DEFAULT, at.Objective(expected_calls=0), top=3, rounds=3
-    )
-    assert runner.retimed == [] and len(runner.measured) == 6
-    assert runner.measured[2:4] == runner.measured[0:2][::-1] and runner.measured[4:6] == runner.measured[0:2]
-    by = {p.config: p for p in confirmed}
-    assert from_confirmation(by[DEFAULT]) and from_confirmation(by[UNROLL2])
-    assert all(len(p.rounds) == 3 and p.compiles == 3 for p in confirmed)
-    # Each round takes its own compile: three real samples, not one carried.
-    assert len({c for c, _ in by[DEFAULT].rounds}) == 3
-
-
-class ScriptedRuntimes(CountingRunner):
-    """The real runner, with each config's runtime per sample scripted (compiles stay real), so a
-    test can say what the later rounds see."""
-
-    def __init__(self, run_s: dict[at.Config, list[float]]):
+    def __init__(self, run_s: dict[at.Config, list[float]], compile_s: dict[at.Config, list[float]] | None = None):
         super().__init__()
-        self.run_s, self.seen = run_s, {c: 0 for c in run_s}
+        self.run_s, self.compile_s = run_s, compile_s or {}
+        self.seen = {c: 0 for c in run_s}
+        self.compiled = {c: 0 for c in self.compile_s}
 
-    def _set(self, m):
+    @staticmethod
+    def _nth(values: list[float], i: int) -> float:
+        return values[min(i, len(values) - 1)]
+
+    def adjust(self, m, fresh: bool):
         if m is None:
             return None
         i, self.seen[m.config] = self.seen[m.config], self.seen[m.config] + 1
-        run_s = self.run_s[m.config][min(i, len(self.run_s[m.config]) - 1)]
-        return m.replace(run_s=run_s, run_p10_s=run_s)
-
-    def measure(self, config, **kw):
-        return self._set(super().measure(config, **kw))
-
-    def retime(self, config):
-        return self._set(super().retime(config))
+        run_s = self._nth(self.run_s[m.config], i)
+        m = m.replace(run_s=run_s, run_p10_s=run_s)
+        if fresh and m.config in self.compile_s:
+            j, self.compiled[m.config] = self.compiled[m.config], self.compiled[m.config] + 1
+            m = m.replace(trace_cpu_s=0.0, lower_cpu_s=0.0, compile_cpu_s=self._nth(self.compile_s[m.config], j))
+        return m
 
 
-class EvenLater(CountingRunner):
-    """The real runner at 100 calls: round 1 has UNROLL2 run in half the default's 1 ms; its
-    re-timed rounds make the two cost the same to the nanosecond once each carries its round-1
-    compile (so the medians differ by less than any compile noise)."""
+def test_a_margin_within_compile_noise_compiles_every_contender_in_every_round():
+    # At 0 calls the cost is compile time alone: the search's and round 1's compiles are all
+    # 0.1 s (within COMPILE_NOISE of each other); later compiles are distinct.
+    runner = Scripted(
+        {DEFAULT: [1e-3], UNROLL2: [1e-3]},
+        {DEFAULT: [0.1, 0.1, 0.11, 0.12], UNROLL2: [0.1, 0.1, 0.105, 0.115]},
+    )
+    confirmed = confirm(runner, search_points(runner), DEFAULT, at.Objective(expected_calls=0), top=3, rounds=3)
+    assert runner.retimed == [] and len(runner.measured) == 6
+    assert runner.measured[2:4] == runner.measured[0:2][::-1] and runner.measured[4:6] == runner.measured[0:2]
+    by = {p.config: p for p in confirmed}
+    assert from_confirmation(by[DEFAULT], runner) and from_confirmation(by[UNROLL2], runner)
+    assert all(len(p.rounds) == 3 and p.compiles == 3 for p in confirmed)
+    # Each round takes its own compile: three samples, not one carried.
+    assert [c for c, _ in by[DEFAULT].rounds] == [0.1, 0.11, 0.12]
+
+
+class EvenLater(Scripted):
+    """At 100 calls, with pinned compiles (the default 0.1 s, UNROLL2 0.05 s, a little more at
+    each compile): round 1 has UNROLL2 run in half the default's 1 ms; its re-timed rounds make
+    the two cost the same to the nanosecond once each carries its round-1 compile (so the
+    medians differ by less than any compile noise)."""
 
     def __init__(self):
-        super().__init__()
-        self.first: dict[at.Config, float] = {}
-
-    def measure(self, config, **kw):
-        m = super().measure(config, **kw)
-        self.first.setdefault(m.config, m.compile_cost_s)
-        run_s = 0.5e-3 if m.config == UNROLL2 and len(self.first) <= 2 else 1e-3
-        return m.replace(run_s=run_s, run_p10_s=run_s)
-
-    def retime(self, config):
-        m = super().retime(config)
-        gap = (self.first[DEFAULT] - self.first[UNROLL2]) / 100 if m.config == UNROLL2 else 0.0
-        return m.replace(run_s=1e-3 + gap, run_p10_s=1e-3 + gap)
+        gap = (0.1 - 0.05) / 100  # round 1's compile gap, spread over the calls
+        super().__init__(
+            {DEFAULT: [1e-3], UNROLL2: [0.5e-3, 0.5e-3, 1e-3 + gap]},
+            {DEFAULT: [0.1, 0.1, 0.101, 0.102], UNROLL2: [0.05, 0.05, 0.051, 0.052]},
+        )
 
 
 def test_re_timed_rounds_that_come_within_compile_noise_are_compiled_again_in_every_round():
     runner = EvenLater()
-    points = search_points(runner, 1.0, 1.6)
-    runner.first.clear()
-    confirmed = confirm(runner, points, DEFAULT, at.Objective(expected_calls=100), top=3, rounds=3)
-    # Round 1 compiles both (50 ms apart: far beyond compile noise); rounds 2-3 re-time (4) and
-    # bring them level, so rounds 2-3 are measured again in full (4 more compiles).
+    confirmed = confirm(runner, search_points(runner), DEFAULT, at.Objective(expected_calls=100), top=3, rounds=3)
+    # Round 1 compiles both (0.1 s apart in cost: far beyond compile noise); rounds 2-3 re-time
+    # (4) and bring them level, so rounds 2-3 are measured again in full (4 more compiles).
     assert len(runner.retimed) == 4 and len(runner.measured) == 6
     for p in confirmed:
-        assert p.compiles == 3 and from_confirmation(p) and len({c for c, _ in p.rounds}) == 3
+        assert p.compiles == 3 and from_confirmation(p, runner) and len({c for c, _ in p.rounds}) == 3
+
+
+def test_two_challengers_within_compile_noise_of_each_other_are_compiled_in_every_round():
+    """The choice between two challengers, both far ahead of the default, can turn on compile
+    noise too: it is checked against the winner as well as the default."""
+    from autotune.study._confirm import compile_could_flip
+
+    objective = at.Objective(expected_calls=1000)  # the default's runtime costs 1 s more than theirs
+    close = [P(DEFAULT, 0.14, 1e-3), P(UNROLL2, 0.14, 1e-4), P(FOR, 0.12, 1e-4)]
+    assert compile_could_flip(close, DEFAULT, objective)  # 0.02 s apart against 0.15 x 0.46 s
+    apart = [P(DEFAULT, 0.14, 1e-3), P(UNROLL2, 0.14, 1e-4), P(FOR, 0.085, 1e-4)]
+    assert not compile_could_flip(apart, DEFAULT, objective)  # 0.055 s apart against 0.15 x 0.41 s
+    assert compile_could_flip(apart, DEFAULT, objective, noise=0.5)  # ...unless compiles are that noisy
+
+
+def test_the_compile_noise_is_what_the_search_and_round_one_show_where_that_is_more():
+    from autotune.study._confirm import COMPILE_NOISE, compile_noise
+
+    first = [P(DEFAULT, 0.15, 1e-3), P(FOR, 0.25, 1e-4)]
+    assert compile_noise(first, [P(DEFAULT, 0.14, 1e-3), P(FOR, 0.1, 1e-4)]) == pytest.approx(1.5)
+    assert compile_noise(first, [P(DEFAULT, 0.15, 1e-3), P(FOR, 0.24, 1e-4)]) == COMPILE_NOISE
+    assert compile_noise(first, []) == COMPILE_NOISE  # no search figure: the floor
+
+
+def test_one_slow_compile_in_round_one_does_not_decide_between_two_challengers():
+    """test_tune's clear winner under load: ``for`` and ``scan×2`` run alike, ``for`` compiles in
+    0.08 s against 0.14 s; one moment of load made ``for``'s round-1 compile 0.25 s. Against its
+    search compile that sample is noise, so every round compiles and the median decides."""
+    runner = Scripted(
+        {DEFAULT: [1e-3], UNROLL2: [1e-4], FOR: [1e-4]},
+        {DEFAULT: [0.14], UNROLL2: [0.14], FOR: [0.08, 0.25, 0.08]},
+    )
+    d, u, f = runner.measure(DEFAULT), runner.measure(UNROLL2), runner.measure(FOR)
+    runner.forget()
+    points = [P(DEFAULT, 0.14, 1e-3, [[0.14, 1e-3]] * 3), P(UNROLL2, 0.14, 1e-4), P(FOR, 0.08, 1e-4)]
+    assert (d.compile_cost_s, u.compile_cost_s, f.compile_cost_s) == (0.14, 0.14, 0.08)
+    objective = at.Objective(expected_calls=1000)
+    confirmed = confirm(runner, points, DEFAULT, objective, top=3, rounds=3)
+    by = {p.config: p for p in confirmed}
+    assert [c for c, _ in by[FOR].rounds] == [0.25, 0.08, 0.08] and by[FOR].compiles == 3
+    assert _select.winner(confirmed, objective, DEFAULT).config == FOR
 
 
 class SlowerAfterSearch(InProcessRunner):
@@ -222,7 +263,7 @@ def test_configs_that_lower_to_one_program_are_one_contender_named_by_the_simple
         m = runner.measure(config)
         points.append(P(config, m.compile_cost_s, m.run_cost_s, program=m.program_hash))
     assert points[1].program == points[2].program
-    runner.measured.clear()
+    runner.forget()
     assert contenders(points, DEFAULT, RUNTIME, top=3) in ([UNROLL2, DEFAULT], [DEFAULT, UNROLL2])
     confirmed = confirm(runner, points, DEFAULT, RUNTIME, top=3, rounds=3)
     assert fori2 not in runner.measured + runner.retimed
@@ -267,23 +308,17 @@ class TwoProcessRunner(CountingRunner):
         self.store.clear()
         return True
 
-    def _set(self, m):
+    def adjust(self, m, fresh: bool):
         if m is None:
             return None
         table = self.run_s[self.process]
         run_s = table.get(m.config, table.get("others", m.run_s))
         return m.replace(run_s=run_s, run_p10_s=run_s)
 
-    def measure(self, config, **kw):
-        return self._set(super().measure(config, **kw))
-
-    def retime(self, config):
-        return self._set(super().retime(config))
-
 
 def runtime_points(runner, lead: float) -> list[Point]:
     d, r = runner.measure(DEFAULT), runner.measure(UNROLL2)
-    runner.measured.clear()
+    runner.forget()
     return [
         P(DEFAULT, d.compile_cost_s, 1e-3, [[d.compile_cost_s, 1e-3]] * 3),
         P(UNROLL2, r.compile_cost_s, 1e-3 * (1 - lead)),
@@ -375,3 +410,21 @@ def test_compile_noise_counts_the_compiles_the_objective_charges():
     far = at.Objective(expected_calls=5000)  # gap 0.5 s: outside the margin, whatever the processes
     assert not compile_could_flip(points, DEFAULT, far)
     assert not compile_could_flip(points, DEFAULT, far.overridden(processes=8))
+
+
+def test_a_round_measured_in_a_stall_is_taken_again_once():
+    """One round of ``for`` read 40x its others (a stall under load): taken again, it no longer
+    costs ``for`` the paired round the sign test needs against the default."""
+    runner = Scripted(
+        {DEFAULT: [1e-3], FOR: [1e-4, 1e-4, 1e-4, 4e-3, 1e-4]},  # search, rounds 1-3, the retake
+        {DEFAULT: [0.1], FOR: [0.1]},
+    )
+    runner.measure(DEFAULT), runner.measure(FOR)
+    runner.forget()
+    points = [P(DEFAULT, 0.1, 1e-3, [[0.1, 1e-3]] * 3), P(FOR, 0.1, 1e-4)]
+    objective = at.Objective(expected_calls=1000)
+    confirmed = confirm(runner, points, DEFAULT, objective, top=3, rounds=3)
+    by = {p.config: p for p in confirmed}
+    assert [r for _, r in by[FOR].rounds] == [1e-4] * 3 and len(runner.retimed) == 5  # 4 re-timed rounds + 1
+    assert [c for c, _ in by[FOR].rounds] == [0.1] * 3  # the retake keeps round 1's compile
+    assert _select.winner(confirmed, objective, DEFAULT).config == FOR

@@ -299,19 +299,38 @@ def test_a_config_queued_through_optuna_is_measured_next_and_proposals_stay_dist
 
 RACER = textwrap.dedent("""
     import os, sys, time
+    import jax
     import jax.numpy as jnp
     import autotune as at
 
     import autotune.study  # every import before the barrier (autotune's names load lazily): both start level
     folder = sys.argv[1]
     tune, loop = at.tune, at.loop
-    open(os.path.join(folder, str(os.getpid())), "w").close()
-    deadline = time.time() + 120
-    while len(os.listdir(folder)) < 2 and time.time() < deadline:  # both start their search together
-        time.sleep(0.005)
-    fn = lambda x: loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=16, name="l")[0]
+
+    def meet(name):  # wait (at most 120 s) until both processes have reached `name`
+        os.makedirs(os.path.join(folder, name), exist_ok=True)
+        open(os.path.join(folder, name, str(os.getpid())), "w").close()
+        deadline = time.time() + 120
+        while len(os.listdir(os.path.join(folder, name))) < 2 and time.time() < deadline:
+            time.sleep(0.005)
+
+    met = []
+
+    def first_run(x):
+        # Each process's first run is in a trial it opened (the XLA options are off, so nothing
+        # measures the default before the search): held here until the other's is too, so one
+        # loaded process cannot walk the whole grid before the other opens anything.
+        if not met:
+            met.append(meet("measuring"))
+        return x
+
+    def fn(x):
+        x = jax.pure_callback(first_run, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+        return loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=16, name="l")[0]
+
+    meet("started")  # both start their search together
     tune(fn, jnp.ones(3), n_trials=9, storage=sys.argv[2], sampler="grid", timing={"target_s": 0.01},
-            confirm_rounds=1, progress=False, function_key="test_optuna:race", isolate=False)
+            confirm_rounds=1, progress=False, function_key="test_optuna:race", isolate=False, xla=False)
 """)
 
 

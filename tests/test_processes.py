@@ -190,7 +190,7 @@ def test_a_tune_for_processes_with_the_cache_measures_real_loads_below_the_compi
 
 
 def test_loads_are_measured_for_the_deciding_contenders_and_a_miss_is_charged_the_compile():
-    from autotune.study._confirm import measure_loads
+    from autotune.study._loads import measure_loads
     from autotune.worker._load import Load
 
     m = Measurement(0.1, 0.2, 1.0, 0.01, 0.0, 5, SCAN, trace_cpu_s=0.125, lower_cpu_s=0.125, compile_cpu_s=1.0)

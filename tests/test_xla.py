@@ -3,6 +3,7 @@ executable built with them, the space and a tiny study that measures them."""
 
 import jax
 import jax.numpy as jnp
+import optuna
 import pytest
 from _presets import FAST
 
@@ -137,6 +138,45 @@ def test_searched_rule():
     shared = at.Objective(expected_calls=10, processes=8, compilation_cache=True)
     assert searched("auto", goal, Point(Config(), 1.0, 0.2), "cpu")
     assert not searched("auto", shared, Point(Config(), 1.0, 0.2, load_cost_s=0.01), "cpu")
+
+
+class OneSlowFirstCompile(at.InProcessRunner):
+    """The real in-process runner whose first measurement charges 0.5 CPU s of compile, as one
+    moment of load can make a 0.05 s compile look (every later one is real)."""
+
+    def __init__(self, fn, args):
+        super().__init__(fn, args, {}, {}, {"target_s": 0.01})
+        self.measured = 0
+
+    def measure(self, config, **kw):
+        m = super().measure(config, **kw)
+        self.measured += 1
+        return m.replace(compile_cpu_s=0.5) if self.measured == 1 else m
+
+
+def test_one_slow_compile_of_the_default_does_not_switch_the_xla_options_on(tmp_path):
+    """A study keeps its XLA decision for good, so a "yes" is taken again on the medians of the
+    default's reference samples (which the search then reuses: no measurement is added)."""
+
+    def fn(x):
+        return at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=16, name="l")[0]
+
+    runner = OneSlowFirstCompile(fn, (jnp.ones(3),))
+    r = at.tune(
+        fn,
+        jnp.ones(3),
+        expected_calls=10,
+        n_trials=2,
+        storage=str(tmp_path / "s.db"),
+        runner=runner,
+        confirm_rounds=1,
+        progress=False,
+    )
+    study = optuna.load_study(study_name=r.study_name, storage="sqlite:///" + str(tmp_path / "s.db"))
+    assert study.user_attrs["xla_searched"] is False
+    assert all("@xla" not in t.user_attrs["config"] for t in study.trials)
+    rounds = study.trials[0].user_attrs["measurement"]["rounds"]  # the default's reference rounds...
+    assert len(rounds) == 3 and rounds[0][0] >= 0.5  # ...are the three samples that decided, the slow one first
 
 
 def test_tune_options_and_cli_flag():

@@ -16,9 +16,13 @@ reference rounds come first, in a fresh worker, minutes before anything else). R
 measures every contender in full, compiled side by side. Later rounds re-time the executables
 the worker holds (:meth:`Runner.retime`, no compile) and every contender's later rounds carry
 its own round-1 compile figure, so all sides reuse compiles from one moment; except where the
-compile noise of one sample could flip the decision (a challenger within :data:`COMPILE_NOISE`
-of their compile seconds of the default, in round 1 or once all rounds are in): then every
-contender is compiled again in every round, each round's cost taking that round's own compile.
+compile noise of one sample could flip the decision (a contender within the compile noise of
+their compile seconds of the default or of the winner, in round 1 or once all rounds are in):
+then every contender is compiled again in every round, each round's cost taking that round's own
+compile, so a median of compiles decides. The compile noise is :data:`COMPILE_NOISE`, or more where
+the machine shows more (:func:`compile_noise`: a contender whose round-1 compile and its search
+compile disagree by more; under load one compile can take twice another of the same program, and
+two challengers that differ by compile alone were then decided by that one sample).
 A round measured in full because an executable was gone still carries round 1's compile when
 the others' do. Each contender becomes a :class:`autotune._select.Point` with per-round samples
 ``((compile_cost_s, run_cost_s), ...)`` paired by round index, which :mod:`autotune._select`
@@ -39,13 +43,7 @@ ran 1.23x slower than it in the benchmark's process, a swing no fixed margin on 
 Cost: one compile per contender and process more than re-timing alone, ``rounds`` compiles
 each where compile noise decides.
 
-**The load from a persistent cache.** When several processes will run the function and JAX's
-persistent compilation cache is on (:attr:`Objective.shared`), the processes after the first pay
-a confirmed point's ``load_cost_s`` instead of its compile. Every point carries the estimate
-(trace + lower); :func:`measure_loads` then measures the real load (a compile into a temporary
-cache, a load in a fresh process: ``autotune.worker._load``) of the contenders that decide, once
-each: the cheapest :data:`LOAD_TOP`, the winner and the default, again while the ranking under
-the measured loads brings an unmeasured one up, at most :data:`MAX_LOADS`.
+The load a later process pays from a persistent compilation cache: :mod:`autotune.study._loads`.
 """
 
 from __future__ import annotations
@@ -63,11 +61,11 @@ from .._select import Point, point_of
 COMPILE_NOISE = 0.15
 """Relative compile-time noise assumed between two measurements of one config (at least)."""
 
-LOAD_TOP = 3
-"""How many of the cheapest confirmed points get a real load measurement (with the winner and the default)."""
-
-MAX_LOADS = 6
-"""The most load measurements one confirmation takes (each starts two fresh processes)."""
+STALL = 3.0
+"""A round whose runtime exceeds this many times its contender's median over the process's
+rounds (3 or more) was measured in a stall and is taken again, once: under load one round of
+``for`` on test_tune's loop read 3968 µs against 126 and 34, lost its round to the default, and
+failed the sign test (which needs every round of 3) though it led the default by 4x otherwise."""
 
 _REPR_ORDER = {"scan": 0, "fori": 1, "while": 2, "for": 3}
 _FOR_COPIES = 1 << 30  # a full unroll: more body copies than any partial one of the same site
@@ -155,24 +153,48 @@ def _rotated(configs: list[Config], r: int) -> list[Config]:
     return configs[r % len(configs) :] + configs[: r % len(configs)]
 
 
-def compile_could_flip(points: Sequence[Point], default: Config, objective: Objective) -> bool:
-    """Whether one compile sample's noise could change a challenger's standing against the
-    default: a cost gap under ``COMPILE_NOISE`` of both one-off charges, each as the objective
-    charges it (:meth:`Objective.line`'s intercept: the compile weighted, once per process
-    unless later ones load from the persistent cache)."""
+def compile_noise(first: Sequence[Point], searched: Sequence[Point]) -> float:
+    """The relative compile noise to allow for: :data:`COMPILE_NOISE`, or the largest
+    disagreement between a contender's compile in confirmation's round 1 and its compile in the
+    search (``|a - b| / min(a, b)``) where that is larger. The search figure only sizes the noise:
+    it never enters a decision.
+
+    Example::
+
+        >>> first = [Point(Config({}), 0.2, 1e-3)]
+        >>> compile_noise(first, [Point(Config({}), 0.1, 1e-3)])
+        1.0
+    """
+    searched_s = {p.config: p.compile_cost_s for p in searched}
+    seen = [
+        abs(a - b) / min(a, b)
+        for p in first
+        if (b := searched_s.get(p.config)) is not None and (a := p.compile_cost_s) > 0 and b > 0
+    ]
+    return max([COMPILE_NOISE, *seen])
+
+
+def compile_could_flip(
+    points: Sequence[Point], default: Config, objective: Objective, noise: float = COMPILE_NOISE
+) -> bool:
+    """Whether one compile sample's noise could change the decision: a contender whose cost is
+    within ``noise`` of both one-off charges of the default's or of the winner's (each charge as
+    the objective makes it, :meth:`Objective.line`'s intercept: the compile weighted, once per
+    process unless later ones load from the persistent cache), so either its standing against the
+    default or the choice between it and the winner could turn on one compile."""
     d = point_of(points, default)
     if d is None or objective.compile_weight <= 0:
         return False
-    d_cost = _select.cost(d, objective)
+    chosen = _select.winner(points, objective, default)
+    anchors = [d] if chosen is None or chosen is d else [d, chosen]
 
     def one_off(q: Point) -> float:
         return float(objective.line(q.compile_cost_s, 0.0, q.load_cost_s)[0])
 
-    return any(
-        abs(_select.cost(p, objective) - d_cost) < COMPILE_NOISE * (one_off(p) + one_off(d))
-        for p in points
-        if p is not d
-    )
+    def close(p: Point, a: Point) -> bool:
+        return abs(_select.cost(p, objective) - _select.cost(a, objective)) < noise * (one_off(p) + one_off(a))
+
+    return any(close(p, a) for a in anchors for p in points if p is not a)
 
 
 def second_process(points: list[Point], default: Config, objective: Objective) -> list[Config]:
@@ -204,6 +226,23 @@ class _Rounds:
                 check()
                 m, fresh = _sample(runner, config, full)
                 self.samples[config][r] = None if m is None else (m, fresh)
+
+    def retake_stalls(self, runner, check: Callable[[], None]) -> None:
+        """Take again, once, each round whose runtime was measured in a stall (:data:`STALL`): in
+        the process's compile mode (re-timed, or compiled again when every round compiles)."""
+        for config, samples in self.samples.items():
+            runs = [s[0].run_cost_s for s in samples if s is not None]
+            if len(runs) < 3:
+                continue
+            mid = statistics.median(runs)
+            for r, got in enumerate(samples):
+                if got is not None and got[0].run_cost_s > STALL * mid:
+                    check()
+                    m, fresh = _sample(runner, config, self.each_round)
+                    if m is not None and got[1] and not fresh:  # a re-time keeps the round's own compile
+                        m, fresh = got[0].replace(run_s=m.run_s, run_iqr_s=m.run_iqr_s, run_p10_s=m.run_p10_s), True
+                    if m is not None:
+                        samples[r] = (m, fresh)
 
     def rows(self, config: Config) -> list[tuple[float, float]]:
         """``[(compile_cost_s, run_cost_s), ...]``: each round's own compile, or round 1's where carried."""
@@ -264,20 +303,29 @@ def _measure_rounds(
     default: Config,
     objective: Objective,
     check: Callable[[], None],
+    searched: Sequence[Point] = (),
     each_round: bool | None = None,
 ) -> _Rounds:
-    """One process's rounds (see the module docstring); ``each_round`` forces the compile mode."""
+    """One process's rounds (see the module docstring); ``searched``: the search's points, which
+    size the compile noise (:func:`compile_noise`); ``each_round`` forces the compile mode."""
     got = _Rounds(configs, rounds)
     got.take(runner, range(1), True, check)  # round 1: every contender compiled, side by side
 
     def points() -> list[Point]:
         return [p for c in configs if (p := _point(c, [got])) is not None]
 
-    got.each_round = each_round if each_round is not None else compile_could_flip(points(), default, objective)
+    noise = compile_noise(points(), searched)
+    got.each_round = each_round if each_round is not None else compile_could_flip(points(), default, objective, noise)
     got.take(runner, range(1, rounds), got.each_round, check)
-    if each_round is None and not got.each_round and rounds > 1 and compile_could_flip(points(), default, objective):
+    if (
+        each_round is None
+        and not got.each_round
+        and rounds > 1
+        and compile_could_flip(points(), default, objective, noise)
+    ):
         got.each_round = True  # the re-timed rounds brought them within compile noise: compile them again
         got.take(runner, range(1, rounds), True, check)
+    got.retake_stalls(runner, check)
     return got
 
 
@@ -300,7 +348,7 @@ def confirm(
     configs = contenders(points, default, objective, top, whole_front=whole_front)
     equivalent = {p.config: p.equivalent for p in by_program(points, default)}
     runner.retain(configs)
-    first = _measure_rounds(runner, configs, rounds, default, objective, check)
+    first = _measure_rounds(runner, configs, rounds, default, objective, check, points)
     processes = [first]
 
     def confirmed_now() -> list[Point]:
@@ -314,48 +362,3 @@ def confirm(
         processes.append(_measure_rounds(runner, pair, rounds, default, objective, check, each_round=first.each_round))
         confirmed = confirmed_now()
     return confirmed
-
-
-def measure_loads(
-    points: list[Point],
-    default: Config,
-    objective: Objective,
-    load: Callable[[Config], Any] | None,
-    check: Callable[[], None] = lambda: None,
-) -> tuple[list[Point], list[str]]:
-    """The confirmed points with the real load of the contenders that decide (see the module
-    docstring), and notes for people (a load not measured, a cache that missed); the points as
-    they are when the objective does not load from a cache (one process, or the cache off).
-
-    ``load(config)`` returns an :class:`autotune.worker._load.Load` (``load_s``: the CPU seconds
-    of the cached load alone; ``compile_s``: of the compile that wrote it; ``note``)."""
-    if not objective.shared:
-        return points, []
-    if load is None:
-        return points, ["the runner measures no load from a cache: later processes are charged trace + lower"]
-    points, notes, tried = list(points), [], set()
-    while len(tried) < MAX_LOADS:
-        ranked = _select.ranked(points, objective)
-        chosen = _select.winner(points, objective, default)
-        wanted = [p.config for p in ranked[:LOAD_TOP]] + [chosen.config, default]
-        held = {p.config: i for i, p in enumerate(points)}
-        todo = next((c for c in wanted if c not in tried and c in held), None)
-        if todo is None:
-            break
-        tried.add(todo)
-        check()
-        i = held[todo]
-        p, got = points[i], load(todo)
-        if got.load_s is not None:  # trace + lower as the point's compile figures have them, then the load
-            base = p.measurement.load_estimate_s if p.measurement is not None else (p.load_cost_s or 0.0)
-            cost = base + got.load_s
-        elif got.compile_s is not None:  # the cache missed: a later process compiles again
-            cost = p.compile_cost_s
-        else:
-            notes.append(f"{todo}: {got.note}; later processes are charged trace + lower")
-            continue
-        if got.note:
-            notes.append(f"{todo}: {got.note}")
-        m = None if p.measurement is None else p.measurement.replace(load_cost_s=cost)
-        points[i] = p.replace(load_cost_s=cost, load_measured=True, measurement=m)
-    return points, notes

@@ -79,7 +79,7 @@ class Search:
         latch,
         unrewritable: Callable[[Config], dict[str, str]] | None = None,
         keep_top: int = 3,
-        first_default: Measurement | None = None,
+        first_default: list[Measurement] | None = None,
     ):
         self.study, self.space, self.runner, self.objective = study, space, runner, objective
         # (config that failed) -> {site id: why} for the sites it changes that cannot be re-emitted
@@ -88,7 +88,7 @@ class Search:
         self.rtol, self.atol, self.progress, self.latch = rtol, atol, progress, latch
         self.default = space.default()
         self.keep_top = keep_top  # contenders kept for confirmation (TuneOptions.confirm_top)
-        self.first_default = first_default  # taken to decide the XLA dimension: the default's first sample
+        self.first_default = list(first_default or ())  # taken to decide the XLA dimension: its first samples
         self.reference: Any = None
         self.predictor = CompilePredictor(space)
         self._observed: set[int] = set()
@@ -138,10 +138,10 @@ class Search:
 
     def _measure_default(self) -> list[Measurement]:
         """The default, measured REFERENCE_ROUNDS times: its medians are trial 0's figures."""
-        ms = [self.first_default or self.runner.measure(self.default)]
-        self.first_default = None
+        ms = self.first_default or [self.runner.measure(self.default)]
+        self.first_default = []
         self.reference = ms[0].outputs
-        for _ in range(REFERENCE_ROUNDS - 1):
+        while len(ms) < REFERENCE_ROUNDS:
             self.latch.check()
             try:
                 ms.append(self.runner.measure(self.default))

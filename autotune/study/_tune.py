@@ -8,6 +8,7 @@ a run (the finished check, the contenders, the winner, the result) is ``_finish`
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +23,7 @@ from .._runner import InProcessRunner, Outcome
 from .._select import Point
 from .._space import Space, unrewritable
 from .._xla import XlaChoice, choices, gpu_platform, offered, searched
-from ._confirm import confirm, measure_loads
+from ._confirm import confirm
 from ._finish import (
     Run,
     confirmed_as_is,
@@ -33,11 +34,12 @@ from ._finish import (
     result,
     top_with,
 )
+from ._loads import measure_loads
 from ._optuna import Study
 from ._progress import Progress, wanted
 from ._propose import make_proposer
 from ._result import TuneResult
-from ._search import Search, _counted, record_of
+from ._search import REFERENCE_ROUNDS, Search, _counted, record_of
 
 DEFAULT_TRIALS = 32
 # at.tune's own keywords besides the options (for the nearest-name hint of an unknown one)
@@ -167,35 +169,43 @@ def tune(
 
 def xla_dimension(
     options: TuneOptions, goal: Objective, device: dict[str, Any], study: Study, measure_default: Callable[[], Any]
-) -> tuple[tuple[XlaChoice, ...], Any]:
-    """(the XLA choices a study searches, a measurement of the default taken to decide it or None).
+) -> tuple[tuple[XlaChoice, ...], list[Any]]:
+    """(the XLA choices a study searches, the measurements of the default taken to decide it).
 
     ``options.xla`` True/False say so; ``"auto"`` (:func:`autotune._xla.searched`) keeps what the
     study decided before (a resumed study, a ``--workers`` helper), else on the CPU measures the
-    default once (``measure_default``; the search reuses it as the default's first sample) and
-    searches the options where its compile dominates its cost. The choices are the default and
-    each option this jaxlib accepts on the device; ``()`` when not searched."""
-    held, measured = study.attrs.get("xla_searched"), None
+    default (``measure_default``; the search reuses these as the default's first reference
+    samples) and searches the options where its compile dominates its cost. One sample decides
+    "no"; a "yes" is taken again on the medians of ``REFERENCE_ROUNDS`` samples, since a moment of
+    load can make one small compile look five times its size (a test's 0.05 s loop crossed the
+    0.25 s floor) and a study keeps its decision for good. The choices are the default and each
+    option this jaxlib accepts on the device; ``()`` when not searched."""
+    held, measured = study.attrs.get("xla_searched"), []
     if options.xla == "auto" and held is not None:
         on = bool(held)
     elif options.xla == "auto" and not gpu_platform(device["platform"]):
-        try:
-            measured = measure_default()
-        except Exception:  # whatever it is, the search meets it again as trial 0 and reports it there
-            measured = None
-        # a point charges the load as the objective does (estimated where not measured)
-        point = (
-            None
-            if measured is None
-            else Point(Config(), measured.compile_cost_s, measured.run_cost_s, measurement=measured)
-        )
-        on = searched(options.xla, goal, point, device["platform"])
+        on = False
+        while len(measured) < REFERENCE_ROUNDS and (on or not measured):
+            try:
+                measured.append(measure_default())
+            except Exception:  # whatever it is, the search meets it again as trial 0 and reports it there
+                break
+            on = searched(options.xla, goal, _median_point(measured), device["platform"])
     else:
         on = searched(options.xla, goal, None, device["platform"])
     study.set_attrs(xla_searched=on)
     if not on:
         return (), measured
     return choices(offered(device["platform"], device["device_kind"])[0]), measured
+
+
+def _median_point(measured: list[Any]) -> Point:
+    """The default's point from its samples (medians), charging the load as the objective does
+    (estimated where not measured)."""
+    m = sorted(measured, key=lambda x: x.compile_cost_s)[len(measured) // 2]
+    compile_s = statistics.median(x.compile_cost_s for x in measured)
+    run_s = statistics.median(x.run_cost_s for x in measured)
+    return Point(Config(), compile_s, run_s, measurement=m)
 
 
 def run(
@@ -277,7 +287,7 @@ def _search_and_confirm(
     plumbing: Plumbing,
     fkey: str,
     budget: int,
-    first_default: Any = None,
+    first_default: list[Any] | None = None,
 ) -> TuneResult | None:
     study, space, goal = state.study, state.space, state.objective
     views = study.trials(space)
