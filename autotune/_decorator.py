@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 import jax
 
 from . import _keys
-from ._config import Config
 from ._errors import AutotuneError, ConfigError, warn_user_once
-from ._lookup import Lookup, cache_has_xla, open_cache, prefetch, read_config
-from ._methods import AutotunedMethod, BoundAutotuned, XlaRoutes, defined_in_class
+from ._lookup import Lookup, failed_lookup, open_cache, prefetch, read_config
+from ._methods import BoundAutotuned, XlaRoutes, handed_out
 from ._objective import DEFAULT, Objective, compilation_cache_on
 from ._xla import XlaChoice
 
@@ -104,26 +103,10 @@ class Autotuned:
         prefetch()
 
     def function(self) -> Callable:
-        """What ``@at.autotuned`` hands out: the ``jax.jit`` object itself (so calls cost
-        exactly a jit dispatch), carrying this object's methods as attributes; for a method
-        defined in a class body, a descriptor that binds them to the instance too. When the cache
-        holds a config of this function with XLA options, this object itself: compile options are
-        a jit object's, so its calls are routed to a jit per XLA choice (`XlaRoutes`)."""
-        if defined_in_class(self.fun):
-            return AutotunedMethod(self)
-        try:
-            self._xla.active = cache_has_xla(self)
-        except Exception:  # noqa: BLE001 - no routing: the plain jit, as before
-            self._xla.active = False
-        if self._xla.active:  # a cached config sets XLA options: this object routes calls per signature
-            return self
-        jitted = self._jitted
-        for name in ("tune", "sites", "config_for", "with_options"):
-            setattr(jitted, name, getattr(self, name))
-        jitted.key = self.key
-        jitted.expected_calls = self.expected_calls
-        jitted.autotune = self
-        return jitted
+        """What ``@at.autotuned`` hands out (`autotune._methods.handed_out`): the ``jax.jit``
+        object itself, carrying this object's methods; a descriptor for a method; this object
+        when the cache holds a config of this function with XLA options."""
+        return handed_out(self)
 
     # -- the hot path: plain jit dispatch ---------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -192,13 +175,7 @@ class Autotuned:
         return out
 
     def _failed(self, what: str, exc: Exception, signature: str = "?") -> Lookup:
-        """The default config's `Lookup` after a failure of ours, and its one warning."""
-        warn_user_once(
-            ("failed", self.key, type(exc).__name__),
-            f"autotune: @at.autotuned could not {what} for {self.key} ({type(exc).__name__}: {exc}); it runs "
-            "its default config, exactly as jax.jit would. This is a bug of autotune: please report it.",
-        )
-        return Lookup(Config(), "default (error)", None, "?", signature, "?", f"{type(exc).__name__}: {exc}")
+        return failed_lookup(self.key, what, exc, signature)
 
     # -- lookups ------------------------------------------------------------------------
     @property

@@ -78,6 +78,17 @@ class Lookup:
         return gain, f"{cost:.4g} s"
 
 
+def failed_lookup(key: str, what: str, exc: Exception, signature: str = "?") -> Lookup:
+    """The default config's `Lookup` after a failure of autotune's on function ``key`` (it
+    could not do ``what``), and its one warning."""
+    warn_user_once(
+        ("failed", key, type(exc).__name__),
+        f"autotune: @at.autotuned could not {what} for {key} ({type(exc).__name__}: {exc}); it runs "
+        "its default config, exactly as jax.jit would. This is a bug of autotune: please report it.",
+    )
+    return Lookup(Config(), "default (error)", None, "?", signature, "?", f"{type(exc).__name__}: {exc}")
+
+
 def _short(text: str, limit: int = 120) -> str:
     """``text`` on one line, cut to ``limit`` characters."""
     line = " ".join(str(text).split())

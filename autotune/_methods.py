@@ -13,7 +13,7 @@ import jax
 from . import _keys
 from ._config import Config
 from ._errors import error_text, warn_user_once
-from ._lookup import Lookup
+from ._lookup import Lookup, cache_has_xla
 from ._xla import XlaChoice, jit_options
 
 
@@ -61,6 +61,29 @@ class AutotunedMethod:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.autotune, name)
+
+
+def handed_out(ctl: Any) -> Any:
+    """What ``@at.autotuned`` hands out for the `Autotuned` ``ctl``: the ``jax.jit`` object itself
+    (so calls cost exactly a jit dispatch), carrying ``ctl``'s methods as attributes; for a method
+    defined in a class body, a descriptor that binds them to the instance too. When the cache
+    holds a config of this function with XLA options, ``ctl`` itself: compile options are a jit
+    object's, so its calls are routed to a jit per XLA choice (`XlaRoutes`)."""
+    if defined_in_class(ctl.fun):
+        return AutotunedMethod(ctl)
+    try:
+        ctl._xla.active = cache_has_xla(ctl)
+    except Exception:  # noqa: BLE001 - no routing: the plain jit, as before
+        ctl._xla.active = False
+    if ctl._xla.active:  # a cached config sets XLA options: ctl routes calls per signature
+        return ctl
+    jitted = ctl._jitted
+    for name in ("tune", "sites", "config_for", "with_options"):
+        setattr(jitted, name, getattr(ctl, name))
+    jitted.key = ctl.key
+    jitted.expected_calls = ctl.expected_calls
+    jitted.autotune = ctl
+    return jitted
 
 
 class XlaRoutes:

@@ -23,7 +23,7 @@ from ._pending import PendingRecord as PendingRecord
 # imports JAX (the cache commands need neither until they touch a cache or a device).
 _LAZY = {
     "Cache": "_cache",
-    "TransferCount": "_cache",
+    "TransferCount": "_transfer",
     "LOCK_WAIT_BUDGET_S": "_sqlite",
     "MAX_IMPORT_BYTES": "_transfer",
     "device_key": "._keys",

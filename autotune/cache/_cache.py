@@ -25,31 +25,11 @@ from ._entry import CacheEntry, parse_entry
 from ._models import SCHEMA_VERSION
 from ._pending import PendingRecord, parse_pending
 from ._session import Database
-from ._transfer import MAX_IMPORT_BYTES, Bundle
+from ._transfer import MAX_IMPORT_BYTES, TransferCount
 from ._url import resolve_url, url_hash
 from ._validate import FieldError
 
 _T = TypeVar("_T")
-
-
-class TransferCount(int):
-    """How many entries an export or import moved (an ``int``), with the pending records too.
-
-    Attributes:
-        entries: entries written or imported (the int's value).
-        pending: pending records written or imported (an import keeps existing records:
-            the first recording wins).
-        pending_kept: pending records of an import skipped because the cache had them.
-    """
-
-    entries: int
-    pending: int
-    pending_kept: int
-
-    def __new__(cls, entries: int, pending: int = 0, pending_kept: int = 0) -> TransferCount:
-        self = super().__new__(cls, entries)
-        self.entries, self.pending, self.pending_kept = entries, pending, pending_kept
-        return self
 
 
 class Cache:
@@ -287,18 +267,9 @@ class Cache:
         Returns:
             The number of entries written (`TransferCount`: ``.pending`` too).
         """
-        entries, pending, values = self.entries(), [], {}
-        for rec in self.pending():
-            try:
-                blobs = {n: _read_file(os.path.join(self.values_dir, n)) for n in rec.value_files}
-            except OSError as e:
-                note = f"the value files were missing when this cache was exported ({e.strerror}): shapes only"
-                rec = dataclasses.replace(rec, values={"files": [], "bytes": 0, "note": note})
-                blobs = {}
-            values.update(blobs)
-            pending.append(rec)
-        _transfer.write_export(path, Bundle(entries, pending, values))
-        return TransferCount(len(entries), len(pending))
+        bundle = _transfer.gather(self.entries(), self.pending(), self.values_dir)
+        _transfer.write_export(path, bundle)
+        return TransferCount(len(bundle.entries), len(bundle.pending))
 
     def import_json(self, path: str | os.PathLike, *, max_bytes: int = MAX_IMPORT_BYTES) -> TransferCount:
         """Import an exported file, all or nothing: entries are upserted, pending records are
@@ -393,8 +364,3 @@ class Cache:
         result = self._db.write(what, run, hot=hot)
         self._current = True
         return result
-
-
-def _read_file(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()

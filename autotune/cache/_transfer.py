@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import io
 import json
 import os
@@ -49,6 +50,48 @@ class Bundle:
     entries: list[CacheEntry] = field(default_factory=list)
     pending: list[PendingRecord] = field(default_factory=list)
     values: dict[str, bytes] = field(default_factory=dict)
+
+
+class TransferCount(int):
+    """How many entries an export or import moved (an ``int``), with the pending records too.
+
+    Attributes:
+        entries: entries written or imported (the int's value).
+        pending: pending records written or imported (an import keeps existing records:
+            the first recording wins).
+        pending_kept: pending records of an import skipped because the cache had them.
+    """
+
+    entries: int
+    pending: int
+    pending_kept: int
+
+    def __new__(cls, entries: int, pending: int = 0, pending_kept: int = 0) -> TransferCount:
+        self = super().__new__(cls, entries)
+        self.entries, self.pending, self.pending_kept = entries, pending, pending_kept
+        return self
+
+
+def gather(entries: list[CacheEntry], pending: list[PendingRecord], values_dir: str) -> Bundle:
+    """What an export holds: the entries, and the pending records with their value files read
+    from ``values_dir``. A record whose value files are gone is exported with shapes only, and
+    its ``values`` note says so."""
+    records, values = [], {}
+    for rec in pending:
+        try:
+            blobs = {n: _read_file(os.path.join(values_dir, n)) for n in rec.value_files}
+        except OSError as e:
+            note = f"the value files were missing when this cache was exported ({e.strerror}): shapes only"
+            rec = dataclasses.replace(rec, values={"files": [], "bytes": 0, "note": note})
+            blobs = {}
+        values.update(blobs)
+        records.append(rec)
+    return Bundle(list(entries), records, values)
+
+
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def write_export(path: str | os.PathLike, bundle: Bundle) -> None:
