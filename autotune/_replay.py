@@ -237,7 +237,7 @@ def tune_recorded(
                 more.setdefault(k, getattr(goal, k))
         if function is None:
             entry = cache.lookup(rec.function_key, rec.fingerprint, rec.signature, device_key)
-            held = None if entry is None else Objective.from_dict(entry.objective)
+            held = None if entry is None else entry.goal
             charges = (cw, rw, more.get("processes", 1))
             if held and entry.covers(calls) and (held.compile_weight, held.runtime_weight, held.processes) == charges:
                 say(f"tuned before: {describe_record(rec)} (autotune best --function {shlex.quote(rec.function_key)})")

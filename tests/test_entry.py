@@ -55,25 +55,25 @@ def test_v2_fields_round_trip_through_dicts_and_the_database(tmp_path):
 
 def test_the_repick_follows_the_winner_rule_not_the_lower_envelope(tmp_path):
     e = v2_entry()
-    other = e.for_objective(expected_calls=10)
+    other = e.for_objective(e.goal.overridden(expected_calls=10))
     assert other.config == DEFAULT  # LUCKY's median is lower, but it loses most paired rounds
     assert best_for(e.pareto, 10)["config"] == LUCKY  # the public envelope, without a default
     goal = Objective.from_dict(other.objective)
     choice = _select.choose(e.points, goal, default=_config.Config(DEFAULT), complete=RANGE)
     assert (other.config, other.cost) == (choice.config.to_dict(), choice.cost)
     assert other.default_cost == _select.cost(Point.from_json(POINTS[0]), goal)  # re-computed, not dropped
-    assert e.for_objective(expected_calls=OBJECTIVE["expected_calls"]) is e
+    assert e.for_objective(e.goal.overridden(expected_calls=OBJECTIVE["expected_calls"])) is e
     cache = Cache(tmp_path / "c.db")
     cache.put(e)
     assert cache.lookup(e.function_key, e.fingerprint, e.signature, e.device_key, expected_calls=10) == other
     without_default = v2_entry(default_config=None)
-    assert without_default.for_objective(expected_calls=10).config == LUCKY
+    assert without_default.for_objective(without_default.goal.overridden(expected_calls=10)).config == LUCKY
 
 
 def test_covers_and_retune_command_follow_the_complete_range():
     e = v2_entry()
     assert e.covers(0) and e.covers(5000) and not e.covers(5001)
-    assert e.for_objective(expected_calls=1e6).covers(1e6) is False
+    assert e.for_objective(e.goal.overridden(expected_calls=1e6)).covers(1e6) is False
     assert e.retune_command(20000) == "autotune tune /abs/studies/x.py --expected-calls 20000"
     assert e.retune_command(2.5) == "autotune tune /abs/studies/x.py --expected-calls 2.5"
     unbounded = v2_entry(complete_range={"from_calls": 0.0, "to_calls": math.inf, "why": "all measured"})
@@ -84,7 +84,7 @@ def test_covers_and_retune_command_follow_the_complete_range():
 def test_an_entry_without_a_range_covers_only_its_own_call_count():
     e = make_entry(pareto=[{"config": DEFAULT, "compile_s": 1.0, "run_s": 1e-3}], config=DEFAULT)
     assert e.complete_range is None and e.covers(1000) and not e.covers(999) and not e.covers(1001)
-    moved = e.for_objective(expected_calls=50)
+    moved = e.for_objective(e.goal.overridden(expected_calls=50))
     # the copy keeps the range of the call count that was tuned, not the one asked for
     assert moved.complete_range["from_calls"] == moved.complete_range["to_calls"] == 1000
     assert not moved.covers(50) and "no complete range" in e.covered_range["why"]
@@ -186,7 +186,8 @@ def test_an_entry_in_the_older_spelling_still_reads_from_the_database_and_an_exp
     with Cache(db) as cache:
         (got,) = cache.entries()
         assert got == new and got.points == [Point.from_json(p) for p in POINTS]
-        assert got.for_objective(expected_calls=10).config == DEFAULT  # the winner rule reads its rounds
+        # the winner rule reads its rounds
+        assert got.for_objective(got.goal.overridden(expected_calls=10)).config == DEFAULT
     # An export file of an older version: the same entry.
     doc = {**new.to_dict(), "pareto": old_points}
     assert CacheEntry.from_dict(doc) == new

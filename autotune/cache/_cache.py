@@ -134,7 +134,9 @@ class Cache:
         if entry is None or {expected_calls, compile_weight, runtime_weight, processes, compilation_cache} == {None}:
             return entry
         figures = (expected_calls, compile_weight, runtime_weight)
-        return entry.for_objective(*figures, processes=processes, compilation_cache=compilation_cache)
+        return entry.for_objective(
+            entry.goal.overridden(*figures, processes=processes, compilation_cache=compilation_cache)
+        )
 
     def entries(self, function_key: str | None = None, device_key: str | None = None) -> list[CacheEntry]:
         """List entries, ordered by function key then creation time (empty when the cache does not exist).

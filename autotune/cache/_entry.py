@@ -184,29 +184,28 @@ class CacheEntry:
             )
         return dataclasses.replace(self, **changes)
 
-    def for_objective(
-        self,
-        expected_calls: float | None = None,
-        compile_weight: float | None = None,
-        runtime_weight: float | None = None,
-        *,
-        processes: int | None = None,
-        compilation_cache: bool | None = None,
-    ) -> CacheEntry:
+    @property
+    def goal(self) -> Objective:
+        """``objective`` as an `Objective` value (what `_select` and `Objective.overridden` take)."""
+        return Objective.from_dict(self.objective)
+
+    def for_objective(self, goal: Objective) -> CacheEntry:
         """Re-pick the config for another objective, without measuring, by `_select.choose`.
 
+        Example::
+
+            wider = entry.for_objective(entry.goal.overridden(expected_calls=1e6))
+            wider.covers(1e6)  # False when the study did not measure that far
+
         Arguments:
-            expected_calls, compile_weight, runtime_weight, processes, compilation_cache: the new
-                objective (`Objective.overridden`); None keeps the entry's own value.
+            goal: the new objective; ``entry.goal.overridden(...)`` changes some figures and keeps
+                the entry's others.
 
         Returns:
             This entry when the objective is unchanged or there are no points, else a copy
             (see `with_choice`) naming the winner of `pareto` (against `default_config`).
             Whether the new call count is covered: ``copy.covers(expected_calls)``.
         """
-        goal = Objective.from_dict(self.objective).overridden(
-            expected_calls, compile_weight, runtime_weight, processes=processes, compilation_cache=compilation_cache
-        )
         objective = goal.to_dict()
         if objective == self.objective or not self.pareto:
             return self

@@ -130,8 +130,9 @@ class Reader:
             )
         if entry is None or {expected_calls, compile_weight, runtime_weight, processes, compilation_cache} == {None}:
             return entry
+        figures = (expected_calls, compile_weight, runtime_weight)
         return entry.for_objective(
-            expected_calls, compile_weight, runtime_weight, processes=processes, compilation_cache=compilation_cache
+            entry.goal.overridden(*figures, processes=processes, compilation_cache=compilation_cache)
         )
 
 

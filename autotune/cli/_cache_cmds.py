@@ -16,7 +16,6 @@ from typing import Any
 from .. import _display, _select
 from .._config import Config
 from .._measurement import compile_total
-from .._objective import Objective
 from ._output import console, emit_json, retune_lines
 from ._tables import SiteNames, crossover_table, print_legend, say, table, tell
 
@@ -35,14 +34,12 @@ def _weights(e) -> tuple[float, float]:
 
 def _intervals(e) -> list[dict[str, Any]]:
     """The entry's crossover intervals under its objective (its processes and compilation cache too)."""
-    return _select.crossover_intervals(
-        e.points, default=e.default_config, **Objective.from_dict(e.objective).line_figures()
-    )
+    return _select.crossover_intervals(e.points, default=e.default_config, **e.goal.line_figures())
 
 
 def _processes_text(e) -> str:
     """``8 (cache on)``: the processes an entry was picked for, and the compilation cache."""
-    goal = Objective.from_dict(e.objective)
+    goal = e.goal
     return f"{goal.processes} (cache {'on' if goal.compilation_cache else 'off'})" if goal.processes != 1 else "1"
 
 
@@ -116,7 +113,7 @@ def cmd_best(a: argparse.Namespace) -> int:
     processes = getattr(a, "processes", None)
     if (a.expected_calls, processes, cache) != (None, None, None):  # re-pick from the stored points
         entries = [
-            e.for_objective(expected_calls=a.expected_calls, processes=processes, compilation_cache=cache)
+            e.for_objective(e.goal.overridden(a.expected_calls, processes=processes, compilation_cache=cache))
             for e in entries
         ]
     if not entries:
@@ -166,7 +163,7 @@ def _best_table(entries: list, names: SiteNames, wide: bool):
     keys = [(e.function_key, e.device_key) for e in entries]
     show_device = wide or len(devices) > 1
     show_signature = wide or len(set(keys)) < len(keys)
-    show_processes = any(Objective.from_dict(e.objective).processes != 1 for e in entries)
+    show_processes = any(e.goal.processes != 1 for e in entries)
     cols = (
         ["function"]
         + (["device"] if show_device else [])

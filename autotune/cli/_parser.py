@@ -102,6 +102,16 @@ def _numbers(p: argparse.ArgumentParser, *rows: tuple[str, Callable[[str], Any],
         p.add_argument(flag, type=kind, default=None, metavar=metavar, help=text)
 
 
+_TIME_BUDGET_HELP = (
+    "with --recorded: T (90s, 30m, 1.5h or seconds) for all the recorded functions, split by "
+    "calls × default runtime; each stops at its share (or at --trials, whichever comes first)"
+)
+_PROCESSES_HELP = (
+    "how many processes will run each function (each calling it --expected-calls times); "
+    "override the decorator's processes (default 1)"
+)
+
+
 def _tune_parser(sub) -> None:
     p = sub.add_parser("tune", help="tune every example of a study file (or recorded calls) and store the winners")
     p.add_argument(
@@ -120,23 +130,11 @@ def _tune_parser(sub) -> None:
         p,
         ("--trials", positive_int, "N", "trials per function (default: the whole space if small, else 32)"),
         ("--timeout", nonneg_float, "S", "stop starting new trials after this many seconds"),
-        (
-            "--time-budget",
-            duration,
-            "T",
-            "with --recorded: T (90s, 30m, 1.5h or seconds) for all the recorded functions, split by "
-            "calls × default runtime; each stops at its share (or at --trials, whichever comes first)",
-        ),
+        ("--time-budget", duration, "T", _TIME_BUDGET_HELP),
         ("--expected-calls", nonneg_float, "N", "override the decorator's expected_calls"),
         ("--compile-weight", nonneg_float, "W", "override the decorator's compile_weight (default 1)"),
         ("--runtime-weight", nonneg_float, "W", "override the decorator's runtime_weight (default 1)"),
-        (
-            "--processes",
-            positive_int,
-            "P",
-            "how many processes will run each function (each calling it --expected-calls times); "
-            "override the decorator's processes (default 1)",
-        ),
+        ("--processes", positive_int, "P", _PROCESSES_HELP),
     )
     p.add_argument(
         "--compilation-cache",
