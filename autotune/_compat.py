@@ -232,6 +232,15 @@ def bind_like(eqn: Any, params: dict[str, Any], invals: list[Any]) -> list[Any]:
 # --- caches ------------------------------------------------------------------------------------
 
 
+def backends_started() -> bool:
+    """Whether JAX opened its backends (devices) in this process; once it has, the platforms
+    it may use are fixed."""
+    from jax._src import xla_bridge
+
+    started = getattr(xla_bridge, "backends_are_initialized", None)
+    return bool(started()) if started is not None else bool(getattr(xla_bridge, "_backends", None))
+
+
 def clear_jax_caches() -> None:
     jax.clear_caches()
 

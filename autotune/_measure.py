@@ -4,17 +4,17 @@ This is the one timing implementation. :func:`measure` (``at.measure``), the in-
 runner, the worker process in every mode and the benchmark scripts all time through the
 primitives here: :func:`time_stages` (trace, lower, hash, compile), :func:`compile_config`
 (the same with JAX's caches cleared and the persistent cache off), :func:`time_calls`
-(adaptive runtime sampling) and :func:`run_measurement` (a :class:`Measurement` from
-compiled stages). Each stage is timed in wall seconds and in the process's CPU seconds (all
-threads: XLA compiles on threads of its own); load stretches the first, not the second, which
-the objective charges (:attr:`Measurement.compile_cost_s`; README, "Measuring honestly").
+(adaptive runtime sampling in a timing mode, :mod:`autotune._timing`) and
+:func:`run_measurement` (a :class:`Measurement` from compiled stages). Each stage is timed in
+wall seconds and in the process's CPU seconds (all threads: XLA compiles on threads of its own);
+load stretches the first, not the second, which the objective charges
+(:attr:`Measurement.compile_cost_s`; README, "Measuring honestly").
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,9 +27,15 @@ from ._config import Config
 from ._jitargs import donates, dynamic_args, jit_option_set  # noqa: F401 (imported from here too)
 from ._measurement import Measurement as Measurement  # the value this module produces
 from ._rewrite import with_config
+from ._timing import Timing, check_mode, time_calls
 from ._xla import XlaChoice, jit_options
 
-TIMING_OPTIONS = ("warmup", "min_reps", "max_reps", "target_s")  # what runners pass on to time_calls
+# What runners pass on to time_calls (in this process and in the worker's trial and retime requests).
+TIMING_OPTIONS = ("mode", "warmup", "min_reps", "max_reps", "target_s")
+
+FRESH_BYTES = 256 * 2**20
+"""The most bytes of fresh input copies made at once for a donating program (they are made before a
+sample's clock starts, one set per call of the sample)."""
 
 
 @dataclass
@@ -72,6 +78,7 @@ def time_stages(
     on_lowered: Callable[[Stages], Any] | None = None,
     compile: bool = True,
     xla: XlaChoice | None = None,
+    platforms: tuple[str, ...] | None = None,
 ) -> Stages:
     """Trace, lower and compile ``jitted`` on ``args``, timing each stage apart.
 
@@ -95,7 +102,8 @@ def time_stages(
     if on_traced is not None:
         on_traced(stages)
     t0, c0 = time.perf_counter(), time.process_time()
-    stages.lowered = stages.traced.lower()
+    # platforms: lower for a device this process does not open (a trace-only parent, autotune._host)
+    stages.lowered = stages.traced.lower(lowering_platforms=platforms) if platforms else stages.traced.lower()
     stages.lower_s, stages.lower_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     stages.program_hash = program_hash(stages.lowered, xla.flags() if xla else None)
     if on_lowered is not None:
@@ -120,6 +128,7 @@ def compile_config(
     on_traced: Callable[[Stages], None] | None = None,
     on_lowered: Callable[[Stages], Any] | None = None,
     compile: bool = True,
+    platforms: tuple[str, ...] | None = None,
 ) -> Stages:
     """:func:`time_stages` of ``jax.jit(with_config(fn, config), **jit_kwargs)`` with the config's
     XLA options merged into ``compiler_options`` (:func:`autotune._xla.jit_options`), cold: JAX's
@@ -138,6 +147,7 @@ def compile_config(
             on_lowered=on_lowered,
             compile=compile,
             xla=config.xla,
+            platforms=platforms,
         )
 
 
@@ -161,67 +171,25 @@ def _flops(compiled) -> float | None:
     return float(value) if value is not None and math.isfinite(value) and value >= 0 else None
 
 
-def _quartiles(samples: Sequence[float]) -> tuple[float, float, float]:
-    """(median, IQR, 10th percentile). Inclusive quantiles: the default (exclusive) method
-    extrapolates below the fastest sample, and a few samples with one slow outlier gave a
-    negative 10th percentile."""
-    if len(samples) < 4:
-        return statistics.median(samples), 0.0, min(samples)
-    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
-    return statistics.median(samples), q3 - q1, statistics.quantiles(samples, n=10, method="inclusive")[0]
-
-
-def time_calls(
-    call: Callable[[], Any],
-    *,
-    warmup: int = 2,
-    min_reps: int = 5,
-    max_reps: int = 2000,
-    target_s: float = 0.5,
-    min_sample_s: float = 2e-4,
-    fresh_inputs: bool = False,
-) -> tuple[float, float, int, float]:
-    """Median, IQR, count and 10th percentile of seconds per call of ``call`` (which must block).
-
-    The number of samples adapts to the function's speed: about ``target_s``
-    of timing in all, at least ``min_reps`` samples, at most ``max_reps``. Calls
-    faster than ``min_sample_s`` are timed in batches so that timer resolution
-    does not dominate. With ``fresh_inputs`` (donated buffers) calls are never batched.
-    """
-    for _ in range(warmup):
-        call()
-    t0 = time.perf_counter()
-    call()
-    one = max(time.perf_counter() - t0, 1e-9)
-    batch = 1 if fresh_inputs else max(1, min(1000, math.ceil(min_sample_s / one)))
-    reps = int(max(min_reps, min(max_reps, target_s / (one * batch))))
-    samples = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            call()
-        samples.append((time.perf_counter() - t0) / batch)
-    median, iqr, p10 = _quartiles(samples)
-    return median, iqr, reps * batch, p10
-
-
 def _copy(x):
     return x.copy() if isinstance(x, jax.Array) else x
 
 
-def time_compiled(
-    compiled: Any, args: tuple, kwargs: dict, *, donating: bool = False, **timing: Any
-) -> tuple[float, float, int, float, Any]:
-    """(median s, IQR s, reps, p10 s, outputs of the last call) of calling ``compiled`` on the
-    dynamic ``args``/``kwargs``; donated inputs are copied fresh for every call."""
-    outputs = None
-
-    def call():
-        nonlocal outputs
-        a, k = jax.tree_util.tree_map(_copy, (args, kwargs)) if donating else (args, kwargs)
-        outputs = jax.block_until_ready(compiled(*a, **k))
-
-    return (*time_calls(call, fresh_inputs=donating, **timing), outputs)
+def time_compiled(compiled: Any, args: tuple, kwargs: dict, *, donating: bool = False, **timing: Any) -> Timing:
+    """The :class:`autotune._timing.Timing` (median s, IQR s, reps, p10 s, the mode charged, the last
+    call's outputs) of calling ``compiled`` on the dynamic ``args``/``kwargs``, ``timing`` as
+    :func:`time_calls` takes it. With ``donating`` every call gets its own fresh copies of the
+    inputs, made before the clock starts (at most :data:`FRESH_BYTES` of them at once)."""
+    if not donating:
+        return time_calls(lambda: compiled(*args, **kwargs), **timing)
+    leaves = [x for x in jax.tree_util.tree_leaves((args, kwargs)) if isinstance(x, jax.Array)]
+    size = sum(int(x.nbytes) for x in leaves)
+    timing["max_batch"] = max(1, min(int(timing.get("max_batch", 1000)), FRESH_BYTES // max(size, 1)))
+    return time_calls(
+        lambda inputs: compiled(*inputs[0], **inputs[1]),
+        fresh=lambda: jax.tree_util.tree_map(_copy, (args, kwargs)),
+        **timing,
+    )
 
 
 def run_measurement(
@@ -235,23 +203,24 @@ def run_measurement(
     **timing: Any,
 ) -> Measurement:
     """Time the runtime of compiled ``stages`` and return the whole :class:`Measurement`."""
-    run_s, iqr_s, reps, p10, outputs = time_compiled(stages.compiled, args, kwargs, donating=donating, **timing)
+    t = time_compiled(stages.compiled, args, kwargs, donating=donating, **timing)
     return Measurement(
         trace_s=stages.trace_s,
         lower_s=stages.lower_s,
         compile_s=stages.compile_s,
-        run_s=run_s,
-        run_iqr_s=iqr_s,
-        reps=reps,
+        run_s=t.run_s,
+        run_iqr_s=t.iqr_s,
+        reps=t.reps,
         config=Config() if config is None else config,
         memory=_memory(stages.compiled),
         flops=_flops(stages.compiled),
         program_hash=stages.program_hash,
-        outputs=outputs if keep_outputs else None,
+        outputs=t.outputs if keep_outputs else None,
         trace_cpu_s=stages.trace_cpu_s,
         lower_cpu_s=stages.lower_cpu_s,
         compile_cpu_s=stages.compile_cpu_s,
-        run_p10_s=p10,
+        run_p10_s=t.p10_s,
+        timing=t.mode,
     )
 
 
@@ -281,11 +250,12 @@ class Executable:
     measurement: Measurement
 
     def retime(self, **timing: Any) -> Measurement:
-        """Time the runtime again: the new runtime figures, the kept compile figures."""
-        run_s, iqr_s, reps, p10, _ = time_compiled(
-            self.compiled, self.args, self.kwargs, donating=self.donating, **timing
+        """Time the runtime again (``timing`` as :func:`time_calls` takes it, its mode included): the
+        new runtime figures and the mode they were charged in, the kept compile figures."""
+        t = time_compiled(self.compiled, self.args, self.kwargs, donating=self.donating, **timing)
+        return self.measurement.replace(
+            run_s=t.run_s, run_iqr_s=t.iqr_s, reps=t.reps, run_p10_s=t.p10_s, timing=t.mode, outputs=None
         )
-        return self.measurement.replace(run_s=run_s, run_iqr_s=iqr_s, reps=reps, run_p10_s=p10, outputs=None)
 
 
 def measure_executable(
@@ -348,6 +318,7 @@ def measure(
     min_reps: int = 5,
     max_reps: int = 2000,
     target_s: float = 0.5,
+    timing_mode: str = "steady",
     clear_caches: bool = True,
     keep_outputs: bool = False,
     on_lowered: Callable[[str], Measurement | None] | None = None,
@@ -360,6 +331,10 @@ def measure(
         config: the config to measure; None measures the default.
         jit_kwargs: keyword arguments for ``jax.jit`` (``static_argnums``, ``donate_argnums``...).
         warmup, min_reps, max_reps, target_s: runtime sampling, see :func:`time_calls`.
+        timing_mode: how a call is timed: ``"steady"`` (calls dispatched back to back, the
+            default), ``"blocking"`` (each call waited for on its own) or ``"device"`` (the
+            device's own time from JAX's profiler; the steady state where the platform gives
+            none); ``Measurement.timing`` says which was charged (:mod:`autotune._timing`).
         clear_caches: clear JAX's in-memory caches first, so trace/lower/compile are cold.
         keep_outputs: keep the outputs of one call in ``Measurement.outputs``.
         on_lowered: called with the program hash after lowering, before compiling; when it
@@ -378,7 +353,7 @@ def measure(
         >>> m.compile_s > 0 and m.run_s > 0
         True
     """
-    timing = {"warmup": warmup, "min_reps": min_reps, "max_reps": max_reps, "target_s": target_s}
+    timing = dict(mode=check_mode(timing_mode), warmup=warmup, min_reps=min_reps, max_reps=max_reps, target_s=target_s)
     return measure_executable(
         fn,
         args,

@@ -20,6 +20,21 @@ STAGES = ("trace_s", "lower_s", "compile_s")
 
 OPTIONAL_SECONDS = ("trace_cpu_s", "lower_cpu_s", "compile_cpu_s", "run_p10_s", "load_cost_s")  # None in older records
 
+TIMING_MODES = ("steady", "blocking", "device")
+"""How a call's runtime is timed (:mod:`autotune._timing`): calls back to back (the default), each call
+waited for on its own, or the device's own time from the profiler."""
+
+OLDER_TIMING = "blocking"
+"""The timing of a record written before the mode was kept: every call was waited for on its own."""
+
+
+def timing_mode_error(value: Any) -> str:
+    """The one sentence for a timing mode that is none of :data:`TIMING_MODES`."""
+    return (
+        f"{value!r} is not a timing mode: use 'steady' (calls dispatched back to back, the default), "
+        "'blocking' (each call waited for on its own) or 'device' (the device's own time from the profiler)."
+    )
+
 
 @dataclass(frozen=True)
 class Measurement:
@@ -29,8 +44,8 @@ class Measurement:
         trace_s, lower_s, compile_s: seconds spent in ``jit(...).trace``, ``.lower``
             and ``.compile`` (JAX's in-memory caches cleared and the persistent
             compilation cache off, so each is a real, cold number).
-        run_s: median seconds per call after warm-up, each call synchronised with
-            ``block_until_ready``; ``run_iqr_s`` is the interquartile range of the samples.
+        run_s: median seconds per call after warm-up, timed as :attr:`timing` says; ``run_iqr_s`` is
+            the interquartile range of the samples.
         reps: how many calls the runtime figures are based on.
         memory: bytes XLA reports (``temp``, ``generated_code``, ``argument``, ``output``).
         flops: flops XLA's cost analysis reports, or None.
@@ -42,6 +57,10 @@ class Measurement:
         load_cost_s: what a later process pays with JAX's persistent compilation cache on: trace +
             lower + the load of the cached executable, CPU seconds, the load measured in a fresh
             process (``autotune.worker._load``); None where not measured (see :attr:`load_charged_s`).
+        timing: the timing mode the runtime figures were charged in (:data:`TIMING_MODES`): the mode
+            asked for, except ``"steady"`` where ``"device"`` was asked and the platform's profile
+            has no device time (the CPU). A record without it reads as ``"blocking"``, the way
+            runtimes were timed before the mode was kept.
     """
 
     trace_s: float
@@ -60,6 +79,7 @@ class Measurement:
     compile_cpu_s: float | None = None
     run_p10_s: float | None = None
     load_cost_s: float | None = None
+    timing: str = "steady"
 
     @property
     def run_cost_s(self) -> float:
@@ -114,6 +134,7 @@ class Measurement:
             "compile_cpu_s": self.compile_cpu_s,
             "run_p10_s": self.run_p10_s,
             "load_cost_s": self.load_cost_s,
+            "timing": self.timing,
         }
 
     @classmethod
@@ -130,6 +151,7 @@ class Measurement:
             flops=d.get("flops"),
             program_hash=d.get("program_hash"),
             **{k: None if d.get(k) is None else float(d[k]) for k in OPTIONAL_SECONDS},
+            timing=str(d.get("timing") or OLDER_TIMING),
         )
 
     def replace(self, **changes: Any) -> Measurement:

@@ -5,7 +5,7 @@ study (``study/_tune``) and the runner (``study/_tune.default_runner``, ``Worker
 read it under the same names, so a name means one thing all the way down. What the command
 line adds (helper processes, the stored re-tune command, where a worker imports the
 function from) travels beside it in the private :class:`Plumbing`, never in a public
-signature. Only the standard library is imported here.
+signature. Only the standard library and autotune's light modules (no JAX) are imported here.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._errors import StudyError, warn_user_once
+from ._measurement import TIMING_MODES, timing_mode_error
 
 SAMPLERS = ("auto", "tpe", "grid", "random", "nsga2")
 SEARCHES = ("cost", "pareto")
-TIMING_KEYS = ("warmup", "min_reps", "max_reps", "target_s")  # `_measure.TIMING_OPTIONS`, kept light here
+TIMING_KEYS = ("mode", "warmup", "min_reps", "max_reps", "target_s")  # `_measure.TIMING_OPTIONS`, kept light here
 
 
 def _positive(value: Any) -> bool:
@@ -50,8 +51,12 @@ class TuneOptions:
         confirm_rounds: in how many rounds (default 3).
         reconfirm: re-time the contenders of a finished study (default False).
         rtol, atol: override the correctness guard's tolerances (default None: per dtype).
-        timing: runtime sampling options of :func:`autotune.measure` (``warmup``,
-            ``min_reps``, ``max_reps``, ``target_s``; default None: its defaults).
+        timing: how runtime is timed: a dict of ``mode`` (``"steady"``: calls dispatched back to
+            back, the default; ``"blocking"``: each call waited for on its own, for a program that
+            serves one request at a time; ``"device"``: the device's own time from JAX's profiler,
+            the steady state where the platform gives none) and the sampling options of
+            :func:`autotune.measure` (``warmup``, ``min_reps``, ``max_reps``, ``target_s``);
+            a mode alone as a string (``timing="blocking"``); default None: the defaults.
         trial_timeout: seconds one trial may take in the worker process (default None).
         trial_memory_gb: the worker process's memory cap in GiB (default None).
         isolate: ``"auto"`` (default) measures in a worker process (in-process, with one
@@ -85,7 +90,7 @@ class TuneOptions:
     reconfirm: bool = False
     rtol: float | None = None
     atol: float | None = None
-    timing: Mapping[str, Any] | None = None
+    timing: Mapping[str, Any] | str | None = None  # a mode alone is read as {"mode": ...}
     trial_timeout: float | None = None
     trial_memory_gb: float | None = None
     isolate: bool | str = "auto"
@@ -113,10 +118,16 @@ class TuneOptions:
         if self.trial_memory_gb is not None and not _positive(self.trial_memory_gb):
             raise StudyError(f"trial_memory_gb={self.trial_memory_gb!r} must be a number of GiB > 0, or None.")
         if self.timing is not None:
-            if not isinstance(self.timing, Mapping):
-                raise StudyError(f"timing={self.timing!r} must be a dict of {list(TIMING_KEYS)}, or None.")
+            timing = {"mode": self.timing} if isinstance(self.timing, str) else self.timing
+            if not isinstance(timing, Mapping):
+                raise StudyError(
+                    f"timing={self.timing!r} must be a dict of {list(TIMING_KEYS)}, a timing mode alone "
+                    f"({', '.join(map(repr, TIMING_MODES))}), or None."
+                )
+            if "mode" in timing and timing["mode"] not in TIMING_MODES:
+                raise StudyError(f"timing: {timing_mode_error(timing['mode'])}")
             # a frozen value holds no dict that could change under it
-            object.__setattr__(self, "timing", types.MappingProxyType(dict(sorted(self.timing.items()))))
+            object.__setattr__(self, "timing", types.MappingProxyType(dict(sorted(timing.items()))))
 
     def replace(self, **changes: Any) -> TuneOptions:
         """A copy with ``changes`` (validated like the original)."""
@@ -125,6 +136,11 @@ class TuneOptions:
     def timing_dict(self) -> dict[str, Any]:
         """``timing`` as a fresh dict (empty for None), as runners take it."""
         return dict(self.timing or {})
+
+    @property
+    def timing_mode(self) -> str:
+        """The timing mode asked for (``"steady"`` unless ``timing`` names another)."""
+        return str((self.timing or {}).get("mode", "steady"))
 
     def __hash__(self) -> int:
         return hash(tuple((f.name, _hashable(getattr(self, f.name))) for f in dataclasses.fields(self)))

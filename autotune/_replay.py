@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _keys
+from . import _host, _keys
 from ._abstract import short_signature
 from ._budget import Share, quick_default, spend
 from ._decorator import Autotuned, controller
@@ -159,7 +159,7 @@ def rebuild(rec: PendingRecord, values_dir: str) -> tuple[Autotuned, tuple, dict
     except Exception as e:
         raise Skip(f"it no longer traces on the recorded inputs ({error_text(e)})") from None
     if program.fingerprint != rec.fingerprint:
-        upgrade = rec.device.get("jax") != _keys.device_info().get("jax")
+        upgrade = rec.device.get("jax") != _host.target_device().get("jax")
         raise Skip(
             f"the program changed since it was recorded (fingerprint {rec.fingerprint[:10]} then, "
             f"{program.fingerprint[:10]} now{'; a jax upgrade changes it too' if upgrade else ''}); run "
@@ -226,7 +226,7 @@ def tune_recorded(
 
     Returns one `Replayed` per distinct recorded signature."""
     options = TuneOptions(n_trials=n_trials, timeout=timeout, **tune_options)
-    device_key = _keys.device_key(_keys.device_info())
+    device_key = _keys.device_key(_host.target_device())
     out, ready = [], []
     for rec in select(cache.pending(function), device_key):
         goal = Objective.from_dict(rec.objective).overridden(expected_calls, compile_weight, runtime_weight)
@@ -279,7 +279,7 @@ def tune_recorded(
 def pending_status(cache: Cache) -> list[PendingStatus]:
     """Every pending record, whether this device has a tuned entry for its exact key, and
     whether its value files are there."""
-    device_key = _keys.device_key(_keys.device_info())
+    device_key = _keys.device_key(_host.target_device())
     rows = []
     for rec in cache.pending():
         tuned = cache.lookup(rec.function_key, rec.fingerprint, rec.signature, device_key) is not None

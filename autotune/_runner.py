@@ -237,21 +237,85 @@ class ExecutableStore:
         self._configs.clear()
 
 
-class InProcessRunner:
-    """Measures configs in this process (no isolation: a hang or crash is the study's).
+# A trial measured in-process on a compile deadline gets this much beyond it for its runtime sampling.
+SAMPLING_SLACK_S = 5.0
 
-    The compile budget is checked after tracing and after lowering (a compile in this
-    process cannot be stopped midway); ``retime`` re-runs kept executables.
+
+class InProcessRunner:
+    """Measures configs in this process (no isolation: a crash is the study's).
+
+    The compile budget is checked after tracing and after lowering. With ``trial_timeout``
+    (or a compile budget) a trial also has a deadline: it runs on a thread of its own, and one
+    that outlives it is reported (``timeout`` / ``pruned``) and left to finish in the background,
+    since a compile in this process cannot be stopped midway; the study goes on meanwhile, and a
+    signal is acted on at once. ``retime`` re-runs kept executables.
     """
 
     isolated = False
 
     def __init__(
-        self, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, timing: dict | None, *, recent: int = RECENT
+        self,
+        fn: Callable,
+        args: tuple,
+        kwargs: dict,
+        jit_kwargs: dict,
+        timing: dict | None,
+        *,
+        recent: int = RECENT,
+        trial_timeout: float | None = None,
     ):
         self.fn, self.args, self.kwargs, self.jit_kwargs = fn, tuple(args), dict(kwargs), dict(jit_kwargs)
         self.timing = {k: v for k, v in dict(timing or {}).items() if k in TIMING_OPTIONS}
         self.store = ExecutableStore(recent)
+        self.trial_timeout = trial_timeout
+        self.abandoned = 0  # trials left running past their deadline
+
+    def _deadline(self, compile_budget_s: float | None) -> tuple[float | None, str]:
+        """(seconds the whole trial may take, the outcome past it): the trial timeout, else the
+        compile budget plus time to sample the runtime (a compile past the budget cannot win)."""
+        if self.trial_timeout is not None:
+            return self.trial_timeout, "timeout"
+        if compile_budget_s is not None:
+            target = float(self.timing.get("target_s", 0.5))
+            return compile_budget_s + 4 * target + SAMPLING_SLACK_S, "pruned"
+        return None, "timeout"
+
+    def _on_deadline(self, work: Callable[[], Any], compile_budget_s: float | None) -> Any:
+        """``work()`` on a thread, waited for until the deadline; interrupts are checked meanwhile."""
+        import threading
+
+        limit, outcome = self._deadline(compile_budget_s)
+        if limit is None:
+            return work()
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["value"] = work()
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                box["error"] = exc
+
+        thread = threading.Thread(target=target, name="autotune-trial", daemon=True)
+        started = time.monotonic()
+        thread.start()
+        while thread.is_alive():
+            _interrupt.check()
+            waited = time.monotonic() - started
+            if waited >= limit:
+                self.abandoned += 1
+                raise TrialFailed(
+                    outcome,
+                    (
+                        f"the trial ran {waited:.3g} s in this process, past its deadline of {limit:.3g} s "
+                        f"({'trial_timeout' if outcome == 'timeout' else 'the compile budget'}); it cannot be "
+                        "stopped midway, so it finishes in the background and its result is dropped"
+                    ),
+                    compile_s_at_least=waited,
+                )
+            thread.join(min(0.1, limit - waited))
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
     def measure(
         self,
@@ -263,16 +327,19 @@ class InProcessRunner:
         config = Config.from_dict(config)
         _interrupt.check()
         try:
-            m, exe = measure_executable(
-                self.fn,
-                self.args,
-                self.kwargs,
-                config,
-                jit_kwargs=self.jit_kwargs,
-                timing=self.timing,
-                keep_outputs=True,
-                on_stage=stage_guard(compile_budget_s),
-                on_lowered=on_lowered,
+            m, exe = self._on_deadline(
+                lambda: measure_executable(
+                    self.fn,
+                    self.args,
+                    self.kwargs,
+                    config,
+                    jit_kwargs=self.jit_kwargs,
+                    timing=self.timing,
+                    keep_outputs=True,
+                    on_stage=stage_guard(compile_budget_s),
+                    on_lowered=on_lowered,
+                ),
+                compile_budget_s,
             )
         except (TrialFailed, KeyboardInterrupt):
             raise

@@ -171,6 +171,19 @@ def build_parser() -> argparse.ArgumentParser:
         "(the tuner's own rule on the default's measurement), on or off; where searched, a loop_only "
         "approach (xla off) is added",
     )
+    p.add_argument(
+        "--trial-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop a grid or tuner trial after S seconds (its worker is killed; default: no limit)",
+    )
+    p.add_argument(
+        "--timing",
+        default=None,
+        choices=["steady", "blocking", "device"],
+        help="how a call's runtime is timed in every approach (default: the tuner's default)",
+    )
     p.add_argument("--quiet", action="store_true")
     p.add_argument(
         "--render",
@@ -274,22 +287,20 @@ def approaches_of(st: dict[str, Any]) -> list[str]:
     return APPROACHES + [LOOP_ONLY] * (LOOP_ONLY in st["approaches"])
 
 
-def xla_dimension(a: argparse.Namespace, ctl, ex, objective, timing: dict) -> tuple:
+def xla_dimension(a: argparse.Namespace, runner, objective) -> tuple:
     """The XLA choices the grid and the tuner span for this study (``()``: none; also on a tree
     without ``TuneOptions.xla``): ``--xla on``, or ``auto`` where the tuner's own rule says
     so on a fresh measurement of the default."""
     if a.xla == "off" or not xla_supported():
         return ()
-    import jax
-
     from autotune import Config
     from autotune._xla import choices, offered, searched
 
-    dev = jax.devices()[0]
-    default = measure_point(ctl, ex, Config(), timing) if a.xla == "auto" else None
-    if not searched(True if a.xla == "on" else "auto", objective, default, dev.platform):
+    dev = runner.device_info()
+    default = runner.measure(Config()) if a.xla == "auto" else None
+    if not searched(True if a.xla == "on" else "auto", objective, default, dev["platform"]):
         return ()
-    return choices(offered(dev.platform, dev.device_kind)[0])
+    return choices(offered(dev["platform"], dev["device_kind"])[0])
 
 
 def relabel(result: dict[str, Any]) -> dict[str, Any]:
@@ -333,9 +344,19 @@ def grid_configs(space, grid_max: int, seed: int) -> tuple[list, bool]:
 
 
 def measure_point(ctl, ex, config, timing: dict) -> Any:
+    """One config measured in this process (the final re-measure's fresh processes, each the
+    device's only owner while it runs)."""
     from autotune import measure
 
     return measure(ctl.fun, ex.args, ex.kwargs, config, jit_kwargs=ctl.jit_kwargs, keep_outputs=True, **timing)
+
+
+def grid_runner(ctl, ex, timing: dict, a: argparse.Namespace):
+    """The grid's runner: a worker process, as the tuner's (this process only traces and lowers;
+    on a TPU the worker owns the chip), closed before the tuner starts its own."""
+    from autotune.worker import WorkerRunner
+
+    return WorkerRunner(ctl.fun, ex.args, ex.kwargs, ctl.jit_kwargs, timing, trial_timeout=a.trial_timeout)
 
 
 def point(m, objective) -> dict[str, Any]:
@@ -445,21 +466,22 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
         study = name if len(examples) == 1 else f"{name}:{ctl.__name__}"
         objective = Objective(ctl.expected_calls, ctl.compile_weight, ctl.runtime_weight)
         sites = ctl.sites(*ex.args, **ex.kwargs)
-        timing = {"target_s": a.target_s}
-        xla = xla_dimension(a, ctl, ex, objective, timing)
+        timing = {"target_s": a.target_s, **({"mode": a.timing} if a.timing else {})}
+        runner = grid_runner(ctl, ex, timing, a)
+        xla = xla_dimension(a, runner, objective)
         space = Space(sites, xla=xla) if xla else Space(sites)
         site_ids = [e.site.id for e in space.entries]
         log(a, f"== {study}: {len(site_ids)} sites, space {len(space)}, expected_calls={objective.expected_calls:g}")
 
         # -- grid -----------------------------------------------------------------------
         configs, sampled = grid_configs(space, a.grid_max, a.seed)
-        measure_point(ctl, ex, configs[0], timing)  # warm-up, not counted: first traces pay one-off costs
+        runner.measure(configs[0])  # warm-up, not counted: first traces pay one-off costs
         grid_points, reference = [], None
         t0 = time.perf_counter()
         for i, config in enumerate(configs):
             entry = {"config": config.to_dict(), "label": label(config.to_dict(), site_ids)}
             try:
-                m = measure_point(ctl, ex, config, timing)
+                m = runner.measure(config)
             except Exception as exc:  # a config that fails is a result
                 entry.update(state="fail", reason=f"{type(exc).__name__}: {exc}"[:500])
                 grid_points.append(entry)
@@ -477,6 +499,7 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
                 f"run {m.run_s * 1e6:.1f}us cost {entry['cost']:.4g}",
             )
         grid_wall = time.perf_counter() - t0
+        runner.close()  # the device goes to the tuner's worker next
         ok = [p for p in grid_points if p.get("state") == "complete"]
         if not ok:
             raise RuntimeError(f"{study}: no grid config compiled and ran")
@@ -511,6 +534,7 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
                 jit_kwargs=ctl.jit_kwargs,
                 seed=a.seed,
                 timing=timing,
+                trial_timeout=a.trial_timeout,
                 **extra,
             )
             wall = time.perf_counter() - t0
@@ -535,9 +559,12 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
         chosen = {approach: s["config"] for approach, s in searches.items()}
         chosen["grid"] = grid_best["config"]
         chosen.update({k: v.to_dict() for k, v in baseline_configs(space).items()})
+        # A config that failed in the grid (past --trial-timeout, say) is not re-measured: the final
+        # processes have no worker to stop it, and its failure is already the result.
+        failed = {config_key(p["config"]): p.get("reason", "failed") for p in grid_points if p.get("state") == "fail"}
         unique: list[str] = []
         for cfg in chosen.values():
-            if config_key(cfg) not in unique:
+            if config_key(cfg) not in unique and config_key(cfg) not in failed:
                 unique.append(config_key(cfg))
         measured = final_measure(
             os.path.join(STUDY_DIR, f"{name}.py"),
@@ -549,7 +576,7 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
             log=lambda msg: log(a, msg),
         )
         final = aggregate(measured, objective, a.final_processes)
-        errors = measured["errors"]
+        errors = {**{k: f"failed in the grid: {why}" for k, why in failed.items()}, **measured["errors"]}
 
         approaches = {}
         for approach in APPROACHES + [LOOP_ONLY] * bool(xla):
@@ -951,17 +978,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(text)
         return result
     a = resolve(a)
+    from autotune import _host
+
+    _host.pin()  # this process traces and lowers; workers and the final processes own the device, one at a time
     import jax
     import jaxlib
 
     started = time.perf_counter()
     machine = machine_line()
-    dev = jax.devices()[0]
+    dev = _host.target_device()
     result: dict[str, Any] = {
         "jax": jax.__version__,
         "jaxlib": getattr(jaxlib, "__version__", "?"),
         "python": platform.python_version(),
-        "device": f"{dev.platform}:{dev.device_kind} x{jax.device_count()}",
+        "device": f"{dev['platform']}:{dev['device_kind']} x{dev['device_count']}",
         "machine": machine,
         "date": _dt.datetime.now().isoformat(timespec="seconds"),
         "settings": {
@@ -979,6 +1009,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "confirm_top": a.confirm_top,
             "confirm_rounds": a.confirm_rounds,
             "xla": a.xla,
+            "timing": a.timing or "default",
+            "trial_timeout": a.trial_timeout,
         },
         "loadavg_start": loadavg(),
         "studies": [],

@@ -109,7 +109,11 @@ def scripts(a: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def child_env(tmp: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTOTUNE_", "JAX_COMPILATION_CACHE"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AUTOTUNE_", "JAX_COMPILATION_CACHE")) or k == "AUTOTUNE_STUDY_SIZE"  # the studies' size
+    }
     env["AUTOTUNE_CACHE"] = os.path.join(tmp, "cache.db")
     env["PYTHONPATH"] = os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])
     return env

@@ -362,8 +362,171 @@ def test_a_config_sharing_a_program_keeps_its_own_trace_and_lower_cpu_seconds():
 def test_the_tenth_percentile_never_falls_below_the_fastest_sample():
     # Exclusive quantiles extrapolate: 5 samples with one slow outlier gave a negative p10,
     # which a round then rejected as negative seconds.
-    from autotune._measure import _quartiles
+    from autotune._timing import quartiles
 
     for samples in ([2.0e-3, 2.1e-3, 2.05e-3, 2.2e-3, 0.5], [1.0, 1.1, 1.2, 9.0], [3e-6] * 4 + [1e-3]):
-        median, iqr, p10 = _quartiles(samples)
+        median, iqr, p10 = quartiles(samples)
         assert min(samples) <= p10 <= median and iqr >= 0
+
+
+# --- timing modes: steady (back to back), blocking, device ------------------------------------
+
+
+class Device:
+    """A device seen through time_calls' seams: each call runs ``per_call`` seconds of its clock after
+    the previous one, a wait for outputs adds ``round_trip``, and every call, wait, fresh input and
+    clock reading is logged in order. time_calls itself runs unchanged."""
+
+    def __init__(self, per_call=1e-3, round_trip=0.0):
+        self.per_call, self.round_trip, self.now, self.log, self.made = per_call, round_trip, 0.0, [], 0
+
+    def clock(self):
+        self.log.append(("clock",))
+        return self.now
+
+    def call(self, *inputs):
+        self.now += self.per_call
+        self.log.append(("call", *inputs))
+        return ("outputs", len(self.log))
+
+    def block(self, outputs):
+        self.now += self.round_trip
+        self.log.append(("block",))
+
+    def fresh(self):
+        self.made += 1
+        self.log.append(("fresh", self.made))
+        return self.made
+
+    def timed(self):
+        """The clocked stretches: the log between each pair of clock readings."""
+        marks = [i for i, event in enumerate(self.log) if event == ("clock",)]
+        return [self.log[a + 1 : b] for a, b in zip(marks[::2], marks[1::2])]
+
+
+def count(stretch, kind):
+    return sum(1 for event in stretch if event[0] == kind)
+
+
+def test_steady_dispatches_k_calls_back_to_back_and_waits_once_per_sample():
+    from autotune._timing import time_calls
+
+    dev = Device(per_call=1e-3, round_trip=5e-4)
+    t = time_calls(dev.call, block=dev.block, clock=dev.clock, warmup=1, min_reps=3, target_s=0.1, min_sample_s=0.01)
+    assert t.mode == "steady"
+    k = count(dev.timed()[-1], "call")  # calls in a batch: enough for one to last min_sample_s
+    assert k * 1e-3 + 5e-4 >= 0.01 and k < 20
+    samples = dev.timed()[-(t.reps // k) :]
+    assert all(count(s, "call") == k and count(s, "block") == 1 and s[-1] == ("block",) for s in samples)
+    assert t.reps == k * len(samples) and len(samples) >= 3  # reps counts calls; a sample is a batch of k
+    # the round trip is paid once a batch: a k-th of it per call
+    assert t.run_s == pytest.approx(1e-3 + 5e-4 / k)
+
+
+def test_blocking_waits_for_every_call_and_charges_it_the_round_trip():
+    from autotune._timing import time_calls
+
+    dev = Device(per_call=1e-3, round_trip=5e-4)
+    t = time_calls(dev.call, mode="blocking", block=dev.block, clock=dev.clock, warmup=1, min_reps=3, target_s=0.02)
+    assert t.mode == "blocking" and t.reps >= 3
+    for stretch in dev.timed():
+        assert count(stretch, "call") == count(stretch, "block") >= 1
+        assert all(a[0] == "call" and b == ("block",) for a, b in zip(stretch[::2], stretch[1::2]))
+    assert t.run_s == pytest.approx(1e-3 + 5e-4)
+
+
+@pytest.mark.parametrize("mode", ["steady", "blocking"])
+def test_donated_inputs_are_made_fresh_for_every_call_before_the_clock_starts(mode):
+    from autotune._timing import time_calls
+
+    dev = Device()
+    t = time_calls(
+        dev.call, mode=mode, block=dev.block, fresh=dev.fresh, clock=dev.clock, warmup=1, min_reps=3, target_s=0.05
+    )
+    calls = [event for event in dev.log if event[0] == "call"]
+    assert [event[1] for event in calls] == list(range(1, dev.made + 1))  # each input once, in the order made
+    for stretch in dev.timed():
+        assert count(stretch, "fresh") == 0 and count(stretch, "call") >= 1  # copying is never timed
+    assert t.reps >= 3 and t.run_s == pytest.approx(1e-3)
+    if mode == "steady":
+        assert max(count(s, "call") for s in dev.timed()) > 1  # a batch's inputs all exist before it starts
+
+
+def test_the_seams_see_real_jax_calls_steady_waits_less_often_than_it_calls():
+    import autotune._measure as measure
+
+    compiled = jax.jit(lambda v: jnp.sin(v) * 2.0).lower(jnp.ones(16)).compile()
+    waits = {}
+
+    for mode in ("steady", "blocking"):
+        waits[mode] = 0
+
+        def block(outputs, mode=mode):
+            waits[mode] += 1
+            return jax.block_until_ready(outputs)
+
+        t = measure.time_compiled(compiled, (jnp.ones(16),), {}, mode=mode, block=block, **MEASURE_FAST)
+        np.testing.assert_allclose(t.outputs, np.sin(np.ones(16)) * 2.0, rtol=1e-6)
+        assert t.mode == mode and t.reps >= 5
+        if mode == "steady":
+            assert waits[mode] < t.reps / 2, (waits, t.reps)
+        else:
+            assert waits[mode] >= t.reps, (waits, t.reps)
+
+
+def test_steady_is_the_default_and_the_measurement_records_the_mode_charged():
+    x = jnp.ones(3)
+    default = at.measure(tiny, (x,), **MEASURE_FAST)
+    blocking = at.measure(tiny, (x,), timing_mode="blocking", **MEASURE_FAST)
+    assert (default.timing, blocking.timing) == ("steady", "blocking")
+    for m in (default, blocking):
+        back = at.Measurement.from_dict(json.loads(json.dumps(m.to_dict())))
+        assert back == m and back.timing == m.timing
+    # A record written before the mode was kept was timed call by call.
+    assert at.Measurement.from_dict({"trace_s": 1, "lower_s": 2, "compile_s": 3, "run_s": 4}).timing == "blocking"
+    with pytest.raises(at.StudyError, match="'steady'.*'blocking'.*'device'"):
+        at.measure(tiny, (x,), timing_mode="fastest", **MEASURE_FAST)
+
+
+def test_device_timing_on_the_cpu_charges_the_steady_state_quietly():
+    import warnings
+
+    from autotune._timing import profiled_seconds
+
+    if jax.default_backend() != "cpu":
+        pytest.skip("the CPU's profile has no device plane; an accelerator's has")
+    x = jnp.ones(3)
+    f = jax.jit(tiny)
+    assert profiled_seconds(lambda: f(x).block_until_ready(), 1) is None  # JAX's real profiler, read
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = at.measure(tiny, (x,), timing_mode="device", keep_outputs=True, **MEASURE_FAST)
+    assert m.timing == "steady" and m.run_s > 0 and m.reps >= 5
+    np.testing.assert_allclose(m.outputs, tiny(x), rtol=1e-6)
+    assert not [w for w in caught if "timing" in str(w.message)]
+
+
+def test_retime_uses_the_mode_it_is_given_and_donation_keeps_the_callers_arrays():
+    from autotune._measure import measure_executable
+
+    x = jnp.linspace(0.0, 1.0, 4)
+    m, exe = measure_executable(
+        lambda v: v * 2.0, (x,), jit_kwargs={"donate_argnums": 0}, timing={"mode": "blocking", **MEASURE_FAST}
+    )
+    assert m.timing == "blocking" and exe is not None
+    again = exe.retime(mode="steady", **MEASURE_FAST)
+    assert again.timing == "steady" and again.compile_s == m.compile_s and again.reps >= 5
+    assert not x.is_deleted()
+    np.testing.assert_allclose(x, np.linspace(0.0, 1.0, 4))
+
+
+def test_runners_pass_the_mode_on_as_the_options_spell_it():
+    from autotune._measure import TIMING_OPTIONS
+    from autotune._options import TIMING_KEYS
+    from autotune._runner import InProcessRunner
+
+    assert set(TIMING_KEYS) == set(TIMING_OPTIONS) and "mode" in TIMING_OPTIONS
+    options = at.TuneOptions(timing="blocking")
+    with InProcessRunner(tiny, (jnp.ones(3),), {}, {}, {**options.timing_dict(), **MEASURE_FAST}) as runner:
+        assert runner.measure(None).timing == "blocking"
+        assert runner.retime(None).timing == "blocking"

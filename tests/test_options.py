@@ -66,6 +66,23 @@ def test_bad_options_are_one_sentence(bad, message):
     assert "\n" not in text and text.endswith(".")
 
 
+def test_timing_takes_a_mode_alone_or_in_the_dict_and_names_the_three_modes_when_wrong():
+    assert at.TuneOptions().timing_mode == "steady"  # the default: calls back to back
+    alone = at.TuneOptions(timing="blocking")
+    assert alone.timing_dict() == {"mode": "blocking"} and alone.timing_mode == "blocking"
+    assert alone == at.TuneOptions(timing={"mode": "blocking"}) and hash(alone) == hash(
+        at.TuneOptions(timing={"mode": "blocking"})
+    )
+    both = at.TuneOptions(timing={"mode": "device", "target_s": 0.1})
+    assert both.timing_dict() == {"mode": "device", "target_s": 0.1} and both.timing_mode == "device"
+    for bad in ("fast", {"mode": "wall"}):
+        with pytest.raises(at.StudyError) as info:
+            at.TuneOptions(timing=bad)
+        text = str(info.value)
+        assert all(f"'{mode}'" in text for mode in ("steady", "blocking", "device")), text
+        assert "\n" not in text and text.endswith(".")
+
+
 def test_the_docstring_lists_every_option():
     doc = at.TuneOptions.__doc__
     assert all(f"{name}:" in doc or f", {name}:" in doc or f"{name}," in doc for name in OPTION_NAMES)

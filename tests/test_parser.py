@@ -23,6 +23,8 @@ def _value_for(action: argparse.Action) -> list[str]:
         return [flag, "random"]
     if action.dest == "search":
         return [flag, "pareto"]
+    if action.dest == "timing":
+        return [flag, "blocking"]
     if action.choices:  # a choice that is not the default (--compilation-cache: off)
         return [flag, next(c for c in reversed(list(action.choices)) if c != action.default)]
     if action.type is not None and getattr(action.type, "__name__", "") in ("positive_int", "int"):
@@ -101,6 +103,16 @@ def test_samplers_and_searches_come_from_the_study_package(capsys):
     assert exc.value.code == 2 and "'bogus' is not one of auto, tpe, grid" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         build_parser().parse_args(["tune", "s.py", "--objective", "speed"])
+
+
+def test_timing_takes_one_of_the_three_modes(capsys):
+    for mode in ("steady", "blocking", "device"):
+        assert build_parser().parse_args(["tune", "s.py", "--timing", mode]).timing == mode
+        assert build_parser().parse_args(["tune", "--recorded", "--timing", mode]).timing == mode
+    assert build_parser().parse_args(["tune", "s.py"]).timing is None  # TuneOptions' default: steady
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["tune", "s.py", "--timing", "wall"])
+    assert exc.value.code == 2 and "'wall' is not one of steady, blocking, device" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

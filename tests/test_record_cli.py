@@ -191,10 +191,11 @@ def test_record_on_a_laptop_tune_on_a_gpu_box(tmp_path):
     [row] = json.loads(autotune(["pending", "--json"], box, on_box).stdout)
     assert row["values_stored"] and not row["tuned_here"]
 
-    r = autotune(["tune", "--recorded", "--json", *FAST], box, on_box)  # found from the working directory
+    r = autotune(["tune", "--recorded", "--json", "--timing", "blocking", *FAST], box, on_box)  # found from the cwd
     assert r.returncode == 0, r.stderr
     [done] = json.loads(r.stdout)
     assert done["status"] == "tuned" and done["inputs"] == "recorded values" and done["function"] == "app:rollout"
+    assert done["timing"] == "blocking"  # --timing reaches a recorded function's study too
     assert source_of("app.py", box, on_box) == "cache"
 
 

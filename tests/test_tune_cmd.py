@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 from _cli import STUDY, cli_env, run, run_in_pty, too_long, visible_lines
-from _presets import CLI_FAST
+from _presets import CLI_FAST, ONE_ROUND_CLI
 
 import autotune as at
 from autotune import _display, _select
@@ -127,6 +127,22 @@ def test_json_is_alone_on_stdout_though_the_function_prints(tmp_path):
     rng = res["complete_range"]  # one trial of a space of 5: only the tuned call count is decided
     assert res["in_range"] is True and rng["from_calls"] == rng["to_calls"] == 100 and "never measured" in rng["why"]
     assert res["storage"] == f"sqlite:///{tmp_path / 'studies.db'}"
+
+
+def test_the_timing_flag_reaches_the_study_and_the_output_says_what_was_charged(tmp_path):
+    (tmp_path / "tiny_study.py").write_text(STUDY)
+    args = ("tune", "tiny_study.py", "--trials", "1", "--timing", "blocking", *CLI_FAST, *ONE_ROUND_CLI)
+    r = run(*args, "--json", cwd=tmp_path, env=cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    (res,) = json.loads(r.stdout)
+    assert res["timing"] == "blocking"
+    measured = [t["measurement"] for t in res["trials"] if t.get("measurement")]
+    measured += [p["measurement"] for p in res["confirmed"] if p.get("measurement")]
+    assert measured and {m["timing"] for m in measured} == {"blocking"}
+
+
+def test_the_summary_says_how_the_runtime_was_timed(tuned):
+    assert "runtime: the steady state of back-to-back calls" in tuned["lines"], tuned["lines"][-30:]
 
 
 def test_function_filters_the_examples(tmp_path):
@@ -244,3 +260,6 @@ def test_tune_options_are_built_once_from_the_flags():
     a = build_parser().parse_args(["tune", "s.py", "--trials", "5", "--search", "pareto", "--trial-memory", "2"])
     opts = tune_options(a)
     assert opts == at.TuneOptions(n_trials=5, search="pareto", trial_memory_gb=2.0)
+    a = build_parser().parse_args(["tune", "s.py", "--timing", "device", "--run-seconds", "0.1"])
+    assert tune_options(a).timing_dict() == {"mode": "device", "target_s": 0.1}
+    assert tune_options(build_parser().parse_args(["tune", "s.py", "--timing", "blocking"])).timing_mode == "blocking"

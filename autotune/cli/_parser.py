@@ -182,6 +182,14 @@ def _tune_parser(sub) -> None:
         metavar="K",
         help="worker processes on one study (one per device is the rule)",
     )
+    p.add_argument(
+        "--timing",
+        type=_one_of("TIMING_MODES"),
+        default=None,
+        metavar="MODE",
+        help="how a call's runtime is timed: steady (calls back to back, the default), blocking (each call "
+        "waited for: a program serving one request at a time) or device (the profiler's device time)",
+    )
     _numbers(
         p,
         (

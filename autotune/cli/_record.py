@@ -169,7 +169,7 @@ def cmd_tune_recorded(a: argparse.Namespace, base: Any, function_options: dict[s
         for d in done:
             if d.result is not None:  # the function as `tune FILE` shows it, its signature beside its key
                 key = f"{d.record.function_key} {short_signature(d.record.abstract)}"
-                show_result(out, SimpleNamespace(key=key, cache=cache), d.result, wide=a.wide)
+                show_result(out, SimpleNamespace(key=key, cache=cache), d.result, wide=a.wide, timing=base.timing_mode)
         if budget is not None:
             show_spent(out, [d.share for d in done if d.share is not None], budget, sum(measuring), a.wide)
         skipped = sum(d.status in ("skipped", "failed") for d in done)
@@ -198,7 +198,10 @@ def _outcome_json(d: Any, short_signature: Any) -> dict[str, Any]:
         item["budget"] = dict(calls=sh.calls, runtime_s=sh.runtime_s, weight=sh.weight, planned_s=sh.seconds)
         item["budget"].update(given_s=sh.given_s, used_s=sh.used_s, note=sh.note)
     if r is not None:
+        from ._show import charged_timing
+
         item.update(
+            timing=charged_timing(r),
             best_config=r.best_config.to_dict(),
             best_cost=r.best_cost,
             default_cost=r.default_cost,

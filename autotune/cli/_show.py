@@ -1,17 +1,43 @@
 """What ``autotune tune`` prints for one tuned function, the same for a study file's example
 and for a recorded call (``tune --recorded``): the contenders side by side, the trials that
-gave no measurement, the winner, the cheapest config by call count, and the site legend."""
+gave no measurement, the winner, the cheapest config by call count, the timing mode charged, and
+the site legend."""
 
 from __future__ import annotations
 
 from .. import _display, _select
+from .._measurement import TIMING_MODES
 from .._paths import redact
 from ._tables import SiteNames, crossover_table, print_legend, result_table, say, trial_lines
 
+TIMING_TEXT = {
+    "steady": "the steady state of back-to-back calls",
+    "blocking": "each call waited for on its own (blocking)",
+    "device": "the device's own time per call (profiler)",
+}
 
-def show_result(out, fn, result, *, wide: bool = False) -> None:
+
+def charged_timing(result) -> str:
+    """The timing mode the confirmed runtimes were charged in (the default's and the winner's when
+    nothing was confirmed); modes joined by ``+`` in a study measured in several (resumed with
+    another ``--timing``)."""
+    ms = [p.measurement for p in result.confirmed if p.measurement is not None] or [result.default, result.best]
+    modes = {m.timing for m in ms if m is not None}
+    return "+".join(sorted(modes, key=lambda m: TIMING_MODES.index(m) if m in TIMING_MODES else 9)) or "steady"
+
+
+def timing_line(result, asked: str | None = None) -> str:
+    """One line under the table: how the runtime column was timed (``asked``: the mode asked for)."""
+    charged = charged_timing(result)
+    text = " and ".join(TIMING_TEXT.get(m, m) for m in charged.split("+"))
+    if asked == "device" and "device" not in charged:
+        text += "; device time was asked for, and the profile gave none (as on the CPU)"
+    return f"runtime: {text}"
+
+
+def show_result(out, fn, result, *, wide: bool = False, timing: str | None = None) -> None:
     """The tables and lines ``autotune tune`` prints for one function (one line for a
-    finished study, which measured nothing)."""
+    finished study, which measured nothing); ``timing``: the timing mode asked for."""
     names = SiteNames(wide).add(result.sites, fn.key)
     goal = result.objective
     winner, default = result.best_config, result.default_config
@@ -31,6 +57,7 @@ def show_result(out, fn, result, *, wide: bool = False) -> None:
         + goal.describe()
     )
     out.print(result_table(result, names, title))
+    say(out, timing_line(result, timing), wide=wide)
     ranked = _select.ranked(result.confirmed, goal)
     if ranked and ranked[0].config != winner:
         say(

@@ -21,12 +21,15 @@ from .._tuning import objective_of
 from ..cache._store import command_retune
 from ._output import console, emit_json, stdout_to_stderr
 from ._parser import HELPER_ONLY, repeat_argv
-from ._show import show_result
+from ._show import charged_timing, show_result
 
 NOT_FOR_RETUNE = ("json", "wide", "expected_calls", "workers", "reconfirm") + HELPER_ONLY
 
 
 def cmd_tune(a: argparse.Namespace) -> int:
+    from .. import _host
+
+    _host.pin()  # this process traces and lowers; one worker owns the device (a TPU admits one process)
     if a.recorded == (a.file is not None):
         raise StudyError(
             "Give exactly one of a study FILE or --recorded: `autotune tune studies/x.py` tunes a study "
@@ -78,7 +81,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
             )
             results.append((fn, result))
             if not a.json:
-                show_result(out, fn, result, wide=a.wide)
+                show_result(out, fn, result, wide=a.wide, timing=options.timing_mode)
     if a.json:
         emit_json([result_json(fn, r) for fn, r in results])
     return 0
@@ -134,13 +137,21 @@ def tune_options(a: argparse.Namespace) -> TuneOptions:
         sampler=a.sampler,
         storage=a.storage,
         search=a.search,
-        timing=None if a.run_seconds is None else {"target_s": a.run_seconds},
+        timing=timing_option(a),
         trial_timeout=a.trial_timeout,
         trial_memory_gb=a.trial_memory,
         # --confirm-top / --confirm-rounds when given; else TuneOptions' defaults (the one home)
         **{k: getattr(a, k) for k in ("confirm_top", "confirm_rounds") if getattr(a, k, None) is not None},
         xla={"on": True, "off": False}.get(getattr(a, "xla", "auto"), "auto"),
     )
+
+
+def timing_option(a: argparse.Namespace) -> dict[str, Any] | None:
+    """``--timing`` and ``--run-seconds`` as ``TuneOptions.timing`` (None when neither is given)."""
+    timing = {} if a.run_seconds is None else {"target_s": a.run_seconds}
+    if getattr(a, "timing", None) is not None:
+        timing["mode"] = a.timing
+    return timing or None
 
 
 def _location(value: str) -> str:
@@ -182,16 +193,18 @@ def result_json(fn, r) -> dict[str, Any]:
         "stored": r.stored,
         "unrewritable": dict(getattr(r, "unrewritable", {}) or {}),
         "load_notes": list(getattr(r, "load_notes", []) or []),
+        "timing": charged_timing(r),
     }
 
 
 def warn_shared_device(workers: int, err=None) -> None:
-    import jax
+    from .. import _host
 
     err = err or console(stderr=True)
-    if len(jax.devices()) < workers:
+    device = _host.target_device()  # where the trials run (a trace-only process asks a worker)
+    if device["device_count"] < workers:
         err.print(
-            f"[yellow]warning:[/yellow] {workers} workers share {len(jax.devices())} {jax.devices()[0].platform} "
+            f"[yellow]warning:[/yellow] {workers} workers share {device['device_count']} {device['platform']} "
             "device(s) on this machine; concurrent trials disturb each other's timings. The rule is one worker "
             "per device: for more throughput, run `autotune tune FILE --storage postgresql://...` on more machines."
         )

@@ -282,6 +282,7 @@ def _point(config: Config, processes: list[_Rounds], equivalent: tuple[Config, .
         memory=ms[-1].memory,
         flops=ms[-1].flops,
         program_hash=ms[-1].program_hash,
+        timing=ms[-1].timing,
     )
     return Point(
         config,

@@ -349,5 +349,6 @@ def _median(ms: list[Measurement]) -> Measurement:
         flops=first.flops,
         outputs=first.outputs,
         program_hash=first.program_hash,
+        timing=first.timing,
         **med,
     )

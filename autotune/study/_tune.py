@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import _keys, _paths
+from .. import _host, _keys, _paths
 from .._config import Config
 from .._errors import StudyError
 from .._interrupt import InterruptLatch
@@ -83,6 +83,13 @@ def default_runner(
     if location is None:  # a module-level function: a worker can import it if jax.export cannot carry it
         location = Location.of(fn)
     return WorkerRunner.from_options(fn, args, kwargs, jit_kwargs, options, location=location)
+
+
+def runner_device(runner: Any) -> dict[str, Any]:
+    """The device the runner's trials run on: a worker's own report where this process only
+    traces (``autotune._host``), else this process's."""
+    info = getattr(runner, "device_info", None)
+    return info() if callable(info) else _host.target_device()
 
 
 def open_study(name: str, url: str, search: str, device: dict, attrs: dict[str, Any]) -> Study:
@@ -234,7 +241,7 @@ def run(
         runner.start()
     try:
         program, signature = _keys.program_key(fn, args, kwargs, jit_kwargs)
-        device = _keys.device_info()
+        device = runner_device(runner)
         fkey = function_key or _keys.function_key(fn)
         name = options.study_name or _keys.study_name(
             fkey, program.fingerprint, signature, device, goal, options.search
@@ -352,6 +359,7 @@ def _search_and_confirm(
             if goal.shared:
                 from ..worker._load import loader
 
+                runner.close()  # the loads run in fresh processes, which need the device this worker holds
                 bar.update(status="measuring the load of the contenders from a persistent compilation cache")
                 load = loader(runner, fn, args, kwargs, jit_kwargs)
                 confirmed, load_notes = measure_loads(confirmed, default, goal, load, latch.check)

@@ -208,7 +208,7 @@ def ready_problem(event: dict[str, Any] | None, startup_timeout: float) -> tuple
     if event.get("event") != Event.READY or event.get("protocol") != PROTOCOL:
         return "crashed", f"the worker process spoke an unexpected protocol: {str(event)[:200]}"
     mine = platform()
-    if event.get("platform") != mine:
+    if mine is not None and event.get("platform") != mine:
         return "error", f"the worker process runs on {event.get('platform')!r}, this process on {mine!r}"
     return None
 

@@ -13,6 +13,7 @@ study files and ``@at.autotuned`` functions; the parent side of the package neve
 from __future__ import annotations
 
 import base64
+import json
 import os
 import signal
 import sys
@@ -69,6 +70,7 @@ class Child:
             jax=jax.__version__,
             xla_flags=os.environ.get("XLA_FLAGS", ""),
             device_ids=[int(d.id) for d in devices],
+            device=device_info(),
         )
         handlers = {
             Op.LOAD_STUDY: self.load_study,
@@ -261,8 +263,19 @@ def _watch_parent(parent: int) -> None:
         time.sleep(0.5)
 
 
+def device_info() -> dict[str, Any]:
+    """This process's device as the cache keys it (``_keys.device_info``): what a parent that
+    traces on the CPU learns about the device its trials run on."""
+    from .._keys import device_info as info
+
+    return info()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["--device"]:  # a probe (autotune._host.target_device): print the device, exit
+        print(json.dumps(device_info()))
+        return 0
     opts = dict(zip(argv[::2], argv[1::2]))
     if "--memory-bytes" in opts:
         import resource

@@ -46,7 +46,7 @@ class Exported:
     out_tree: Any = None
 
 
-def _export_flat(stages: Stages, leaves: list):
+def _export_flat(stages: Stages, leaves: list, platforms: tuple[str, ...] | None = None):
     """The same program exported with a plain calling convention: flat array inputs and
     outputs. ``jax.export`` can serialise only pytrees it knows, so a method of an
     ``eqx.Module`` or a ``flax.struct`` dataclass (``self`` traced) crosses this way.
@@ -64,14 +64,21 @@ def _export_flat(stages: Stages, leaves: list):
         )
         for a, x in zip(avals, leaves)
     ]
-    exported = jax.export.export(jax.jit(lambda *xs: run(*xs)))(*structs)
+    exported = jax.export.export(jax.jit(lambda *xs: run(*xs)), platforms=platforms)(*structs)
     return exported, exported.serialize()
 
 
 def trace_and_lower(
-    fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, config: Config, on_stage: Callable[[str, Stages], None]
+    fn: Callable,
+    args: tuple,
+    kwargs: dict,
+    jit_kwargs: dict,
+    config: Config,
+    on_stage: Callable[[str, Stages], None],
+    platform: str | None = None,
 ) -> Stages:
-    """Trace and lower ``config`` cold in this process, checking ``on_stage`` after each stage."""
+    """Trace and lower ``config`` cold in this process, checking ``on_stage`` after each stage;
+    for ``platform`` when the worker runs on another one than this process (None: this one's)."""
     try:
         return compile_config(
             fn,
@@ -80,6 +87,7 @@ def trace_and_lower(
             config,
             jit_kwargs=jit_kwargs,
             compile=False,
+            platforms=(platform,) if platform else None,
             on_traced=lambda st: on_stage("trace", st),
             on_lowered=lambda st: on_stage("lower", st),
         )
@@ -89,8 +97,11 @@ def trace_and_lower(
         raise TrialFailed("error", error_text(exc, first_line=False)) from exc
 
 
-def export(stages: Stages, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, timing: dict) -> Exported:
-    """Serialise the lowered program and build the trial request (without its ``id``).
+def export(
+    stages: Stages, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, timing: dict, platform: str | None = None
+) -> Exported:
+    """Serialise the lowered program and build the trial request (without its ``id``), for
+    ``platform`` (None: this process's).
 
     Raises:
         CannotExport: with the reason, for a program that cannot cross as ``jax.export`` bytes.
@@ -99,18 +110,18 @@ def export(stages: Stages, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: 
 
     from .. import _compat
 
-    flat = False
+    flat, platforms = False, (platform,) if platform else None
     dyn_args, dyn_kwargs = dynamic_args(fn, args, kwargs, jit_kwargs)
     leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
     with _compat.no_persistent_cache():
         try:
             try:
-                exported = jax.export.export(stages.jitted)(*args, **kwargs)
+                exported = jax.export.export(stages.jitted, platforms=platforms)(*args, **kwargs)
                 program = exported.serialize()
             except Exception as exc:
                 if "pytree" not in str(exc).lower():
                     raise
-                exported, program = _export_flat(stages, leaves)
+                exported, program = _export_flat(stages, leaves, platforms)
                 flat = True
         except Exception as exc:
             why = f"jax.export cannot serialize it ({error_text(exc)})"

@@ -84,9 +84,15 @@ def measure_load(
         >>> measure_load(f, (jnp.ones(3),), {}, {}, Config({"l": {"repr": "for"}})).load_s > 0  # doctest: +SKIP
         True
     """
+    from .. import _host
+
+    target = _host.target_device()["platform"] if _host.pinned() else None
+    platform = None if target in (None, "cpu") else target  # a trace-only parent lowers for its device
     try:
-        stages = trace_and_lower(fn, tuple(args), dict(kwargs), dict(jit_kwargs), config, lambda *_: None)
-        ex = export(stages, fn, tuple(args), dict(kwargs), dict(jit_kwargs), {})
+        stages = trace_and_lower(
+            fn, tuple(args), dict(kwargs), dict(jit_kwargs), config, lambda *_: None, platform=platform
+        )
+        ex = export(stages, fn, tuple(args), dict(kwargs), dict(jit_kwargs), {}, platform=platform)
     except (CannotExport, TrialFailed) as exc:
         return Load(None, note=f"load not measured: {exc}")
     if getattr(ex.exported, "nr_devices", 1) != 1:

@@ -100,8 +100,12 @@ def jax_env() -> dict[str, str]:
     worker sees the devices a sharded call runs on."""
     import jax
 
+    from .. import _host
+
     env = {"JAX_ENABLE_X64": "1" if jax.config.jax_enable_x64 else "0"}
     platforms = getattr(jax.config, "jax_platforms", None)
+    if _host.pinned():  # this process traces on the CPU; the worker gets what the user asked for
+        platforms = _host.worker_platforms()
     if platforms:
         env["JAX_PLATFORMS"] = str(platforms)
     cpu_devices = getattr(jax.config, "jax_num_cpu_devices", -1)
@@ -110,8 +114,15 @@ def jax_env() -> dict[str, str]:
     return env
 
 
-def platform() -> str:
-    """This process's default platform (``"cpu"``, ``"gpu"``, ``"tpu"``)."""
+def platform() -> str | None:
+    """The platform trials run on (``"cpu"``, ``"gpu"``, ``"tpu"``): this process's default, or,
+    in a process pinned to trace only (``autotune._host``), the one its worker reported (None
+    before any worker did: asking JAX here would open the devices the worker needs)."""
+    from .. import _host
+
+    if _host.pinned():
+        device = _host.learned()
+        return device["platform"] if device else None
     import jax
 
     return jax.devices()[0].platform

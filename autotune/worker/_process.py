@@ -224,6 +224,26 @@ class WorkerRunner(WorkerHost):
                 raise
         return None if m is None else Measurement.from_dict(m).replace(config=config)
 
+    def device_info(self) -> dict[str, Any]:
+        """The device trials run on (``_keys.device_info``'s fields). In a trace-only parent
+        (``autotune._host.pin``) the worker reports it, so this starts one and waits for it."""
+        from .. import _host
+
+        if _host.pinned() and _host.learned() is None and self.fallback_reason is None and not self._closed:
+            self._spawn()
+            self._await_ready()
+        return _host.target_device()
+
+    def _target_platform(self) -> str | None:
+        """The platform to lower for when it is not this process's own (a trace-only parent's
+        worker owns an accelerator), else None."""
+        from .. import _host
+
+        if not _host.pinned():
+            return None
+        platform = self.device_info()["platform"]
+        return None if platform == "cpu" else platform
+
     def start(self) -> None:
         """Start the worker process now (its JAX import overlaps with whatever the caller does
         next); measuring starts it anyway."""
@@ -274,6 +294,21 @@ class WorkerRunner(WorkerHost):
 
     # -- in-process fallback --------------------------------------------------------------
     def _fall_back(self, reason: str) -> _FellBack:
+        from .. import _host
+
+        target = (_host.learned() or {}).get("platform", "cpu") if _host.pinned() else "cpu"
+        if self.strict or target != "cpu":  # a trace-only parent would measure its CPU, not the device
+            self._discard()
+            raise StudyError(
+                f"Cannot measure this function in a worker process: {reason}. "
+                + (
+                    "This process traces on the CPU and leaves the device to its worker, so it cannot "
+                    "measure in-process; run the program with AUTOTUNE_RECORD=1 and tune it with "
+                    "`autotune tune --recorded`, or tune it where the device is this process's."
+                    if target != "cpu"
+                    else "Pass isolate='auto' to measure it in-process, or isolate=False."
+                )
+            )
         if self.strict:
             self._discard()
             raise StudyError(
@@ -281,11 +316,9 @@ class WorkerRunner(WorkerHost):
                 "Pass isolate='auto' to measure it in-process, or isolate=False."
             )
         self.fallback_reason = reason
-        limits = [n for n, v in (("trial_timeout", self.trial_timeout), ("trial_memory_gb", self.trial_memory_gb)) if v]
-        lost = (
-            f"; {' and '.join(limits)} and compile-budget pruning do not apply"
-            if limits
-            else "; compile-budget pruning does not apply"
+        deadline = "trial_timeout" if self.trial_timeout else "the compile budget"
+        lost = f"; {deadline} is a deadline there (a trial past it is dropped and finishes in the background)" + (
+            "; trial_memory_gb does not apply" if self.trial_memory_gb else ""
         )
         warnings.warn(
             f"autotune: measuring in-process, without isolation: {reason}{lost}.", RuntimeWarning, stacklevel=5
@@ -298,13 +331,20 @@ class WorkerRunner(WorkerHost):
             raise StudyError(f"The worker for {self.study_file} is unavailable: {self.fallback_reason}")
         if self._in_process_runner is None:
             self._in_process_runner = InProcessRunner(
-                self.fn, self.args, self.kwargs, self.jit_kwargs, self.timing, recent=self.recent
+                self.fn,
+                self.args,
+                self.kwargs,
+                self.jit_kwargs,
+                self.timing,
+                recent=self.recent,
+                trial_timeout=self.trial_timeout,
             )
         return self._in_process_runner
 
     # -- export mode ----------------------------------------------------------------------
     def _measure_export(self, config: Config, budget: float | None, on_lowered) -> Measurement:
         self._spawn()  # the worker imports JAX while this process traces
+        platform = self._target_platform()  # a trace-only parent waits for its first worker here
         started = time.monotonic()
         stages = trace_and_lower(
             self.fn,
@@ -313,13 +353,14 @@ class WorkerRunner(WorkerHost):
             self.jit_kwargs,
             config,
             stage_guard(budget, self.trial_timeout, started, " in the parent"),
+            platform=platform,
         )
         if on_lowered is not None:
             earlier = on_lowered(stages.program_hash)
             if earlier is not None:
                 return reuse(earlier, stages, config)
         try:
-            ex = export(stages, self.fn, self.args, self.kwargs, self.jit_kwargs, self.timing)
+            ex = export(stages, self.fn, self.args, self.kwargs, self.jit_kwargs, self.timing, platform=platform)
         except CannotExport as exc:
             self._switch_to_import(str(exc))
             return self._measure_traced(config, budget, on_lowered)

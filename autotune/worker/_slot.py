@@ -9,12 +9,27 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .. import _host
 from .._measure import Measurement
 from .._runner import TrialFailed
 from ._channel import Dead, WorkerProcess, ready_problem, worker_env
 from ._policy import CompilePolicy, compile_policy, jax_env, platform
 from ._protocol import Mode, Op
 from ._trial import Misplaced, TrialRun, follow, load_inputs
+
+# A worker refused the device that our previous worker held: how long to keep trying, and how often.
+BUSY_RETRY_S, BUSY_PAUSE_S = 20.0, 1.0
+
+
+def _start_failure(why: str) -> str:
+    """Why trials run in-process when the first worker could not start, naming the isolated path
+    when the reason is a device this process holds."""
+    if _host.busy(why) and _host.holds_devices():
+        return (
+            "this process holds the accelerator, which admits one process at a time, so no worker can open it; "
+            "to tune isolated, run the program with AUTOTUNE_RECORD=1, then `autotune tune --recorded`"
+        )
+    return f"the worker process could not start ({why})"
 
 
 class WorkerHost:
@@ -82,15 +97,17 @@ class WorkerHost:
         """Start a worker if none is alive (without waiting for it to be ready); under a
         fresh-worker-per-trial policy (GPU), replace one that has already compiled."""
         if self.policy is None:
-            self.policy = compile_policy(platform())
+            target = platform()  # None in a trace-only parent before its first worker reported
+            self.policy = compile_policy(target) if target is not None else None
         worker = self._worker
         if worker is not None and worker.alive():
-            if not (self.policy.fresh_worker_per_trial and worker.compiled):
+            if not (self.policy is not None and self.policy.fresh_worker_per_trial and worker.compiled):
                 return
         self._discard()
         self._starts += 1
         memory = None if self.trial_memory_gb is None else int(self.trial_memory_gb * 2**30)
-        self._worker = WorkerProcess(self.python, worker_env({**jax_env(), **self.policy.env}), memory)
+        policy_env = self.policy.env if self.policy is not None else {}
+        self._worker = WorkerProcess(self.python, worker_env({**jax_env(), **policy_env}), memory)
 
     def _discard(self) -> None:
         """Kill and reap the current worker (the next trial starts a new one)."""
@@ -102,17 +119,26 @@ class WorkerHost:
         worker = self._worker
         if worker.ready is not None:
             return
-        try:
-            event = worker.read(time.monotonic() + self.startup_timeout)
-        except Dead as exc:
-            state, why = worker.death("while starting")
-            first = not self._ever_ready
-            self._discard()
-            if first and self.fn is not None:
-                raise self._fall_back(f"the worker process could not start ({why})") from exc
-            raise TrialFailed(
-                "oom" if state == "oom" else "crashed", f"the worker process could not start: {why}"
-            ) from None
+        busy_until = time.monotonic() + BUSY_RETRY_S
+        while True:
+            try:
+                event = worker.read(time.monotonic() + self.startup_timeout)
+                break
+            except Dead as exc:
+                state, why = worker.death("while starting")
+                first = not self._ever_ready
+                self._discard()
+                if _host.busy(why) and self._ever_ready and time.monotonic() < busy_until:
+                    # our own last worker held the device a moment ago: libtpu frees it with a lag
+                    time.sleep(BUSY_PAUSE_S)
+                    self._spawn()
+                    worker = self._worker
+                    continue
+                if first and self.fn is not None:
+                    raise self._fall_back(_start_failure(why)) from exc
+                raise TrialFailed(
+                    "oom" if state == "oom" else "crashed", f"the worker process could not start: {why}"
+                ) from None
         problem = ready_problem(event, self.startup_timeout)
         if problem is not None:
             self._discard()
@@ -122,6 +148,14 @@ class WorkerHost:
         worker.ready = self.worker_info = event
         self._ever_ready = True
         self.startup_s = time.monotonic() - worker.spawned_at
+        if event.get("device"):
+            _host.learn(event["device"])
+        if self.policy is None:  # a trace-only parent learns the platform from its first worker
+            self.policy = compile_policy(event.get("platform") or "cpu")
+            if self.policy.env:  # the policy changes the worker's environment: start it again so
+                self._discard()
+                self._spawn()
+                self._await_ready()
 
     def _load(self) -> None:
         worker = self._worker

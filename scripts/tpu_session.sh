@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The accelerator results, run on a TPU host through the `device` tool, one part per command
+# (each fits the 10-minute limit of one command); results go to $OUT (default: out/).
+#
+#   bash scripts/tpu_session.sh check    # the chip, the wheels, one CLI study measured in its worker
+#   bash scripts/tpu_session.sh bench-a  # scripts/bench.py: accel_rnn, accel_tiny_scan
+#   bash scripts/tpu_session.sh bench-b  # scripts/bench.py: accel_bf16_layers, accel_rk4
+#   bash scripts/tpu_session.sh e2e      # scripts/e2e_bench.py: accel_rnn, whole processes
+#
+# Tried on the CPU first: `AUTOTUNE_STUDY_SIZE=small bash scripts/tpu_session.sh check` runs the
+# same steps with small studies (NO_WHEELS=1 PYTHON=.venv/bin/python: no wheels, the venv's Python).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if [ -d .whl-tpu ] && [ -z "${NO_WHEELS:-}" ]; then
+    # shellcheck source=/dev/null
+    source scripts/tpu_env.sh || exit 1
+fi
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1 AUTOTUNE_STUDY_SIZE=${AUTOTUNE_STUDY_SIZE:-full}
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+work=$(mktemp -d)
+export AUTOTUNE_CACHE=$work/cache.db
+TIMEOUT=${TRIAL_TIMEOUT:-60}
+bench() {
+    local name=$1; shift
+    "$PY" scripts/bench.py "$@" --final-processes 2 --rounds 2 --trial-timeout "$TIMEOUT" \
+        --json "$OUT/$name.json" --out "$OUT/$name.md" --quiet 2>&1 | tee "$OUT/$name.log"
+}
+case "${1:-check}" in
+check)
+    "$PY" -c 'import platform; print("glibc", platform.libc_ver())'
+    start=$(date +%s)
+    "$PY" -m autotune tune studies/accel_rnn.py --trials 6 --trial-timeout "$TIMEOUT" \
+        --storage "$work/studies.db" --json > "$OUT/check.json" 2> "$OUT/check.log"
+    echo "autotune tune: exit $? in $(( $(date +%s) - start )) s"
+    grep -c "without isolation" "$OUT/check.log" | sed 's/^/"without isolation" warnings: /'
+    "$PY" - "$OUT/check.json" <<'PY'
+import collections, json, sys
+for r in json.load(open(sys.argv[1])):
+    states = collections.Counter(t["state"] for t in r["trials"])
+    print(r["function"], "best", r["best_config"], f"cost {r['best_cost']:.4g} s, default {r['default_cost']:.4g} s,",
+          f"default/best {r['default_cost'] / r['best_cost']:.3f}", dict(states))
+    for p in r["confirmed"]:
+        print("  confirmed", p.get("config"), "compile", p.get("compile_cost_s"), "run", p.get("run_cost_s"))
+PY
+    ;;
+bench-a) bench tpu-a --study accel_rnn --study accel_tiny_scan ;;
+bench-b) bench tpu-b --study accel_bf16_layers --study accel_rk4 ;;
+e2e)
+    "$PY" scripts/e2e_bench.py --study accel_rnn --runs 3 --json "$OUT/tpu-e2e.json" --out "$OUT/tpu-e2e.md" 2>&1 \
+        | tee "$OUT/tpu-e2e.log"
+    ;;
+*) echo "tpu_session.sh: unknown part '$1' (check, bench-a, bench-b, e2e)" >&2; exit 2 ;;
+esac
