@@ -164,15 +164,26 @@ def device_key(info: dict[str, Any]) -> str:
 
 
 def study_name(
-    function_key: str, fingerprint: str, signature: str, device: dict, objective: Any, search: str = "cost"
+    function_key: str,
+    fingerprint: str,
+    signature: str,
+    device: dict,
+    objective: Any,
+    search: str = "cost",
+    timing: str = "steady",
 ) -> str:
-    """The default study name: function, program, signature, device and objective (its processes and
-    compilation cache only where several processes run it, so a one-process name is as before).
+    """The default study name: function, program, signature, device, how a call is timed and the
+    objective (its processes and compilation cache only where several processes run it).
 
+    The timing mode is in the name because its runtimes are another quantity (on an accelerator a
+    blocked call costs several times a call in the steady state): a study never ranks both.
     A ``search="pareto"`` study does not depend on the objective (it minimises compile and
     run seconds separately), so its name ends in ``/pareto`` and every call count re-uses it.
     """
-    head = f"{function_key}@{fingerprint[:10]}/{short_hash(signature, 8)}/{device['platform']}:{device['device_kind']}/"
+    head = (
+        f"{function_key}@{fingerprint[:10]}/{short_hash(signature, 8)}/{device['platform']}:{device['device_kind']}/"
+        f"{timing}/"
+    )
     if search == "pareto":
         return head + "pareto"
     processes = getattr(objective, "processes", 1)  # several processes: their own study (another cost)

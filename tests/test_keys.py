@@ -85,6 +85,16 @@ def test_signature_device_key_and_study_name_are_deterministic():
     assert _keys.study_name("m:f", "0123456789abcdef", sig, info, obj, "pareto").endswith("/pareto")
 
 
+def test_the_study_name_keeps_timing_modes_apart():
+    info, obj = _keys.device_info(), at.Objective(expected_calls=1000)
+    names = {
+        mode: _keys.study_name("m:f", "0123456789abcdef", "sig", info, obj, timing=mode)
+        for mode in ("steady", "blocking")
+    }
+    assert names["steady"] != names["blocking"]
+    assert "/steady/" in names["steady"] and "/blocking/" in names["blocking"]
+
+
 def test_a_typed_prng_key_argument_has_a_signature_and_tunes(tmp_path):
     import jax
 

@@ -244,7 +244,7 @@ def run(
         device = runner_device(runner)
         fkey = function_key or _keys.function_key(fn)
         name = options.study_name or _keys.study_name(
-            fkey, program.fingerprint, signature, device, goal, options.search
+            fkey, program.fingerprint, signature, device, goal, options.search, options.timing_mode
         )
         storage = options.storage or storage_default
         url = _paths.storage_url(storage) if storage else _paths.default_storage_url()
