@@ -65,6 +65,11 @@ class TuneOptions:
         progress: show progress on stderr (default None: when stderr is a terminal).
         xla: search XLA compile options per function too (``xla:O1``...): ``True``, ``False`` or
             ``"auto"`` (default: :func:`autotune._xla.searched` decides).
+        builders: processes that compile configs on this machine's cores while the worker
+            process measures others (it then only loads their executables): a number, 0 (compile
+            in the worker), or ``"auto"`` (default: min(4, cores - 1) where this process only
+            traces and the worker owns a TPU chip they compile for, e.g. ``autotune tune`` on a
+            single-chip TPU v5e; else 0).
 
     ``str(options)`` names the options that differ from their defaults, in this order.
 
@@ -96,6 +101,7 @@ class TuneOptions:
     isolate: bool | str = "auto"
     progress: bool | None = None
     xla: bool | str = "auto"
+    builders: int | str = "auto"
 
     def __post_init__(self):
         n = self.n_trials
@@ -109,6 +115,9 @@ class TuneOptions:
             raise StudyError(f"isolate={self.isolate!r} must be 'auto', True or False.")
         if not (isinstance(self.xla, bool) or self.xla == "auto"):
             raise StudyError(f"xla={self.xla!r} must be 'auto', True or False.")
+        b = self.builders
+        if b != "auto" and (isinstance(b, bool) or not isinstance(b, int) or b < 0):
+            raise StudyError(f"builders={b!r} must be 'auto' or a number of processes >= 0 (0 compiles in the worker).")
         for name in ("confirm_top", "confirm_rounds"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

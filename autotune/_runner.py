@@ -86,6 +86,10 @@ class Runner(Protocol):
         A runner without it that measures on this machine (a worker, or in-process) gets
         :func:`autotune.worker._load.measure_load` (two fresh processes); any other gets the
         estimate, trace + lower, with a note.
+    ``prefetch(configs)`` (optional)
+        The configs the search will measure next (the grid's next few, else the one about to be
+        measured): a runner may trace and compile them ahead, in parallel (the worker runner's
+        builder processes); configs named before and not again are no longer wanted.
     ``close()``
         Release every resource (idempotent).
     ``isolated``

@@ -6,6 +6,8 @@
 #   bash scripts/tpu_session.sh bench-a  # scripts/bench.py: accel_rnn, accel_tiny_scan
 #   bash scripts/tpu_session.sh bench-b  # scripts/bench.py: accel_bf16_layers, accel_rk4
 #   bash scripts/tpu_session.sh e2e      # scripts/e2e_bench.py: accel_rnn, whole processes
+#   bash scripts/tpu_session.sh notebook # a process that holds the chip tunes in-process (one warning)
+#   bash scripts/tpu_session.sh xla      # scripts/tpu_xla_probe.py: which compile options the TPU takes
 #
 # Tried on the CPU first: `AUTOTUNE_STUDY_SIZE=small bash scripts/tpu_session.sh check` runs the
 # same steps with small studies (NO_WHEELS=1 PYTHON=.venv/bin/python: no wheels, the venv's Python).
@@ -51,5 +53,28 @@ e2e)
     "$PY" scripts/e2e_bench.py --study accel_rnn --runs 3 --json "$OUT/tpu-e2e.json" --out "$OUT/tpu-e2e.md" 2>&1 \
         | tee "$OUT/tpu-e2e.log"
     ;;
-*) echo "tpu_session.sh: unknown part '$1' (check, bench-a, bench-b, e2e)" >&2; exit 2 ;;
+notebook)
+    # a process that holds the device (a notebook) tunes in-process: one warning, no traceback
+    timeout 120 "$PY" - <<'PY' 2>&1 | tee "$OUT/notebook.log"
+import time, warnings
+import jax.numpy as jnp
+import autotune as at
+
+@at.autotuned(expected_calls=10_000)
+def smooth(x):
+    return at.loop(lambda c, _: (0.99 * c + 0.01, None), x, length=2048, name="steps")[0]
+
+x = jnp.zeros((16, 128))
+smooth(x).block_until_ready()  # this process holds the chip now
+t0 = time.monotonic()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    r = smooth.tune(x, n_trials=4, progress=False, trial_timeout=30)
+ours = [str(w.message) for w in caught if "autotune" in str(w.message)]
+print("warnings:", len(ours)); print(ours[0][:400] if ours else "")
+print("winner", r.best_config, f"default/best {r.default_cost / r.best_cost:.3f}", f"in {time.monotonic() - t0:.1f} s")
+PY
+    ;;
+xla) timeout 150 "$PY" scripts/tpu_xla_probe.py --json "$OUT/xla-probe.json" 2>&1 | tail -20 ;;
+*) echo "tpu_session.sh: unknown part '$1' (check, notebook, xla, bench-a, bench-b, e2e)" >&2; exit 2 ;;
 esac

@@ -27,7 +27,7 @@ def _value_for(action: argparse.Action) -> list[str]:
         return [flag, "blocking"]
     if action.choices:  # a choice that is not the default (--compilation-cache: off)
         return [flag, next(c for c in reversed(list(action.choices)) if c != action.default)]
-    if action.type is not None and getattr(action.type, "__name__", "") in ("positive_int", "int"):
+    if action.type is not None and getattr(action.type, "__name__", "") in ("positive_int", "int", "builders_count"):
         return [flag, "3"]
     if action.type is not None:
         return [flag, "2.5"]

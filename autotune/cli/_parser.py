@@ -30,6 +30,19 @@ def positive_int(text: str) -> int:
     return value
 
 
+def builders_count(text: str) -> int | str:
+    """``--builders``: ``auto`` or a whole number >= 0."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither auto nor a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be auto or at least 0")
+    return value
+
+
 def nonneg_float(text: str) -> float:
     try:
         value = float(text)
@@ -106,6 +119,10 @@ _TIME_BUDGET_HELP = (
     "with --recorded: T (90s, 30m, 1.5h or seconds) for all the recorded functions, split by "
     "calls × default runtime; each stops at its share (or at --trials, whichever comes first)"
 )
+_BUILDERS_HELP = (
+    "processes compiling configs on this machine's cores while the worker measures (it only loads them): "
+    "K, 0 (compile in the worker) or auto (default: min(4, cores-1) when the worker owns a TPU v5e chip)"
+)
 _PROCESSES_HELP = (
     "how many processes will run each function (each calling it --expected-calls times); "
     "override the decorator's processes (default 1)"
@@ -174,6 +191,7 @@ def _tune_parser(sub) -> None:
         p,
         ("--trial-timeout", nonneg_float, "S", "kill a trial's compile+run after this many seconds"),
         ("--trial-memory", nonneg_float, "GIB", "memory cap per trial worker, in GiB"),
+        ("--builders", builders_count, "K", _BUILDERS_HELP),
     )
     p.add_argument(
         "--workers",
@@ -263,19 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("best", help="the cached best config per function")
     p.add_argument("--function", default=None, metavar="KEY", help="function key (module:qualname); default all")
     p.add_argument("--device", default=None, help="device kind or platform to filter on (e.g. cpu, 'NVIDIA H200')")
-    p.add_argument(
-        "--expected-calls",
-        type=nonneg_float,
-        default=None,
-        metavar="N",
-        help="re-pick from the stored measurements for this call count",
-    )
-    p.add_argument(
-        "--processes",
-        type=positive_int,
-        default=None,
-        metavar="P",
-        help="re-pick for P processes running the function (each --expected-calls times)",
+    _numbers(
+        p,
+        ("--expected-calls", nonneg_float, "N", "re-pick from the stored measurements for this call count"),
+        ("--processes", positive_int, "P", "re-pick for P processes running it (each --expected-calls times)"),
     )
     p.add_argument(
         "--compilation-cache",
@@ -314,13 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out", required=True, metavar="DIR", help="folder for report.html, report.json and the PNG figures"
     )
-    p.add_argument(
-        "--expected-calls",
-        type=nonneg_float,
-        default=None,
-        metavar="N",
-        help="re-score for this call count (default: each study's own)",
-    )
+    _numbers(p, ("--expected-calls", nonneg_float, "N", "re-score for this call count (default: each study's own)"))
     p.add_argument("--all", action="store_true", help="with FILE: also the studies of older versions of its functions")
     p.add_argument("--json", action="store_true", help="print the report's data as JSON")
     _wide_arg(p)
@@ -332,13 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("import", help="merge a JSON export into the cache (all or nothing)")
     p.add_argument("path")
-    p.add_argument(
-        "--max-size",
-        type=nonneg_float,
-        default=None,
-        metavar="MIB",
-        help="refuse files over MIB mebibytes (default 256)",
-    )
+    _numbers(p, ("--max-size", nonneg_float, "MIB", "refuse files over MIB mebibytes (default 256)"))
     _cache_arg(p)
     return parser
 

@@ -23,7 +23,7 @@ from ._output import console, emit_json, stdout_to_stderr
 from ._parser import HELPER_ONLY, repeat_argv
 from ._show import charged_timing, show_result
 
-NOT_FOR_RETUNE = ("json", "wide", "expected_calls", "workers", "reconfirm") + HELPER_ONLY
+NOT_FOR_RETUNE = ("json", "wide", "expected_calls", "workers", "reconfirm", "builders") + HELPER_ONLY
 
 
 def cmd_tune(a: argparse.Namespace) -> int:
@@ -82,6 +82,8 @@ def cmd_tune(a: argparse.Namespace) -> int:
             results.append((fn, result))
             if not a.json:
                 show_result(out, fn, result, wide=a.wide, timing=options.timing_mode)
+                if getattr(result, "compiled_in", None):
+                    out.print(f"compiles: {result.compiled_in}")
     if a.json:
         emit_json([result_json(fn, r) for fn, r in results])
     return 0
@@ -143,6 +145,7 @@ def tune_options(a: argparse.Namespace) -> TuneOptions:
         # --confirm-top / --confirm-rounds when given; else TuneOptions' defaults (the one home)
         **{k: getattr(a, k) for k in ("confirm_top", "confirm_rounds") if getattr(a, k, None) is not None},
         xla={"on": True, "off": False}.get(getattr(a, "xla", "auto"), "auto"),
+        **({"builders": a.builders} if getattr(a, "builders", None) is not None else {}),
     )
 
 
@@ -193,6 +196,7 @@ def result_json(fn, r) -> dict[str, Any]:
         "stored": r.stored,
         "unrewritable": dict(getattr(r, "unrewritable", {}) or {}),
         "load_notes": list(getattr(r, "load_notes", []) or []),
+        "compiled_in": getattr(r, "compiled_in", None),
         "timing": charged_timing(r),
     }
 

@@ -83,6 +83,17 @@ class GridProposer(_Pinning):
                 return config
         return None
 
+    def upcoming(self, taken: set[str], n: int) -> list[Config]:
+        """The next ``n`` configs :meth:`propose` would hand out, in order, were each taken in
+        turn (a runner compiles them ahead)."""
+        out: list[Config] = []
+        for config in self.space.configs():
+            if len(out) >= n:
+                break
+            if config.to_json() not in taken:
+                out.append(config)
+        return out
+
 
 class RandomProposer(_Pinning):
     """A uniform draw among the configs not taken."""

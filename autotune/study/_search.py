@@ -168,8 +168,19 @@ class Search:
         config = self.proposer.propose(taken)
         return None if config is None else self.study.open(config, self.space, self.device_key)
 
-    def step(self, trial: Any, got: Config, budget_s: float | None) -> None:
-        """Measure the config of an opened trial and close the trial with what happened."""
+    def ahead(self, got: Config, taken: set[str], budget_s: float | None) -> list[Config]:
+        """The configs the grid will propose after ``got`` (one per builder the runner has, none
+        for a sampler whose next draw depends on this one's result), less those predicted over
+        the compile budget: the runner compiles them while it measures ``got``."""
+        n = int(getattr(self.runner, "lookahead", 0) or 0)
+        upcoming = getattr(self.proposer, "upcoming", None)
+        if n <= 0 or upcoming is None:
+            return []
+        return [c for c in upcoming(taken | {got.to_json()}, n) if self.predictor.over_budget(c, budget_s) is None]
+
+    def step(self, trial: Any, got: Config, budget_s: float | None, ahead: list[Config] = ()) -> None:
+        """Measure the config of an opened trial and close the trial with what happened; ``ahead``:
+        the configs to prepare meanwhile (a runner with ``prefetch`` builds them in parallel)."""
         owner = self.study.owner_of(got.to_json(), trial.number, self.space)
         if owner is not None:
             self.study.finish(
@@ -192,6 +203,7 @@ class Search:
                 ),
             )
             return
+        prefetch = getattr(self.runner, "prefetch", None)  # a runner without it measures as it always did
         self.progress.update(status=f"measuring {got.label(self.space.sites)}")
         shared: dict[str, Any] = {}
 
@@ -203,6 +215,8 @@ class Search:
             return None
 
         try:
+            if prefetch is not None:
+                prefetch([got, *ahead])
             if got == self.default and self.reference is None:
                 ms = self._measure_default()
                 m, rounds = _median(ms), [[x.compile_cost_s, x.run_cost_s] for x in ms]
@@ -271,7 +285,12 @@ class Search:
     def run(self, budget: int, deadline: float | None) -> None:
         """Trials until the study holds ``budget`` counted trials, the deadline passes, or
         every config is taken; then no trial is left queued."""
-        self._search(budget, deadline)
+        try:
+            self._search(budget, deadline)
+        finally:
+            prefetch = getattr(self.runner, "prefetch", None)
+            if prefetch is not None:
+                prefetch([])  # nothing more ahead: builds still running are stopped
         self.study.drain_waiting(self.space, self.device_key)
 
     def _search(self, budget: int, deadline: float | None) -> None:
@@ -297,10 +316,12 @@ class Search:
                 budget_s = self.budget(self.points(records))
                 if hasattr(self.proposer, "pin"):  # sites found unrewritable, by any worker of the study
                     self.proposer.pin(self.study.attrs.get("unrewritable") or {})
-                opened = self.open(views, {v.config_json for v in views if v.takes_config})
+                taken = {v.config_json for v in views if v.takes_config}
+                opened = self.open(views, taken)
+                ahead = self.ahead(opened[1], taken, budget_s) if opened is not None else []
             if opened is None:
                 return
-            self.step(*opened, budget_s)
+            self.step(*opened, budget_s, ahead)
             views = self.study.trials(self.space)
             points = self.points([record_of(v, self.objective) for v in views])
             # Keep the contenders' executables in the warm worker: confirmation re-times them without compiling.

@@ -367,6 +367,8 @@ def _search_and_confirm(
             runner.close()
         out = result(state, records, confirmed, new_trials=counted(records) - counted(held))
         out.load_notes = load_notes
+        summary = getattr(runner, "compile_summary", None)  # where the compiles ran (builders or the worker)
+        out.compiled_in = summary() if callable(summary) else None
         bar.update(best="", status=f"winner {out.best_config.label(state.program.sites)} at {out.best_cost:.4g} s")
     return out
 

@@ -86,10 +86,13 @@ class WorkerProcess:
         python: the interpreter.
         env: its environment.
         memory_bytes: ``RLIMIT_DATA`` for it, or None.
+        module: the program it runs (a builder process: ``autotune.worker._build_child``).
     """
 
-    def __init__(self, python: str, env: dict[str, str], memory_bytes: int | None = None):
-        cmd = [python, "-m", "autotune.worker", "--parent", str(os.getpid())]
+    def __init__(
+        self, python: str, env: dict[str, str], memory_bytes: int | None = None, module: str = "autotune.worker"
+    ):
+        cmd = [python, "-m", module, "--parent", str(os.getpid())]
         if memory_bytes is not None:
             cmd += ["--memory-bytes", str(int(memory_bytes))]
         self.stderr = tempfile.TemporaryFile(prefix="autotune-worker-", suffix=".log")

@@ -4,7 +4,8 @@ events on a private copy of stdout, every stage timed through ``autotune._measur
 The worker ignores SIGINT (the parent decides what an interrupt means) and exits by itself
 when its parent is gone (``--parent PID``), also when the parent was SIGKILLed or
 SIGTERMed and could not kill it. It keeps the executables of recent trials so the parent
-can re-time their runtime (``retime``) without compiling again.
+can re-time their runtime (``retime``) without compiling again, and loads executables that
+builder processes compiled (``load_built``, measured exactly as a trial).
 
 This module is an entry point, the top of the import graph (like the CLI): it imports
 study files and ``@at.autotuned`` functions; the parent side of the package never imports it.
@@ -79,6 +80,7 @@ class Child:
             Op.TRIAL: self.trial,
             Op.RETIME: self.retime,
             Op.RETAIN: self.retain,
+            Op.LOAD_BUILT: self.load_built,
         }
         while True:
             req = self.next_request()
@@ -169,6 +171,42 @@ class Child:
         else:
             stages = self._compile_exported(req)
             dyn_args, dyn_kwargs, donating = tuple(self.leaves), {}, bool(req.get("donate"))
+        self._run_and_reply(req, config, stages, dyn_args, dyn_kwargs, donating, compiled_in="runner")
+
+    def load_built(self, req: dict[str, Any]) -> None:
+        """Export mode, compiled by a builder process: load its serialised executable (the flat
+        input and output trees rebuilt here) and measure it exactly as a trial is measured; the
+        compile figures are the builder's. ``refused`` when it cannot be loaded in this process."""
+        from .._errors import error_text
+
+        rid = req["id"]
+        self.emit(event=Event.STARTED, id=rid)
+        self.phase = "load"
+        t0 = time.perf_counter()
+        try:
+            compiled = load_executable(req["payload"], len(self.leaves), int(req["n_out"]), self.leaves)
+        except Exception as exc:  # noqa: BLE001 - the parent compiles here instead
+            self.emit(event=Event.REFUSED, id=rid, message=error_text(exc))
+            return
+        stages = Stages(None, compiled=compiled, compile_s=float(req["compile_s"]))
+        stages.compile_cpu_s = req.get("compile_cpu_s")
+        stages.trace_s, stages.lower_s = float(req["trace_s"]), float(req["lower_s"])
+        stages.trace_cpu_s, stages.lower_cpu_s = req.get("trace_cpu_s"), req.get("lower_cpu_s")  # the parent's
+        stages.program_hash = req.get("program_hash")
+        config = Config.from_dict(req.get("config"))
+        load_s = time.perf_counter() - t0
+        self._run_and_reply(
+            req, config, stages, tuple(self.leaves), {}, bool(req.get("donate")), compiled_in="builder", load_s=load_s
+        )
+
+    def _run_and_reply(
+        self, req: dict[str, Any], config: Config, stages: Stages, dyn_args, dyn_kwargs, donating: bool, **said: Any
+    ) -> None:
+        """Time compiled ``stages``, keep the executable for ``retime``, send the result (``said``:
+        where it was compiled, and more)."""
+        import jax
+
+        rid = req["id"]
         self.emit(event=Event.COMPILE_END, id=rid, compile_s=stages.compile_s)
         self.phase = "run"
         m = run_measurement(
@@ -180,11 +218,10 @@ class Child:
             keep_outputs=True,
             **dict(req.get("timing") or {}),
         )
+        key = config.to_json()
         self.store.put(key, Executable(stages.compiled, dyn_args, dyn_kwargs, donating, m.replace(outputs=None)))
-        import jax
-
         encoded = [encode_array(x) for x in jax.tree_util.tree_leaves(m.outputs)] if req.get("keep_outputs") else []
-        self.emit(event=Event.RESULT, id=rid, measurement=m.to_dict(), outputs=encoded)
+        self.emit(event=Event.RESULT, id=rid, measurement=m.to_dict(), outputs=encoded, **said)
 
     def _trace_here(self, req: dict[str, Any], config: Config) -> Stages:
         """Study-file and import modes: trace, lower (say so, maybe skip) and compile here."""
@@ -255,6 +292,21 @@ class Child:
         self.emit(event=Event.RETAINED, id=req["id"], kept=len(self.store))
 
 
+def load_executable(payload: str, n_in: int, n_out: int, leaves: list) -> Any:
+    """A builder's serialised executable (base64), loaded onto the device of ``leaves`` (the
+    first device when there are none): it takes ``n_in`` flat arrays and returns a list of
+    ``n_out``. The bytes are ``serialize_executable``'s (a pickle inside), passed between our own
+    processes only, never stored."""
+    import jax
+    from jax.experimental.serialize_executable import deserialize_and_load
+
+    placed = [d for x in leaves[:1] for d in getattr(getattr(x, "sharding", None), "device_set", ())]
+    device = placed[0] if len(placed) == 1 else jax.devices()[0]
+    in_tree = jax.tree_util.tree_structure((tuple(range(n_in)), {}))
+    out_tree = jax.tree_util.tree_structure([0] * n_out)
+    return deserialize_and_load(base64.b64decode(payload), in_tree, out_tree, execution_devices=[device])
+
+
 def _watch_parent(parent: int) -> None:
     """Exit when the parent is gone (it was killed and could not kill us)."""
     while True:
@@ -271,11 +323,10 @@ def device_info() -> dict[str, Any]:
     return info()
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv == ["--device"]:  # a probe (autotune._host.target_device): print the device, exit
-        print(json.dumps(device_info()))
-        return 0
+def serving_stdout(argv: list[str]) -> Any:
+    """Set this process up as a server of its parent (``--memory-bytes N``: ``RLIMIT_DATA``;
+    ``--parent PID``: exit when it is gone; SIGINT ignored, the parent decides) and return the
+    protocol's private copy of stdout (anything else printed goes to stderr)."""
     opts = dict(zip(argv[::2], argv[1::2]))
     if "--memory-bytes" in opts:
         import resource
@@ -285,9 +336,16 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C goes to it
     if "--parent" in opts:
         threading.Thread(target=_watch_parent, args=(int(opts["--parent"]),), daemon=True).start()
-    # The protocol gets a private copy of stdout; anything else printed goes to stderr.
     out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    Child(out, sys.stdin.buffer).serve()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["--device"]:  # a probe (autotune._host.target_device): print the device, exit
+        print(json.dumps(device_info()))
+        return 0
+    Child(serving_stdout(argv), sys.stdin.buffer).serve()
     return 0

@@ -3,7 +3,8 @@ limit, a memory cap and crash containment.
 
 Three ways to get the function into the worker (``Mode``): export mode (what
 :func:`autotune.tune` builds: this process traces and lowers, ``jax.export`` carries the
-program; closures work), import mode (a program ``jax.export`` cannot serialise, e.g. with
+program; closures work; its trials, and the builder processes that compile them ahead, are
+``_exported``'s), import mode (a program ``jax.export`` cannot serialise, e.g. with
 host callbacks, and a :class:`Location`: the worker imports the function, gets the arguments
 as JSON and traces it itself) and study-file mode (:meth:`WorkerRunner.for_study_file`).
 Arguments cross with their meshes and shardings: a sharded call is measured as it runs. Such
@@ -26,22 +27,16 @@ from .. import _interrupt
 from .._config import Config
 from .._errors import StudyError
 from .._measure import TIMING_OPTIONS, Measurement, Stages, reuse
-from .._runner import RECENT, InProcessRunner, TrialFailed, stage_guard
+from .._runner import RECENT, InProcessRunner, TrialFailed
 from ._channel import WorkerProcess
-from ._codec import NotPortable, decode_array, jax_leaves
-from ._export import CannotExport, args_message, call_leaves, export, outputs_of, trace_and_lower
+from ._codec import decode_array
+from ._exported import ExportHost, _FellBack
 from ._policy import CompilePolicy
-from ._protocol import CARRIED_JIT_OPTIONS, Location, Mode, Op, load_import_message
-from ._shardings import placement
-from ._slot import WorkerHost
+from ._protocol import CARRIED_JIT_OPTIONS, Location, Mode, Op
 from ._trial import latch, request_reply, retime_in
 
 
-class _FellBack(Exception):
-    """The runner switched to in-process measurement."""
-
-
-class WorkerRunner(WorkerHost):
+class WorkerRunner(ExportHost):
     """Measures configs in a worker process: the :class:`~autotune._runner.Runner` contract
     with time limits, a memory cap and crash containment.
 
@@ -64,6 +59,11 @@ class WorkerRunner(WorkerHost):
         policy: the :class:`~autotune.worker.CompilePolicy` (default: from the platform; on
             GPU a fresh worker for every trial that compiles).
         recent: how many recent configs' executables the worker keeps for ``retime``.
+        builders: builder processes that compile export-mode configs while the worker measures
+            (``_builders``): a number, 0 (compile in the worker) or ``"auto"`` (a few where this
+            process only traces and the worker owns a TPU chip they compile for, else none).
+        build_target: the device builders compile for (platform, device_kind, device_count;
+            default: the worker's).
 
     Example::
 
@@ -92,6 +92,8 @@ class WorkerRunner(WorkerHost):
         location: Location | None = None,
         policy: CompilePolicy | None = None,
         recent: int = RECENT,
+        builders: int | str = 0,
+        build_target: dict[str, Any] | None = None,
     ):
         if trial_timeout is not None and not trial_timeout > 0:
             raise StudyError(f"trial_timeout={trial_timeout!r} must be a number of seconds > 0, or None.")
@@ -99,6 +101,8 @@ class WorkerRunner(WorkerHost):
             raise StudyError(f"trial_memory_gb={trial_memory_gb!r} must be a number of GiB > 0, or None.")
         if isolate not in ("auto", True):
             raise StudyError(f"WorkerRunner(isolate={isolate!r}): use 'auto' or True.")
+        if builders != "auto" and (isinstance(builders, bool) or not isinstance(builders, int) or builders < 0):
+            raise StudyError(f"WorkerRunner(builders={builders!r}): use 'auto' or a number of processes >= 0.")
         if location is not None and not isinstance(location, Location):
             raise StudyError(f"WorkerRunner(location={location!r}): pass an autotune.worker.Location or None.")
         self.fn, self.args, self.kwargs, self.jit_kwargs = fn, tuple(args), dict(kwargs or {}), dict(jit_kwargs or {})
@@ -121,6 +125,7 @@ class WorkerRunner(WorkerHost):
         self._input_digest: str | None = None
         self._placement: dict[str, Any] | None = None  # where the call's arguments live (the worker's must match)
         self._closed = False
+        self._init_builds(builders, build_target)
         if fn is not None:
             extra = sorted(set(self.jit_kwargs) - CARRIED_JIT_OPTIONS)
             if extra:
@@ -141,6 +146,7 @@ class WorkerRunner(WorkerHost):
             trial_memory_gb=options.trial_memory_gb,
             isolate=options.isolate,
             location=location,
+            builders=options.builders,
         )
 
     @classmethod
@@ -200,29 +206,37 @@ class WorkerRunner(WorkerHost):
         return self._in_process().measure(config, compile_budget_s=compile_budget_s, on_lowered=on_lowered)
 
     def retime(self, config: Config | dict | None) -> Measurement | None:
-        """Time the runtime again on ``config``'s executable kept in the warm worker; None
-        when it is gone (evicted, or the worker was replaced)."""
+        """Time the runtime again on ``config``'s executable kept in the warm worker (one a
+        builder compiled for it is loaded where the worker lacks it); None when it is gone
+        (evicted, or the worker was replaced)."""
         if self._closed:
             raise StudyError("This WorkerRunner is closed.")
         config = Config.from_dict(config)
         if self.fallback_reason is not None:
             return self._in_process().retime(config)
         worker = self._worker
-        if worker is None or not worker.alive() or not worker.loaded:
+        held = worker is not None and worker.alive() and worker.loaded
+        if not held and config.to_json() not in self._built:
             return None
-        self._trial_id += 1
         with latch():
             try:
                 _interrupt.check()
-                m = retime_in(worker, self._trial_id, config.to_json(), self.timing, self.trial_timeout)
-            except TrialFailed:
-                if not worker.alive():
+                m = None
+                if held:
+                    self._trial_id += 1
+                    m = retime_in(worker, self._trial_id, config.to_json(), self.timing, self.trial_timeout)
+                if m is None:
+                    return self._retime_built(config)
+            except _FellBack:
+                return None
+            except (TrialFailed, StudyError):
+                if self._worker is not None and not self._worker.alive():
                     self._discard()
                 raise
             except BaseException:
                 self._discard()
                 raise
-        return None if m is None else Measurement.from_dict(m).replace(config=config)
+        return Measurement.from_dict(m).replace(config=config)
 
     def device_info(self) -> dict[str, Any]:
         """The device trials run on (``_keys.device_info``'s fields). In a trace-only parent
@@ -249,18 +263,22 @@ class WorkerRunner(WorkerHost):
         next); measuring starts it anyway."""
         if not self._closed and self.fallback_reason is None:
             self._spawn()
+            self._start_builders()
 
     def renew(self) -> bool:
-        """Measure in a fresh worker from now on (kept executables are lost); False when in-process."""
+        """Measure in a fresh worker from now on (its executables are lost; what builders compiled
+        is loaded there instead of compiling again); False when in-process."""
         if self._closed or self.fallback_reason is not None:
             return False
         self._discard()
         self._spawn()
+        self._renewed = True
         return True
 
     def retain(self, configs: Iterable[Config | dict]) -> None:
         """Keep only these configs' executables for :meth:`retime` (a worker that loaded nothing has none)."""
         keys = [Config.from_dict(c).to_json() for c in configs]
+        self._keep_only(keys)
         if self.fallback_reason is not None:
             self._in_process().retain([Config.from_json(k) for k in keys])
             return
@@ -278,8 +296,9 @@ class WorkerRunner(WorkerHost):
                 self._discard()  # nothing is kept now, which retime() will say
 
     def close(self) -> None:
-        """Stop the worker (politely, then by SIGKILL) and reap it. Idempotent."""
+        """Stop the worker and the builders (politely, then by SIGKILL) and reap them. Idempotent."""
         self._closed = True
+        self._close_builders()
         if self._worker is not None and self._worker.ready is not None:  # one still starting has nothing to end
             self._worker.exit()
         self._discard()
@@ -340,61 +359,6 @@ class WorkerRunner(WorkerHost):
                 trial_timeout=self.trial_timeout,
             )
         return self._in_process_runner
-
-    # -- export mode ----------------------------------------------------------------------
-    def _measure_export(self, config: Config, budget: float | None, on_lowered) -> Measurement:
-        self._spawn()  # the worker imports JAX while this process traces
-        platform = self._target_platform()  # a trace-only parent waits for its first worker here
-        started = time.monotonic()
-        stages = trace_and_lower(
-            self.fn,
-            self.args,
-            self.kwargs,
-            self.jit_kwargs,
-            config,
-            stage_guard(budget, self.trial_timeout, started, " in the parent"),
-            platform=platform,
-        )
-        if on_lowered is not None:
-            earlier = on_lowered(stages.program_hash)
-            if earlier is not None:
-                return reuse(earlier, stages, config)
-        try:
-            ex = export(stages, self.fn, self.args, self.kwargs, self.jit_kwargs, self.timing, platform=platform)
-        except CannotExport as exc:
-            self._switch_to_import(str(exc))
-            return self._measure_traced(config, budget, on_lowered)
-        if self._args_line is None:
-            try:
-                self._args_line, _ = args_message(ex.exported, self.fn, self.args, self.kwargs, self.jit_kwargs)
-            except NotPortable as exc:
-                raise self._fall_back(str(exc)) from None
-            self._placement = placement(call_leaves(self.fn, self.args, self.kwargs, self.jit_kwargs))
-        request = dict(ex.request, config=config.to_dict())
-        done, _ = self._run(request, budget, started, parent_s=stages.trace_s + stages.lower_s)
-        return Measurement.from_dict(done["measurement"]).replace(
-            config=config, outputs=outputs_of(ex.exported, done.get("outputs"), ex.out_tree)
-        )
-
-    def _switch_to_import(self, reason: str) -> None:
-        """Export failed: let the worker import the function (or fall back without a location)."""
-        loc = self.location
-        if loc is None:
-            raise self._fall_back(reason)
-        if loc.is_study_file:
-            self.mode, self.study_file, self.index = Mode.STUDY, loc.file, loc.index
-        else:
-            try:
-                self._import_request, self._input_digest = load_import_message(
-                    loc, self.args, self.kwargs, self.jit_kwargs
-                )
-                self._placement = placement(jax_leaves((self.args, self.kwargs)))
-            except NotPortable as exc:
-                raise self._fall_back(f"{reason}, and {exc}") from None
-            self.mode = Mode.IMPORT
-        self.import_reason = reason
-        if self._worker is not None:
-            self._worker.loaded = False
 
     # -- study-file and import modes --------------------------------------------------------
     def _measure_traced(self, config: Config, budget: float | None, on_lowered) -> Measurement:

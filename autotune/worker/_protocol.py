@@ -7,7 +7,12 @@ time; a trial's events carry the request's ``id``.
 A trial, in order of events: ``started``; then, when the worker traces (study-file and
 import modes), ``lowered`` (the program hash; when the request asked, the worker waits for
 a ``lowered_reply`` telling it to compile or to skip) and ``compile_start``;
-``compile_end``; ``result`` (or ``error`` at any point).
+``compile_end``; ``result`` (or ``error`` at any point). A ``load_built`` request (an
+executable a builder process compiled, ``_builders``) goes ``started``, ``compile_end`` (the
+builder's compile seconds), ``result``; or ``refused`` when the executable cannot be loaded here.
+
+Builder processes (``python -m autotune.worker._build_child``) speak the same way: ``ready``,
+then one ``built`` (or ``error``) per ``build`` or ``probe`` request.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-PROTOCOL = 3
+PROTOCOL = 4
 
 
 class Op:
@@ -31,6 +36,9 @@ class Op:
     LOWERED_REPLY = "lowered_reply"  # after a "lowered" event: compile, or skip (a shared program)
     RETIME = "retime"  # time a kept executable's runtime again
     RETAIN = "retain"  # keep only these configs' executables
+    LOAD_BUILT = "load_built"  # load an executable a builder compiled, and measure it as a trial
+    BUILD = "build"  # (to a builder) compile an exported program for the target, serialise it
+    PROBE = "probe"  # (to a builder) compile a tiny program for the target: can it build at all?
     EXIT = "exit"
 
 
@@ -46,6 +54,8 @@ class Event:
     RESULT = "result"
     GONE = "gone"  # retime: that executable is not kept
     RETAINED = "retained"
+    REFUSED = "refused"  # load_built: the executable cannot be loaded in this worker
+    BUILT = "built"  # a builder's serialised executable (or a probe's success)
     ERROR = "error"
     NOISE = "noise"  # a line that was not JSON
 

@@ -1,7 +1,7 @@
 """The worker-process half of :class:`~autotune.worker.WorkerRunner`: start a worker (or
 keep the warm one), wait until it has imported JAX, load the call's inputs into it, and send
 one trial and follow it to its result. ``_process`` holds the Runner contract and the three
-ways a function gets into the worker; this module only drives the process.
+ways a function gets into the worker (export mode: ``_exported``); this module only drives the process.
 """
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ class WorkerHost:
                 self._discard()
                 self._spawn()  # the replacement imports JAX while this process records the trial
             raise
-        if not done.get("skipped"):
-            self._worker.compiled += 1
+        if not done.get("skipped") and done.get("compiled_in") != "builder" and done.get("event") == "result":
+            self._worker.compiled += 1  # a compile in this worker (a loaded executable is none)
         return done, run.reused
 
     def _spawn(self) -> None:

@@ -119,7 +119,7 @@ def follow(run: TrialRun) -> dict[str, Any]:
             clock.compile_s = float(event.get("compile_s", now - clock.phase_started))
             clock.enter("run", now)
             compile_deadline = None
-        elif name == Event.RESULT:
+        elif name in (Event.RESULT, Event.REFUSED):  # refused: a built executable the worker cannot load
             return event
         elif name == Event.ERROR:
             text = f"{event.get('type')}: {event.get('message')}"

@@ -1,0 +1,196 @@
+"""Builder processes: configs compiled in parallel processes and loaded by the worker, which only
+measures. Real processes and real JAX on the CPU: the pool compiles, the worker loads and its
+outputs equal jax.jit's; a grid study compiles nothing in the worker; a build past its deadline
+is killed and the pool goes on; a fresh worker loads instead of compiling; without builds the
+worker compiles and says why once."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _presets import FAST, ONE_ROUND
+from _procs import gone
+from _repo import ROOT
+
+import autotune as at
+from autotune.worker import TrialFailed, WorkerRunner
+from autotune.worker._builders import BuilderPool, auto_count
+from autotune.worker._channel import worker_env
+
+CPU = {"platform": "cpu", "device_kind": "cpu", "device_count": 1}
+V5E = {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 1}
+FOR = {"l": {"repr": "for"}}
+
+
+def smooth(x, bias):
+    y = at.loop(lambda c, _: (jnp.sin(c) * 0.5 + bias, None), x, length=8, name="l")[0]
+    return {"y": y, "total": y.sum()}
+
+
+def _request(fn, *args) -> dict:
+    """An export-mode trial request's program fields for ``fn`` on ``args``."""
+    exported = jax.export.export(jax.jit(fn))(*args)
+    return {"program": base64.b64encode(exported.serialize()).decode("ascii"), "donate": []}
+
+
+def heavy(x):
+    for i in range(400):  # a few seconds of XLA compile on the CPU, a moment of tracing
+        x = jnp.sin(x @ x.T + i) * 0.5
+    return x
+
+
+def test_builders_compile_and_the_worker_loads_with_the_outputs_of_jax_jit():
+    x, bias = jnp.linspace(0.0, 1.0, 16), jnp.float32(1.0)
+    expected = jax.jit(smooth)(x, bias)
+    with WorkerRunner(smooth, (x, bias), {}, {}, FAST, trial_timeout=120, builders=1) as runner:
+        runner.start()  # the builders start with the worker, before its device is known
+        assert runner._pool is not None and runner._pool.target is None
+        runner.prefetch([{}, FOR])
+        assert runner._pool.target["platform"] == "cpu"
+        assert runner.lookahead == 1 and len(runner._pool.pending()) == 2  # one builder, two queued
+        first, unrolled = runner.measure({}), runner.measure(FOR)
+        builder_pid = runner._pool._builders[0].proc.pid
+        assert runner.compiled_in == {"builder": 2} and runner._worker.compiled == 0
+        again = runner.retime({})  # the worker keeps a loaded executable as it keeps a compiled one
+        assert again is not None and again.compile_s == first.compile_s
+        assert runner.compile_summary() == "2 compiles in 1 builder process"
+    assert gone(builder_pid)
+    for m in (first, unrolled):
+        assert m.compile_s > 0 and m.compile_cpu_s > 0 and m.trace_s > 0 and m.run_s > 0
+        np.testing.assert_allclose(m.outputs["y"], expected["y"], rtol=1e-6)
+        np.testing.assert_allclose(m.outputs["total"], expected["total"], rtol=1e-6)
+    assert first.program_hash != unrolled.program_hash
+
+
+def test_configs_with_one_program_share_one_build():
+    f = lambda v: jax.lax.scan(lambda c, _: (c * 2.0, None), v, None, length=8)[0]  # noqa: E731
+    x = jnp.ones(4)
+    site = at.sites(f, x)[0].id
+    full, same = {site: {"repr": "for"}}, {site: {"unroll": 8}}
+    with WorkerRunner(f, (x,), {}, {}, FAST, builders=1) as runner:
+        runner.prefetch([full, same])
+        a, b = runner.measure(full), runner.measure(same)
+        assert runner._pool.built == 1 and runner.compiled_in == {"builder": 2}
+    assert a.program_hash == b.program_hash and a.compile_s == b.compile_s
+    np.testing.assert_array_equal(a.outputs, b.outputs)
+
+
+@pytest.mark.slow
+def test_a_grid_study_with_builders_compiles_nothing_in_the_worker(tmp_path):
+    x, bias = jnp.linspace(0.0, 1.0, 16), jnp.float32(1.0)
+    runner = WorkerRunner(smooth, (x, bias), {}, {}, FAST, trial_timeout=120, builders=1)
+    result = at.tune(
+        smooth,
+        x,
+        bias,
+        runner=runner,
+        sampler="grid",
+        xla=False,
+        storage=str(tmp_path / "s.db"),
+        progress=False,
+        timing=FAST,
+        **ONE_ROUND,
+    )
+    states = {t.state for t in result.trials}
+    assert states <= {"complete", "shared", "pruned"} and len(result.trials) >= 4, states  # pruned: over budget
+    assert runner.compiled_in["runner"] == 0 and runner.compiled_in["builder"] >= 3
+    assert "compiles in 1 builder process" in result.compiled_in
+    assert runner._pool is None  # closed with the runner
+
+
+def test_a_build_past_its_deadline_is_killed_and_the_pool_goes_on():
+    pool = BuilderPool(1, CPU, python=sys.executable, env=worker_env({}), trial_timeout=1.0)
+    try:
+        slow = pool.submit("slow", _request(heavy, jnp.ones((8, 8))))
+        pid = None
+        with pytest.raises(TrialFailed) as info:
+            while slow.pid is None:
+                pool.poll(0.05)
+            pid = slow.pid
+            pool.wait(slow)
+        assert info.value.state == "timeout" and "trial timeout of 1 s" in info.value.reason
+        assert info.value.compile_s_at_least is not None and gone(pid)
+        quick = pool.submit("quick", _request(smooth, jnp.ones(4), jnp.float32(1.0)))
+        built = pool.wait(quick)
+        assert built["n_out"] == 2 and built["compile_s"] > 0 and not built["deviceless"]
+        pruned = pool.submit("slow again", _request(heavy, jnp.ones((8, 8))))
+        with pytest.raises(TrialFailed) as info:  # past the compile budget: it cannot win
+            pool.wait(pruned, budget=0.3, grace=0.0)
+        assert info.value.state == "pruned" and info.value.compile_s_at_least >= 0.3
+    finally:
+        pool.close()
+
+
+def test_a_fresh_worker_loads_what_the_builders_compiled():
+    x, bias = jnp.linspace(0.0, 1.0, 16), jnp.float32(1.0)
+    with WorkerRunner(smooth, (x, bias), {}, {}, FAST, builders=1) as runner:
+        first = runner.measure(FOR)
+        runner.retain([FOR])
+        old = runner.pid
+        assert runner.renew()
+        timed = runner.retime(FOR)  # the fresh worker lacks it: the builder's executable is loaded
+        assert runner.pid != old and timed is not None and timed.outputs is None
+        assert timed.compile_s == first.compile_s and timed.program_hash == first.program_hash
+        again = runner.measure(FOR)  # confirmation's second process: loaded, not compiled again
+        assert again.compile_s == first.compile_s
+        np.testing.assert_allclose(again.outputs["y"], first.outputs["y"])
+        assert runner.compiled_in == {"builder": 1, "loaded": 2} and runner._worker.compiled == 0
+
+
+def test_without_deviceless_builds_the_worker_compiles_and_says_why_once():
+    x, bias = jnp.linspace(0.0, 1.0, 16), jnp.float32(1.0)
+    nowhere = {"platform": "tpu", "device_kind": "TPU v99", "device_count": 1}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with WorkerRunner(smooth, (x, bias), {}, {}, FAST, builders=2, build_target=nowhere) as runner:
+            runner.prefetch([{}, FOR])
+            a, b = runner.measure({}), runner.measure(FOR)
+            assert runner.compiled_in == {"runner": 2} and runner._pool is None
+            assert "builders off" in runner.compile_summary()
+    said = [str(w.message) for w in caught if "builder processes" in str(w.message)]
+    assert len(said) == 1 and "TPU v99" in said[0] and "\n" not in said[0], said
+    assert a.run_s > 0 and b.run_s > 0
+
+
+@pytest.mark.slow
+def test_nothing_is_left_running_when_the_parent_exits_without_closing():
+    code = textwrap.dedent(
+        """
+        import jax.numpy as jnp
+        import autotune as at
+        from autotune.worker import WorkerRunner
+        f = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=8, name="l")[0]
+        r = WorkerRunner(f, (jnp.ones(4),), timing={"target_s": 0.01}, builders=2)
+        r.prefetch([{}, {"l": {"repr": "for"}}])
+        r.measure({})
+        print(r.pid, *(b.proc.pid for b in r._pool._builders), flush=True)
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    pids = [int(p) for p in done.stdout.split()]
+    assert len(pids) == 3 and all(gone(p) for p in pids)
+
+
+def test_auto_means_builders_only_beside_an_accelerator():
+    assert auto_count("auto", pinned=True, device=V5E, cores=16) == 4
+    assert auto_count("auto", pinned=True, device=V5E, cores=2) == 1
+    assert auto_count("auto", pinned=True, device=CPU, cores=16) == 0  # they would share the timed cores
+    assert auto_count("auto", pinned=False, device=V5E, cores=16) == 0
+    for other in ({**V5E, "device_count": 4}, {**V5E, "device_kind": "TPU v99"}, {**V5E, "platform": "gpu"}):
+        assert auto_count("auto", pinned=True, device=other, cores=16) == 0  # no deviceless compile known for it
+    assert auto_count(3, pinned=False, device=CPU) == 3
+    assert json.loads(json.dumps(at.TuneOptions(builders=2).builders)) == 2
+    with pytest.raises(at.StudyError, match=r"^builders=-1 must be 'auto' or a number of processes >= 0"):
+        at.TuneOptions(builders=-1)
