@@ -11,59 +11,45 @@ their names. The ``autotune`` command imports JAX only for a command that traces
 pays for neither the tuner nor the cache.
 """
 
-from ._errors import (
-    AutotuneError as AutotuneError,
-)
-from ._errors import (
-    CacheError as CacheError,
-)
-from ._errors import (
-    CacheImportError as CacheImportError,
-)
-from ._errors import (
-    CacheSchemaError as CacheSchemaError,
-)
-from ._errors import (
-    ConfigError as ConfigError,
-)
-from ._errors import (
-    StudyError as StudyError,
-)
-from ._errors import (
-    TraceError as TraceError,
-)
-from ._interrupt import Interrupted as Interrupted
-from ._lazy import lazy_attributes
+from autotune._errors import AutotuneError as AutotuneError
+from autotune._errors import CacheError as CacheError
+from autotune._errors import CacheImportError as CacheImportError
+from autotune._errors import CacheSchemaError as CacheSchemaError
+from autotune._errors import ConfigError as ConfigError
+from autotune._errors import StudyError as StudyError
+from autotune._errors import TraceError as TraceError
+from autotune._interrupt import Interrupted as Interrupted
+from autotune._lazy import lazy_attributes
 
 __version__ = "0.2.0"
 
 # name -> the module that defines it, imported on first use of the name.
 _LAZY = {
-    "Config": "_config",
-    "SiteChoice": "_config",
-    "Autotuned": "_decorator",
-    "Lookup": "_decorator",
-    "autotuned": "_decorator",
-    "loop": "_loop",
-    "Objective": "_objective",
-    "XlaChoice": "_xla",
+    "Config": "program._config",
+    "SiteChoice": "program._config",
+    "Autotuned": "jit._decorator",
+    "Lookup": "jit._decorator",
+    "autotuned": "jit._decorator",
+    "loop": "program._loop",
+    "Objective": "select._objective",
+    "XlaChoice": "program._xla",
     "tune": "study",
     "TuneResult": "study",
     "TrialRecord": "study",
     "Cache": "cache",
     "CacheEntry": "cache",
-    "Measurement": "_measure",
-    "measure": "_measure",
-    "with_config": "_rewrite",
+    "Measurement": "measuring._stages",
+    "measure": "measuring._stages",
+    "with_config": "program._rewrite",
     "TuneOptions": "_options",
-    "InProcessRunner": "_runner",
-    "Outcome": "_outcome",
-    "Runner": "_runner",
-    "TrialFailed": "_runner",
-    "crossover_intervals": "_select",
-    "pareto_front": "_select",
-    "LoopSite": "_sites",
-    "sites": "_sites",
+    "InProcessRunner": "measuring._runner",
+    "Outcome": "measuring._outcome",
+    "Runner": "measuring._runner",
+    "TrialFailed": "measuring._runner",
+    "crossover_intervals": "select",
+    "pareto_front": "select",
+    "LoopSite": "program._sites",
+    "sites": "program._sites",
 }
 
 

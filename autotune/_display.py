@@ -5,7 +5,7 @@ by-call-count table lists.
 
 The CLI's tables and the report's HTML and PNG figures all format through here, so a
 reason or a time reads the same everywhere. Which config wins is never decided here:
-that is :mod:`autotune._select`.
+that is :mod:`autotune.select`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import _select
+from autotune import select as _select
 
 ELLIPSIS = "…"
 _UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
@@ -188,7 +188,7 @@ def first_sentence(text: str | None) -> str:
 
 
 def range_text(complete: Mapping[str, Any] | None) -> str:
-    """A range of call counts (:func:`autotune._select.complete_range`) for people: ``[0, 12,500]``,
+    """A range of call counts (:func:`autotune.select.complete_range`) for people: ``[0, 12,500]``,
     ``[1,000, 1,000]``, ``[0, ∞)``, or ``unknown``.
 
     Example::
@@ -205,8 +205,8 @@ def range_text(complete: Mapping[str, Any] | None) -> str:
 
 
 def listed_points(points: Sequence[Any], intervals: Sequence[Mapping[str, Any]], chosen: Any = None) -> list[Any]:
-    """The points (:class:`autotune._select.Point`) a by-call-count table or figure shows: the
-    Pareto front of ``points``, plus every point :func:`autotune._select.crossover_intervals`
+    """The points (:class:`autotune.select.Point`) a by-call-count table or figure shows: the
+    Pareto front of ``points``, plus every point :func:`autotune.select.crossover_intervals`
     gives an interval to or whose config was ``chosen`` (a ``Config``: the winner rule can pick a
     dominated default: a challenger must beat it in enough paired rounds), ordered by compile time."""
     keep = {p.config for p in _select.pareto_front(points)} | {it["config"] for it in intervals}

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import StudyError, warn_user_once
-from ._measurement import TIMING_MODES, timing_mode_error
+from autotune._errors import StudyError, warn_user_once
+from autotune.measuring._measurement import TIMING_MODES, timing_mode_error
 
 SAMPLERS = ("auto", "tpe", "grid", "random", "nsga2")
 SEARCHES = ("cost", "pareto")
@@ -64,7 +64,7 @@ class TuneOptions:
             ``False`` measures in this process.
         progress: show progress on stderr (default None: when stderr is a terminal).
         xla: search XLA compile options per function too (``xla:O1``...): ``True``, ``False`` or
-            ``"auto"`` (default: :func:`autotune._xla.searched` decides).
+            ``"auto"`` (default: :func:`autotune.program._xla.searched` decides).
         builders: processes that compile configs on this machine's cores while the worker
             process measures others (it then only loads their executables): a number, 0 (compile
             in the worker), or ``"auto"`` (default: min(4, cores - 1) where this process only

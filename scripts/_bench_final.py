@@ -176,7 +176,7 @@ def child(spec_path: str, out_path: str) -> None:
             sys.path.insert(0, path)
     from bench import controller, measure_point
 
-    from autotune._studyfile import load_examples
+    from autotune.record._studyfile import load_examples
 
     ex = load_examples(spec["study_path"])[spec["index"]]
     ctl = controller(ex.fn)

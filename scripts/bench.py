@@ -11,7 +11,7 @@ For every study (``studies/*.py``), in one run on one machine:
 * ``for``     every site ``{"repr": "for"}`` (fully unrolled / a Python ``for``);
 * ``unroll8`` every site ``{"repr": "scan", "unroll": min(8, length)}``;
 * ``loop_only`` only where the study searches XLA's compile options (``--xla``; ``auto``
-              decides by ``autotune._xla.searched`` on the default's measurement): the
+              decides by ``autotune.program._xla.searched`` on the default's measurement): the
               tuner with ``xla=False``, today's loop-only tuner. The grid and ``tuned``
               then span the options too (``xla:O1``...); ``loop_only/tuned`` is what
               the options win (issue 23: >= 1.3 where compile dominates).
@@ -294,7 +294,7 @@ def xla_dimension(a: argparse.Namespace, runner, objective) -> tuple:
     if a.xla == "off" or not xla_supported():
         return ()
     from autotune import Config
-    from autotune._xla import choices, offered, searched
+    from autotune.program._xla import choices, offered, searched
 
     dev = runner.device_info()
     default = runner.measure(Config()) if a.xla == "auto" else None
@@ -354,7 +354,7 @@ def measure_point(ctl, ex, config, timing: dict) -> Any:
 def grid_runner(ctl, ex, timing: dict, a: argparse.Namespace):
     """The grid's runner: a worker process, as the tuner's (this process only traces and lowers;
     on a TPU the worker owns the chip), closed before the tuner starts its own."""
-    from autotune.worker import WorkerRunner
+    from autotune.measuring._worker_runner import WorkerRunner
 
     return WorkerRunner(ctl.fun, ex.args, ex.kwargs, ctl.jit_kwargs, timing, trial_timeout=a.trial_timeout)
 
@@ -388,7 +388,7 @@ def xla_supported() -> bool:
 
 def host_devices(name: str) -> int:
     """The devices a study declares it needs (``HOST_DEVICES``), read without importing it."""
-    from autotune._studyfile import host_devices as declared
+    from autotune.record._studyfile import host_devices as declared
 
     return declared(os.path.join(STUDY_DIR, f"{name}.py"))
 
@@ -396,7 +396,7 @@ def host_devices(name: str) -> int:
 def run_own_process(name: str, devices: int, a: argparse.Namespace) -> list[dict[str, Any]]:
     """Run one study in a bench process started with ``devices`` host devices (XLA's flag must
     be set before JAX starts, and this process's JAX already runs) and return its rows."""
-    from autotune._studyfile import HOST_DEVICES_FLAG
+    from autotune.record._studyfile import HOST_DEVICES_FLAG
 
     argv = [
         "--grid-max",
@@ -455,8 +455,8 @@ def run_own_process(name: str, devices: int, a: argparse.Namespace) -> list[dict
 
 def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
     from autotune import Objective, tune
-    from autotune._space import Space
-    from autotune._studyfile import load_examples
+    from autotune.program._space import Space
+    from autotune.record._studyfile import load_examples
     from autotune.study import compare_outputs
 
     rows = []
@@ -978,7 +978,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(text)
         return result
     a = resolve(a)
-    from autotune import _host
+    from autotune.measuring import _host
 
     _host.pin()  # this process traces and lowers; workers and the final processes own the device, one at a time
     import jax

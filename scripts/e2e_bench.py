@@ -164,7 +164,7 @@ def tune(path: str, tmp: str, a: argparse.Namespace) -> tuple[list[dict[str, Any
 
 def short(config: dict[str, Any]) -> str:
     """A config in the one notation, an ``at.loop`` by its name, other sites as s1, s2... in id order."""
-    from autotune._config import Config
+    from autotune.program._config import Config
 
     c = Config.from_dict(config)
     names = legend(config)

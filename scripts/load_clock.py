@@ -40,8 +40,8 @@ def load(path: str):
 def sample(fn, args, config) -> dict[str, float]:
     import jax
 
-    from autotune import _compat
-    from autotune._rewrite import with_config
+    from autotune.program import _compat
+    from autotune.program._rewrite import with_config
 
     jitted = jax.jit(with_config(fn, config))
     with _compat.no_persistent_cache():
@@ -71,7 +71,7 @@ def main() -> None:
     ap.add_argument("--program", action="append", help=f"a program file (repeatable; default: {PROGRAMS})")
     a = ap.parse_args()
     sys.path.insert(0, str(REPO))
-    from autotune._space import Space
+    from autotune.program._space import Space
 
     results = {}
     for path in a.program or PROGRAMS:

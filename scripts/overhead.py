@@ -95,7 +95,7 @@ def make_hit_cache(path: str) -> str:
     choice (``scan×1``), so the hit's program and compile are jax.jit's and the difference
     is the lookup's alone (that a cached config is applied is tests/test_decorator.py's)."""
     import autotune as at
-    from autotune import _keys
+    from autotune.program import _keys
 
     program, signature = _keys.program_key(step, inputs(), {}, {})
     (site,) = program.sites
@@ -182,7 +182,7 @@ def in_process(rounds: int, calls: int, folder: str) -> dict:
     import jax.numpy as jnp
 
     import autotune as at
-    from autotune import _record
+    from autotune.jit import _record
 
     x = jnp.ones(8)
 

@@ -1,10 +1,10 @@
 """Does the pick change with ``--processes 8`` and the compilation cache on? Every config of a study
-measured for real, then picked by the one rule (``autotune._select``) for one process, for 8 without
+measured for real, then picked by the one rule (``autotune.select``) for one process, for 8 without
 the cache and for 8 with it.
 
 Per config, ``--samples`` times each (medians): trace + lower + compile and the per-call seconds
-(``autotune._measure``, caches cleared, CPU seconds), and the load of its executable from a
-persistent cache (``autotune.worker._load.measure_load``: compiled in one fresh process, loaded in a
+(``autotune.measuring._stages``, caches cleared, CPU seconds), and the load of its executable from a
+persistent cache (``autotune.measuring._load_probe.measure_load``: compiled in one fresh process, loaded in a
 second, the cache hit checked). A later process with the cache pays R = trace + lower + load.
 The table lists the figures and the crossover intervals of each setting; the JSON has everything.
 
@@ -30,10 +30,10 @@ SETTINGS = (("1 process", 1, False), ("8, cache off", 8, False), ("8, cache on",
 
 
 def measure_study(name: str, samples: int) -> tuple[list[dict], dict]:
-    from autotune import _keys
-    from autotune._measure import measure
-    from autotune._space import Space
-    from autotune.worker._load import measure_load
+    from autotune.measuring._load_probe import measure_load
+    from autotune.measuring._stages import measure
+    from autotune.program import _keys
+    from autotune.program._space import Space
 
     mod = importlib.import_module(name)
     fn, args = mod.examples()[0][:2]
@@ -67,9 +67,9 @@ def measure_study(name: str, samples: int) -> tuple[list[dict], dict]:
 
 
 def picks(rows: list[dict], default: dict) -> dict:
-    from autotune import _select
-    from autotune._config import Config
-    from autotune._select import Point
+    from autotune import select as _select
+    from autotune.program._config import Config
+    from autotune.select import Point
 
     points = [
         Point(Config.from_dict(r["config"]), r["compile_cost_s"], r["run_cost_s"], load_cost_s=r["load_cost_s"])

@@ -53,9 +53,9 @@ def timed_run(fn, config: dict, args: tuple, n_calls: int) -> dict[str, float]:
     ``n_calls`` dependent calls; seconds of each part."""
     import jax
 
-    from autotune._config import Config
-    from autotune._measure import compile_config
-    from autotune._measurement import compile_total
+    from autotune.measuring._measurement import compile_total
+    from autotune.measuring._stages import compile_config
+    from autotune.program._config import Config
 
     stages = compile_config(fn, args, config=Config.from_dict(config))
     compile_s = compile_total(stages)
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import seed_rollout as seed
 
     from autotune import Objective, measure
-    from autotune._space import Space
+    from autotune.program._space import Space
 
     ctl = getattr(seed.execute, "autotune", seed.execute)
     args = seed.init()

@@ -78,7 +78,7 @@ def tune_once(name: str, trials: int, storage: str) -> dict:
 
 def side_by_side(name: str, configs: list[dict], rounds: int) -> dict[str, dict]:
     import autotune as at
-    from autotune._runner import InProcessRunner
+    from autotune.measuring._runner import InProcessRunner
 
     fn, args = program(name)
     runner = InProcessRunner(fn, args, {}, {}, {})

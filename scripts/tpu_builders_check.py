@@ -58,9 +58,9 @@ def main() -> int:
     import jax.numpy as jnp
     import numpy as np
 
-    from autotune._keys import device_info
-    from autotune.worker._builders import BuilderPool
-    from autotune.worker._channel import worker_env
+    from autotune.measuring._builders import BuilderPool
+    from autotune.measuring._channel import worker_env
+    from autotune.program._keys import device_info
     from autotune.worker._child import load_executable
 
     device = device_info()

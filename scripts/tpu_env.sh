@@ -71,7 +71,7 @@ for name in ("optuna", "sqlalchemy", "rich", "flatbuffers", "autotune"):
         parts.append(f"{name} FAILED ({type(e).__name__}: {str(e)[:80]})")
         bad.append(name)
 if not {"jax", "autotune"} & set(bad):
-    from autotune import _compat  # noqa: E402
+    from autotune.program import _compat  # noqa: E402
 
     if _compat.backends_started():  # an import opened the chip: it would stay held while this line prints
         parts.append("JAX backends were initialised by an import")

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     import jax
 
     sys.path.insert(0, ROOT)
-    from autotune._studyfile import load_examples
+    from autotune.record._studyfile import load_examples
 
     dev = jax.devices()[0]
     rows = []

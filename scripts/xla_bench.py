@@ -34,9 +34,9 @@ if ROOT not in sys.path:
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from autotune import _measure  # noqa: E402
-from autotune._config import Config, SiteChoice  # noqa: E402
-from autotune._jitargs import dynamic_args  # noqa: E402
+from autotune.measuring import _stages as _measure  # noqa: E402
+from autotune.program._config import Config, SiteChoice  # noqa: E402
+from autotune.program._jitargs import dynamic_args  # noqa: E402
 
 OPT = "xla_backend_optimization_level"
 NOLLVM = "xla_llvm_disable_expensive_passes"
@@ -86,7 +86,7 @@ def unrolled(steps: int, dim: int = 64):
 def study(spec: str):
     """``study:NAME`` (its first example at the default config) or ``study:NAME@for`` (every
     site fully unrolled)."""
-    from autotune._studyfile import load_examples
+    from autotune.record._studyfile import load_examples
 
     name, _, variant = spec.partition("@")
     example = load_examples(os.path.join(ROOT, "studies", f"{name}.py"))[0]

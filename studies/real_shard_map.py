@@ -11,7 +11,7 @@ body under the mesh.
 
 The study needs 8 devices, so it runs in a process of its own: ``HOST_DEVICES = 8`` below
 makes ``autotune tune``/``autotune sites`` start JAX with
-``XLA_FLAGS=--xla_force_host_platform_device_count=8`` (see ``autotune/_studyfile.py``).
+``XLA_FLAGS=--xla_force_host_platform_device_count=8`` (see ``autotune/record/_studyfile.py``).
 On a GPU or TPU machine, run it with ``JAX_PLATFORMS=cpu``.
 
 Sites: the forward scan over time inside the ``shard_map`` body, and the backward scan

@@ -23,8 +23,8 @@ import jax
 import numpy as np
 
 import autotune as at
-from autotune._space import Space
-from autotune._studyfile import load_examples
+from autotune.program._space import Space
+from autotune.record._studyfile import load_examples
 from autotune.study import compare_outputs
 from _real import run, sample_configs
 

@@ -25,7 +25,7 @@ from _presets import ONE_ROUND_CLI
 from _repo import ROOT, repo_env
 
 import autotune as at
-from autotune._space import Space
+from autotune.program._space import Space
 
 STUDY_DIR = os.path.join(ROOT, "studies")
 INSTALL = "install the examples extra: pip install -e '.[examples]' (CI does: make test EXTRAS=test,examples)"
@@ -112,7 +112,7 @@ TUNE_SCI = ["real_blackjax_hmc", "real_diffrax_ode", "real_numpyro_ar", "real_op
 @functools.cache
 def load(name: str, index: int = 0):
     """The study's examples()[index], loaded once per process (every test file of a process shares it)."""
-    from autotune._studyfile import load_examples
+    from autotune.record._studyfile import load_examples
 
     assert SPECS[name].devices == 1, f"{name} needs {SPECS[name].devices} devices: test it in a process of its own"
     examples = load_examples(os.path.join(STUDY_DIR, f"{name}.py"))

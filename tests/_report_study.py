@@ -14,8 +14,8 @@ import optuna
 from _presets import FAST
 
 import autotune as at
-from autotune._runner import InProcessRunner
-from autotune._studyfile import load_examples
+from autotune.measuring._runner import InProcessRunner
+from autotune.record._studyfile import load_examples
 
 PNG = b"\x89PNG\r\n\x1a\n"
 STUDY_FILE = """

@@ -1,4 +1,4 @@
-"""The JSON form of a call (autotune/_abstract.py): static values, the argument tree, and its
+"""The JSON form of a call (autotune/program/_abstract.py): static values, the argument tree, and its
 short readable form."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from autotune import _abstract
-from autotune._abstract import Unrecordable, decode_value, describe, encode_value, short_signature
+from autotune.program import _abstract
+from autotune.program._abstract import Unrecordable, decode_value, describe, encode_value, short_signature
 
 
 class Color(enum.Enum):

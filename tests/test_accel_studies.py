@@ -17,8 +17,8 @@ import pytest
 from _repo import ROOT
 
 import autotune as at
-from autotune._decorator import controller
-from autotune._studyfile import load_examples, load_module
+from autotune.jit._decorator import controller
+from autotune.record._studyfile import load_examples, load_module
 
 ENV = "AUTOTUNE_STUDY_SIZE"
 F32, BF16 = "float32", "bfloat16"

@@ -25,7 +25,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 import autotune as at
-from autotune._space import Space
+from autotune.program._space import Space
 
 DEVICES = 8
 FLAG = f"--xla_force_host_platform_device_count={DEVICES}"

@@ -92,7 +92,7 @@ def test_grid_sample_keeps_default_and_is_fixed():
     from jax import lax
 
     import autotune as at
-    from autotune._space import Space
+    from autotune.program._space import Space
 
     def f(x):
         x = lax.scan(lambda c, _: (c + 1.0, None), x, length=64)[0]
@@ -215,8 +215,8 @@ def test_final_measure_runs_every_config_in_separate_fresh_processes():
     """The final judgement's samples come from K processes of their own, none of them this one,
     each measuring every config every round; the ratios are the median of per-process ratios."""
     from autotune import Config, Objective
-    from autotune._space import Space
-    from autotune._studyfile import load_examples
+    from autotune.program._space import Space
+    from autotune.record._studyfile import load_examples
 
     path = os.path.join(ROOT, "studies", "lambda_returns.py")
     ex = load_examples(path)[0]

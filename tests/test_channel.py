@@ -18,7 +18,7 @@ from _repo import repo_env
 
 import autotune as at
 from autotune._interrupt import Interrupted, InterruptLatch
-from autotune.worker import WorkerRunner
+from autotune.measuring._worker_runner import WorkerRunner
 
 SLOW_STUDY = textwrap.dedent("""
     import jax.numpy as jnp
@@ -42,7 +42,7 @@ SLOW_STUDY = textwrap.dedent("""
 PARENT = textwrap.dedent("""
     import sys, time
     from autotune._interrupt import InterruptLatch, Interrupted
-    from autotune.worker import WorkerRunner
+    from autotune.measuring import WorkerRunner
 
     path, how = sys.argv[1], sys.argv[2]
     runner = WorkerRunner.for_study_file(path, timing={"target_s": 0.01, "warmup": 1, "min_reps": 1})

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from autotune.worker._channel import WorkerProcess, worker_env
-from autotune.worker._policy import jax_env
-from autotune.worker._protocol import PROTOCOL
+from autotune.measuring._channel import WorkerProcess, worker_env
+from autotune.measuring._policy import jax_env
+from autotune.measuring._protocol import PROTOCOL
 
 STUDY = textwrap.dedent("""
     import jax, jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""autotune._compat: the JAX internals the package uses, on the installed JAX version."""
+"""autotune.program._compat: the JAX internals the package uses, on the installed JAX version."""
 
 import os
 
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from jax import lax
 
-from autotune import TraceError, _compat
+from autotune import TraceError
+from autotune.program import _compat
 
 THIS = os.path.realpath(__file__)
 X = jnp.linspace(0.1, 1.0, 3, dtype=jnp.float32)
@@ -191,7 +192,7 @@ def test_scan_counts_split_a_scans_operands_into_consts_carry_and_xs():
     import jax.numpy as jnp
     from jax import lax
 
-    from autotune import _compat
+    from autotune.program import _compat
 
     w = jnp.arange(5.0)
 

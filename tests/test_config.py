@@ -203,7 +203,7 @@ def test_equality_with_an_invalid_dict_is_false_not_an_error():
 
 # --- the one notation -------------------------------------------------------------------------
 
-from autotune._config import choice_label, config_label, scan_unroll, site_label  # noqa: E402
+from autotune.program._config import choice_label, config_label, scan_unroll, site_label  # noqa: E402
 
 NOTATION = [
     (at.SiteChoice("scan", 1), "scan×1"),
@@ -321,8 +321,8 @@ def test_one_unroll_clamp():
 
 
 def test_one_canonical_json_for_configs_and_stored_cache_data():
-    from autotune._config import canonical_json
     from autotune.cache import _validate
+    from autotune.program._config import canonical_json
 
     c = at.Config({"b": {"repr": "for"}, "a": {"unroll": 2}})
     assert c.to_json() == canonical_json(c.to_dict()) == _validate.dumps(c.to_dict())
@@ -349,7 +349,7 @@ def test_the_site_choice_rules_are_one_rule_whoever_reads_the_choice(rep, unroll
 
 
 def test_which_choice_fits_which_site_is_one_rule_for_the_rewrite_and_the_cache():
-    from autotune._config import misfit
+    from autotune.program._config import misfit
 
     assert misfit(at.SiteChoice("scan", 4), "scan", 8, has_ys=True) is None
     assert misfit(at.SiteChoice("for"), "loop", 8, has_ys=True) is None

@@ -9,10 +9,10 @@ import pytest
 from _presets import FAST
 
 import autotune as at
-from autotune import _select
-from autotune._measure import compile_config
-from autotune._runner import InProcessRunner
-from autotune._select import Point
+from autotune import select as _select
+from autotune.measuring._runner import InProcessRunner
+from autotune.measuring._stages import compile_config
+from autotune.select import Point
 from autotune.study._confirm import by_program, confirm, contenders, second_process, simplest_key
 
 DEFAULT = at.Config({})

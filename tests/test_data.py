@@ -12,8 +12,8 @@ from _report_study import CONFIRMED, DEFAULT, FAST, FOR, FORI, forged_study, tin
 from jax import lax
 
 import autotune as at
-from autotune import _select
-from autotune._runner import InProcessRunner
+from autotune import select as _select
+from autotune.measuring._runner import InProcessRunner
 from autotune.report import load_study_report, report, studies_for_file
 
 

@@ -95,12 +95,12 @@ def test_other_device_or_fingerprint_is_not_applied(tmp_path):
         objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
         cost=1.0,
     )
-    other_jax = dict(at._keys.device_info(), jax="0.0.1")
+    other_jax = dict(at.program._keys.device_info(), jax="0.0.1")
     cache.put(at.CacheEntry(device=other_jax, **base))
     assert f.config_for(x, xs).source == "default"
-    cache.put(at.CacheEntry(device=at._keys.device_info(), **{**base, "fingerprint": "0" * 32}))
+    cache.put(at.CacheEntry(device=at.program._keys.device_info(), **{**base, "fingerprint": "0" * 32}))
     assert f.config_for(x, xs).source == "default"
-    cache.put(at.CacheEntry(device=at._keys.device_info(), **base))
+    cache.put(at.CacheEntry(device=at.program._keys.device_info(), **base))
     assert f.config_for(x, xs).source == "cache"
     out = f(x, xs)  # the cached "for" config runs and gives the same numbers
     np.testing.assert_allclose(out["ys"], jax.jit(f.autotune.fun)(x, xs)["ys"], rtol=1e-6)
@@ -146,7 +146,7 @@ def test_cache_faults_run_the_default_and_warn_once(tmp_path, fault):
                 function_key="x:y",
                 fingerprint="f" * 32,
                 signature="s",
-                device=at._keys.device_info(),
+                device=at.program._keys.device_info(),
                 config={},
                 sites={},
                 measurements={},
@@ -370,7 +370,7 @@ def test_the_first_call_reads_the_cache_without_sqlalchemy_and_applies_the_entry
             function_key="tests:first_call",
             fingerprint=lookup.fingerprint,
             signature=lookup.signature,
-            device=at._keys.device_info(),
+            device=at.program._keys.device_info(),
             config={"l": {"repr": "for", "unroll": 1}},
             sites={"l": {"kind": "loop", "length": 8, "has_ys": False}},
             measurements={},
@@ -399,17 +399,18 @@ LIGHT = textwrap.dedent("""
     import sys, threading
     import autotune as at
     loaded = lambda *names: [n for n in names if n in sys.modules]
-    print(loaded("sqlalchemy", "optuna", "autotune._compat", "autotune._sites"))
+    print(loaded("sqlalchemy", "optuna", "autotune.program._compat", "autotune.program._sites"))
     f = at.autotuned(lambda x: x, key="tests:light")
     for t in threading.enumerate():  # the first call's modules load on a background thread
         if t.name == "autotune-prefetch":
             t.join()
-    print(loaded("sqlalchemy", "optuna", "autotune._sites", "autotune._rewrite", "autotune.cache._fastread"))
+    print(loaded("sqlalchemy", "optuna", "autotune.program._sites", "autotune.program._rewrite",
+                 "autotune.cache._fastread"))
 """)
 
 
 def test_import_loads_the_decorator_only_and_decorating_prefetches_the_call_path():
-    from autotune import _decorator, _record
+    from autotune.jit import _decorator, _record
 
     assert _decorator._ENV_RECORD == _record.ENV_RECORD
     env = repo_env()
@@ -418,4 +419,4 @@ def test_import_loads_the_decorator_only_and_decorating_prefetches_the_call_path
     assert out.returncode == 0, out.stderr[-3000:]
     after_import, after_decorating = [eval(line) for line in out.stdout.strip().splitlines()[-2:]]
     assert after_import == []
-    assert after_decorating == ["autotune._sites", "autotune._rewrite", "autotune.cache._fastread"]
+    assert after_decorating == ["autotune.program._sites", "autotune.program._rewrite", "autotune.cache._fastread"]

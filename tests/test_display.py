@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from autotune import _select
-from autotune._config import Config
+from autotune import select as _select
 from autotune._display import cost, listed_points, ratio, seconds, shorten, site_legend, site_names, wrap
+from autotune.program._config import Config
 
 TEXT = (
     "pruned after lowering: trace+lower already took 0.0625 s, over the compile budget of 0.0621 s "

@@ -9,11 +9,12 @@ import re
 import pytest
 from test_cache import OBJECTIVE, SITES, make_entry
 
-from autotune import _config, _select
+from autotune import select as _select
 from autotune._errors import CacheImportError
-from autotune._objective import Objective
-from autotune._select import Point
 from autotune.cache import Cache, CacheEntry, best_for
+from autotune.program import _config
+from autotune.select import Point
+from autotune.select._objective import Objective
 
 DEFAULT = {"outer": {"repr": "scan", "unroll": 1}}
 LUCKY = {"outer": {"repr": "scan", "unroll": 2}}

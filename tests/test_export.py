@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import autotune as at
-from autotune._config import Config
-from autotune._runner import TrialFailed, stage_guard
-from autotune.worker._export import CannotExport, args_message, donated_leaves, export, outputs_of, trace_and_lower
+from autotune.measuring._export import CannotExport, args_message, donated_leaves, export, outputs_of, trace_and_lower
+from autotune.measuring._runner import TrialFailed, stage_guard
+from autotune.program._config import Config
 
 
 def step(x, n, *, bias):
@@ -36,7 +36,7 @@ def test_a_config_is_traced_lowered_and_exported_with_its_timings_and_hash():
 
 
 def _npy(a):
-    from autotune.worker._codec import encode_array
+    from autotune.measuring._codec import encode_array
 
     return encode_array(a)["npy"]
 

@@ -27,8 +27,8 @@ from _privileges import read_only_dir, rerun_without_dac_override
 from _repo import repo_env
 
 import autotune as at
-from autotune import _keys
 from autotune.cache import LOCK_WAIT_BUDGET_S, SCHEMA_VERSION
+from autotune.program import _keys
 
 ENV = repo_env(PYTHONDONTWRITEBYTECODE="1")
 FOR = {"l": {"repr": "for"}}

@@ -109,7 +109,7 @@ def single(tmp_path_factory):
 def one_config_study(tmp_path_factory):
     import optuna
 
-    from autotune._runner import InProcessRunner
+    from autotune.measuring._runner import InProcessRunner
 
     class OnlyDefault(InProcessRunner):
         def measure(self, config, **options):

@@ -22,8 +22,8 @@ from _repo import repo_env
 from jax import lax
 
 import autotune as at
-from autotune._fingerprint import canonical_hash
-from autotune._sites import trace_program
+from autotune.program._fingerprint import canonical_hash
+from autotune.program._sites import trace_program
 
 APP = textwrap.dedent("""
     import jax.numpy as jnp
@@ -53,7 +53,7 @@ RUN = textwrap.dedent("""
 
     action = sys.argv[1]
     lookup = app.step.config_for(app.X, app.XS)
-    program = at._sites.trace_program(app.step.autotune.fun, (app.X, app.XS))
+    program = at.program._sites.trace_program(app.step.autotune.fun, (app.X, app.XS))
     out = {"tty": sys.stdout.isatty(), "coloured": "\\x1b[" in str(program.jaxpr),
            "fingerprint": lookup.fingerprint, "signature": lookup.signature, "source": lookup.source,
            "config": lookup.config.to_dict()}
@@ -61,7 +61,7 @@ RUN = textwrap.dedent("""
         sites = {s.id: {"kind": s.kind, "length": s.length, "has_ys": s.has_ys} for s in program.sites}
         at.Cache(app.CACHE).put(at.CacheEntry(
             function_key=app.step.key, fingerprint=lookup.fingerprint, signature=lookup.signature,
-            device=at._keys.device_info(), config={"refine": {"repr": "for"}}, sites=sites,
+            device=at.program._keys.device_info(), config={"refine": {"repr": "for"}}, sites=sites,
             measurements={"run_s": 1e-6}, cost=1.0,
             objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0}))
         assert lookup.device_key == at.Cache(app.CACHE).entries()[0].device_key
@@ -287,7 +287,7 @@ SCRIPT = textwrap.dedent("""
 
 
     if __name__ == "__main__":
-        import autotune._sites as S
+        import autotune.program._sites as S
         print("RESULT " + S.trace_program(fn, (jnp.ones(3),)).fingerprint)
 """)
 
@@ -303,7 +303,7 @@ def test_a_script_run_directly_and_imported_has_one_fingerprint(tmp_path):
         [
             sys.executable,
             "-c",
-            "import jax.numpy as jnp, app, autotune._sites as S; "
+            "import jax.numpy as jnp, app, autotune.program._sites as S; "
             "print('RESULT ' + S.trace_program(app.fn, (jnp.ones(3),)).fingerprint)",
         ],
         cwd=tmp_path,
@@ -369,7 +369,7 @@ def test_which_result_feeds_which_carry_changes_it():
 SET_ORDER = textwrap.dedent("""
     import jax.numpy as jnp
     from jax import lax
-    import autotune._sites as S
+    import autotune.program._sites as S
 
     NAMES = {"loc", "scale", "rate", "shift", "gain"}  # iterated in PYTHONHASHSEED's order
 

@@ -1,4 +1,4 @@
-"""autotune._host: one process owns the device; the tuning parent traces and lowers on the CPU.
+"""autotune.measuring._host: one process owns the device; the tuning parent traces and lowers on the CPU.
 
 The CPU admits many processes, so these tests run on a host device that admits one, as libtpu
 does with a TPU chip (tests/fixtures/exclusive_device: a second process that opens JAX's devices
@@ -55,8 +55,9 @@ def test_pin_leaves_the_device_to_workers_and_learns_it_from_them(tmp_path):
         """
         import json
         import jax, jax.numpy as jnp
-        from autotune import _host, _keys
-        from autotune.worker import WorkerRunner
+        from autotune.measuring import _host
+        from autotune.program import _keys
+        from autotune.measuring import WorkerRunner
         import autotune as at
 
         assert _host.pin() and _host.pinned()
@@ -84,7 +85,7 @@ def test_pin_is_refused_once_jax_opened_its_devices_and_is_a_no_op_under_jax_pla
         tmp_path,
         """
         import jax, jax.numpy as jnp
-        from autotune import _host
+        from autotune.measuring import _host
         jnp.ones(2).block_until_ready()
         print(_host.pin(), _host.pinned(), _host.holds_devices())
         """,
@@ -102,7 +103,8 @@ def test_a_pinned_process_asks_a_probe_for_the_device_before_any_worker(tmp_path
         tmp_path,
         """
         import json
-        from autotune import _host, _compat
+        from autotune.measuring import _host
+        from autotune.program import _compat
         _host.pin()
         device = _host.target_device()
         print(json.dumps({"device": device, "opened_here": _compat.backends_started()}))
@@ -179,7 +181,7 @@ def test_in_process_trial_past_its_deadline_is_reported_at_the_deadline(tmp_path
         """
         import time
         import jax.numpy as jnp
-        from autotune._runner import InProcessRunner, TrialFailed
+        from autotune.measuring._runner import InProcessRunner, TrialFailed
 
         def slow(x):
             time.sleep(30)  # a trace (or compile) that outlives the deadline by far

@@ -1,4 +1,4 @@
-"""A recorded call's arguments rebuilt (autotune/_inputs.py) from the record's JSON alone: the
+"""A recorded call's arguments rebuilt (autotune/record/_inputs.py) from the record's JSON alone: the
 stored values where their files are there, else values drawn from a seeded generator, with
 every dtype, weak type and container the record names; what cannot be rebuilt is a `Skip`
 naming the argument. (tests/test_replay.py records real calls and replays them.)"""
@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from autotune._inputs import MAX_WEAK_ELEMENTS, Skip, build_inputs
 from autotune.cache import PendingRecord
+from autotune.record._inputs import MAX_WEAK_ELEMENTS, Skip, build_inputs
 
 
 def record(args: list, kwargs: dict | None = None, files: list | None = None, **abstract) -> PendingRecord:

@@ -8,7 +8,7 @@ import pytest
 from _repo import python
 
 import autotune as at
-from autotune import _keys
+from autotune.program import _keys
 
 APP = textwrap.dedent("""
     import jax.numpy as jnp

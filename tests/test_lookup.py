@@ -8,8 +8,8 @@ import textwrap
 import jax.numpy as jnp
 
 import autotune as at
-from autotune._lookup import Lookup
 from autotune.cache import CacheEntry
+from autotune.jit._lookup import Lookup
 
 
 def smooth(x):
@@ -89,7 +89,7 @@ def test_warnings_point_at_the_users_line(tmp_path):
     err = proc.stderr
     assert f"{script}:{decorated}: RuntimeWarning: autotune: " in err and "no stable function key" in err
     assert f"{script}:{called}: RuntimeWarning: autotune: no tuned config" in err
-    assert "autotune/_decorator.py" not in err and "autotune/_lookup.py" not in err
+    assert "autotune/jit/_decorator.py" not in err and "autotune/jit/_lookup.py" not in err
 
 
 def test_a_warning_at_the_users_line_never_breaks_a_python_c_program(tmp_path):

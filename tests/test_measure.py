@@ -259,7 +259,7 @@ def test_measure_as_the_first_compile_leaves_the_users_cache_working(persistent_
 
 
 def test_time_stages_times_each_stage_and_calls_the_hooks_in_order():
-    from autotune._measure import time_stages
+    from autotune.measuring._stages import time_stages
 
     seen = []
     st = time_stages(
@@ -362,7 +362,7 @@ def test_a_config_sharing_a_program_keeps_its_own_trace_and_lower_cpu_seconds():
 def test_the_tenth_percentile_never_falls_below_the_fastest_sample():
     # Exclusive quantiles extrapolate: 5 samples with one slow outlier gave a negative p10,
     # which a round then rejected as negative seconds.
-    from autotune._timing import quartiles
+    from autotune.measuring._timing import quartiles
 
     for samples in ([2.0e-3, 2.1e-3, 2.05e-3, 2.2e-3, 0.5], [1.0, 1.1, 1.2, 9.0], [3e-6] * 4 + [1e-3]):
         median, iqr, p10 = quartiles(samples)
@@ -409,7 +409,7 @@ def count(stretch, kind):
 
 
 def test_steady_dispatches_k_calls_back_to_back_and_waits_once_per_sample():
-    from autotune._timing import time_calls
+    from autotune.measuring._timing import time_calls
 
     dev = Device(per_call=1e-3, round_trip=5e-4)
     t = time_calls(dev.call, block=dev.block, clock=dev.clock, warmup=1, min_reps=3, target_s=0.1, min_sample_s=0.01)
@@ -424,7 +424,7 @@ def test_steady_dispatches_k_calls_back_to_back_and_waits_once_per_sample():
 
 
 def test_blocking_waits_for_every_call_and_charges_it_the_round_trip():
-    from autotune._timing import time_calls
+    from autotune.measuring._timing import time_calls
 
     dev = Device(per_call=1e-3, round_trip=5e-4)
     t = time_calls(dev.call, mode="blocking", block=dev.block, clock=dev.clock, warmup=1, min_reps=3, target_s=0.02)
@@ -437,7 +437,7 @@ def test_blocking_waits_for_every_call_and_charges_it_the_round_trip():
 
 @pytest.mark.parametrize("mode", ["steady", "blocking"])
 def test_donated_inputs_are_made_fresh_for_every_call_before_the_clock_starts(mode):
-    from autotune._timing import time_calls
+    from autotune.measuring._timing import time_calls
 
     dev = Device()
     t = time_calls(
@@ -453,7 +453,7 @@ def test_donated_inputs_are_made_fresh_for_every_call_before_the_clock_starts(mo
 
 
 def test_the_seams_see_real_jax_calls_steady_waits_less_often_than_it_calls():
-    import autotune._measure as measure
+    import autotune.measuring._stages as measure
 
     compiled = jax.jit(lambda v: jnp.sin(v) * 2.0).lower(jnp.ones(16)).compile()
     waits = {}
@@ -491,7 +491,7 @@ def test_steady_is_the_default_and_the_measurement_records_the_mode_charged():
 def test_device_timing_on_the_cpu_charges_the_steady_state_quietly():
     import warnings
 
-    from autotune._timing import profiled_seconds
+    from autotune.measuring._timing import profiled_seconds
 
     if jax.default_backend() != "cpu":
         pytest.skip("the CPU's profile has no device plane; an accelerator's has")
@@ -507,7 +507,7 @@ def test_device_timing_on_the_cpu_charges_the_steady_state_quietly():
 
 
 def test_retime_uses_the_mode_it_is_given_and_donation_keeps_the_callers_arrays():
-    from autotune._measure import measure_executable
+    from autotune.measuring._stages import measure_executable
 
     x = jnp.linspace(0.0, 1.0, 4)
     m, exe = measure_executable(
@@ -521,9 +521,9 @@ def test_retime_uses_the_mode_it_is_given_and_donation_keeps_the_callers_arrays(
 
 
 def test_runners_pass_the_mode_on_as_the_options_spell_it():
-    from autotune._measure import TIMING_OPTIONS
     from autotune._options import TIMING_KEYS
-    from autotune._runner import InProcessRunner
+    from autotune.measuring._runner import InProcessRunner
+    from autotune.measuring._stages import TIMING_OPTIONS
 
     assert set(TIMING_KEYS) == set(TIMING_OPTIONS) and "mode" in TIMING_OPTIONS
     options = at.TuneOptions(timing="blocking")

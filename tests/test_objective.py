@@ -85,7 +85,7 @@ def test_objective_is_a_value():
 
 
 def test_overridden_is_the_one_merge_of_a_stored_objective_with_a_commands_options():
-    from autotune._objective import Objective
+    from autotune.select._objective import Objective
 
     stored = Objective.from_dict({"expected_calls": 50, "compile_weight": 2.0})
     assert stored == Objective(50.0, 2.0, 1.0)

@@ -9,7 +9,7 @@ import pytest
 
 from autotune import cli, study
 from autotune.cli._parser import NOT_FOR_HELPERS, build_parser, repeat_argv, subparser
-from autotune.cli._tune import Helpers, retune_template
+from autotune.cli._tune_cmd import Helpers, retune_template
 
 
 def _value_for(action: argparse.Action) -> list[str]:

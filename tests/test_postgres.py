@@ -20,11 +20,11 @@ import pytest
 from _presets import ONE_ROUND_CLI
 from _repo import repo_env
 
-from autotune import _select
-from autotune._config import Config
+from autotune import select as _select
 from autotune._errors import StudyError
-from autotune._objective import Objective
 from autotune.cache import Cache, CacheEntry
+from autotune.program._config import Config
+from autotune.select._objective import Objective
 
 SPACE = 9  # an at.loop of length 16 without outputs: scan x1/2/4/8, for, fori x1/2/4/8
 RUN_SECONDS = "0.05"  # runtime sampling per measurement: enough for a tiny function
@@ -217,7 +217,7 @@ def test_workers_on_one_cpu_device_warn(workers_run):
 
 
 def test_warning_function_prints_for_more_workers_than_devices(capsys):
-    from autotune.cli._tune import warn_shared_device
+    from autotune.cli._tune_cmd import warn_shared_device
 
     warn_shared_device(1)
     assert "warning" not in capsys.readouterr().err

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import pytest
 
 import autotune as at
-from autotune._space import Space
+from autotune.program._space import Space
 from autotune.study._predict import CompilePredictor, copies
 
 

@@ -16,8 +16,10 @@ from _procs import gone
 
 import autotune as at
 from autotune._errors import StudyError
-from autotune._studyfile import load_examples
-from autotune.worker import Location, TrialFailed, WorkerRunner
+from autotune.measuring._protocol import Location
+from autotune.measuring._runner import TrialFailed
+from autotune.measuring._worker_runner import WorkerRunner
+from autotune.record._studyfile import load_examples
 
 FOR = {"l": {"repr": "for"}}
 

@@ -14,13 +14,14 @@ import pytest
 from _presets import FAST
 
 import autotune as at
-from autotune import _select, cli
+from autotune import cli
+from autotune import select as _select
 from autotune._errors import ConfigError
-from autotune._measurement import Measurement
-from autotune._objective import compilation_cache_on
-from autotune._select import Point
-from autotune._tuning import objective_of
 from autotune.cache import Cache, CacheEntry
+from autotune.jit._fn_tune import objective_of
+from autotune.measuring._measurement import Measurement
+from autotune.select import Point
+from autotune.select._objective import compilation_cache_on
 
 SCAN = at.Config({"l": {"repr": "scan", "unroll": 1}})
 FOR = at.Config({"l": {"repr": "for", "unroll": 1}})
@@ -190,8 +191,8 @@ def test_a_tune_for_processes_with_the_cache_measures_real_loads_below_the_compi
 
 
 def test_loads_are_measured_for_the_deciding_contenders_and_a_miss_is_charged_the_compile():
-    from autotune.study._loads import measure_loads
-    from autotune.worker._load import Load
+    from autotune.measuring._load_probe import Load
+    from autotune.study._load_costs import measure_loads
 
     m = Measurement(0.1, 0.2, 1.0, 0.01, 0.0, 5, SCAN, trace_cpu_s=0.125, lower_cpu_s=0.125, compile_cpu_s=1.0)
     points = [Point(SCAN, 1.25, 0.01, measurement=m), Point(FOR, 4.0, 0.001, measurement=m.replace(config=FOR))]

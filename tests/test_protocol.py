@@ -6,8 +6,7 @@ import textwrap
 
 import pytest
 
-from autotune.worker import Location
-from autotune.worker._protocol import PROTOCOL, Event, Op, import_location, unwrap
+from autotune.measuring._protocol import PROTOCOL, Event, Location, Op, import_location, unwrap
 
 MODULE = textwrap.dedent("""
     import jax.numpy as jnp

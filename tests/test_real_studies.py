@@ -37,7 +37,7 @@ from _real import (
 from _repo import ROOT, repo_env
 
 import autotune as at
-from autotune._space import Space
+from autotune.program._space import Space
 from autotune.study import compare_outputs
 
 
@@ -160,7 +160,7 @@ def test_numpyro_grad_scan_is_derived():
 
 def test_host_devices_is_read_without_importing_the_file(tmp_path):
     from autotune._errors import StudyError
-    from autotune._studyfile import host_devices
+    from autotune.record._studyfile import host_devices
 
     path = tmp_path / "mesh.py"
     path.write_text("raise RuntimeError('imported')\nHOST_DEVICES: int = 4\n")

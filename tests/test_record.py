@@ -1,4 +1,4 @@
-"""Recording (autotune/_record.py and its hook in the decorator): the first call per signature
+"""Recording (autotune/jit/_record.py and its hook in the decorator): the first call per signature
 writes a pending row; values mode keeps .npy values under a cap; recording never breaks or
 stalls the program."""
 
@@ -19,10 +19,11 @@ import pytest
 from _repo import repo_env
 
 import autotune as at
-from autotune import _errors, _record
-from autotune._decorator import controller
+from autotune import _errors
 from autotune._errors import ConfigError
 from autotune.cache import Cache
+from autotune.jit import _record
+from autotune.jit._decorator import controller
 
 
 @pytest.fixture(autouse=True)
@@ -221,7 +222,7 @@ RECORD_WHILE_LOCKED = textwrap.dedent("""
     import json, sys, time, warnings
     import jax.numpy as jnp
     import autotune as at
-    from autotune import _record
+    from autotune.jit import _record
     from autotune.cache import Cache
 
     def f(x):
@@ -281,7 +282,7 @@ SCRIPT = textwrap.dedent("""
     import json, sys
     import jax.numpy as jnp
     import autotune as at
-    from autotune import _record
+    from autotune.jit import _record
     from autotune.cache import Cache
 
     @at.autotuned(record=True)

@@ -1,4 +1,4 @@
-"""Replay (autotune/_replay.py): rebuild a recorded call (import, inputs, checks) and tune it;
+"""Replay (autotune/record/_replay.py): rebuild a recorded call (import, inputs, checks) and tune it;
 what cannot be replayed is skipped with one line and the others go on."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from autotune import _keys, _record
-from autotune._replay import Skip, build_inputs, pending_status, rebuild, select, tune_recorded
 from autotune.cache import Cache, PendingRecord
+from autotune.jit import _record
+from autotune.program import _keys
+from autotune.record._replay import Skip, build_inputs, pending_status, rebuild, select, tune_recorded
 
 MODULE = textwrap.dedent("""
     import jax.numpy as jnp

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import autotune as at
-from autotune._measurement import Measurement
-from autotune._select import Point
+from autotune.measuring._measurement import Measurement
+from autotune.select import Point
 from autotune.study import TrialRecord, TuneResult
 
 DEFAULT = at.Config({"body": {"repr": "scan", "unroll": 1}})

@@ -12,8 +12,7 @@ from _presets import FAST
 
 import autotune as at
 from autotune._interrupt import Interrupted, InterruptLatch
-from autotune._measure import measure_executable
-from autotune._runner import (
+from autotune.measuring._runner import (
     FAILURES,
     RECENT,
     ExecutableStore,
@@ -23,7 +22,8 @@ from autotune._runner import (
     TrialFailed,
     stage_guard,
 )
-from autotune.worker import WorkerRunner
+from autotune.measuring._stages import measure_executable
+from autotune.measuring._worker_runner import WorkerRunner
 
 FOR = {"l": {"repr": "for"}}
 
@@ -128,7 +128,7 @@ def test_in_process_pruning_happens_between_stages_with_the_seconds_spent():
 
 
 def test_stage_guard_checks_the_timeout_and_a_caught_interrupt():
-    from autotune._measure import Stages
+    from autotune.measuring._stages import Stages
 
     st = Stages(None, trace_s=0.2)
     guard = stage_guard(None, trial_timeout=0.5, started=time.monotonic() - 1.0, where=" in the parent")
@@ -147,7 +147,7 @@ def test_stage_guard_checks_the_timeout_and_a_caught_interrupt():
 
 
 def test_stage_guard_prunes_on_the_cpu_seconds_the_budget_is_in_not_the_wall_load_stretches():
-    from autotune._measure import Stages
+    from autotune.measuring._stages import Stages
 
     # Lowered on a loaded machine: 0.4 s of wall, 0.05 s of CPU, against a budget of 0.2 s.
     loaded = Stages(None, trace_s=0.3, lower_s=0.1, trace_cpu_s=0.03, lower_cpu_s=0.02)

@@ -12,7 +12,7 @@ import pytest
 from _presets import FAST
 
 import autotune as at
-from autotune import _select
+from autotune import select as _select
 
 
 def smooth(x):

@@ -9,8 +9,9 @@ import random
 import pytest
 
 import autotune as at
-from autotune import _display, _select
-from autotune._select import Point, best_at, crossover_intervals, format_calls, intervals_json, pareto_front
+from autotune import _display
+from autotune import select as _select
+from autotune.select import Point, best_at, crossover_intervals, format_calls, intervals_json, pareto_front
 
 
 def best_for(points, calls, cw=1.0, rw=1.0):
@@ -258,7 +259,7 @@ def test_a_grid_with_stopped_configs_is_complete_only_up_to_where_they_could_win
 
 
 def test_beats_is_the_winner_rule_with_the_holder_in_the_defaults_place():
-    from autotune import _select
+    from autotune import select as _select
 
     goal = at.Objective(expected_calls=0)
     holder = pt({"l": {"repr": "scan", "unroll": 1}}, 2.5, 0.0, [[1.0, 0.0], [3.0, 0.0], [2.5, 0.0]])

@@ -20,7 +20,7 @@ from _repo import repo_env
 from jax import lax
 
 import autotune as at
-from autotune import _sites
+from autotune.program import _sites
 
 THIS = os.path.realpath(__file__)
 BASE = os.path.basename(THIS)
@@ -431,7 +431,7 @@ RUNNER = """
 import json, sys
 sys.path.insert(0, ".")
 import jax.numpy as jnp
-import autotune._sites as S
+import autotune.program._sites as S
 import prog
 p = S.trace_program(prog.fn, (jnp.ones(3, jnp.float32),))
 print(json.dumps({"ids": [s.id for s in p.sites], "fingerprint": p.fingerprint}))
@@ -519,7 +519,7 @@ def test_fingerprint_changes_when_a_loop_moves_or_its_length_changes():
 def test_installed_code_is_never_the_users(tmp_path):
     import numpy as np
 
-    from autotune import _compat
+    from autotune.program import _compat
 
     assert _compat.installed_path(jax.__file__) == os.path.join("jax", "__init__.py")
     assert _compat.installed_path(np.__file__) == os.path.join("numpy", "__init__.py")  # site-packages

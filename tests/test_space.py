@@ -9,7 +9,7 @@ import optuna
 from jax import lax
 
 import autotune as at
-from autotune._space import Space, body_copies, copies_of_unroll, unroll_options
+from autotune.program._space import Space, body_copies, copies_of_unroll, unroll_options
 
 
 def powers_of_two(length):

@@ -13,10 +13,10 @@ import pytest
 from _repo import ROOT, TESTS
 
 import autotune as at
-from autotune import _select
-from autotune._runner import InProcessRunner
-from autotune._select import Point
-from autotune._studyfile import load_examples
+from autotune import select as _select
+from autotune.measuring._runner import InProcessRunner
+from autotune.record._studyfile import load_examples
+from autotune.select import Point
 
 FIXTURES = os.fspath(TESTS / "fixtures")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))

@@ -3,9 +3,9 @@ fill-in), and study outcomes counted by the one tally."""
 
 import shlex
 
-from autotune._outcome import Outcome, tally
 from autotune.cache._entry import fill_retune
 from autotune.cache._store import CALLS, command_retune, python_retune
+from autotune.measuring._outcome import Outcome, tally
 
 
 def test_python_retune_template_fills_in_the_call_count():

@@ -9,8 +9,8 @@ import pytest
 from _repo import ROOT
 
 import autotune as at
-from autotune._space import Space
-from autotune._studyfile import load_examples, load_module
+from autotune.program._space import Space
+from autotune.record._studyfile import load_examples, load_module
 
 # studies/real_*.py need the examples extra (third-party libraries): tests/test_real_studies.py
 # checks them, and skips with the reason where a library is missing.

@@ -1,4 +1,4 @@
-"""autotune/_studyfile.py: loading a study file, and every way one can be wrong, named in one sentence."""
+"""autotune/record/_studyfile.py: loading a study file, and every way one can be wrong, named in one sentence."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 import autotune as at
-from autotune._studyfile import load_examples, load_module
+from autotune.record._studyfile import load_examples, load_module
 
 HEAD = "import jax.numpy as jnp\nimport autotune as at\n"
 SMOOTH = textwrap.dedent("""

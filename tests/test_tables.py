@@ -7,10 +7,10 @@ import random
 from types import SimpleNamespace
 
 from autotune import Outcome
-from autotune._config import Config
-from autotune._select import Point
 from autotune.cli._output import console
 from autotune.cli._tables import SiteNames, crossover_table, marked, table, trial_lines
+from autotune.program._config import Config
+from autotune.select import Point
 
 SITES = [
     {"id": "algo_iters", "name": "algo_iters"},

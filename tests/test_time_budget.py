@@ -1,6 +1,6 @@
 """`autotune tune --recorded --time-budget`: the duration parser, the split rule (calls ×
 runtime, floors, exact rounding), the re-split as time is spent, and the real command on two
-recorded functions in a subprocess (autotune/_budget.py, autotune/_replay.py, cli/_record.py)."""
+recorded functions in a subprocess (autotune/record/_budget.py, autotune/record/_replay.py, cli/_record.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import textwrap
 import pytest
 from _repo import python, repo_env
 
-from autotune._budget import Share, next_share, parse_duration, spend, split_budget
 from autotune._errors import StudyError
 from autotune.cli import main
+from autotune.record._budget import Share, next_share, parse_duration, spend, split_budget
 
 TWO = textwrap.dedent("""
     import jax.numpy as jnp
@@ -109,9 +109,9 @@ def test_time_left_unspent_flows_to_the_functions_after_it():
 
 
 def test_the_plan_names_a_function_of_weight_zero_and_floors_above_the_budget(capsys):
-    from autotune._budget import plan
     from autotune.cli._output import console
     from autotune.cli._record import show_plan
+    from autotune.record._budget import plan
 
     shares = [Share("app:step", "(f32[8])", 1000, 1e-3, 0.5), Share("app:init", "(f32[8])", 0, 2e-3, 0.5)]
     show_plan(console(wide=True), plan(100 - 0.4, shares), 100, 0.4, True)  # as spend() plans: after measuring
@@ -161,8 +161,8 @@ def test_a_function_run_by_several_processes_weighs_the_calls_of_all_of_them():
     import jax.numpy as jnp
 
     import autotune as at
-    from autotune._budget import quick_default
-    from autotune._decorator import controller
+    from autotune.jit._decorator import controller
+    from autotune.record._budget import quick_default
 
     def f(x):
         return at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="steps")[0]

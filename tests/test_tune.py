@@ -8,9 +8,10 @@ import pytest
 from _presets import STEADY
 
 import autotune as at
-from autotune import _select, cli
-from autotune._select import pareto_front
+from autotune import cli
+from autotune import select as _select
 from autotune.cache import Cache
+from autotune.select import pareto_front
 
 # Measured in this process: what these tests check is the study, not the worker (tests/test_process.py).
 IN_PROCESS = {"timing": STEADY, "confirm_rounds": 1, "isolate": False}
@@ -202,7 +203,7 @@ def test_random_and_grid_never_repeat_and_resume_without_repeating(tmp_path):
 
 
 def test_the_winner_cost_and_the_stored_winner_come_from_the_one_rule(tmp_path):
-    from autotune import _select
+    from autotune import select as _select
 
     r = at.tune(
         heavy,
@@ -224,7 +225,7 @@ def test_the_winner_cost_and_the_stored_winner_come_from_the_one_rule(tmp_path):
 
 
 def test_a_config_predicted_far_over_the_budget_is_skipped_not_compiled(tmp_path):
-    from autotune._space import Space
+    from autotune.program._space import Space
     from autotune.study._predict import CompilePredictor
 
     space = Space(at.sites(heavy, jnp.ones(16)))

@@ -1,4 +1,4 @@
-"""autotune/cli/_tune.py: real tunes through real subprocesses and a real pseudo-terminal.
+"""autotune/cli/_tune_cmd.py: real tunes through real subprocesses and a real pseudo-terminal.
 
 One tune, and every reader of its result (the summary, the ★ rows, the progress bar's last
 line, `best`, `best --expected-calls N`, the report's JSON and HTML) names the same winner;
@@ -17,9 +17,10 @@ from _cli import STUDY, cli_env, run, run_in_pty, too_long, visible_lines
 from _presets import CLI_FAST, ONE_ROUND_CLI
 
 import autotune as at
-from autotune import _display, _select
-from autotune._config import Config
+from autotune import _display
+from autotune import select as _select
 from autotune.cli._tables import SiteNames
+from autotune.program._config import Config
 
 pytestmark = pytest.mark.slow
 SECRET = "s3cret-hunter22"
@@ -186,8 +187,8 @@ def test_the_summary_says_when_a_challenger_was_measured_again_in_a_second_worke
     from rich.console import Console
 
     import autotune as at
-    from autotune._space import Space
-    from autotune.cli._tune import show_result
+    from autotune.cli._tune_cmd import show_result
+    from autotune.program._space import Space
 
     x = jnp.ones(4)
     default = Space(at.sites(test_confirm.loop8, x)).default()  # the study's default, spelled out
@@ -255,7 +256,7 @@ def test_search_flag_and_its_deprecated_name_objective(capsys):
 
 def test_tune_options_are_built_once_from_the_flags():
     from autotune.cli._parser import build_parser
-    from autotune.cli._tune import tune_options
+    from autotune.cli._tune_cmd import tune_options
 
     a = build_parser().parse_args(["tune", "s.py", "--trials", "5", "--search", "pareto", "--trial-memory", "2"])
     opts = tune_options(a)

@@ -20,8 +20,8 @@ from jax import lax
 
 import autotune as at
 from autotune import cli
-from autotune._config import Config
-from autotune._space import Space, unrewritable
+from autotune.program._config import Config
+from autotune.program._space import Space, unrewritable
 from autotune.study import _optuna
 from autotune.study._propose import GridProposer, RandomProposer, SamplerProposer
 

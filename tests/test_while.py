@@ -12,7 +12,7 @@ import pytest
 from jax import lax
 
 import autotune as at
-from autotune._space import Space
+from autotune.program._space import Space
 
 UNROLLS = [1, 2, 3, 4, 8]
 GUARDS = ["select", "cond"]

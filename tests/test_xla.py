@@ -8,12 +8,12 @@ import pytest
 from _presets import FAST
 
 import autotune as at
-from autotune import _xla
-from autotune._config import Config, canonical_json
-from autotune._measure import compile_config
-from autotune._select import Point
-from autotune._space import Space
-from autotune._xla import CATALOG, XlaChoice, XlaOption, jit_options, offered, searched
+from autotune.measuring._stages import compile_config
+from autotune.program import _xla
+from autotune.program._config import Config, canonical_json
+from autotune.program._space import Space
+from autotune.program._xla import CATALOG, XlaChoice, XlaOption, jit_options, offered, searched
+from autotune.select import Point
 
 OPT_LEVEL = b"xla_backend_optimization_level"
 
@@ -53,7 +53,9 @@ def test_config_identity_with_and_without_xla():
     assert bool(only) and len(only) == 0 and str(only) == "xla:O0" and only.label() == "xla:O0"
     assert str(with_xla) == "l=for, m=scan×4, xla:O1"
     assert with_xla.label([{"id": "m", "name": "inner"}]) == "inner=scan×4, l=for, xla:O1"
-    assert at._config.config_label(with_xla.to_dict()) == "l=for, m=scan×4, xla:O1"  # a stored dict reads the same
+    assert (
+        at.program._config.config_label(with_xla.to_dict()) == "l=for, m=scan×4, xla:O1"
+    )  # a stored dict reads the same
     assert plain.with_xla("xla:O2") == Config(sites, xla="xla:O2")
 
 
@@ -94,7 +96,7 @@ def test_the_executable_is_built_with_the_options():
 
 
 def test_export_request_carries_the_options():
-    from autotune.worker._export import export, trace_and_lower
+    from autotune.measuring._export import export, trace_and_lower
 
     def f(x):
         return jnp.cos(x) + 1.0
@@ -181,7 +183,7 @@ def test_one_slow_compile_of_the_default_does_not_switch_the_xla_options_on(tmp_
 
 def test_tune_options_and_cli_flag():
     from autotune.cli._parser import build_parser
-    from autotune.cli._tune import tune_options
+    from autotune.cli._tune_cmd import tune_options
 
     assert at.TuneOptions().xla == "auto" and str(at.TuneOptions(xla=True)) == "TuneOptions(xla=True)"
     with pytest.raises(at.StudyError, match="xla='yes' must be 'auto', True or False"):
@@ -222,5 +224,5 @@ def test_the_readme_and_the_reference_list_every_option_as_the_catalog_renders_i
     table = _xla.catalog_markdown()
     for page in ("README.md", "docs/reference/xla-options.md"):
         text = (repo_root / page).read_text(encoding="utf-8")
-        assert table in text, f"{page}: paste autotune._xla.catalog_markdown() again (the catalog changed)"
+        assert table in text, f"{page}: paste autotune.program._xla.catalog_markdown() again (the catalog changed)"
     assert all(f"`xla:{o.name}`" in table and o.trades and o.source for o in CATALOG)

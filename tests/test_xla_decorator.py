@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import autotune as at
-from autotune import _xla
+from autotune.program import _xla
 
 OPT_LEVEL = b"xla_backend_optimization_level"
 
@@ -24,7 +24,7 @@ def _store(path: str, xla: list[str]) -> None:
     lookup = at.autotuned(f, cache=path, key="tests:xla_f").config_for(jnp.ones(4))
     at.Cache(path).put(
         at.CacheEntry(
-            device=at._keys.device_info(),
+            device=at.program._keys.device_info(),
             function_key="tests:xla_f",
             fingerprint=lookup.fingerprint,
             signature=lookup.signature,

@@ -11,13 +11,13 @@ through `_fastread` with the standard library alone. Modules: `_url` (locations,
 `Cache` class), `_fastread` (the decorator's read path).
 """
 
-from .._lazy import lazy_attributes
-from .._paths import default_cache_location as default_cache_location
-from .._paths import redact as redact
-from ._entry import CacheEntry as CacheEntry
-from ._entry import best_for as best_for
-from ._layout import SCHEMA_VERSION as SCHEMA_VERSION
-from ._pending import PendingRecord as PendingRecord
+from autotune._lazy import lazy_attributes
+from autotune._paths import default_cache_location as default_cache_location
+from autotune._paths import redact as redact
+from autotune.cache._entry import CacheEntry as CacheEntry
+from autotune.cache._entry import best_for as best_for
+from autotune.cache._layout import SCHEMA_VERSION as SCHEMA_VERSION
+from autotune.cache._pending import PendingRecord as PendingRecord
 
 # name -> the module that defines it, loaded on first use: these import SQLAlchemy, and _keys
 # imports JAX (the cache commands need neither until they touch a cache or a device).
@@ -26,7 +26,7 @@ _LAZY = {
     "TransferCount": "_transfer",
     "LOCK_WAIT_BUDGET_S": "_sqlite",
     "MAX_IMPORT_BYTES": "_transfer",
-    "device_key": "._keys",
+    "device_key": ".program._keys",
 }
 
 __all__ = [

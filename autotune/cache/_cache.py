@@ -18,16 +18,16 @@ from typing import Any, TypeVar
 from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
-from .._errors import CacheError
-from .._paths import user_cache_dir, write_private
-from . import _rows, _schema, _sqlite, _transfer
-from ._entry import CacheEntry, parse_entry
-from ._models import SCHEMA_VERSION
-from ._pending import PendingRecord, parse_pending
-from ._session import Database
-from ._transfer import MAX_IMPORT_BYTES, TransferCount
-from ._url import resolve_url, url_hash
-from ._validate import FieldError
+from autotune._errors import CacheError
+from autotune._paths import user_cache_dir, write_private
+from autotune.cache import _rows, _schema, _sqlite, _transfer
+from autotune.cache._entry import CacheEntry, parse_entry
+from autotune.cache._models import SCHEMA_VERSION
+from autotune.cache._pending import PendingRecord, parse_pending
+from autotune.cache._session import Database
+from autotune.cache._transfer import MAX_IMPORT_BYTES, TransferCount
+from autotune.cache._url import resolve_url, url_hash
+from autotune.cache._validate import FieldError
 
 _T = TypeVar("_T")
 

@@ -3,7 +3,7 @@
 An entry is plain JSON data (never pickle). `parse_entry` is the single gate every entry
 passes through, whether it comes from `Cache.put`, from a database row or from an
 exported file, so anything stored can be exported and imported again. Which config an
-entry names for another call count is decided by `autotune._select` (the one winner
+entry names for another call count is decided by `autotune.select` (the one winner
 rule), never here.
 """
 
@@ -15,14 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _select
-from .._config import Config, misfit
-from .._errors import ConfigError
-from .._objective import Objective
-from .._select import Point
-from .._select._point import LEGACY_KEYS
-from . import _validate as v
-from ._validate import MAX_TEXT, FieldError, utc_now
+from autotune import select as _select
+from autotune._errors import ConfigError
+from autotune.cache import _validate as v
+from autotune.cache._validate import MAX_TEXT, FieldError, utc_now
+from autotune.program._config import Config, misfit
+from autotune.select import Point
+from autotune.select._objective import Objective
+from autotune.select._point import LEGACY_KEYS
 
 SITE_KINDS = ("scan", "loop", "while")
 MAX_POINTS = 10_000
@@ -37,7 +37,7 @@ UNRANGED_WHY = (
 _REQUIRED = tuple("function_key fingerprint signature device config sites measurements objective cost".split())
 _OPTIONAL = ("default_cost", "pareto", "study_name", "created_at", "default_config", "complete_range", "retune")
 _POINT_KEYS = tuple("config compile_cost_s run_cost_s rounds confirmed equivalent load_cost_s load_measured".split())
-"""What an entry keeps of a :class:`autotune._select.Point` (older entries spell the seconds
+"""What an entry keeps of a :class:`autotune.select.Point` (older entries spell the seconds
 ``compile_s`` and ``run_s``: read as these, see ``Point.LEGACY_KEYS``; ``load_cost_s``, what a later
 process pays with the compilation cache on, re-picks ``best --processes``)."""
 _RANGE_KEYS = ("from_calls", "to_calls", "why")
@@ -78,13 +78,13 @@ class CacheEntry:
         pareto: the confirmed points as JSON (:func:`stored_point`: ``[{"config", "compile_cost_s",
             "run_cost_s"[, "rounds": [[compile_cost_s, run_cost_s], ...]][, "confirmed": bool]}]``),
             the default's among them when ``default_config`` is set; rounds pair by index with
-            the default's. :attr:`points` reads them as :class:`autotune._select.Point` values.
+            the default's. :attr:`points` reads them as :class:`autotune.select.Point` values.
         study_name: name of the Optuna study that produced the entry, if any.
         created_at: ISO-8601 UTC time the entry was made.
         default_config: the explicit default config (every tunable site at its default
             choice), or None when unknown (entries of schema version 1).
         complete_range: ``{"from_calls", "to_calls" (None: unbounded), "why"}``, the call
-            counts over which ``pareto`` is complete (`autotune._select.complete_range`);
+            counts over which ``pareto`` is complete (`autotune.select.complete_range`);
             None when not recorded: then only ``objective["expected_calls"]`` counts as covered.
         retune: the command that re-tunes this entry, with a ``{calls}`` placeholder.
     """
@@ -117,7 +117,7 @@ class CacheEntry:
     @property
     def device_key(self) -> str:
         """Deterministic, readable key of `device`, e.g. ``"cpu|cpu|1|jax=0.10.2|jaxlib=0.10.2"``."""
-        from .._keys import device_key  # deferred: _keys imports JAX
+        from autotune.program._keys import device_key  # deferred: _keys imports JAX
 
         return device_key(self.device)
 
@@ -154,7 +154,7 @@ class CacheEntry:
 
     @property
     def points(self) -> list[Point]:
-        """``pareto`` as :class:`autotune._select.Point` values (what `_select` decides on)."""
+        """``pareto`` as :class:`autotune.select.Point` values (what `_select` decides on)."""
         return [Point.from_json(p) for p in self.pareto]
 
     @property
@@ -219,7 +219,7 @@ def best_for(
 ) -> dict | None:
     """The cheapest point for a call count, with no default to beat (the lower envelope).
 
-    `autotune._select.winner` without a default (ties: cheaper just above ``expected_calls``,
+    `autotune.select.winner` without a default (ties: cheaper just above ``expected_calls``,
     then the smaller canonical config JSON). Returns the item of ``pareto`` (an entry's JSON
     points, or `Point` values), None for an empty list.
     """

@@ -5,7 +5,7 @@ SQLAlchemy and building an engine there would cost that call 0.3-0.9 s, more tha
 gains a config is tuned for, so `Reader` reads a SQLite file (a path, ``sqlite:///path``,
 or the default cache) itself: one short read transaction, decoded by `_layout` exactly
 as `Cache` decodes its rows, re-picked for the caller's objective by
-`CacheEntry.for_objective` (the one winner rule, `autotune._select`).
+`CacheEntry.for_objective` (the one winner rule, `autotune.select`).
 
 Everything else goes to `Cache` (SQLAlchemy): other databases and URLs with options, and
 every SQLite file that is not plainly readable (locked, corrupt, foreign, of another
@@ -23,9 +23,9 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from .._paths import default_cache_location
-from ._entry import CacheEntry
-from ._layout import ENTRIES_TABLE, VERSION_TABLE, entry_columns, entry_from_row, readable
+from autotune._paths import default_cache_location
+from autotune.cache._entry import CacheEntry
+from autotune.cache._layout import ENTRIES_TABLE, VERSION_TABLE, entry_columns, entry_from_row, readable
 
 _UNREAD = object()
 """`_read` could not decide: `Cache` reads it (and says what is wrong, if anything is)."""

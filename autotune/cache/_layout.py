@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._errors import CacheError
-from . import _validate as v
-from ._entry import CacheEntry, parse_entry
-from ._pending import PendingRecord, parse_pending
-from ._validate import FieldError
+from autotune._errors import CacheError
+from autotune.cache import _validate as v
+from autotune.cache._entry import CacheEntry, parse_entry
+from autotune.cache._pending import PendingRecord, parse_pending
+from autotune.cache._validate import FieldError
 
 SCHEMA_VERSION = 2
 """Version of the tables; bump it (and add a migration in `_schema`) whenever they change."""

@@ -14,8 +14,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # The version, names and key columns live in _layout, which the decorator's reader imports
 # without SQLAlchemy; bump SCHEMA_VERSION there (and add a migration in `_schema`).
-from ._layout import ENTRIES_TABLE, KEY_COLUMNS, PENDING_TABLE, SCHEMA_VERSION, VERSION_TABLE
-from ._validate import MAX_TEXT
+from autotune.cache._layout import ENTRIES_TABLE, KEY_COLUMNS, PENDING_TABLE, SCHEMA_VERSION, VERSION_TABLE
+from autotune.cache._validate import MAX_TEXT
 
 __all__ = ["SCHEMA_VERSION", "KEY_COLUMNS", "BaseModel", "SchemaVersionModel", "EntryModel", "PendingModel"]
 

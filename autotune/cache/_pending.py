@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _validate as v
-from ._validate import MAX_TEXT, FieldError, utc_now
+from autotune.cache import _validate as v
+from autotune.cache._validate import MAX_TEXT, FieldError, utc_now
 
 VALUE_FILE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.npy")
 """A value file name: plain (no folders), so a record can never point outside `Cache.values_dir`."""
@@ -63,8 +63,8 @@ class PendingRecord:
 
     @property
     def device_key(self) -> str:
-        """The device key of `device` (`autotune._keys.device_key`)."""
-        from .._keys import device_key  # deferred: _keys imports JAX
+        """The device key of `device` (`autotune.program._keys.device_key`)."""
+        from autotune.program._keys import device_key  # deferred: _keys imports JAX
 
         return device_key(self.device)
 

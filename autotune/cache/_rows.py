@@ -14,22 +14,22 @@ from typing import Any
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection
 
-from . import _validate as v
-from ._entry import CacheEntry
+from autotune.cache import _validate as v
+from autotune.cache._entry import CacheEntry
 
 # Reading a row needs no SQLAlchemy: the decoding lives in _layout (the decorator's reader uses it too).
-from ._layout import (
+from autotune.cache._layout import (  # noqa: F401 (re-exported)
     ENTRY_JSON,
     ENTRY_NULLABLE_JSON,
     ENTRY_PLAIN,
-    PENDING_JSON,  # noqa: F401 (re-exported)
-    PENDING_NULLABLE_JSON,  # noqa: F401 (re-exported)
+    PENDING_JSON,
+    PENDING_NULLABLE_JSON,
     PENDING_PLAIN,
-    entry_from_row,  # noqa: F401 (re-exported)
-    pending_from_row,  # noqa: F401 (re-exported)
+    entry_from_row,
+    pending_from_row,
 )
-from ._models import KEY_COLUMNS, EntryModel, PendingModel
-from ._pending import VALUE_FILE_RE, PendingRecord
+from autotune.cache._models import KEY_COLUMNS, EntryModel, PendingModel
+from autotune.cache._pending import VALUE_FILE_RE, PendingRecord
 
 ENTRIES = EntryModel.__table__
 PENDING = PendingModel.__table__

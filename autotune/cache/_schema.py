@@ -22,18 +22,12 @@ from collections.abc import Callable
 from sqlalchemy import inspect, select, update
 from sqlalchemy.engine import Connection
 
-from .._errors import CacheSchemaError
-from .._paths import ENV_CACHE
+from autotune._errors import CacheSchemaError
+from autotune._paths import ENV_CACHE
 
 # Versions and columns are plain data in _layout (read without SQLAlchemy by `_fastread`).
-from ._layout import (
-    OLDEST_READABLE,
-    V1_ENTRY_COLUMNS,  # noqa: F401 (re-exported)
-    V2_ENTRY_COLUMNS,  # noqa: F401 (re-exported)
-    entry_columns,  # noqa: F401 (re-exported: _cache reads it through _schema)
-    has_pending,  # noqa: F401 (re-exported: _cache reads it through _schema)
-)
-from ._models import SCHEMA_VERSION, BaseModel, EntryModel, PendingModel, SchemaVersionModel
+from autotune.cache._layout import OLDEST_READABLE, V1_ENTRY_COLUMNS, V2_ENTRY_COLUMNS, entry_columns, has_pending  # noqa: F401 (re-exported)
+from autotune.cache._models import SCHEMA_VERSION, BaseModel, EntryModel, PendingModel, SchemaVersionModel
 
 
 def _v1_to_v2(conn: Connection) -> None:

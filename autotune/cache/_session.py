@@ -20,11 +20,11 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from .._errors import CacheError
-from .._paths import ENV_CACHE
-from . import _sqlite
-from ._sqlite import HOT, READ, WRITE
-from ._url import redact, redact_text, sqlite_file
+from autotune._errors import CacheError
+from autotune._paths import ENV_CACHE
+from autotune.cache import _sqlite
+from autotune.cache._sqlite import HOT, READ, WRITE
+from autotune.cache._url import redact, redact_text, sqlite_file
 
 _T = TypeVar("_T")
 WRITE_ATTEMPTS = 5

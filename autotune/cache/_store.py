@@ -13,12 +13,12 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import _select
-from .._config import Config
-from ._entry import CacheEntry, stored_point
+from autotune import select as _select
+from autotune.cache._entry import CacheEntry, stored_point
+from autotune.program._config import Config
 
 if TYPE_CHECKING:
-    from ..study import TuneResult
+    from autotune.study import TuneResult
 
 CALLS = "{calls}"  # where a re-tune command takes the call count
 

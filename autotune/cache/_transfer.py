@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import CacheError, CacheImportError
-from .._paths import write_private
-from ._entry import CacheEntry, parse_entry
-from ._models import SCHEMA_VERSION
-from ._pending import VALUE_FILE_RE, PendingRecord, parse_pending
-from ._validate import FieldError, loads
+from autotune._errors import CacheError, CacheImportError
+from autotune._paths import write_private
+from autotune.cache._entry import CacheEntry, parse_entry
+from autotune.cache._models import SCHEMA_VERSION
+from autotune.cache._pending import VALUE_FILE_RE, PendingRecord, parse_pending
+from autotune.cache._validate import FieldError, loads
 
 FORMAT = "jax-autotune-cache"
 READABLE_VERSIONS = (1, 2)

@@ -16,8 +16,8 @@ import os
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from .._errors import CacheError
-from .._paths import default_cache_location, redact, redact_text, sqlite_file  # noqa: F401 (re-exported)
+from autotune._errors import CacheError
+from autotune._paths import default_cache_location, redact, redact_text, sqlite_file  # noqa: F401 (re-exported)
 
 HINT = "pass e.g. sqlite:///path/cache.db or /path/cache.db"
 

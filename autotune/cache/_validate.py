@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .._config import canonical_json
-from .._errors import CacheImportError
+from autotune._errors import CacheImportError
+from autotune.program._config import canonical_json
 
 MAX_TEXT = 4096
 """Longest accepted key, site id, study name or other text field, in characters."""
@@ -84,7 +84,7 @@ def loads(text: str | bytes) -> Any:
 
 
 def dumps(value: Any) -> str:
-    """JSON text for storage: :func:`autotune._config.canonical_json` (sorted keys, no NaN/Infinity)."""
+    """JSON text for storage: :func:`autotune.program._config.canonical_json` (sorted keys, no NaN/Infinity)."""
     return canonical_json(value)
 
 

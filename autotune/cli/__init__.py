@@ -18,10 +18,10 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from .._errors import AutotuneError
-from ._output import PARTIAL as PARTIAL
-from ._output import console
-from ._parser import build_parser as build_parser
+from autotune._errors import AutotuneError
+from autotune.cli._output import PARTIAL as PARTIAL
+from autotune.cli._output import console
+from autotune.cli._parser import build_parser as build_parser
 
 EXIT_STATUS: dict[str, str] = {
     "0": "done; also when the reader of a pipe went away (`autotune best --json | head -1` ends quietly)",
@@ -39,17 +39,17 @@ EXIT_STATUS: dict[str, str] = {
 
 def _command(name: str) -> Callable:
     if name == "tune":
-        from ._tune import cmd_tune as cmd
+        from autotune.cli._tune_cmd import cmd_tune as cmd
     elif name == "sites":
-        from ._sites import cmd_sites as cmd
+        from autotune.cli._sites import cmd_sites as cmd
     elif name in ("best", "list", "export", "import"):
-        from . import _cache_cmds
+        from autotune.cli import _cache_cmds
 
         cmd = getattr(_cache_cmds, f"cmd_{name}")
     elif name == "report":
-        from ._report_cmd import cmd_report as cmd
+        from autotune.cli._report_cmd import cmd_report as cmd
     elif name == "pending":
-        from ._record import cmd_pending as cmd
+        from autotune.cli._record import cmd_pending as cmd
     else:  # argparse only lets the names above through
         raise AutotuneError(f"Unknown command {name!r}; run `autotune --help` for the list.")
     return cmd
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"[red]error:[/red] {_escape(str(exc))}", soft_wrap=not err.is_terminal, highlight=False)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP caught by the interrupt latch
-        from .._interrupt import Interrupted
+        from autotune._interrupt import Interrupted
 
         signum = exc.signum if isinstance(exc, Interrupted) else 2
         err.print(

@@ -1,6 +1,6 @@
 """``autotune best``, ``list``, ``export`` and ``import``: the cache, for people and scripts.
 
-``best`` shows each entry's choice for a call count (re-picked by ``_select`` through
+``best`` shows each entry's choice for a call count (re-picked by ``autotune.select`` through
 ``CacheEntry.for_objective``; ``--processes P [--compilation-cache on|off]`` re-picks for P
 processes, each compiling or loading it once), the range of call counts its measurements are
 complete for, and outside that range the command that re-tunes it; never a silent ``[0, ∞)``.
@@ -13,17 +13,18 @@ import difflib
 import re
 from typing import Any
 
-from .. import _display, _select
-from .._config import Config
-from .._measurement import compile_total
-from ._output import console, emit_json, retune_lines
-from ._tables import SiteNames, crossover_table, print_legend, say, table, tell
+from autotune import _display
+from autotune import select as _select
+from autotune.cli._output import console, emit_json, retune_lines
+from autotune.cli._tables import SiteNames, crossover_table, print_legend, say, table, tell
+from autotune.measuring._measurement import compile_total
+from autotune.program._config import Config
 
 _DTYPES = {"float": "f", "int": "i", "uint": "u", "bfloat": "bf", "complex": "c"}
 
 
 def _entries(a: argparse.Namespace) -> list:
-    from ..cache import Cache
+    from autotune.cache import Cache
 
     return Cache(a.cache).entries(function_key=getattr(a, "function", None))
 
@@ -88,7 +89,7 @@ def _nearest(a: argparse.Namespace) -> str:
     when few), as ``tune --function`` lists a study file's keys."""
     if not a.function:
         return ""
-    from ..cache import Cache
+    from autotune.cache import Cache
 
     keys = sorted({e.function_key for e in Cache(a.cache).entries()})
     if not keys:
@@ -224,7 +225,7 @@ def cmd_list(a: argparse.Namespace) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
-    from ..cache import Cache
+    from autotune.cache import Cache
 
     n = (cache := Cache(a.cache)).export_json(a.path)
     console().print(
@@ -237,7 +238,7 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 
 def cmd_import(a: argparse.Namespace) -> int:
-    from ..cache import MAX_IMPORT_BYTES, Cache
+    from autotune.cache import MAX_IMPORT_BYTES, Cache
 
     limit = MAX_IMPORT_BYTES if a.max_size is None else max(1, int(a.max_size * 2**20))
     n = (cache := Cache(a.cache)).import_json(a.path, max_bytes=limit)

@@ -54,9 +54,9 @@ def nonneg_float(text: str) -> float:
 
 
 def duration(text: str) -> float:
-    """Seconds of ``90s``, ``30m``, ``1.5h`` or plain seconds (`autotune._budget.parse_duration`)."""
-    from .._budget import parse_duration
-    from .._errors import StudyError
+    """Seconds of ``90s``, ``30m``, ``1.5h`` or plain seconds (`autotune.record._budget.parse_duration`)."""
+    from autotune._errors import StudyError
+    from autotune.record._budget import parse_duration
 
     try:
         return parse_duration(text)
@@ -70,7 +70,7 @@ def _one_of(name: str):
     neither JAX nor Optuna, so a bad option is answered at once."""
 
     def check(text: str) -> str:
-        from .. import _options
+        from autotune import _options
 
         allowed = getattr(_options, name)
         if text not in allowed:
@@ -254,7 +254,7 @@ def version_text() -> str:
     """``autotune 0.2.0 (Python 3.11.9)``: what ``autotune --version`` prints (no JAX import)."""
     import platform
 
-    from .. import __version__
+    from autotune import __version__
 
     return f"autotune {__version__} (Python {platform.python_version()})"
 

@@ -1,5 +1,5 @@
 """``autotune pending`` and ``autotune tune --recorded``: list and tune the signatures a
-program recorded with ``AUTOTUNE_RECORD`` (the logic lives in `autotune._replay`). Output goes
+program recorded with ``AUTOTUNE_RECORD`` (the logic lives in `autotune.record._replay`). Output goes
 through the CLI's own consoles and tables (``_output``, ``_tables``), as every command's."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ import os
 from types import SimpleNamespace
 from typing import Any
 
-from .._paths import redact
-from .._record import size_text
-from ._output import PARTIAL, console, emit_json, stdout_to_stderr
-from ._tables import say, table, tell
+from autotune._paths import redact
+from autotune.cli._output import PARTIAL, console, emit_json, stdout_to_stderr
+from autotune.cli._tables import say, table, tell
+from autotune.jit._record import size_text
 
 
 def pending_json(row: Any) -> dict[str, Any]:
     """One ``autotune pending --json`` item: the record, its device key, and this device's view."""
-    from .._abstract import short_signature
+    from autotune.program._abstract import short_signature
 
     rec = row.record
     return rec.to_dict() | {
@@ -32,9 +32,9 @@ def pending_json(row: Any) -> dict[str, Any]:
 def cmd_pending(a: argparse.Namespace) -> int:
     """``autotune pending [--json] [--wide] [--cache URL]``: the recorded signatures; for this
     machine's device whether a tuned entry exists; replayable or why not; values or not."""
-    from .._abstract import short_signature
-    from .._replay import pending_status
-    from ..cache import Cache
+    from autotune.cache import Cache
+    from autotune.program._abstract import short_signature
+    from autotune.record._replay import pending_status
 
     cache = Cache(a.cache)
     rows = pending_status(cache)
@@ -103,7 +103,7 @@ def cmd_tune_recorded(a: argparse.Namespace, base: Any, function_options: dict[s
     tune every recorded signature on this machine's device; a record that cannot be replayed
     is skipped with one line saying why, and the others go on. Each tuned one gets the same
     tables as ``autotune tune FILE``. ``--time-budget`` splits T by calls × default runtime
-    (`autotune._budget`), shows the split before tuning and what each used after. ``base``: the
+    (`autotune.record._budget`), shows the split before tuning and what each used after. ``base``: the
     :class:`TuneOptions` of the flags and ``function_options`` the processes keywords, both read
     by ``cli/_tune`` (the one reader of ``tune``'s flags).
 
@@ -112,11 +112,11 @@ def cmd_tune_recorded(a: argparse.Namespace, base: Any, function_options: dict[s
         skipped or failed; 1 when nothing is recorded; 2 for bad options (see
         :data:`autotune.cli.EXIT_STATUS`).
     """
-    from .._abstract import short_signature
-    from .._errors import StudyError
-    from .._replay import tune_recorded
-    from ..cache import Cache
-    from ._show import show_result
+    from autotune._errors import StudyError
+    from autotune.cache import Cache
+    from autotune.cli._show import show_result
+    from autotune.program._abstract import short_signature
+    from autotune.record._replay import tune_recorded
 
     out, err = console(wide=a.wide), console(stderr=True)
     if getattr(a, "workers", 1) not in (None, 1):
@@ -198,7 +198,7 @@ def _outcome_json(d: Any, short_signature: Any) -> dict[str, Any]:
         item["budget"] = dict(calls=sh.calls, runtime_s=sh.runtime_s, weight=sh.weight, planned_s=sh.seconds)
         item["budget"].update(given_s=sh.given_s, used_s=sh.used_s, note=sh.note)
     if r is not None:
-        from ._show import charged_timing
+        from autotune.cli._show import charged_timing
 
         item.update(
             timing=charged_timing(r),
@@ -214,7 +214,7 @@ def _outcome_json(d: Any, short_signature: Any) -> dict[str, Any]:
 def show_plan(out: Any, shares: list[Any], budget_s: float, measuring_s: float, wide: bool) -> None:
     """The split of ``--time-budget``, before any tuning: each function's calls, its default's
     runtime, its share of the program's time (calls × runtime) and its seconds, in tuning order."""
-    from .._display import seconds
+    from autotune._display import seconds
 
     total = sum(s.weight for s in shares) or 1.0
     t = table(

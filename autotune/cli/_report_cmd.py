@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from .. import _display, _select
-from .._config import Config
-from .._errors import StudyError
-from ._output import console, emit_json, retune_lines, stdout_to_stderr
-from ._tables import SiteNames, crossover_table, print_legend, say
+from autotune import _display
+from autotune import select as _select
+from autotune._errors import StudyError
+from autotune.cli._output import console, emit_json, retune_lines, stdout_to_stderr
+from autotune.cli._tables import SiteNames, crossover_table, print_legend, say
+from autotune.program._config import Config
 
 
 def function_studies(a: argparse.Namespace, function: str) -> list[str]:
@@ -16,13 +17,13 @@ def function_studies(a: argparse.Namespace, function: str) -> list[str]:
     tuned for; with FILE, the studies of the file's functions narrowed to it)."""
     import difflib
 
-    from .._paths import default_storage_url, redact, storage_url
-    from ..study import study_summaries
+    from autotune._paths import default_storage_url, redact, storage_url
+    from autotune.study import study_summaries
 
     url = storage_url(a.storage) if a.storage else default_storage_url(a.cache)
     found = study_summaries(url)
     if a.file is not None:
-        from ..report import studies_for_file
+        from autotune.report import studies_for_file
 
         wanted = set(studies_for_file(a.file, url, all_programs=a.all))
         found = [s for s in found if s["name"] in wanted]
@@ -39,7 +40,7 @@ def function_studies(a: argparse.Namespace, function: str) -> list[str]:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from ..report import report
+    from autotune.report import report
 
     function = getattr(a, "function", None)
     if (a.file is not None) + bool(a.study) + (function is not None and a.file is None) != 1:

@@ -5,10 +5,11 @@ the site legend."""
 
 from __future__ import annotations
 
-from .. import _display, _select
-from .._measurement import TIMING_MODES
-from .._paths import redact
-from ._tables import SiteNames, crossover_table, print_legend, result_table, say, trial_lines
+from autotune import _display
+from autotune import select as _select
+from autotune._paths import redact
+from autotune.cli._tables import SiteNames, crossover_table, print_legend, result_table, say, trial_lines
+from autotune.measuring._measurement import TIMING_MODES
 
 TIMING_TEXT = {
     "steady": "the steady state of back-to-back calls",

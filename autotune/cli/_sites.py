@@ -17,10 +17,10 @@ import os
 import sys
 from typing import Any
 
-from .._config import choice_label
-from .._errors import StudyError
-from ._output import console, emit_json, stdout_to_stderr
-from ._tables import SiteNames, print_legend, say, table
+from autotune._errors import StudyError
+from autotune.cli._output import console, emit_json, stdout_to_stderr
+from autotune.cli._tables import SiteNames, print_legend, say, table
+from autotune.program._config import choice_label
 
 FORMS = {"loop": "at.loop", "scan": "scan", "fori": "fori", "while": "while"}
 DERIVED_NOTE = (
@@ -52,7 +52,7 @@ def _source(site: dict[str, Any], wide: bool) -> str:
 def _unrewritable(ex, sites: list) -> dict[str, str]:
     """``{site id: why}`` for the sites of an example the rewrite cannot re-emit for any choice
     (one extra trace of the function when every site can be rewritten)."""
-    from .._space import Space, unrewritable
+    from autotune.program._space import Space, unrewritable
 
     with ex.traced():
         return unrewritable(ex.fn.fun, tuple(ex.args), dict(ex.kwargs), dict(ex.fn.jit_kwargs), Space(sites))
@@ -69,10 +69,10 @@ def recorded_examples(function: str, cache_location: str | None, say=None) -> li
     """
     import difflib
 
-    from .._keys import device_info, device_key
-    from .._replay import Skip, describe_record, rebuild, select
-    from .._studyfile import Example
-    from ..cache import Cache
+    from autotune.cache import Cache
+    from autotune.program._keys import device_info, device_key
+    from autotune.record._replay import Skip, describe_record, rebuild, select
+    from autotune.record._studyfile import Example
 
     cache = Cache(cache_location)
     records = select(cache.pending(function), device_key(device_info()))
@@ -100,7 +100,7 @@ def recorded_examples(function: str, cache_location: str | None, say=None) -> li
 
 
 def _examples(a: argparse.Namespace) -> list:
-    from .._studyfile import load_examples
+    from autotune.record._studyfile import load_examples
 
     if a.file is None and a.function is None:
         raise StudyError(

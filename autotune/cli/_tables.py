@@ -1,7 +1,7 @@
 """Tables that read at 80 columns: short site names with a legend, configs in the one
 notation, times with their unit.
 
-Every ★, winner and interval shown here comes from :mod:`autotune._select`; these
+Every ★, winner and interval shown here comes from :mod:`autotune.select`; these
 functions only lay out what it decided.
 """
 
@@ -11,9 +11,10 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .. import _display, _select
-from .._config import XLA_KEY, Config, config_label
-from .._outcome import Outcome
+from autotune import _display
+from autotune import select as _select
+from autotune.measuring._outcome import Outcome
+from autotune.program._config import XLA_KEY, Config, config_label
 
 
 def _field(site: Any, name: str) -> Any:
@@ -289,9 +290,9 @@ def crossover_table(
     intervals: list | None = None,
 ):
     """The configs by call count: for each, the ``[from, to)`` intervals of
-    :func:`autotune._select.crossover_intervals` (over every point, the default's
+    :func:`autotune.select.crossover_intervals` (over every point, the default's
     included; or ``intervals`` as computed already) where it is the winner; ★ marks ``chosen``.
-    ``points`` are :class:`autotune._select.Point` values; ``chosen`` and ``default`` are ``Config``."""
+    ``points`` are :class:`autotune.select.Point` values; ``chosen`` and ``default`` are ``Config``."""
     if intervals is None:
         intervals = _select.crossover_intervals(list(points), compile_weight, runtime_weight, default=default)
     t = table(title, ("config", "compile", "run", "cheapest for calls"), right=("compile", "run"), wide=names.wide)
@@ -314,7 +315,7 @@ def marked(names: SiteNames, config: Any, chosen: Any = None, default: Any = Non
 
 def with_equivalents(names: SiteNames, point: Any, label: str) -> str:
     """``label`` followed by `` ≡ `` and each config that lowered to the same program as
-    ``point`` (a :class:`autotune._select.Point`; one contender, named by its simplest form)."""
+    ``point`` (a :class:`autotune.select.Point`; one contender, named by its simplest form)."""
     return label + "".join(" ≡ " + names.config(e) for e in point.equivalent)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._runner import Outcome
-from ._data import WAITING_STATES
+from autotune.measuring._runner import Outcome
+from autotune.report._data import WAITING_STATES
 
 _STYLE = {  # marker, colour of each trial outcome
     Outcome.COMPLETE: ("o", "#1f77b4"),

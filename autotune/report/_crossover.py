@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 
-from .. import _display, _select
-from .._config import Config
-from ._axes import LEGEND_CHARS, empty, legend, new_figure
-from ._data import StudyReport
+from autotune import _display
+from autotune import select as _select
+from autotune.program._config import Config
+from autotune.report._axes import LEGEND_CHARS, empty, legend, new_figure
+from autotune.report._data import StudyReport
 
 
 def calls_range(rep: StudyReport) -> tuple[float, float]:

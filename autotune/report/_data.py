@@ -1,6 +1,6 @@
 """What a report shows about a study, read through the study adapter (``study._optuna``).
 
-Every cost, winner, interval and range here comes from :mod:`autotune._select`, over the
+Every cost, winner, interval and range here comes from :mod:`autotune.select`, over the
 points ``tune()`` confirmed (the default's among them); a study that never got to its
 confirmation falls back to its trials' single measurements.
 """
@@ -13,15 +13,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _display, _select
-from .._config import Config, config_label
-from .._errors import StudyError
-from .._measurement import Measurement, compile_total
-from .._objective import Objective
-from .._outcome import Outcome, tally
-from .._paths import redact
-from .._select import Point
-from ..cache._entry import fill_retune
+from autotune import _display
+from autotune import select as _select
+from autotune._errors import StudyError
+from autotune._paths import redact
+from autotune.cache._entry import fill_retune
+from autotune.measuring._measurement import Measurement, compile_total
+from autotune.measuring._outcome import Outcome, tally
+from autotune.program._config import Config, config_label
+from autotune.select import Point
+from autotune.select._objective import Objective
 
 WAITING_STATES = ("running", "waiting")
 """What a trial without an outcome shows: another worker is measuring it, or it is queued."""
@@ -86,12 +87,12 @@ class StudyReport:
             ``"label"`` (A, B, C...), ``"color"``, ``"on_front"`` and ``"optimal"`` (its
             ``[from, to)`` intervals), beside the point's JSON (``Point.to_json``) and ``"cost"``.
         pareto: the ``shown`` points on the (compile_cost_s, run_cost_s) Pareto front.
-        points: what the report decides on (:class:`autotune._select.Point`): the confirmed
+        points: what the report decides on (:class:`autotune.select.Point`): the confirmed
             points, or (a study that never got to its confirmation) its trials' measurements.
         confirmed: the confirmed points as rows (``Point.to_json`` without the measurement, and ``"cost"``),
-            cheapest first (:func:`autotune._select.ranked`).
-        intervals: :func:`autotune._select.crossover_intervals` of every point, the default's included.
-        chosen: :func:`autotune._select.choose` for ``objective`` (``config``, ``compile_cost_s``,
+            cheapest first (:func:`autotune.select.ranked`).
+        intervals: :func:`autotune.select.crossover_intervals` of every point, the default's included.
+        chosen: :func:`autotune.select.choose` for ``objective`` (``config``, ``compile_cost_s``,
             ``run_cost_s``, ``cost``, ``in_range``), the same config the cache entry names.
         default: the default config's point as a row with its cost, or None.
         complete_range: the call counts over which the study's measurements are complete.
@@ -274,9 +275,9 @@ def load_study_report(
     Returns:
         A :class:`StudyReport`.
     """
-    from .._paths import storage_url
-    from ..study import load_study as load
-    from ..study import study_summaries as summaries
+    from autotune._paths import storage_url
+    from autotune.study import load_study as load
+    from autotune.study import study_summaries as summaries
 
     url = storage_url(storage)
     summaries(url)  # a clear error, and no new file, for a storage that does not exist
@@ -361,14 +362,14 @@ def studies_for_file(path: str, storage: str, *, all_programs: bool = False) -> 
 
     A study belongs to a function when its ``function_key`` user attribute is the
     function's key. Of those, the studies of the current program (same fingerprint)
-    are returned, the one :func:`autotune._keys.study_name` derives for the
+    are returned, the one :func:`autotune.program._keys.study_name` derives for the
     decorator's objective first; studies of older versions of the function only when
     there are no current ones or ``all_programs`` is set.
     """
-    from .._keys import device_info, program_key, study_name
-    from .._paths import storage_url
-    from .._studyfile import load_examples
-    from ..study import study_summaries as summaries
+    from autotune._paths import storage_url
+    from autotune.program._keys import device_info, program_key, study_name
+    from autotune.record._studyfile import load_examples
+    from autotune.study import study_summaries as summaries
 
     wanted: dict[str, set[str]] = {}
     preferred: list[str] = []

@@ -9,7 +9,7 @@
   pruned, duplicate... trials on a strip below and their reasons (wrapped, never cut
   mid-word).
 
-Costs are :func:`autotune._select.cost` (through ``StudyReport.cost_of``), so the lines
+Costs are :func:`autotune.select.cost` (through ``StudyReport.cost_of``), so the lines
 pass through the same numbers the winner rule compares.
 """
 
@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .. import _select
-from .._config import Config
-from ._axes import OUTCOME_STYLE, empty, legend, new_figure, padded, time_unit, wants_log
-from ._crossover import figure_crossover
-from ._data import StudyReport
-from ._history import figure_history, figure_sites
+from autotune import select as _select
+from autotune.program._config import Config
+from autotune.report._axes import OUTCOME_STYLE, empty, legend, new_figure, padded, time_unit, wants_log
+from autotune.report._crossover import figure_crossover
+from autotune.report._data import StudyReport
+from autotune.report._history import figure_history, figure_sites
 
 FIGURES = ("tradeoff", "crossover", "sites", "history")
 """The figures of each study, in page order; each is written as ``<slug>_<name>.png``."""

@@ -6,10 +6,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .. import _display, _select
-from .._config import Config, site_label
-from ._axes import OUTCOME_STYLE, REASON_CHARS, empty, legend, new_figure, padded, time_unit, wants_log
-from ._data import StudyReport
+from autotune import _display
+from autotune import select as _select
+from autotune.program._config import Config, site_label
+from autotune.report._axes import OUTCOME_STYLE, REASON_CHARS, empty, legend, new_figure, padded, time_unit, wants_log
+from autotune.report._data import StudyReport
 
 
 def _effective_unroll(choice: dict[str, Any], length: int | None) -> int:

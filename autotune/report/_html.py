@@ -1,6 +1,6 @@
 """The report's one self-contained HTML page: inline CSS, figures as base64 PNG, no script,
 no external resource. What it names "chosen", every cost and interval, and the range come
-from the :class:`~autotune.report._data.StudyReport` (that is, from ``_select``)."""
+from the :class:`~autotune.report._data.StudyReport` (that is, from ``autotune.select``)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from .. import _display, _select
-from .._config import Config, choice_label
-from ._data import StudyReport
-from ._figures import CAPTIONS, FIGURES
+from autotune import _display
+from autotune import select as _select
+from autotune.program._config import Config, choice_label
+from autotune.report._data import StudyReport
+from autotune.report._figures import CAPTIONS, FIGURES
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#222;

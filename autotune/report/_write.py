@@ -9,10 +9,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .._errors import StudyError
-from ._data import StudyReport, load_study_report, no_study_error, studies_for_file
-from ._figures import FIGURE_MAKERS, FIGURES
-from ._html import render_html
+from autotune._errors import StudyError
+from autotune.report._data import StudyReport, load_study_report, no_study_error, studies_for_file
+from autotune.report._figures import FIGURE_MAKERS, FIGURES
+from autotune.report._html import render_html
 
 
 @dataclass
@@ -39,7 +39,7 @@ def write_report(
     Returns:
         A :class:`ReportFiles` with the paths.
     """
-    from ..study import Progress
+    from autotune.study import Progress
 
     if not reports:
         raise StudyError("Nothing to report: no study was given.")
@@ -96,7 +96,7 @@ def report(
         files = report("out", file="studies/seed_rollout.py")
         print(files.html, files.reports[0].chosen["config"])
     """
-    from .._paths import default_storage_url, storage_url
+    from autotune._paths import default_storage_url, storage_url
 
     url = storage_url(storage) if storage else default_storage_url(cache)
     if (study_names is None) == (file is None):

@@ -24,8 +24,8 @@ the machine shows more (:func:`compile_noise`: a contender whose round-1 compile
 compile disagree by more; under load one compile can take twice another of the same program, and
 two challengers that differ by compile alone were then decided by that one sample).
 A round measured in full because an executable was gone still carries round 1's compile when
-the others' do. Each contender becomes a :class:`autotune._select.Point` with per-round samples
-``((compile_cost_s, run_cost_s), ...)`` paired by round index, which :mod:`autotune._select`
+the others' do. Each contender becomes a :class:`autotune.select.Point` with per-round samples
+``((compile_cost_s, run_cost_s), ...)`` paired by round index, which :mod:`autotune.select`
 decides on (:attr:`Measurement.compile_cost_s`, CPU seconds, and :attr:`Measurement.run_cost_s`).
 
 **A second process for every new winner.** A program's runtime also differs between two
@@ -43,7 +43,7 @@ ran 1.23x slower than it in the benchmark's process, a swing no fixed margin on 
 Cost: one compile per contender and process more than re-timing alone, ``rounds`` compiles
 each where compile noise decides.
 
-The load a later process pays from a persistent compilation cache: :mod:`autotune.study._loads`.
+The load a later process pays from a persistent compilation cache: :mod:`autotune.study._load_costs`.
 """
 
 from __future__ import annotations
@@ -52,11 +52,11 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import _select
-from .._config import Config
-from .._measurement import Measurement
-from .._objective import Objective
-from .._select import Point, point_of
+from autotune import select as _select
+from autotune.measuring._measurement import Measurement
+from autotune.program._config import Config
+from autotune.select import Point, point_of
+from autotune.select._objective import Objective
 
 COMPILE_NOISE = 0.15
 """Relative compile-time noise assumed between two measurements of one config (at least)."""
@@ -115,7 +115,7 @@ def contenders(
     configs cheapest at some call count (capped), the default.
 
     The configs cheapest at some call count are the lower envelope of the cost lines
-    (:func:`autotune._select.crossover_intervals`): a point on the Pareto front above that
+    (:func:`autotune.select.crossover_intervals`): a point on the Pareto front above that
     envelope is never the winner for any call count, so re-timing it decides nothing. A Pareto
     search (``whole_front``) confirms the whole front, which is what it reports.
     """

@@ -10,16 +10,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _select
-from .._config import Config
-from .._errors import StudyError
-from .._objective import Objective
-from .._select import Point
-from .._space import Space
-from ._confirm import contenders, point_of
-from ._optuna import Study
-from ._result import TrialRecord, TuneResult
-from ._search import _counted
+from autotune import select as _select
+from autotune._errors import StudyError
+from autotune.program._config import Config
+from autotune.program._space import Space
+from autotune.select import Point
+from autotune.select._objective import Objective
+from autotune.study._confirm import contenders, point_of
+from autotune.study._optuna import Study
+from autotune.study._result import TrialRecord, TuneResult
+from autotune.study._search import _counted
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ def owner_gone(owner: dict[str, Any]) -> bool:
 def creation_lock(url: str) -> Iterator[None]:
     """Serialise the first creation of a SQLite study database across processes: Optuna's
     table creation races (``UNIQUE constraint failed: alembic_version.version_num``)."""
-    from .._paths import create_private_file, make_private_dirs, storage_file
+    from autotune._paths import create_private_file, make_private_dirs, storage_file
 
     path = storage_file(url)
     if path is None:
@@ -87,7 +87,7 @@ def proposal_lock(rdb: Any, url: str, name: str) -> Iterator[None]:
     SQLite database, a session advisory lock on PostgreSQL, nothing elsewhere. Waits at most
     :data:`PROPOSAL_WAIT_S`; when the lock cannot be had (or made), goes on without it."""
     deadline = time.monotonic() + PROPOSAL_WAIT_S
-    from .._paths import create_private_file, storage_file
+    from autotune._paths import create_private_file, storage_file
 
     path = storage_file(url)
     if path is not None:

@@ -26,14 +26,14 @@ from typing import Any
 
 import optuna
 
-from .._config import Config
-from .._errors import MAX_ERROR_TEXT, StudyError
-from .._runner import Outcome
-from . import _locks
-from ._locks import creation_lock, owner_gone, owner_identity
-from ._trials import TRIAL_ATTRS as TRIAL_ATTRS  # noqa: F401 (the attributes this storage writes)
-from ._trials import TrialView as TrialView
-from ._trials import view
+from autotune._errors import MAX_ERROR_TEXT, StudyError
+from autotune.measuring._runner import Outcome
+from autotune.program._config import Config
+from autotune.study import _locks
+from autotune.study._locks import creation_lock, owner_gone, owner_identity
+from autotune.study._trials import TRIAL_ATTRS as TRIAL_ATTRS  # noqa: F401 (the attributes this storage writes)
+from autotune.study._trials import TrialView as TrialView
+from autotune.study._trials import view
 
 LEASE_S = float(os.environ.get("AUTOTUNE_LEASE_S", "60"))
 """How long a trial's lease lasts without renewal; renewed every ``LEASE_S / 6`` seconds."""
@@ -45,7 +45,7 @@ warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning
 
 
 def _storage_error(url: str, exc: BaseException) -> StudyError:
-    from .._paths import redact
+    from autotune._paths import redact
 
     text = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, ImportError) or "no module named" in text.lower():
@@ -102,7 +102,7 @@ class Study:
                     raise _storage_error(url, exc) from None
                 time.sleep(0.05 * 2**attempt)
         if len(self._study.directions) != directions:
-            from .._paths import redact
+            from autotune._paths import redact
 
             raise StudyError(
                 f"Study {name!r} in {redact(url)} has {len(self._study.directions)} objective(s), but this search "
@@ -312,7 +312,7 @@ def make_sampler(name: str, seed: int | None, budget: int) -> optuna.samplers.Ba
 
 def load(name: str, url: str) -> Study:
     """An existing study (raises StudyError naming the studies that exist)."""
-    from .._paths import redact
+    from autotune._paths import redact
 
     try:
         optuna.load_study(study_name=name, storage=storage(url))
@@ -327,7 +327,7 @@ def load(name: str, url: str) -> Study:
 
 def summaries(url: str) -> list[dict[str, Any]]:
     """Name and user attributes of every study in a storage (refusing to create a missing SQLite file)."""
-    from .._paths import redact, storage_file
+    from autotune._paths import redact, storage_file
 
     path = storage_file(url)
     if path is not None and not os.path.exists(path):

@@ -14,7 +14,7 @@ budget is skipped, and the fit must explain the trials it was made from (every
 measured point within :data:`FIT_TOLERANCE` of the fit) before it is used at all. A
 skipped config is recorded as ``pruned`` with its prediction as the reason, and
 ``prediction / MARGIN`` as the lower bound on its compile time that the honest range
-of :func:`autotune._select.complete_range` uses.
+of :func:`autotune.select.complete_range` uses.
 
 **One fit per XLA option set.** XLA's options scale the whole compile (``xla:O0`` about halves
 it, ``xla:O1`` takes 30-40% off a large program: ``docs/results/xla.md``), so trials under
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .._config import Config, SiteChoice
+from autotune.program._config import Config, SiteChoice
 
 MARGIN = 2.0
 """Skip only when the predicted compile time is at least this multiple of the budget."""

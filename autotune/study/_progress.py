@@ -40,7 +40,7 @@ class Progress:
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
         from rich.progress import Progress as RichProgress
 
-        from .._display import shorten
+        from autotune._display import shorten
 
         console = Console(stderr=True)
         title = shorten(title, 28)

@@ -19,7 +19,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from .._config import Config, SiteChoice
+from autotune.program._config import Config, SiteChoice
 
 ENUMERATE_LIMIT = 20_000
 """Spaces up to this many configs are enumerated for random and nearest-config search."""
@@ -156,6 +156,6 @@ def make_proposer(kind: str, study, space, seed: int | None, budget: int):
         return GridProposer(space)
     if kind == "random":
         return RandomProposer(space, seed)
-    from ._optuna import make_sampler
+    from autotune.study._optuna import make_sampler
 
     return SamplerProposer(kind, study, space, make_sampler(kind, seed, budget), seed)

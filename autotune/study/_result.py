@@ -7,12 +7,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _select
-from .._config import Config
-from .._measurement import Measurement
-from .._objective import Objective
-from .._outcome import Outcome, counts_toward_trials, tally
-from .._select import Point
+from autotune import select as _select
+from autotune.measuring._measurement import Measurement
+from autotune.measuring._outcome import Outcome, counts_toward_trials, tally
+from autotune.program._config import Config
+from autotune.select import Point
+from autotune.select._objective import Objective
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,8 @@ class TrialRecord:
 
     @property
     def counted(self) -> bool:
-        """Whether the trial ended and counts toward ``n_trials`` (:func:`autotune._outcome.counts_toward_trials`)."""
+        """Whether the trial ended and counts toward ``n_trials``
+        (:func:`autotune.measuring._outcome.counts_toward_trials`)."""
         return counts_toward_trials(self.outcome, self.skipped)
 
     def point(self) -> Point | None:
@@ -90,16 +91,16 @@ class TuneResult:
     """What a study found.
 
     Attributes:
-        best_config: the winner (:func:`autotune._select.winner` over the confirmed points:
+        best_config: the winner (:func:`autotune.select.winner` over the confirmed points:
             a challenger beats the default only on its median cost *and* in enough paired rounds:
-            3 of 3, 5 of 6, see :func:`autotune._select.wins_needed`).
+            3 of 3, 5 of 6, see :func:`autotune.select.wins_needed`).
         best_cost: its cost under ``objective``; ``best`` its confirmed measurement.
         default_cost: the default config's confirmed cost.
         trials: one :class:`TrialRecord` per trial of the study, resumed ones included.
-        confirmed: every confirmed :class:`autotune._select.Point` (``config``, ``compile_cost_s``,
+        confirmed: every confirmed :class:`autotune.select.Point` (``config``, ``compile_cost_s``,
             ``run_cost_s``, ``rounds``), the default's among them; ``pareto`` the non-dominated ones.
         complete_range: the call counts over which the measurements are complete
-            (:func:`autotune._select.complete_range`): outside it a config the study did not
+            (:func:`autotune.select.complete_range`): outside it a config the study did not
             measure (or stopped) could be cheaper.
         finished: the study already held its trials and a confirmation of exactly them, so
             nothing was measured: every figure is the stored confirmation's (``reconfirm=True``

@@ -15,20 +15,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import _select
-from .._config import Config
-from .._interrupt import Interrupted
-from .._measurement import Measurement
-from .._objective import Objective
-from .._outcome import counts_toward_trials
-from .._runner import Outcome, TrialFailed
-from .._select import Point
-from ._confirm import contenders
-from ._guard import compare_outputs
-from ._optuna import Study
-from ._predict import MARGIN, CompilePredictor
-from ._result import TrialRecord
-from ._trials import TrialView
+from autotune import select as _select
+from autotune._interrupt import Interrupted
+from autotune.measuring._measurement import Measurement
+from autotune.measuring._outcome import counts_toward_trials
+from autotune.measuring._runner import Outcome, TrialFailed
+from autotune.program._config import Config
+from autotune.select import Point
+from autotune.select._objective import Objective
+from autotune.study._confirm import contenders
+from autotune.study._guard import compare_outputs
+from autotune.study._optuna import Study
+from autotune.study._predict import MARGIN, CompilePredictor
+from autotune.study._result import TrialRecord
+from autotune.study._trials import TrialView
 
 REFERENCE_ROUNDS = 3
 """How many times the default is measured before its cost sets the compile budget."""
@@ -343,7 +343,7 @@ class Search:
 
 def _counted(views: list[TrialView]) -> int:
     """Trials that count toward the budget: those in flight (their config is taken) and the
-    ended ones :func:`autotune._outcome.counts_toward_trials` counts; a queued one does not."""
+    ended ones :func:`autotune.measuring._outcome.counts_toward_trials` counts; a queued one does not."""
     return sum(
         1
         for v in views

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .._config import Config
-from .._runner import Outcome
+from autotune.measuring._runner import Outcome
+from autotune.program._config import Config
 
 TRIAL_ATTRS = (
     "config",

@@ -13,18 +13,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import _host, _keys, _paths
-from .._config import Config
-from .._errors import StudyError
-from .._interrupt import InterruptLatch
-from .._objective import DEFAULT, Objective, compilation_cache_on
-from .._options import SAMPLERS, SEARCHES, Plumbing, TuneOptions, split_keywords
-from .._runner import InProcessRunner, Outcome
-from .._select import Point
-from .._space import Space, unrewritable
-from .._xla import XlaChoice, choices, gpu_platform, offered, searched
-from ._confirm import confirm
-from ._finish import (
+from autotune import _paths
+from autotune._errors import StudyError
+from autotune._interrupt import InterruptLatch
+from autotune._options import SAMPLERS, SEARCHES, Plumbing, TuneOptions, split_keywords
+from autotune.measuring import _host
+from autotune.measuring._runner import InProcessRunner, Outcome
+from autotune.program import _keys
+from autotune.program._config import Config
+from autotune.program._space import Space, unrewritable
+from autotune.program._xla import XlaChoice, choices, gpu_platform, offered, searched
+from autotune.select import Point
+from autotune.select._objective import DEFAULT, Objective, compilation_cache_on
+from autotune.study._confirm import confirm
+from autotune.study._finish import (
     Run,
     confirmed_as_is,
     counted,
@@ -34,12 +36,12 @@ from ._finish import (
     result,
     top_with,
 )
-from ._loads import measure_loads
-from ._optuna import Study
-from ._progress import Progress, wanted
-from ._propose import make_proposer
-from ._result import TuneResult
-from ._search import REFERENCE_ROUNDS, Search, _counted, record_of
+from autotune.study._load_costs import measure_loads
+from autotune.study._optuna import Study
+from autotune.study._progress import Progress, wanted
+from autotune.study._propose import make_proposer
+from autotune.study._result import TuneResult
+from autotune.study._search import REFERENCE_ROUNDS, Search, _counted, record_of
 
 DEFAULT_TRIALS = 32
 # at.tune's own keywords besides the options (for the nearest-name hint of an unknown one)
@@ -78,7 +80,8 @@ def default_runner(
         if options.trial_timeout is not None or options.trial_memory_gb is not None:
             raise StudyError("trial_timeout and trial_memory_gb need a worker process; drop isolate=False.")
         return InProcessRunner(fn, args, kwargs, jit_kwargs, options.timing_dict())
-    from ..worker import Location, WorkerRunner
+    from autotune.measuring._protocol import Location
+    from autotune.measuring._worker_runner import WorkerRunner
 
     if location is None:  # a module-level function: a worker can import it if jax.export cannot carry it
         location = Location.of(fn)
@@ -87,7 +90,7 @@ def default_runner(
 
 def runner_device(runner: Any) -> dict[str, Any]:
     """The device the runner's trials run on: a worker's own report where this process only
-    traces (``autotune._host``), else this process's."""
+    traces (``autotune.measuring._host``), else this process's."""
     info = getattr(runner, "device_info", None)
     return info() if callable(info) else _host.target_device()
 
@@ -129,7 +132,7 @@ def tune(
     compile alone cannot beat the best cost are pruned (or skipped when their compile
     time is predicted over budget); configs that lower to an already measured program
     share its measurement. The contenders are then re-timed side by side and the winner
-    named by :func:`autotune._select.winner`; against the study's winner from an earlier
+    named by :func:`autotune.select.winner`; against the study's winner from an earlier
     confirmation, a new pick must also win the paired rounds (``_finish.keep_or_replace``).
 
     A study that already holds its trials (``n_trials`` counted, or every config taken) and a
@@ -179,7 +182,7 @@ def xla_dimension(
 ) -> tuple[tuple[XlaChoice, ...], list[Any]]:
     """(the XLA choices a study searches, the measurements of the default taken to decide it).
 
-    ``options.xla`` True/False say so; ``"auto"`` (:func:`autotune._xla.searched`) keeps what the
+    ``options.xla`` True/False say so; ``"auto"`` (:func:`autotune.program._xla.searched`) keeps what the
     study decided before (a resumed study, a ``--workers`` helper), else on the CPU measures the
     default (``measure_default``; the search reuses these as the default's first reference
     samples) and searches the options where its compile dominates its cost. One sample decides
@@ -357,7 +360,7 @@ def _search_and_confirm(
                 whole_front=options.search == "pareto",
             )
             if goal.shared:
-                from ..worker._load import loader
+                from autotune.measuring._load_probe import loader
 
                 runner.close()  # the loads run in fresh processes, which need the device this worker holds
                 bar.update(status="measuring the load of the contenders from a persistent compilation cache")

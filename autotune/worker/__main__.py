@@ -2,6 +2,6 @@
 
 import sys
 
-from ._child import main
+from autotune.worker._child import main
 
 sys.exit(main())

@@ -26,10 +26,10 @@ import os
 import sys
 from typing import Any
 
-from .._errors import error_text
-from ._builders import TPU_TOPOLOGIES
-from ._child import serving_stdout
-from ._protocol import OOM_WORDS, PROTOCOL, Event, Op
+from autotune._errors import error_text
+from autotune.measuring._builders import TPU_TOPOLOGIES
+from autotune.measuring._protocol import OOM_WORDS, PROTOCOL, Event, Op
+from autotune.worker._child import serving_stdout
 
 
 class Unavailable(Exception):
@@ -76,13 +76,13 @@ class Target:
 
 
 def compile_for(target: Target, jitted_fun, avals, **options: Any) -> Any:
-    """``autotune._measure.time_stages`` of ``jax.jit(jitted_fun)`` on ``avals`` (shapes and
+    """``autotune.measuring._stages.time_stages`` of ``jax.jit(jitted_fun)`` on ``avals`` (shapes and
     dtypes), every input and output on the target's device, cold (caches cleared, the
     persistent cache off): the stages, compiled, with their wall and CPU seconds."""
     import jax
 
-    from .. import _compat
-    from .._measure import time_stages
+    from autotune.measuring._stages import time_stages
+    from autotune.program import _compat
 
     structs = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals)
     jitted = jax.jit(jitted_fun, in_shardings=target.sharding, out_shardings=target.sharding, **options)

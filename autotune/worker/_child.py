@@ -1,5 +1,5 @@
 """The worker process (``python -m autotune.worker``): one request at a time from stdin,
-events on a private copy of stdout, every stage timed through ``autotune._measure``.
+events on a private copy of stdout, every stage timed through ``autotune.measuring._stages``.
 
 The worker ignores SIGINT (the parent decides what an interrupt means) and exits by itself
 when its parent is gone (``--parent PID``), also when the parent was SIGKILLed or
@@ -22,13 +22,22 @@ import threading
 import time
 from typing import Any
 
-from .._config import Config
-from .._errors import StudyError, error_text
-from .._measure import Executable, Stages, compile_config, donates, dynamic_args, reuse, run_measurement, time_stages
-from .._runner import ExecutableStore
-from ._codec import array_leaves, decode_array, decode_tree, digest, encode_array, jax_leaves
-from ._protocol import OOM_WORDS, PROTOCOL, Event, Location, Mode, Op, import_location
-from ._shardings import place, placement
+from autotune._errors import StudyError, error_text
+from autotune.measuring._codec import array_leaves, decode_array, decode_tree, digest, encode_array, jax_leaves
+from autotune.measuring._protocol import OOM_WORDS, PROTOCOL, Event, Location, Mode, Op, import_location
+from autotune.measuring._runner import ExecutableStore
+from autotune.measuring._shardings import place, placement
+from autotune.measuring._stages import (
+    Executable,
+    Stages,
+    compile_config,
+    donates,
+    dynamic_args,
+    reuse,
+    run_measurement,
+    time_stages,
+)
+from autotune.program._config import Config
 
 
 class Child:
@@ -110,7 +119,7 @@ class Child:
 
     # -- getting the function and its inputs ------------------------------------------------
     def load_study(self, req: dict[str, Any]) -> None:
-        from .._studyfile import load_examples
+        from autotune.record._studyfile import load_examples
 
         examples = load_examples(req["path"])
         index = int(req.get("index", 0))
@@ -177,7 +186,7 @@ class Child:
         """Export mode, compiled by a builder process: load its serialised executable (the flat
         input and output trees rebuilt here) and measure it exactly as a trial is measured; the
         compile figures are the builder's. ``refused`` when it cannot be loaded in this process."""
-        from .._errors import error_text
+        from autotune._errors import error_text
 
         rid = req["id"]
         self.emit(event=Event.STARTED, id=rid)
@@ -253,7 +262,7 @@ class Child:
         """Export mode: the parent traced and lowered; deserialise and compile here."""
         import jax
 
-        from .. import _compat
+        from autotune.program import _compat
 
         with _compat.no_persistent_cache():
             _compat.clear_jax_caches()
@@ -318,7 +327,7 @@ def _watch_parent(parent: int) -> None:
 def device_info() -> dict[str, Any]:
     """This process's device as the cache keys it (``_keys.device_info``): what a parent that
     traces on the CPU learns about the device its trials run on."""
-    from .._keys import device_info as info
+    from autotune.program._keys import device_info as info
 
     return info()
 
@@ -344,7 +353,7 @@ def serving_stdout(argv: list[str]) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv == ["--device"]:  # a probe (autotune._host.target_device): print the device, exit
+    if argv == ["--device"]:  # a probe (autotune.measuring._host.target_device): print the device, exit
         print(json.dumps(device_info()))
         return 0
     Child(serving_stdout(argv), sys.stdin.buffer).serve()

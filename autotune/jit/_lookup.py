@@ -1,0 +1,231 @@
+"""Which config a decorated function's call signature gets: `read_config` and its `Lookup`.
+
+Runs inside the first call per signature (jit's trace), so it stays cheap: the entry is
+read by `cache._fastread.Reader` (a SQLite file through the standard library), and the
+modules of that path are imported on a background thread when the first function is
+decorated (`prefetch`), while the program builds its inputs. Every problem is the default
+config and one warning, never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from autotune import _paths
+from autotune._errors import warn_user_once
+from autotune.program import _keys
+from autotune.program._config import Config
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Which config a call signature gets, and why.
+
+    Attributes:
+        config: the config applied.
+        source: ``"cache"`` (a tuned entry for this program, signature and device),
+            ``"default"`` (no entry), ``"default (cache error)"`` (the cache could not be read),
+            or ``"default (error)"`` (autotune failed on this program: trace, fingerprint,
+            key or replay; the function ran as under ``jax.jit``).
+        entry: the cache entry, or None.
+        fingerprint, signature, device_key: the key that was looked up (``"?"`` where unknown).
+        error: the problem, when there was one.
+    """
+
+    config: Config
+    source: str
+    entry: Any
+    fingerprint: str
+    signature: str
+    device_key: str
+    error: str | None = None
+
+    def __repr__(self) -> str:
+        """One line: the config in notation, where it came from, and for a cached one its gain
+        over the default and its cost, e.g. ``Lookup(smooth=scan×4 from cache, 1.8× the
+        default, cost 0.0123 s)``."""
+        parts = [f"{self._config_text()} from {self.source}"]
+        gain, cost = self._figures()
+        parts += [f"{gain} the default" if gain else "", f"cost {cost}" if cost else ""]
+        if self.error:
+            parts.append(f"error: {_short(self.error)}")
+        return f"Lookup({', '.join(p for p in parts if p)})"
+
+    def _repr_html_(self) -> str:
+        """A small table for notebooks: the facts of :meth:`__repr__`, one per row."""
+        import html
+
+        gain, cost = self._figures()
+        rows = [("config", self._config_text()), ("source", self.source)]
+        rows += [(k, v) for k, v in (("gain over the default", gain), ("cost", cost)) if v]
+        rows += [("error", _short(self.error))] if self.error else []
+        body = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
+        return f"<table><caption>Lookup</caption>{body}</table>"
+
+    def _config_text(self) -> str:
+        return _short(self.config.label(), 80)
+
+    def _figures(self) -> tuple[str, str]:
+        """(gain over the default, cost) of a cached entry, as shown; empty strings otherwise."""
+        entry = self.entry if self.source == "cache" else None
+        cost = getattr(entry, "cost", None)
+        if cost is None:
+            return "", ""
+        default = getattr(entry, "default_cost", None)
+        gain = "" if default is None or cost <= 0 else f"{default / cost:.3g}×"
+        return gain, f"{cost:.4g} s"
+
+
+def failed_lookup(key: str, what: str, exc: Exception, signature: str = "?") -> Lookup:
+    """The default config's `Lookup` after a failure of autotune's on function ``key`` (it
+    could not do ``what``), and its one warning."""
+    warn_user_once(
+        ("failed", key, type(exc).__name__),
+        f"autotune: @at.autotuned could not {what} for {key} ({type(exc).__name__}: {exc}); it runs "
+        "its default config, exactly as jax.jit would. This is a bug of autotune: please report it.",
+    )
+    return Lookup(Config(), "default (error)", None, "?", signature, "?", f"{type(exc).__name__}: {exc}")
+
+
+def _short(text: str, limit: int = 120) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def open_cache(cache: Any):
+    """``cache`` as an `at.Cache` (this imports SQLAlchemy)."""
+    from autotune.cache import Cache
+
+    return cache if isinstance(cache, Cache) else Cache(cache)
+
+
+def _import_call_path() -> None:
+    try:
+        from autotune import select as _select  # noqa: F401
+        from autotune.cache import _fastread  # noqa: F401
+        from autotune.program import _rewrite, _sites  # noqa: F401
+    except Exception:  # noqa: BLE001 - the first call imports what it needs itself, and reports
+        pass
+
+
+_prefetch_started = threading.Event()
+
+
+def prefetch() -> None:
+    """Start importing the first call's modules on a background thread (once per process)."""
+    if not _prefetch_started.is_set():
+        _prefetch_started.set()
+        threading.Thread(target=_import_call_path, name="autotune-prefetch", daemon=True).start()
+
+
+def cache_location(cache_arg: Any, cache: Any) -> str:
+    """The cache as a warning names it (password redacted)."""
+    where = cache if cache is not None else (cache_arg or os.environ.get(_paths.ENV_CACHE))
+    return _paths.redact(where) if where else "the default cache"
+
+
+def _processes(ctl: Any) -> dict[str, Any]:
+    """The processes part of ``ctl``'s objective (`_tuning.objective_of`, the compilation cache
+    detected where not said), for a lookup's re-pick."""
+    from autotune.jit._fn_tune import objective_of
+
+    goal = objective_of(ctl)
+    return {"processes": goal.processes, "compilation_cache": goal.compilation_cache}
+
+
+def cache_has_xla(ctl: Any) -> bool:
+    """Whether ``ctl``'s SQLite cache holds an entry of its function whose config sets XLA options
+    (``"@xla"``): then the decorator hands out its routing object instead of the bare ``jax.jit``
+    (compile options belong to a jit object, not to a signature). One indexed query at decoration;
+    any problem is False (no routing: the plain jit, as before)."""
+    import sqlite3
+
+    from autotune.cache._fastread import sqlite_path
+    from autotune.cache._layout import ENTRIES_TABLE
+
+    path = sqlite_path(ctl._cache_arg)  # None: $AUTOTUNE_CACHE or the user cache
+    if path is None or not os.path.exists(path):
+        return False
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0)
+        try:
+            row = con.execute(
+                f"SELECT 1 FROM {ENTRIES_TABLE} WHERE function_key = ? AND config LIKE ? LIMIT 1",
+                (ctl.key, '%"@xla"%'),
+            ).fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False
+    return row is not None
+
+
+def read_config(ctl: Any, program: Any, signature: str) -> Lookup:
+    """The config the `Autotuned` ``ctl`` applies to ``program`` with ``signature``.
+
+    A cache that cannot be read, or an entry that does not fit the program, is the default
+    config and one warning naming the cache; an entry measured for other call counts than
+    ``ctl.expected_calls`` is applied with one warning that says how to re-tune.
+
+    Raises:
+        Exception: only what fingerprinting ``program`` raises (the caller warns).
+    """
+    fingerprint = program.fingerprint
+    try:
+        device_key = _keys.device_key(_keys.device_info())
+    except Exception as exc:  # no backend: jit itself will say so
+        return Lookup(Config(), "default (cache error)", None, fingerprint, signature, "?", str(exc))
+    try:
+        # Tuned for another call count or weights: the lookup re-picks with the one rule.
+        entry = ctl.reader.lookup(
+            ctl.key,
+            fingerprint,
+            signature,
+            device_key,
+            expected_calls=ctl.expected_calls,
+            compile_weight=ctl.compile_weight,
+            runtime_weight=ctl.runtime_weight,
+            **_processes(ctl),
+        )
+        if entry is None:
+            if ctl.on_miss == "warn":
+                warn_user_once(
+                    ("miss", ctl.key, signature),
+                    f"autotune: no tuned config for {ctl.key} with signature {signature} on "
+                    f"{device_key}; running the default config. Tune it with "
+                    f"`{ctl.__name__}.tune(*args)` or `autotune tune FILE`.",
+                )
+            return Lookup(Config(), "default", None, fingerprint, signature, device_key)
+        config = Config.from_dict(entry.config)
+        # Validate against this program: a foreign or hand-edited entry must not break the call.
+        from autotune.program._rewrite import Plan
+
+        Plan(program.sites, config)
+    except Exception as exc:
+        where = cache_location(ctl._cache_arg, ctl.reader.opened)
+        warn_user_once(
+            ("cache-error", where, type(exc).__name__),
+            f"autotune: the tuning cache {where} could not be used ({type(exc).__name__}: {exc}); "
+            f"{ctl.key} runs its default config. Fix or remove the cache, or pass cache= another location.",
+        )
+        return Lookup(Config(), "default (cache error)", None, fingerprint, signature, device_key, str(exc))
+    if not entry.covers(ctl.expected_calls):
+        from autotune import _display
+
+        calls, covered = ctl.expected_calls, _display.range_text(entry.covered_range)
+        from autotune.cache._entry import fill_retune
+        from autotune.cache._store import python_retune
+
+        command = fill_retune(entry.retune or python_retune(ctl.__name__), calls)
+        warn_user_once(
+            ("range", ctl.key, signature, calls),
+            f"autotune: {ctl.key} was measured completely only for {covered} "
+            f"calls, and expected_calls={calls:g} lies outside, so configs that were not measured for that "
+            f"many calls could be cheaper; it runs the best measured one ({config}). "
+            f"Re-tune for {calls:g} calls: {command}",
+        )
+    return Lookup(config, "cache", entry, fingerprint, signature, device_key)

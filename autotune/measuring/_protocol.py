@@ -1,0 +1,215 @@
+"""The parent/worker protocol: message names, the protocol version, and where a function lives.
+
+Parent and worker speak JSON lines: requests on the worker's stdin, events on a private
+copy of its stdout (whatever user code prints goes to stderr). One request is served at a
+time; a trial's events carry the request's ``id``.
+
+A trial, in order of events: ``started``; then, when the worker traces (study-file and
+import modes), ``lowered`` (the program hash; when the request asked, the worker waits for
+a ``lowered_reply`` telling it to compile or to skip) and ``compile_start``;
+``compile_end``; ``result`` (or ``error`` at any point). A ``load_built`` request (an
+executable a builder process compiled, ``_builders``) goes ``started``, ``compile_end`` (the
+builder's compile seconds), ``result``; or ``refused`` when the executable cannot be loaded here.
+
+Builder processes (``python -m autotune.worker._build_child``) speak the same way: ``ready``,
+then one ``built`` (or ``error``) per ``build`` or ``probe`` request.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+PROTOCOL = 4
+
+
+class Op:
+    """Requests the parent sends."""
+
+    LOAD_STUDY = "load_study"  # import a study file, take examples()[index]
+    LOAD_IMPORT = "load_import"  # import a function by module and qualname; arguments as JSON
+    LOAD_ARGS = "load_args"  # the flat input leaves of an exported program
+    TRIAL = "trial"  # measure one config
+    LOWERED_REPLY = "lowered_reply"  # after a "lowered" event: compile, or skip (a shared program)
+    RETIME = "retime"  # time a kept executable's runtime again
+    RETAIN = "retain"  # keep only these configs' executables
+    LOAD_BUILT = "load_built"  # load an executable a builder compiled, and measure it as a trial
+    BUILD = "build"  # (to a builder) compile an exported program for the target, serialise it
+    PROBE = "probe"  # (to a builder) compile a tiny program for the target: can it build at all?
+    EXIT = "exit"
+
+
+class Event:
+    """Events the worker sends."""
+
+    READY = "ready"
+    LOADED = "loaded"
+    STARTED = "started"
+    LOWERED = "lowered"
+    COMPILE_START = "compile_start"
+    COMPILE_END = "compile_end"
+    RESULT = "result"
+    GONE = "gone"  # retime: that executable is not kept
+    RETAINED = "retained"
+    REFUSED = "refused"  # load_built: the executable cannot be loaded in this worker
+    BUILT = "built"  # a builder's serialised executable (or a probe's success)
+    ERROR = "error"
+    NOISE = "noise"  # a line that was not JSON
+
+
+class Mode:
+    """How the function gets into the worker."""
+
+    EXPORT = "export"  # the parent traces and lowers; the program crosses as jax.export bytes
+    STUDY = "study"  # the worker imports a study file and measures examples()[index]
+    IMPORT = "import"  # the worker imports the function and gets the arguments as JSON
+
+    TRACED_IN_WORKER = ("study", "import")
+
+
+CARRIED_JIT_OPTIONS = frozenset(
+    {
+        "static_argnums",
+        "static_argnames",
+        "donate_argnums",
+        "donate_argnames",
+        "keep_unused",
+        "inline",
+        "compiler_options",
+    }
+)
+"""The ``jax.jit`` options a worker can be given; any other means measuring in-process."""
+
+OOM_WORDS = (
+    "resource_exhausted",
+    "out of memory",
+    "bad_alloc",
+    "cannot allocate memory",
+    "memoryerror",
+    "failed to allocate",
+)
+"""Words in an error or a dying worker's last lines that mean it ran out of memory."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a worker process can import a function from.
+
+    Either a study file and the index of one of its ``examples()`` (the worker takes the
+    function and its arguments from there), or a module and the qualified name of a
+    function in it (an ``@at.autotuned`` function or a plain one; the arguments are sent).
+
+    Attributes:
+        module: the module's import name (``"mypkg.model"``), or None for a study file.
+        qualname: the function's qualified name in it (``"step"``, ``"Model.step"``).
+        file: the module's or study file's path (checked: the worker must import the same file).
+        index: for a study file, the ``examples()`` index.
+    """
+
+    module: str | None = None
+    qualname: str | None = None
+    file: str | None = None
+    index: int | None = None
+
+    @classmethod
+    def study_file(cls, path: str | os.PathLike, index: int = 0) -> Location:
+        return cls(file=os.path.abspath(os.fspath(path)), index=int(index))
+
+    @classmethod
+    def of(cls, fn: Any) -> Location | None:
+        """The location of ``fn`` when another process can import it by module and qualname
+        and get this very function (a module-level function, or an ``@at.autotuned`` one
+        whose wrapped function is ``fn``); None for lambdas, closures, ``__main__``...
+
+        Example::
+
+            >>> import os.path
+            >>> Location.of(os.path.join).qualname
+            'join'
+        """
+        module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+        if not module or not qualname or module == "__main__" or "<" in qualname:
+            return None
+        mod = sys.modules.get(module)
+        path = getattr(mod, "__file__", None)
+        if mod is None or not path:
+            return None
+        try:
+            found = resolve(mod, qualname)
+        except AttributeError:
+            return None
+        if unwrap(found) is not unwrap(fn):
+            return None
+        return cls(module=module, qualname=qualname, file=os.path.abspath(path))
+
+    @property
+    def is_study_file(self) -> bool:
+        return self.module is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"module": self.module, "qualname": self.qualname, "file": self.file, "index": self.index}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Location:
+        return cls(d.get("module"), d.get("qualname"), d.get("file"), d.get("index"))
+
+    def describe(self) -> str:
+        if self.is_study_file:
+            return f"examples()[{self.index}] of {self.file}"
+        return f"{self.module}:{self.qualname}"
+
+
+def load_import_message(loc: Location, args: tuple, kwargs: dict, jit_kwargs: dict) -> tuple[dict[str, Any], str]:
+    """The ``load_import`` request for ``loc`` and these arguments, and the digest of their
+    arrays (the worker must report the same). Raises ``NotPortable`` for arguments that
+    cannot cross as JSON."""
+    import json
+
+    from autotune.measuring._codec import NotPortable, array_leaves, digest, encode_tree
+
+    message = {
+        "op": Op.LOAD_IMPORT,
+        "location": loc.to_dict(),
+        "sys_path": list(sys.path),
+        "args": encode_tree([list(args), dict(kwargs)]),
+        "jit_kwargs": dict(jit_kwargs),
+    }
+    try:
+        json.dumps(message["jit_kwargs"])
+    except (TypeError, ValueError):
+        raise NotPortable(f"the jax.jit options {sorted(jit_kwargs)} cannot be sent as JSON") from None
+    return message, digest(array_leaves((tuple(args), dict(kwargs))))
+
+
+def resolve(module: Any, qualname: str) -> Any:
+    """``module.<qualname>``, following dots (``"Model.step"``)."""
+    obj = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def unwrap(obj: Any) -> Any:
+    """The plain function behind an ``@at.autotuned`` function (duck-typed, so the parent
+    side never imports the decorator), or ``obj`` itself."""
+    ctl = getattr(obj, "autotune", None)
+    if ctl is not None and callable(getattr(ctl, "fun", None)) and hasattr(ctl, "jit_kwargs"):
+        return ctl.fun
+    if callable(getattr(obj, "fun", None)) and hasattr(obj, "jit_kwargs") and hasattr(obj, "key"):
+        return obj.fun
+    return obj
+
+
+def import_location(loc: Location) -> Any:
+    """Import ``loc``'s module (checking it is the expected file) and return the function."""
+    module = importlib.import_module(loc.module)
+    path = getattr(module, "__file__", None)
+    if loc.file and path and os.path.realpath(path) != os.path.realpath(loc.file):
+        raise ImportError(
+            f"module {loc.module!r} imports {path} in the worker, not {loc.file}; "
+            "run the tuning from the same environment (sys.path) as the function's module"
+        )
+    return unwrap(resolve(module, loc.qualname))

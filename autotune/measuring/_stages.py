@@ -1,0 +1,367 @@
+"""Measure one config honestly: trace, lower, compile and run time, separately.
+
+This is the one timing implementation. :func:`measure` (``at.measure``), the in-process
+runner, the worker process in every mode and the benchmark scripts all time through the
+primitives here: :func:`time_stages` (trace, lower, hash, compile), :func:`compile_config`
+(the same with JAX's caches cleared and the persistent cache off), :func:`time_calls`
+(adaptive runtime sampling in a timing mode, :mod:`autotune.measuring._timing`) and
+:func:`run_measurement` (a :class:`Measurement` from compiled stages). Each stage is timed in
+wall seconds and in the process's CPU seconds (all threads: XLA compiles on threads of its own);
+load stretches the first, not the second, which the objective charges
+(:attr:`Measurement.compile_cost_s`; README, "Measuring honestly").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+
+from autotune.measuring._measurement import Measurement as Measurement  # the value this module produces
+from autotune.measuring._timing import Timing, check_mode, time_calls
+from autotune.program import _compat
+from autotune.program._config import Config
+from autotune.program._jitargs import donates, dynamic_args, jit_option_set  # noqa: F401 (imported from here too)
+from autotune.program._rewrite import with_config
+from autotune.program._xla import XlaChoice, jit_options
+
+# What runners pass on to time_calls (in this process and in the worker's trial and retime requests).
+TIMING_OPTIONS = ("mode", "warmup", "min_reps", "max_reps", "target_s")
+
+FRESH_BYTES = 256 * 2**20
+"""The most bytes of fresh input copies made at once for a donating program (they are made before a
+sample's clock starts, one set per call of the sample)."""
+
+
+@dataclass
+class Stages:
+    """What :func:`time_stages` produced and how long each stage took; ``compiled`` is None when
+    compiling was skipped (``compile=False``, or ``on_lowered`` returned ``reused``)."""
+
+    jitted: Any
+    traced: Any = None
+    lowered: Any = None
+    compiled: Any = None
+    trace_s: float = 0.0
+    lower_s: float = 0.0
+    compile_s: float = 0.0
+    program_hash: str | None = None
+    reused: Any = None
+    trace_cpu_s: float | None = None
+    lower_cpu_s: float | None = None
+    compile_cpu_s: float | None = None
+    xla: XlaChoice | None = None  # the config's XLA options (jit_options), hashed with the program
+
+
+def program_hash(lowered: Any, xla_flags: dict[str, Any] | None = None) -> str:
+    """sha256 of a lowered program's text (without debug locations): equal for configs that
+    emit the same program, whatever their site choices were. A config's XLA options
+    (``xla_flags``) build another executable from the same text, so they are hashed with it;
+    without any, the hash is the text's alone."""
+    text = lowered.as_text()
+    if xla_flags:
+        text += "\n// xla options: " + repr(sorted(xla_flags.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def time_stages(
+    jitted: Any,
+    args: Sequence[Any] = (),
+    kwargs: dict[str, Any] | None = None,
+    *,
+    on_traced: Callable[[Stages], None] | None = None,
+    on_lowered: Callable[[Stages], Any] | None = None,
+    compile: bool = True,
+    xla: XlaChoice | None = None,
+    platforms: tuple[str, ...] | None = None,
+) -> Stages:
+    """Trace, lower and compile ``jitted`` on ``args``, timing each stage apart.
+
+    Arguments:
+        jitted: a ``jax.jit`` object.
+        args, kwargs: its arguments.
+        on_traced: called after tracing (may raise, e.g. to stop over a budget).
+        on_lowered: called after lowering, with ``program_hash`` set and before compiling;
+            if it returns anything but None, compiling is skipped and the value kept in
+            ``Stages.reused``.
+        compile: False stops after lowering.
+        xla: the XLA options ``jitted`` was made with (a config's), hashed with the program.
+
+    Hook time is not counted in any stage; each stage's process CPU seconds go to ``*_cpu_s``.
+    """
+    kwargs = kwargs or {}
+    stages = Stages(jitted, xla=xla or None)
+    t0, c0 = time.perf_counter(), time.process_time()
+    stages.traced = jitted.trace(*args, **kwargs)
+    stages.trace_s, stages.trace_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    if on_traced is not None:
+        on_traced(stages)
+    t0, c0 = time.perf_counter(), time.process_time()
+    # platforms: lower for a device this process does not open (a trace-only parent, autotune.measuring._host)
+    stages.lowered = stages.traced.lower(lowering_platforms=platforms) if platforms else stages.traced.lower()
+    stages.lower_s, stages.lower_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    stages.program_hash = program_hash(stages.lowered, xla.flags() if xla else None)
+    if on_lowered is not None:
+        stages.reused = on_lowered(stages)
+        if stages.reused is not None:
+            return stages
+    if compile:
+        t0, c0 = time.perf_counter(), time.process_time()
+        stages.compiled = stages.lowered.compile()
+        stages.compile_s, stages.compile_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    return stages
+
+
+def compile_config(
+    fn: Callable,
+    args: Sequence[Any],
+    kwargs: dict[str, Any] | None = None,
+    config: Config | None = None,
+    *,
+    jit_kwargs: dict[str, Any] | None = None,
+    clear_caches: bool = True,
+    on_traced: Callable[[Stages], None] | None = None,
+    on_lowered: Callable[[Stages], Any] | None = None,
+    compile: bool = True,
+    platforms: tuple[str, ...] | None = None,
+) -> Stages:
+    """:func:`time_stages` of ``jax.jit(with_config(fn, config), **jit_kwargs)`` with the config's
+    XLA options merged into ``compiler_options`` (:func:`autotune.program._xla.jit_options`), cold: JAX's
+    in-memory caches cleared first (unless ``clear_caches=False``) and the persistent
+    compilation cache neither read nor written."""
+    config = Config() if config is None else config
+    jitted = jax.jit(with_config(fn, config), **jit_options(config.xla, jit_kwargs))
+    with _compat.no_persistent_cache():
+        if clear_caches:
+            _compat.clear_jax_caches()
+        return time_stages(
+            jitted,
+            tuple(args),
+            dict(kwargs or {}),
+            on_traced=on_traced,
+            on_lowered=on_lowered,
+            compile=compile,
+            xla=config.xla,
+            platforms=platforms,
+        )
+
+
+def _memory(compiled) -> dict[str, int]:
+    try:
+        stats = compiled.memory_analysis()
+    except Exception:
+        return {}
+    sizes = {k: getattr(stats, f"{k}_size_in_bytes", None) for k in ("temp", "generated_code", "argument", "output")}
+    return {key: int(value) for key, value in sizes.items() if value is not None}
+
+
+def _flops(compiled) -> float | None:
+    try:
+        analysis = compiled.cost_analysis()
+    except Exception:
+        return None
+    if isinstance(analysis, (list, tuple)):
+        analysis = analysis[0] if analysis else None
+    value = (analysis or {}).get("flops")
+    return float(value) if value is not None and math.isfinite(value) and value >= 0 else None
+
+
+def _copy(x):
+    return x.copy() if isinstance(x, jax.Array) else x
+
+
+def time_compiled(compiled: Any, args: tuple, kwargs: dict, *, donating: bool = False, **timing: Any) -> Timing:
+    """The :class:`autotune.measuring._timing.Timing` (median s, IQR s, reps, p10 s, the mode charged, the last
+    call's outputs) of calling ``compiled`` on the dynamic ``args``/``kwargs``, ``timing`` as
+    :func:`time_calls` takes it. With ``donating`` every call gets its own fresh copies of the
+    inputs, made before the clock starts (at most :data:`FRESH_BYTES` of them at once)."""
+    if not donating:
+        return time_calls(lambda: compiled(*args, **kwargs), **timing)
+    leaves = [x for x in jax.tree_util.tree_leaves((args, kwargs)) if isinstance(x, jax.Array)]
+    size = sum(int(x.nbytes) for x in leaves)
+    timing["max_batch"] = max(1, min(int(timing.get("max_batch", 1000)), FRESH_BYTES // max(size, 1)))
+    return time_calls(
+        lambda inputs: compiled(*inputs[0], **inputs[1]),
+        fresh=lambda: jax.tree_util.tree_map(_copy, (args, kwargs)),
+        **timing,
+    )
+
+
+def run_measurement(
+    stages: Stages,
+    args: tuple,
+    kwargs: dict,
+    *,
+    config: Config | None = None,
+    donating: bool = False,
+    keep_outputs: bool = False,
+    **timing: Any,
+) -> Measurement:
+    """Time the runtime of compiled ``stages`` and return the whole :class:`Measurement`."""
+    t = time_compiled(stages.compiled, args, kwargs, donating=donating, **timing)
+    return Measurement(
+        trace_s=stages.trace_s,
+        lower_s=stages.lower_s,
+        compile_s=stages.compile_s,
+        run_s=t.run_s,
+        run_iqr_s=t.iqr_s,
+        reps=t.reps,
+        config=Config() if config is None else config,
+        memory=_memory(stages.compiled),
+        flops=_flops(stages.compiled),
+        program_hash=stages.program_hash,
+        outputs=t.outputs if keep_outputs else None,
+        trace_cpu_s=stages.trace_cpu_s,
+        lower_cpu_s=stages.lower_cpu_s,
+        compile_cpu_s=stages.compile_cpu_s,
+        run_p10_s=t.p10_s,
+        timing=t.mode,
+    )
+
+
+def reuse(earlier: Measurement, stages: Stages, config: Config) -> Measurement:
+    """The measurement of a config that lowered to the same program as ``earlier``'s:
+    its own trace and lower seconds, the earlier one's compile, runtime, memory, flops
+    and outputs."""
+    return earlier.replace(
+        trace_s=stages.trace_s,
+        lower_s=stages.lower_s,
+        config=config,
+        program_hash=stages.program_hash,
+        trace_cpu_s=stages.trace_cpu_s,
+        lower_cpu_s=stages.lower_cpu_s,
+    )
+
+
+@dataclass
+class Executable:
+    """A compiled config kept for re-timing: the executable, its dynamic arguments and the
+    measurement taken when it was compiled (see ``autotune.measuring._runner.ExecutableStore``)."""
+
+    compiled: Any
+    args: tuple
+    kwargs: dict
+    donating: bool
+    measurement: Measurement
+
+    def retime(self, **timing: Any) -> Measurement:
+        """Time the runtime again (``timing`` as :func:`time_calls` takes it, its mode included): the
+        new runtime figures and the mode they were charged in, the kept compile figures."""
+        t = time_compiled(self.compiled, self.args, self.kwargs, donating=self.donating, **timing)
+        return self.measurement.replace(
+            run_s=t.run_s, run_iqr_s=t.iqr_s, reps=t.reps, run_p10_s=t.p10_s, timing=t.mode, outputs=None
+        )
+
+
+def measure_executable(
+    fn: Callable,
+    args: Sequence[Any],
+    kwargs: dict[str, Any] | None = None,
+    config: Config | None = None,
+    *,
+    jit_kwargs: dict[str, Any] | None = None,
+    timing: dict[str, Any] | None = None,
+    clear_caches: bool = True,
+    keep_outputs: bool = False,
+    on_stage: Callable[[str, Stages], None] | None = None,
+    on_lowered: Callable[[str], Measurement | None] | None = None,
+) -> tuple[Measurement, Executable | None]:
+    """:func:`measure`, also returning the :class:`Executable` (None when ``on_lowered``
+    handed back an earlier measurement and nothing was compiled).
+
+    ``on_stage(name, stages)`` is called after ``"trace"`` and after ``"lower"`` (before
+    ``on_lowered``), e.g. to stop a config over its compile budget.
+    """
+    kwargs, jit_kwargs, args = dict(kwargs or {}), dict(jit_kwargs or {}), tuple(args)
+    config = Config() if config is None else config
+
+    def traced(st: Stages) -> None:
+        if on_stage is not None:
+            on_stage("trace", st)
+
+    def lowered(st: Stages) -> Any:
+        if on_stage is not None:
+            on_stage("lower", st)
+        return None if on_lowered is None else on_lowered(st.program_hash)
+
+    stages = compile_config(
+        fn, args, kwargs, config, jit_kwargs=jit_kwargs, clear_caches=clear_caches, on_traced=traced, on_lowered=lowered
+    )
+    if stages.reused is not None:
+        return reuse(stages.reused, stages, config), None
+    dyn_args, dyn_kwargs = dynamic_args(fn, args, kwargs, jit_kwargs)
+    m = run_measurement(
+        stages,
+        dyn_args,
+        dyn_kwargs,
+        config=config,
+        donating=donates(jit_kwargs),
+        keep_outputs=keep_outputs,
+        **dict(timing or {}),
+    )
+    return m, Executable(stages.compiled, dyn_args, dyn_kwargs, donates(jit_kwargs), m.replace(outputs=None))
+
+
+def measure(
+    fn: Callable,
+    args: Sequence[Any],
+    kwargs: dict[str, Any] | None = None,
+    config: Config | dict | None = None,
+    *,
+    jit_kwargs: dict[str, Any] | None = None,
+    warmup: int = 2,
+    min_reps: int = 5,
+    max_reps: int = 2000,
+    target_s: float = 0.5,
+    timing_mode: str = "steady",
+    clear_caches: bool = True,
+    keep_outputs: bool = False,
+    on_lowered: Callable[[str], Measurement | None] | None = None,
+) -> Measurement:
+    """Compile ``fn`` under ``config`` and time every stage.
+
+    Arguments:
+        fn: the (undecorated) function.
+        args, kwargs: example inputs; static ones as ``jit_kwargs`` declares.
+        config: the config to measure; None measures the default.
+        jit_kwargs: keyword arguments for ``jax.jit`` (``static_argnums``, ``donate_argnums``...).
+        warmup, min_reps, max_reps, target_s: runtime sampling, see :func:`time_calls`.
+        timing_mode: how a call is timed: ``"steady"`` (calls dispatched back to back, the
+            default), ``"blocking"`` (each call waited for on its own) or ``"device"`` (the
+            device's own time from JAX's profiler; the steady state where the platform gives
+            none); ``Measurement.timing`` says which was charged (:mod:`autotune.measuring._timing`).
+        clear_caches: clear JAX's in-memory caches first, so trace/lower/compile are cold.
+        keep_outputs: keep the outputs of one call in ``Measurement.outputs``.
+        on_lowered: called with the program hash after lowering, before compiling; when it
+            returns a :class:`Measurement` (an earlier config with the same program),
+            nothing is compiled or run and the result is that measurement with this
+            config's trace and lower seconds.
+
+    Returns:
+        A :class:`Measurement`.
+
+    Example::
+
+        >>> import jax.numpy as jnp, autotune as at
+        >>> f = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=16, name="l")[0]
+        >>> m = at.measure(f, (jnp.zeros(4),), config={"l": {"repr": "for"}})
+        >>> m.compile_s > 0 and m.run_s > 0
+        True
+    """
+    timing = dict(mode=check_mode(timing_mode), warmup=warmup, min_reps=min_reps, max_reps=max_reps, target_s=target_s)
+    return measure_executable(
+        fn,
+        args,
+        kwargs,
+        Config.from_dict(config),  # a user's dict is read once, here
+        jit_kwargs=jit_kwargs,
+        timing=timing,
+        clear_caches=clear_caches,
+        keep_outputs=keep_outputs,
+        on_lowered=on_lowered,
+    )[0]

@@ -1,0 +1,391 @@
+"""The parent side: :class:`WorkerRunner` measures configs in a worker process, with a time
+limit, a memory cap and crash containment.
+
+Three ways to get the function into the worker (``Mode``): export mode (what
+:func:`autotune.tune` builds: this process traces and lowers, ``jax.export`` carries the
+program; closures work; its trials, and the builder processes that compile them ahead, are
+``_exported``'s), import mode (a program ``jax.export`` cannot serialise, e.g. with
+host callbacks, and a :class:`Location`: the worker imports the function, gets the arguments
+as JSON and traces it itself) and study-file mode (:meth:`WorkerRunner.for_study_file`).
+Arguments cross with their meshes and shardings: a sharded call is measured as it runs. Such
+a program without a location, a sharding that cannot cross, or a worker that cannot place the
+arguments as the call has them (fewer devices) means in-process measurement, with one warning.
+The memory cap is ``RLIMIT_DATA`` in the worker (heap and anonymous mappings, where XLA
+allocates; ``RLIMIT_AS`` is unusable: XLA reserves large virtual ranges at start-up).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from autotune import _interrupt
+from autotune._errors import StudyError
+from autotune.measuring._channel import WorkerProcess
+from autotune.measuring._codec import decode_array
+from autotune.measuring._exported import ExportHost, _FellBack
+from autotune.measuring._follow import latch, request_reply, retime_in
+from autotune.measuring._policy import CompilePolicy
+from autotune.measuring._protocol import CARRIED_JIT_OPTIONS, Location, Mode, Op
+from autotune.measuring._runner import RECENT, InProcessRunner, TrialFailed
+from autotune.measuring._stages import TIMING_OPTIONS, Measurement, Stages, reuse
+from autotune.program._config import Config
+
+
+class WorkerRunner(ExportHost):
+    """Measures configs in a worker process: the :class:`~autotune.measuring._runner.Runner` contract
+    with time limits, a memory cap and crash containment.
+
+    Arguments:
+        fn, args, kwargs, jit_kwargs: the function, its example inputs and the
+            ``jax.jit`` options, as for :func:`autotune.measure`.
+        timing: runtime sampling options (``warmup``, ``min_reps``, ``max_reps``, ``target_s``).
+        trial_timeout: seconds one trial (trace + lower + compile + run) may take; None
+            for no limit. Over it, the worker is killed: ``TrialFailed("timeout")``.
+        trial_memory_gb: ``RLIMIT_DATA`` of the worker in GiB, or None.
+        isolate: ``"auto"`` measures in-process, with one warning, a program the worker
+            cannot take; ``True`` raises :class:`StudyError` instead.
+        startup_timeout: seconds to wait for a new worker to import JAX.
+        prune_grace_s: a trial over its compile budget is killed once its compile has also run
+            this long. None (default): the time the last worker took to start (killing a compile
+            that would end sooner than a new worker starts costs more than it saves; 0: at once).
+        python: the worker's interpreter (default: this one).
+        location: where the worker can import ``fn`` from (:class:`Location`), used when
+            ``jax.export`` cannot serialise the program (import mode).
+        policy: the :class:`~autotune.worker.CompilePolicy` (default: from the platform; on
+            GPU a fresh worker for every trial that compiles).
+        recent: how many recent configs' executables the worker keeps for ``retime``.
+        builders: builder processes that compile export-mode configs while the worker measures
+            (``_builders``): a number, 0 (compile in the worker) or ``"auto"`` (a few where this
+            process only traces and the worker owns a TPU chip they compile for, else none).
+        build_target: the device builders compile for (platform, device_kind, device_count;
+            default: the worker's).
+
+    Example::
+
+        >>> import jax.numpy as jnp, autotune as at
+        >>> f = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=8, name="l")[0]
+        >>> with WorkerRunner(f, (jnp.ones(3),), timing={"target_s": 0.01}, trial_timeout=60) as r:
+        ...     m = r.measure({"l": {"repr": "for"}})
+        >>> m.compile_s > 0
+        True
+    """
+
+    def __init__(
+        self,
+        fn: Callable | None,
+        args: tuple = (),
+        kwargs: dict | None = None,
+        jit_kwargs: dict | None = None,
+        timing: dict | None = None,
+        *,
+        trial_timeout: float | None = None,
+        trial_memory_gb: float | None = None,
+        isolate: bool | str = "auto",
+        startup_timeout: float = 300.0,
+        prune_grace_s: float | None = None,
+        python: str | None = None,
+        location: Location | None = None,
+        policy: CompilePolicy | None = None,
+        recent: int = RECENT,
+        builders: int | str = 0,
+        build_target: dict[str, Any] | None = None,
+    ):
+        if trial_timeout is not None and not trial_timeout > 0:
+            raise StudyError(f"trial_timeout={trial_timeout!r} must be a number of seconds > 0, or None.")
+        if trial_memory_gb is not None and not trial_memory_gb > 0:
+            raise StudyError(f"trial_memory_gb={trial_memory_gb!r} must be a number of GiB > 0, or None.")
+        if isolate not in ("auto", True):
+            raise StudyError(f"WorkerRunner(isolate={isolate!r}): use 'auto' or True.")
+        if builders != "auto" and (isinstance(builders, bool) or not isinstance(builders, int) or builders < 0):
+            raise StudyError(f"WorkerRunner(builders={builders!r}): use 'auto' or a number of processes >= 0.")
+        if location is not None and not isinstance(location, Location):
+            raise StudyError(f"WorkerRunner(location={location!r}): pass an autotune.worker.Location or None.")
+        self.fn, self.args, self.kwargs, self.jit_kwargs = fn, tuple(args), dict(kwargs or {}), dict(jit_kwargs or {})
+        self.timing = {k: v for k, v in dict(timing or {}).items() if k in TIMING_OPTIONS}
+        self.trial_timeout, self.trial_memory_gb, self.strict = trial_timeout, trial_memory_gb, isolate is True
+        self.startup_timeout, self.prune_grace_s = startup_timeout, prune_grace_s
+        self.startup_s: float | None = None  # how long the last worker took to become ready
+        self.python, self.location, self.policy, self.recent = python or sys.executable, location, policy, recent
+        self.mode = Mode.EXPORT if fn is not None else Mode.STUDY
+        self.study_file = location.file if location is not None and location.is_study_file else None
+        self.index = location.index if self.study_file else 0
+        self.fallback_reason: str | None = None  # why trials run in-process (not isolated)
+        self.import_reason: str | None = None  # why the worker imports the function (export failed)
+        self.worker_info: dict[str, Any] = {}  # the current worker's "ready" event
+        self._worker: WorkerProcess | None = None
+        self._in_process_runner: InProcessRunner | None = None
+        self._starts, self._ever_ready, self._trial_id = 0, False, 0
+        self._args_line: bytes | None = None
+        self._import_request: dict[str, Any] | None = None
+        self._input_digest: str | None = None
+        self._placement: dict[str, Any] | None = None  # where the call's arguments live (the worker's must match)
+        self._closed = False
+        self._init_builds(builders, build_target)
+        if fn is not None:
+            extra = sorted(set(self.jit_kwargs) - CARRIED_JIT_OPTIONS)
+            if extra:
+                self._fall_back(f"the jax.jit option(s) {extra} cannot be carried to a worker process")
+
+    @classmethod
+    def from_options(
+        cls, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, options: Any, location: Location | None = None
+    ) -> WorkerRunner:
+        """The runner a study with these :class:`autotune.TuneOptions` measures with."""
+        return cls(
+            fn,
+            args,
+            kwargs,
+            jit_kwargs,
+            options.timing_dict(),
+            trial_timeout=options.trial_timeout,
+            trial_memory_gb=options.trial_memory_gb,
+            isolate=options.isolate,
+            location=location,
+            builders=options.builders,
+        )
+
+    @classmethod
+    def for_study_file(cls, path: str | os.PathLike, index: int = 0, **options: Any) -> WorkerRunner:
+        """A runner whose worker imports the study file itself and measures ``examples()[index]``.
+
+        The whole trial (trace, lower, compile, run) runs in the worker; no array crosses
+        except the outputs. ``options`` are those of :class:`WorkerRunner`.
+        """
+        if not os.path.isfile(path):
+            raise StudyError(f"Study file {os.fspath(path)!r} does not exist.")
+        return cls(None, location=Location.study_file(path, index), **options)
+
+    # -- public ------------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        """The current worker's process id, or None when none is running."""
+        return self._worker.pid if self._worker is not None and self._worker.alive() else None
+
+    @property
+    def restarts(self) -> int:
+        """How many workers were started after the first (one per crash, kill or replacement)."""
+        return max(0, self._starts - 1)
+
+    @property
+    def isolated(self) -> bool:
+        """False once this runner measures in-process (see ``fallback_reason``)."""
+        return self.fallback_reason is None
+
+    def measure(
+        self,
+        config: Config | dict | None,
+        *,
+        compile_budget_s: float | None = None,
+        on_lowered: Callable[[str], Measurement | None] | None = None,
+    ) -> Measurement:
+        """Measure ``config`` in the worker (the Runner contract in ``autotune.measuring._runner``): raises
+        :class:`TrialFailed`, or ``Interrupted`` for a signal while waiting (the worker killed first)."""
+        if self._closed:
+            raise StudyError("This WorkerRunner is closed.")
+        config = Config.from_dict(config)
+        if self.fallback_reason is None:
+            with latch():
+                try:
+                    _interrupt.check()
+                    if self.mode == Mode.EXPORT:
+                        return self._measure_export(config, compile_budget_s, on_lowered)
+                    return self._measure_traced(config, compile_budget_s, on_lowered)
+                except _FellBack:
+                    pass
+                except (TrialFailed, StudyError):
+                    raise
+                except BaseException:
+                    # Interrupted or broken mid-protocol: the worker's state is unknown.
+                    self._discard()
+                    raise
+        return self._in_process().measure(config, compile_budget_s=compile_budget_s, on_lowered=on_lowered)
+
+    def retime(self, config: Config | dict | None) -> Measurement | None:
+        """Time the runtime again on ``config``'s executable kept in the warm worker (one a
+        builder compiled for it is loaded where the worker lacks it); None when it is gone
+        (evicted, or the worker was replaced)."""
+        if self._closed:
+            raise StudyError("This WorkerRunner is closed.")
+        config = Config.from_dict(config)
+        if self.fallback_reason is not None:
+            return self._in_process().retime(config)
+        worker = self._worker
+        held = worker is not None and worker.alive() and worker.loaded
+        if not held and config.to_json() not in self._built:
+            return None
+        with latch():
+            try:
+                _interrupt.check()
+                m = None
+                if held:
+                    self._trial_id += 1
+                    m = retime_in(worker, self._trial_id, config.to_json(), self.timing, self.trial_timeout)
+                if m is None:
+                    return self._retime_built(config)
+            except _FellBack:
+                return None
+            except (TrialFailed, StudyError):
+                if self._worker is not None and not self._worker.alive():
+                    self._discard()
+                raise
+            except BaseException:
+                self._discard()
+                raise
+        return Measurement.from_dict(m).replace(config=config)
+
+    def device_info(self) -> dict[str, Any]:
+        """The device trials run on (``_keys.device_info``'s fields). In a trace-only parent
+        (``autotune.measuring._host.pin``) the worker reports it, so this starts one and waits for it."""
+        from autotune.measuring import _host
+
+        if _host.pinned() and _host.learned() is None and self.fallback_reason is None and not self._closed:
+            self._spawn()
+            self._await_ready()
+        return _host.target_device()
+
+    def _target_platform(self) -> str | None:
+        """The platform to lower for when it is not this process's own (a trace-only parent's
+        worker owns an accelerator), else None."""
+        from autotune.measuring import _host
+
+        if not _host.pinned():
+            return None
+        platform = self.device_info()["platform"]
+        return None if platform == "cpu" else platform
+
+    def start(self) -> None:
+        """Start the worker process now (its JAX import overlaps with whatever the caller does
+        next); measuring starts it anyway."""
+        if not self._closed and self.fallback_reason is None:
+            self._spawn()
+            self._start_builders()
+
+    def renew(self) -> bool:
+        """Measure in a fresh worker from now on (its executables are lost; what builders compiled
+        is loaded there instead of compiling again); False when in-process."""
+        if self._closed or self.fallback_reason is not None:
+            return False
+        self._discard()
+        self._spawn()
+        self._renewed = True
+        return True
+
+    def retain(self, configs: Iterable[Config | dict]) -> None:
+        """Keep only these configs' executables for :meth:`retime` (a worker that loaded nothing has none)."""
+        keys = [Config.from_dict(c).to_json() for c in configs]
+        self._keep_only(keys)
+        if self.fallback_reason is not None:
+            self._in_process().retain([Config.from_json(k) for k in keys])
+            return
+        if self._worker is not None and self._worker.loaded and self._worker.alive() and not self._closed:
+            self._trial_id += 1
+            try:
+                request_reply(
+                    self._worker,
+                    {"op": Op.RETAIN, "id": self._trial_id, "keys": keys},
+                    time.monotonic() + self.startup_timeout,
+                    "dropping kept executables",
+                    rid=self._trial_id,
+                )
+            except TrialFailed:
+                self._discard()  # nothing is kept now, which retime() will say
+
+    def close(self) -> None:
+        """Stop the worker and the builders (politely, then by SIGKILL) and reap them. Idempotent."""
+        self._closed = True
+        self._close_builders()
+        if self._worker is not None and self._worker.ready is not None:  # one still starting has nothing to end
+            self._worker.exit()
+        self._discard()
+        if self._in_process_runner is not None:
+            self._in_process_runner.close()
+
+    def __enter__(self) -> WorkerRunner:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- in-process fallback --------------------------------------------------------------
+    def _fall_back(self, reason: str) -> _FellBack:
+        from autotune.measuring import _host
+
+        target = (_host.learned() or {}).get("platform", "cpu") if _host.pinned() else "cpu"
+        if self.strict or target != "cpu":  # a trace-only parent would measure its CPU, not the device
+            self._discard()
+            raise StudyError(
+                f"Cannot measure this function in a worker process: {reason}. "
+                + (
+                    "This process traces on the CPU and leaves the device to its worker, so it cannot "
+                    "measure in-process; run the program with AUTOTUNE_RECORD=1 and tune it with "
+                    "`autotune tune --recorded`, or tune it where the device is this process's."
+                    if target != "cpu"
+                    else "Pass isolate='auto' to measure it in-process, or isolate=False."
+                )
+            )
+        if self.strict:
+            self._discard()
+            raise StudyError(
+                f"Cannot measure this function in a worker process: {reason}. "
+                "Pass isolate='auto' to measure it in-process, or isolate=False."
+            )
+        self.fallback_reason = reason
+        deadline = "trial_timeout" if self.trial_timeout else "the compile budget"
+        lost = f"; {deadline} is a deadline there (a trial past it is dropped and finishes in the background)" + (
+            "; trial_memory_gb does not apply" if self.trial_memory_gb else ""
+        )
+        warnings.warn(
+            f"autotune: measuring in-process, without isolation: {reason}{lost}.", RuntimeWarning, stacklevel=5
+        )
+        self._discard()
+        return _FellBack()  # for the caller to raise: from now on it measures in-process
+
+    def _in_process(self) -> InProcessRunner:
+        if self.fn is None:  # study-file mode never falls back
+            raise StudyError(f"The worker for {self.study_file} is unavailable: {self.fallback_reason}")
+        if self._in_process_runner is None:
+            self._in_process_runner = InProcessRunner(
+                self.fn,
+                self.args,
+                self.kwargs,
+                self.jit_kwargs,
+                self.timing,
+                recent=self.recent,
+                trial_timeout=self.trial_timeout,
+            )
+        return self._in_process_runner
+
+    # -- study-file and import modes --------------------------------------------------------
+    def _measure_traced(self, config: Config, budget: float | None, on_lowered) -> Measurement:
+        self._spawn()
+        started = time.monotonic()
+        request = {
+            "op": Op.TRIAL,
+            "mode": self.mode,
+            "config": config.to_dict(),
+            "timing": self.timing,
+            "keep_outputs": True,
+            "ask_lowered": on_lowered is not None,
+        }
+        done, reused = self._run(request, budget, started, parent_s=0.0, on_lowered=on_lowered)
+        if done.get("skipped"):
+            m = done["measurement"]
+            return reuse(
+                reused,
+                Stages(
+                    None,
+                    trace_s=float(m["trace_s"]),
+                    lower_s=float(m["lower_s"]),
+                    program_hash=m.get("program_hash"),
+                    trace_cpu_s=m.get("trace_cpu_s"),
+                    lower_cpu_s=m.get("lower_cpu_s"),
+                ),
+                config,
+            )
+        outputs = [decode_array(d) for d in done.get("outputs") or []]
+        return Measurement.from_dict(done["measurement"]).replace(config=config, outputs=outputs)

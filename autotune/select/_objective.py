@@ -1,0 +1,187 @@
+"""`Objective`: what a config costs a user whose processes each call the compiled function N times."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from autotune._errors import ConfigError
+
+_FIGURES = ("expected_calls", "compile_weight", "runtime_weight")
+
+
+@dataclass(frozen=True)
+class Objective:
+    """``cost = cw·(C + (P−1)·R) + rw·P·N·run``, summed over the ``P`` processes that run the function.
+
+    ``C`` is trace + lower + compile and ``run`` the per-call seconds (:attr:`Measurement.compile_cost_s`,
+    process CPU seconds, and :attr:`Measurement.run_cost_s`, the 10th percentile of the timed calls:
+    load from other processes stretches wall times and medians); ``N`` is ``expected_calls``, the calls
+    of each process. Every process after the first pays ``R``: the compile again (``R = C``) without
+    JAX's persistent compilation cache; with it, only trace + lower + the load of the cached executable
+    (``R = load_cost_s``, measured in a fresh process, see :attr:`Point.load_cost_s`). With ``P = 1``
+    this is ``cw·C + rw·N·run``.
+
+    Arguments:
+        expected_calls: how many times each process runs the compiled function.
+        compile_weight: weight of the one-off seconds (trace, lower, compile or load).
+        runtime_weight: weight of the per-call seconds.
+        processes: how many processes run the function (each compiles it or loads it once).
+        compilation_cache: JAX's persistent compilation cache is on where it runs, so processes
+            after the first load the executable instead of compiling it.
+
+    Example::
+
+        >>> Objective(expected_calls=100).cost_of(compile_s=2.0, run_s=0.01)
+        3.0
+        >>> Objective(100, processes=8).cost_of(2.0, 0.01), Objective(100, processes=8, compilation_cache=True).cost_of(
+        ...     2.0, 0.01, load_s=0.5)
+        (24.0, 13.5)
+    """
+
+    expected_calls: float = 1000
+    compile_weight: float = 1.0
+    runtime_weight: float = 1.0
+    processes: int = 1
+    compilation_cache: bool = False
+
+    def __post_init__(self):
+        for name in _FIGURES:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ConfigError(f"Objective {name}={value!r} must be a finite number >= 0.")
+        p = self.processes
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or p != int(p) or p < 1:
+            raise ConfigError(f"Objective processes={p!r} must be a whole number >= 1 (how many processes run it).")
+        object.__setattr__(self, "processes", int(p))
+        if not isinstance(self.compilation_cache, bool):
+            raise ConfigError(
+                f"Objective compilation_cache={self.compilation_cache!r} must be True or False "
+                "(whether JAX's persistent compilation cache is on)."
+            )
+
+    def line(self, compile_s: float, run_s: float, load_s: float | None = None) -> tuple[Fraction, Fraction]:
+        """THE cost formula, as a line in the call count N, exactly:
+        ``(cw·(C + (P−1)·R), rw·P·run)`` with ``C = compile_s`` and ``R = load_s`` when the
+        compilation cache is on and the load is known, else ``R = C``; so ``cost(N) = intercept + slope·N``
+        (the winner rule compares these in rational arithmetic).
+
+        Example::
+
+            >>> [float(x) for x in Objective(processes=3, compilation_cache=True).line(2.0, 0.5, load_s=0.25)]
+            [2.5, 1.5]
+        """
+        c = Fraction(compile_s)
+        again = c if load_s is None or not self.compilation_cache else Fraction(load_s)
+        p = self.processes
+        return Fraction(self.compile_weight) * (c + (p - 1) * again), Fraction(self.runtime_weight) * Fraction(
+            run_s
+        ) * p
+
+    def cost_of(self, compile_s: float, run_s: float, load_s: float | None = None) -> float:
+        """The cost of one-off seconds ``compile_s`` (a later process's ``load_s``) and per-call
+        seconds ``run_s`` (:meth:`line` at N)."""
+        a, b = self.line(compile_s, run_s, load_s)
+        return float(a + b * Fraction(self.expected_calls))
+
+    def cost(self, measurement) -> float:
+        """The cost of a :class:`Measurement` (its ``compile_cost_s``, ``run_cost_s`` and ``load_charged_s``)."""
+        return self.cost_of(measurement.compile_cost_s, measurement.run_cost_s, measurement.load_charged_s)
+
+    def line_figures(self) -> dict[str, Any]:
+        """Every figure but the call count, as :func:`autotune.select.crossover_intervals` takes them
+        (the crossovers are over N)."""
+        return {k: getattr(self, k) for k in ("compile_weight", "runtime_weight", "processes", "compilation_cache")}
+
+    @property
+    def shared(self) -> bool:
+        """Whether later processes load the executable (several processes, the cache on)."""
+        return self.processes > 1 and self.compilation_cache
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Objective:
+        """The objective of a stored ``to_dict()`` (a missing figure takes its default); an
+        ``Objective`` is returned as it is."""
+        if isinstance(d, Objective):
+            return d
+        given: dict[str, Any] = {k: float(d[k]) for k in _FIGURES if k in d}
+        if "processes" in d:
+            given["processes"] = int(d["processes"])
+        if "compilation_cache" in d:
+            given["compilation_cache"] = bool(d["compilation_cache"])
+        return cls(**given)
+
+    def overridden(
+        self,
+        expected_calls: float | None = None,
+        compile_weight: float | None = None,
+        runtime_weight: float | None = None,
+        *,
+        processes: int | None = None,
+        compilation_cache: bool | None = None,
+    ) -> Objective:
+        """This objective with the figures given replaced (None keeps one): the one merge of a
+        stored or recorded objective with the options of a command.
+
+        Example::
+
+            >>> Objective(expected_calls=10).overridden(compile_weight=0.5).to_dict()
+            {'expected_calls': 10, 'compile_weight': 0.5, 'runtime_weight': 1.0}
+            >>> Objective(expected_calls=10).overridden(processes=8, compilation_cache=True).to_dict()["processes"]
+            8
+        """
+        given = dict(expected_calls=expected_calls, compile_weight=compile_weight, runtime_weight=runtime_weight)
+        changes: dict[str, Any] = {k: float(v) for k, v in given.items() if v is not None}
+        if processes is not None:
+            changes["processes"] = processes
+        if compilation_cache is not None:
+            changes["compilation_cache"] = compilation_cache
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures as JSON data; ``processes`` and ``compilation_cache`` only where they are not
+        the defaults (1, False), so an objective of one process keeps its earlier JSON."""
+        out: dict[str, Any] = {
+            "expected_calls": self.expected_calls,
+            "compile_weight": self.compile_weight,
+            "runtime_weight": self.runtime_weight,
+        }
+        if self.processes != 1:
+            out["processes"] = self.processes
+        if self.compilation_cache:
+            out["compilation_cache"] = True
+        return out
+
+    def describe(self) -> str:
+        """The processes part for people, empty for one process: ``"; 8 processes, compilation cache on"``."""
+        if self.processes == 1:
+            return ""
+        return f"; {self.processes} processes, compilation cache {'on' if self.compilation_cache else 'off'}"
+
+
+def compilation_cache_on(said: bool | None = None) -> bool:
+    """Whether later processes load the executable from JAX's persistent compilation cache:
+    ``said`` when given (``compilation_cache=True``/``False``, ``--compilation-cache on|off``), else
+    detected: the cache is configured in this process (``jax_compilation_cache_dir`` or
+    ``JAX_COMPILATION_CACHE_DIR``, and ``jax_enable_compilation_cache`` not off).
+
+    Example::
+
+        >>> compilation_cache_on(True), compilation_cache_on(False)
+        (True, False)
+    """
+    if said is not None:
+        if not isinstance(said, bool):
+            raise ConfigError(f"compilation_cache={said!r}: pass True, False or None (None: detect it).")
+        return said
+    from autotune.program import _compat  # deferred: reading JAX's configuration needs JAX, the objective does not
+
+    return _compat.compilation_cache_dir() is not None
+
+
+DEFAULT = Objective()
+"""The objective of a tune without one: 1000 calls, compile and run weighted 1, one process, no
+compilation cache (the one place these numbers live)."""
