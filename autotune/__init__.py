@@ -1,8 +1,8 @@
 """jax-autotune: tune loop structure (for / scan / fori / unroll) with compile time in the objective.
 
 ``import autotune`` loads only the exceptions and the interrupt latch; every other name loads on
-first use (PEP 562). ``at.autotuned`` or ``at.loop`` load JAX, NumPy and the decorator: at most
-30 ms more than ``import jax`` (`scripts/overhead.py`). The tracing and rewriting machinery
+first use (PEP 562). ``at.autotuned`` or ``at.loop`` load JAX, NumPy and the decorator: little
+more than ``import jax`` (the figures: ``docs/results/overhead.md``). The tracing and rewriting machinery
 (``sites``, ``with_config``, ``measure``...; also imported on a background thread when a first
 function is decorated), the tuner (Optuna: ``tune``, ``TuneResult``, ``TrialRecord``) and the
 cache (SQLAlchemy: ``Cache``; a decorated function reads a SQLite cache without it) load with

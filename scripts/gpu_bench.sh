@@ -2,7 +2,7 @@
 # The benchmark on a GPU machine: a subset of studies sized to finish in <= 8 minutes.
 #
 #   OUT=/some/dir scripts/gpu_bench.sh            # default OUT=./out
-#   BENCH_ARGS="--quick" scripts/gpu_bench.sh     # extra/override arguments for scripts/bench.py
+#   BENCH_ARGS="--quick" scripts/gpu_bench.sh     # extra/override arguments for benchmarks/bench.py
 #   GPU_STUDIES="hmc kalman" scripts/gpu_bench.sh # another subset
 #
 # Runs anywhere (also on CPU, for checking). Python packages the image lacks (optuna,
@@ -34,6 +34,6 @@ for s in $STUDIES; do args+=(--study "$s"); done
 
 "$PY" -c 'import jax; print("jax", jax.__version__, jax.devices())' 2>&1 | tee "$OUT/bench.log"
 # shellcheck disable=SC2086
-"$PY" scripts/bench.py "${args[@]}" --grid-max 32 --rounds 3 --target-s 0.1 \
+"$PY" -m benchmarks.bench "${args[@]}" --grid-max 32 --rounds 3 --target-s 0.1 \
     --json "$OUT/bench.json" --out "$OUT/bench.md" ${BENCH_ARGS:-} 2>&1 | tee -a "$OUT/bench.log"
 echo "wrote $OUT/bench.json $OUT/bench.md"

@@ -3,11 +3,11 @@
 # (each fits the 10-minute limit of one command); results go to $OUT (default: out/).
 #
 #   bash scripts/tpu_session.sh check    # the chip, the wheels, one CLI study measured in its worker
-#   bash scripts/tpu_session.sh bench-a  # scripts/bench.py: accel_rnn, accel_tiny_scan
-#   bash scripts/tpu_session.sh bench-b  # scripts/bench.py: accel_bf16_layers, accel_rk4
-#   bash scripts/tpu_session.sh e2e      # scripts/e2e_bench.py: accel_rnn, whole processes
+#   bash scripts/tpu_session.sh bench-a  # benchmarks/bench.py: accel_rnn, accel_tiny_scan
+#   bash scripts/tpu_session.sh bench-b  # benchmarks/bench.py: accel_bf16_layers, accel_rk4
+#   bash scripts/tpu_session.sh e2e      # benchmarks/e2e.py: accel_rnn, whole processes
 #   bash scripts/tpu_session.sh notebook # a process that holds the chip tunes in-process (one warning)
-#   bash scripts/tpu_session.sh xla      # scripts/tpu_xla_probe.py: which compile options the TPU takes
+#   bash scripts/tpu_session.sh xla      # benchmarks/tpu_xla_probe.py: which compile options the TPU takes
 #
 # Tried on the CPU first: `AUTOTUNE_STUDY_SIZE=small bash scripts/tpu_session.sh check` runs the
 # same steps with small studies (NO_WHEELS=1 PYTHON=.venv/bin/python: no wheels, the venv's Python).
@@ -26,7 +26,7 @@ export AUTOTUNE_CACHE=$work/cache.db
 TIMEOUT=${TRIAL_TIMEOUT:-60}
 bench() {
     local name=$1; shift
-    "$PY" scripts/bench.py "$@" --final-processes 2 --rounds 2 --trial-timeout "$TIMEOUT" \
+    "$PY" -m benchmarks.bench "$@" --final-processes 2 --rounds 2 --trial-timeout "$TIMEOUT" \
         --json "$OUT/$name.json" --out "$OUT/$name.md" --quiet 2>&1 | tee "$OUT/$name.log"
 }
 case "${1:-check}" in
@@ -50,7 +50,7 @@ PY
 bench-a) bench tpu-a --study accel_rnn --study accel_tiny_scan ;;
 bench-b) bench tpu-b --study accel_bf16_layers --study accel_rk4 ;;
 e2e)
-    "$PY" scripts/e2e_bench.py --study accel_rnn --runs 3 --json "$OUT/tpu-e2e.json" --out "$OUT/tpu-e2e.md" 2>&1 \
+    "$PY" -m benchmarks.e2e --study accel_rnn --runs 3 --json "$OUT/tpu-e2e.json" --out "$OUT/tpu-e2e.md" 2>&1 \
         | tee "$OUT/tpu-e2e.log"
     ;;
 notebook)
@@ -75,6 +75,6 @@ print("warnings:", len(ours)); print(ours[0][:400] if ours else "")
 print("winner", r.best_config, f"default/best {r.default_cost / r.best_cost:.3f}", f"in {time.monotonic() - t0:.1f} s")
 PY
     ;;
-xla) timeout 150 "$PY" scripts/tpu_xla_probe.py --json "$OUT/xla-probe.json" 2>&1 | tail -20 ;;
+xla) timeout 150 "$PY" -m benchmarks.tpu_xla_probe --json "$OUT/xla-probe.json" 2>&1 | tail -20 ;;
 *) echo "tpu_session.sh: unknown part '$1' (check, notebook, xla, bench-a, bench-b, e2e)" >&2; exit 2 ;;
 esac

@@ -1,5 +1,5 @@
 """Timing presets for tests: measure as little as tells the behaviour apart (tests check what
-happens, never how fast; speed lives in scripts/bench.py).
+happens, never how fast; speed lives in benchmarks/bench.py).
 
     >>> from _presets import FAST
     >>> fn.tune(x, timing=FAST)

@@ -56,12 +56,13 @@ def mode(path) -> int:
 
 
 def tiny_bench(study: str, out_json, *flags: str) -> list[str]:
-    """``python scripts/bench.py`` on one study at the smallest budgets (a plumbing check, not a
+    """``python -m benchmarks.bench`` on one study at the smallest budgets (a plumbing check, not a
     measurement): one round, one confirm round, 0.01 s of timed calls, JSON to ``out_json``;
     ``flags`` add to or repeat these (argparse keeps the last)."""
     return [
         sys.executable,
-        os.fspath(ROOT / "scripts" / "bench.py"),
+        "-m",
+        "benchmarks.bench",
         "--study",
         study,
         "--min-trials",

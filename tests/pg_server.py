@@ -1,4 +1,4 @@
-"""A throw-away PostgreSQL server for the scale-out tests (and scripts/workers_bench.py).
+"""A throw-away PostgreSQL server for the scale-out tests (and benchmarks/workers.py).
 
 `PgServer.start()` finds the server binaries (``initdb``, ``pg_ctl``), initialises a
 cluster in a temporary folder, starts it on a free port of 127.0.0.1 only (no Unix

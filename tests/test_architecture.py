@@ -19,8 +19,8 @@ import os
 import re
 
 import pytest
+from _package_graph import imports_of, modules
 from _repo import ROOT
-from test_package import imports_of, modules
 
 PAGE = ROOT / "docs" / "architecture.md"
 TOP = "autotune"

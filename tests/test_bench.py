@@ -1,4 +1,4 @@
-"""scripts/bench.py: a tiny real run in a subprocess, and the report helpers on synthetic data."""
+"""benchmarks.bench: a tiny real run in a subprocess, and the report helpers on synthetic data."""
 
 import json
 import os
@@ -9,13 +9,10 @@ import time
 import pytest
 from _repo import ROOT, repo_env, tiny_bench
 
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from benchmarks import _burner, _studies, _study_run, _tables, bench
+from benchmarks import _final as _bench_final
 
-import _bench_final  # noqa: E402
-import _burner  # noqa: E402
-import bench  # noqa: E402
-
-APPROACH_KEYS = {"cost", "compile_s", "run_s", "trials", "tuning_wall_s", "config"}
+APPROACH_KEYS = {"cost", "compile_cost_s", "run_cost_s", "trials", "tuning_wall_s", "config"}
 
 
 def check_shape(result):
@@ -25,16 +22,16 @@ def check_shape(result):
         assert isinstance(st["study"], str)
         assert isinstance(st["expected_calls"], (int, float)) and st["expected_calls"] >= 1
         assert isinstance(st["grid_size"], int) and st["grid_size"] >= 1
-        assert set(bench.APPROACHES) <= set(st["approaches"]) <= {*bench.APPROACHES, bench.LOOP_ONLY}
+        assert set(_studies.APPROACHES) <= set(st["approaches"]) <= {*_studies.APPROACHES, _studies.LOOP_ONLY}
         for name, row in st["approaches"].items():
             assert APPROACH_KEYS <= set(row), (name, row)
             assert isinstance(row["config"], dict)
             assert isinstance(row["trials"], int)
             assert row["tuning_wall_s"] >= 0
             if row["cost"] is not None:
-                assert row["cost"] > 0 and row["compile_s"] > 0 and row["run_s"] > 0
+                assert row["cost"] > 0 and row["compile_cost_s"] > 0 and row["run_cost_s"] > 0
         assert st["approaches"]["grid"]["trials"] == st["grid_size"]
-        assert [c["expected_calls"] for c in st["crossover"]] == bench.CROSSOVER_CALLS
+        assert [c["expected_calls"] for c in st["crossover"]] == _studies.CROSSOVER_CALLS
         if "final" in st:  # the final re-measure's processes: one ratio of default/tuned each
             assert len(st["default_over_tuned_per_process"]) == st["final"]["processes"]
 
@@ -65,10 +62,10 @@ def _fake_study(costs):
     pts = [
         {
             "config": {"s": {"repr": "scan", "unroll": u}},
-            "label": f"s=scan-u{u}",
+            "label": f"s=scan×{u}",
             "state": "complete",
-            "compile_s": c,
-            "run_s": r,
+            "compile_cost_s": c,
+            "run_cost_s": r,
             "cost": c + 1000 * r,
         }
         for u, (c, r) in costs.items()
@@ -81,7 +78,7 @@ def test_crossover_flips_with_call_count():
 
     # u1: cheap compile, slow run; u8: dear compile, fast run.
     pts = _fake_study({1: (0.1, 1e-3), 8: (1.0, 1e-4)})
-    rows = bench.crossover(pts, Objective(1000))
+    rows = _study_run.crossover(pts, Objective(1000))
     winners = {r["expected_calls"]: r["config"]["s"]["unroll"] for r in rows}
     assert winners[1] == 1 and winners[100_000] == 8
     assert rows[0]["default_cost"] == pytest.approx(0.1 + 1e-3)
@@ -100,10 +97,10 @@ def test_grid_sample_keeps_default_and_is_fixed():
 
     space = Space(at.sites(f, jnp.zeros(2)))
     assert len(space) > 16
-    a, sampled = bench.grid_configs(space, 16, seed=0)
-    b, _ = bench.grid_configs(space, 16, seed=0)
+    a, sampled = _study_run.grid_configs(space, 16, seed=0)
+    b, _ = _study_run.grid_configs(space, 16, seed=0)
     assert sampled and len(a) == 16 and a == b and a[0] == space.default()
-    full, sampled = bench.grid_configs(space, 1000, seed=0)
+    full, sampled = _study_run.grid_configs(space, 1000, seed=0)
     assert not sampled and len(full) == len(space)
 
 
@@ -111,8 +108,8 @@ def test_summary_and_markdown():
     approaches = {
         n: {
             "cost": c,
-            "compile_s": 0.1,
-            "run_s": 1e-4,
+            "compile_cost_s": 0.1,
+            "run_cost_s": 1e-4,
             "trials": 8 if n == "grid" else 3,
             "tuning_wall_s": w,
             "config": {},
@@ -141,9 +138,9 @@ def test_summary_and_markdown():
         "unroll8_over_tuned": 1.5 / 1.01,
         "wall_tuned_over_grid": 0.3,
         "sites": [{"id": "x", "short": "x", "kind": "loop", "length": 4, "depth": 0}],
-        "crossover": bench.crossover(_fake_study({1: (0.1, 1e-3)}), __import__("autotune").Objective(1000)),
+        "crossover": _study_run.crossover(_fake_study({1: (0.1, 1e-3)}), __import__("autotune").Objective(1000)),
     }
-    s = bench.summary([st])
+    s = _tables.summary([st])
     assert s["median_regret"] == pytest.approx(1.01)
     assert all(s["targets"].values())
     result = {
@@ -159,17 +156,18 @@ def test_summary_and_markdown():
         "wall_s": 1.0,
     }
     check_shape(result)
-    md = bench.markdown(result)
+    md = _tables.markdown(result)
     assert "| fake | 1000 | 8 | grid |" in md and "target <= 1.02: met" in md
 
 
 @pytest.mark.slow
 def test_e2e_bench_smallest_mode_writes_its_table_and_json(tmp_path):
-    """scripts/e2e_bench.py for one study, one run, ten calls: the shape of what it writes, not the speed."""
+    """benchmarks.e2e for one study, one run, ten calls: the shape of what it writes, not the speed."""
     out_json, out_md = tmp_path / "e2e.json", tmp_path / "e2e.md"
     cmd = [
         sys.executable,
-        os.path.join(ROOT, "scripts", "e2e_bench.py"),
+        "-m",
+        "benchmarks.e2e",
         "--study",
         "lambda_returns",
         "--trials",
@@ -231,7 +229,7 @@ def test_final_measure_runs_every_config_in_separate_fresh_processes():
         assert {s["pid"] for s in own} == {pid}
         keys = [_bench_final.config_key(c) for c in configs]
         assert sorted((s["round"], s["key"]) for s in own) == sorted((r, k) for r in range(2) for k in keys)
-        assert all(s["compile_s"] > 0 and s["run_s"] > 0 for s in own)
+        assert all(s["compile_cost_s"] > 0 and s["run_cost_s"] > 0 for s in own)
     final = _bench_final.aggregate(measured, Objective(ex.fn.expected_calls), processes=2)
     default, tuned = (final[_bench_final.config_key(c)] for c in configs)
     assert default["rounds"] == 4 and len(default["cost_per_process"]) == 2
@@ -243,7 +241,7 @@ def test_final_ratio_is_the_median_of_the_per_process_ratios():
     from autotune import Objective
 
     def sample(key, process, compile_s, run_s):
-        return {"key": key, "process": process, "pid": 100 + process, "compile_s": compile_s, "run_s": run_s}
+        return {"key": key, "process": process, "pid": 100 + process, "compile_cost_s": compile_s, "run_cost_s": run_s}
 
     # Process 1 runs "a" slowly (its placement): the pooled medians and the per-process ratios tell it apart.
     samples = [sample("a", 0, 1.0, 1e-3), sample("b", 0, 1.0, 2e-3)]
@@ -293,14 +291,12 @@ def _running(pid: int) -> bool:
 def test_burner_ends_when_the_bench_is_killed_outright():
     """A bench killed with no chance to clean up (SIGKILL; here os._exit) leaves no core busy."""
     code = (
-        "import os, sys; sys.path.insert(0, sys.argv[1]); import _burner\n"
+        "import os\nfrom benchmarks import _burner\n"
         "with _burner.burner() as proc:\n"
         "    print(proc.pid, flush=True)\n"
         "    os._exit(0)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, os.path.join(ROOT, "scripts")], capture_output=True, text=True, timeout=120
-    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     pid = int(out.stdout.split()[0])
     deadline = time.monotonic() + 60  # a timeout, not a threshold: the burner checks every few ms
     while _running(pid) and time.monotonic() < deadline:

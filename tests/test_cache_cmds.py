@@ -5,35 +5,17 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from test_select import FOR, SCAN, THREE, UNROLL  # binary-exact seconds: crossovers at 512 and 4,096 calls
+from _points import (  # binary-exact: crossovers at 512, 4,096
+    FOR,
+    RETUNE,
+    SCAN,
+    UNROLL,
+    entry,
+    put_entry,
+)
 
 from autotune import cli
-from autotune.cache import Cache, CacheEntry
-
-SITES = {"l": {"kind": "loop", "length": 8, "has_ys": False}}
-CPU = {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "jax": "0.10.2", "jaxlib": "0.10.2"}
-RETUNE = "autotune tune /home/me/studies/step.py --expected-calls {calls}"
-
-
-def entry(**changes) -> CacheEntry:
-    fields = dict(
-        function_key="mod:step",
-        fingerprint="f00d",
-        signature="PyTreeDef(((*,), {}))|float32[8]",
-        device=CPU,
-        config=UNROLL,
-        sites=SITES,
-        measurements={"trace_s": 1.0, "lower_s": 1.0, "compile_s": 1.0, "run_s": 2.0**-8},
-        objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
-        cost=3 + 1000 / 256,
-        pareto=[p.to_json() for p in THREE],  # as the cache stores them
-    )
-    fields.update(changes)
-    return CacheEntry(**fields)
-
-
-def put_entry(path, **changes) -> None:
-    Cache(str(path)).put(entry(**changes))
+from autotune.cache import Cache
 
 
 def test_best_json_includes_the_crossovers(tmp_path, capsys):

@@ -109,7 +109,7 @@ def test_a_bug_prints_its_traceback_and_says_so(folder):
 
 
 def test_a_closed_pipe_ends_quietly(folder, tmp_path):
-    from test_cache_cmds import put_entry
+    from _points import put_entry
 
     put_entry(tmp_path / "cache.db")
     env = cli_env(folder)

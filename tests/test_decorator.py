@@ -420,3 +420,36 @@ def test_import_loads_the_decorator_only_and_decorating_prefetches_the_call_path
     after_import, after_decorating = [eval(line) for line in out.stdout.strip().splitlines()[-2:]]
     assert after_import == []
     assert after_decorating == ["autotune.program._sites", "autotune.program._rewrite", "autotune.cache._fastread"]
+
+
+def test_what_the_decorator_hands_out_does_not_depend_on_the_cache(tmp_path):
+    # A miss and a hit hand out the same type with the same attributes (the report: a miss was a
+    # plain jit without `.function`); the objective travels whole, built from the keywords once.
+    cache_path = str(tmp_path / "c.db")
+    missed = make(cache_path, expected_calls=50, processes=2, compilation_cache=False)
+    x, xs = jnp.ones(4), jnp.ones((8, 4))
+    lookup = missed.config_for(x, xs)
+    at.Cache(cache_path).put(
+        at.CacheEntry(
+            device=at.program._keys.device_info(),
+            function_key="tests:f",
+            fingerprint=lookup.fingerprint,
+            signature=lookup.signature,
+            config={"l": {"repr": "for", "unroll": 1}},
+            sites={"l": {"kind": "loop", "length": 8, "has_ys": True}},
+            measurements={"run_s": 1e-6},
+            objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
+            cost=1.0,
+        )
+    )
+    hit = make(cache_path, expected_calls=50, processes=2, compilation_cache=False)
+    assert hit.config_for(x, xs).source == "cache" and lookup.source == "default"
+    assert type(missed) is type(hit)
+    names = ("tune", "sites", "config_for", "with_options", "function", "lower", "key", "expected_calls", "autotune")
+    for f in (missed, hit):
+        assert all(hasattr(f, name) for name in names), [n for n in names if not hasattr(f, n)]
+        assert f.autotune.objective == at.Objective(50, processes=2, compilation_cache=False)
+    wider = hit.autotune.with_options(expected_calls=7)
+    assert wider.objective == at.Objective(7, processes=2, compilation_cache=False)
+    assert wider.expected_calls == 7 and wider.compilation_cache is False
+    assert make(cache_path).autotune.compilation_cache is None  # not said: detected when used

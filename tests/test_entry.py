@@ -7,7 +7,7 @@ import math
 import re
 
 import pytest
-from test_cache import OBJECTIVE, SITES, make_entry
+from _entries import OBJECTIVE, SITES, make_entry
 
 from autotune import select as _select
 from autotune._errors import CacheImportError

@@ -12,9 +12,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from _entries import OBJECTIVE, PARETO, SCAN, key_of, make_entry
 from _privileges import read_only_dir, rerun_without_dac_override
 from _repo import repo_env
-from test_cache import OBJECTIVE, PARETO, SCAN, key_of, make_entry
 
 from autotune._errors import CacheError, CacheSchemaError
 from autotune.cache import Cache
@@ -41,9 +41,12 @@ def test_it_reads_what_cache_lookup_reads_and_repicks_by_the_same_rule(tmp_path)
     fast = reader(str(path))
     assert fast.lookup(*key_of(entry)) == Cache(path).lookup(*key_of(entry)) == entry
     for calls in (1, 1000, 1e5):
-        got = fast.lookup(*key_of(entry), expected_calls=calls)
+        goal = entry.goal.overridden(expected_calls=calls)  # the decorator hands its objective whole
+        got = fast.lookup(*key_of(entry), objective=goal)
         assert got == Cache(path).lookup(*key_of(entry), expected_calls=calls), calls
-    assert fast.lookup(*key_of(entry), expected_calls=1).config == SCAN  # a re-pick, not the stored config
+        assert got == Cache(path).lookup(*key_of(entry), objective=goal), calls
+    one = entry.goal.overridden(expected_calls=1)
+    assert fast.lookup(*key_of(entry), objective=one).config == SCAN  # a re-pick, not the stored config
     assert fast.lookup("other:fn", *key_of(entry)[1:]) is None
     assert fast.opened is None  # Cache was never needed
 

@@ -9,10 +9,10 @@ import time
 
 import optuna
 import pytest
+from _optuna_study import STUDY, wait_for_running
 from _presets import ONE_ROUND_CLI
 from _procs import default_disposition
 from _repo import repo_env
-from test_optuna import STUDY, wait_for_running
 
 from autotune._interrupt import Interrupted, InterruptLatch, check, current
 

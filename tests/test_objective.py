@@ -56,7 +56,7 @@ def test_the_trade_off_flips_with_expected_calls():
 
 def test_cost_of_matches_cost():
     o = at.Objective(expected_calls=7, compile_weight=0.5, runtime_weight=2.0)
-    assert o.cost_of(compile_s=2.0, run_s=0.25) == pytest.approx(0.5 * 2.0 + 2.0 * 7 * 0.25)
+    assert o.cost_of(compile_cost_s=2.0, run_cost_s=0.25) == pytest.approx(0.5 * 2.0 + 2.0 * 7 * 0.25)
     assert o.cost(measurement()) == pytest.approx(o.cost_of(2.0, 0.003))
 
 

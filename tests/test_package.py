@@ -8,55 +8,11 @@ import sys
 import tomllib
 
 import _repo
+from _package_graph import ROOT, imports_of, modules
 
-ROOT = str(_repo.ROOT)
-PACKAGE = os.path.join(ROOT, "autotune")
 # A module is one idea, read in one sitting: at most this many lines of code. Docstrings, comments
 # and blank lines do not count, so explaining a module never forces a split of it.
 MAX_CODE_LINES = 400
-
-
-def modules() -> dict[str, str]:
-    """Module name -> file path, for every module of the package."""
-    out = {}
-    for folder, _, files in os.walk(PACKAGE):
-        for f in files:
-            if f.endswith(".py"):
-                rel = os.path.relpath(os.path.join(folder, f), ROOT)[:-3].replace(os.sep, ".")
-                out[rel[: -len(".__init__")] if rel.endswith(".__init__") else rel] = os.path.join(folder, f)
-    return out
-
-
-def imports_of(name: str, path: str, known: set[str]) -> dict[str, int]:
-    """Every package module ``name`` imports, at module level or inside functions, with the line
-    of its first import."""
-    is_package = path.endswith("__init__.py")
-    base = name.split(".") if is_package else name.split(".")[:-1]
-    found: dict[str, int] = {}
-    for node in ast.walk(ast.parse(open(path).read())):
-        targets = []
-        if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parent = ".".join(base[: len(base) - node.level + 1])
-                mod = f"{parent}.{node.module}" if node.module else parent
-            else:
-                mod = node.module or ""
-            targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod for a in node.names]
-        for t in targets:
-            while t and t not in known:
-                t = t.rpartition(".")[0]
-            if t:
-                found[t] = min(found.get(t, node.lineno), node.lineno)
-                # importing a.b.c runs the __init__ of a.b first (but a module's own packages have already started)
-                parts = t.split(".")
-                for k in range(1, len(parts)):
-                    pkg = ".".join(parts[:k])
-                    if pkg in known and not name.startswith(pkg + ".") and pkg != name:
-                        found[pkg] = min(found.get(pkg, node.lineno), node.lineno)
-    own_packages = {".".join(name.split(".")[:k]) for k in range(1, len(name.split(".")) + 1)}
-    return {t: line for t, line in found.items() if t not in own_packages}
 
 
 def test_there_is_no_import_cycle_deferred_imports_counted():
@@ -177,3 +133,53 @@ def test_the_license_is_an_spdx_string():
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         project = tomllib.load(f)["project"]
     assert isinstance(project["license"], str)
+
+
+# Public signatures fixed by docs/DESIGN.md (a keyword each: changing them breaks users' calls).
+_PUBLIC_WIDE = {
+    "autotune/jit/_decorator.py:autotuned",
+    "autotune/study/_tune.py:tune",
+    "autotune/record/_replay.py:tune_recorded",
+    "autotune/measuring/_stages.py:measure",
+}
+# Issue 38, still to be grouped into option values (remove a name when its function is fixed).
+_WIDE_TO_GROUP = {
+    "autotune/measuring/_timing.py:time_calls",
+    "autotune/measuring/_worker_runner.py:WorkerRunner.__init__",
+    "autotune/study/_search.py:Search.__init__",
+    "autotune/study/_tune.py:_search_and_confirm",
+}
+
+
+def _parameter_counts():
+    """(``path:Class.function``, its parameter count) of every function of the package: positional,
+    keyword-only, ``*args`` and ``**kwargs`` one each, ``self`` and ``cls`` not counted."""
+    for path in sorted(modules().values()):
+        rel = os.path.relpath(path, ROOT).replace(os.sep, "/")
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        stack = [(tree, "")]
+        while stack:
+            node, prefix = stack.pop()
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    a = child.args
+                    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+                    n = sum(x not in ("self", "cls") for x in names) + (a.vararg is not None) + (a.kwarg is not None)
+                    yield f"{rel}:{prefix}{child.name}", n
+                    stack.append((child, f"{prefix}{child.name}."))
+                elif isinstance(child, ast.ClassDef):
+                    stack.append((child, f"{prefix}{child.name}."))
+                else:
+                    stack.append((child, prefix))
+
+
+def test_no_function_takes_more_than_ten_parameters():
+    # Related parameters travel as one typed value (Objective, TuneOptions, Call, an options dataclass).
+    wide = {name: n for name, n in _parameter_counts() if n > 10}
+    unexpected = {name: n for name, n in wide.items() if name not in _PUBLIC_WIDE | _WIDE_TO_GROUP}
+    assert not unexpected, "functions with more than 10 parameters: " + ", ".join(
+        f"{name} ({n})" for name, n in sorted(unexpected.items())
+    )
+    fixed = _WIDE_TO_GROUP - set(wide)
+    assert not fixed, f"no longer wide, remove from _WIDE_TO_GROUP: {sorted(fixed)}"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _entries import CPU, GPU, make_record
 from _repo import mode, repo_env
-from test_cache import CPU, GPU
 
 from autotune._errors import CacheError, CacheImportError
 from autotune._paths import write_private
@@ -26,23 +26,6 @@ from autotune.cache import Cache, PendingRecord
 HERE = Path(__file__).resolve().parent
 ENV = repo_env(HERE)
 OBJECTIVE = {"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0}
-
-
-def make_record(
-    function_key: str = "app:step", signature: str = "(f32[3],)", device: dict = CPU, **changes
-) -> PendingRecord:
-    fields = dict(
-        function_key=function_key,
-        fingerprint="f00d",
-        signature=signature,
-        device=dict(device),
-        location={"module": "app", "qualname": "step", "file": "/abs/app.py"},
-        abstract={"tree": "PyTreeDef((*,))", "leaves": [{"shape": [3], "dtype": "float32", "weak": False}]},
-        objective=OBJECTIVE,
-        options={"static_argnums": [1]},
-    )
-    fields.update(changes)
-    return PendingRecord(**fields)
 
 
 def with_values(cache: Cache, rec: PendingRecord, arrays: list[np.ndarray]) -> PendingRecord:
@@ -270,7 +253,7 @@ def test_a_record_whose_value_files_are_gone_exports_with_shapes_only(tmp_path):
 RECORD_WHILE_LOCKED = textwrap.dedent("""
     import json, sys, time
     from autotune.cache import Cache
-    from test_pending import make_record
+    from _entries import make_record
     cache = Cache(sys.argv[1])
     t0 = time.monotonic()
     first = cache.record(make_record("locked:f"))

@@ -122,7 +122,7 @@ def _measured(study) -> Counter:
     """How many times each config was measured: trials that are not duplicates (complete, or
     pruned by the compile budget, or failed: each is a measurement's result). A WAITING trial
     (queued, never taken) is no measurement: the search does not count it either
-    (`study._search._counted`)."""
+    (`TrialView.counted`)."""
     return Counter(
         t.user_attrs["config"]
         for t in study.get_trials(deepcopy=False)

@@ -40,14 +40,14 @@ def test_one_process_is_exactly_the_formula_of_one_process():
         want = (Fraction(cw) * Fraction(c), Fraction(rw) * Fraction(r))
         for cache in (False, True):
             assert at.Objective(10, cw, rw, processes=1, compilation_cache=cache).line(c, r, load) == want
-    assert at.Objective(expected_calls=100).cost_of(compile_s=2.0, run_s=0.01) == 3.0
+    assert at.Objective(expected_calls=100).cost_of(compile_cost_s=2.0, run_cost_s=0.01) == 3.0
     assert at.Objective().to_dict() == {"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0}
 
 
 def test_later_processes_pay_the_compile_again_or_with_the_cache_the_load():
     off, on = at.Objective(100, processes=8), at.Objective(100, processes=8, compilation_cache=True)
-    assert off.cost_of(2.0, 0.01, load_s=0.5) == 8 * 2.0 + 8 * 100 * 0.01  # the load does not count without it
-    assert on.cost_of(2.0, 0.01, load_s=0.5) == 2.0 + 7 * 0.5 + 8 * 100 * 0.01
+    assert off.cost_of(2.0, 0.01, load_cost_s=0.5) == 8 * 2.0 + 8 * 100 * 0.01  # the load does not count without it
+    assert on.cost_of(2.0, 0.01, load_cost_s=0.5) == 2.0 + 7 * 0.5 + 8 * 100 * 0.01
     assert on.cost_of(2.0, 0.01) == off.cost_of(2.0, 0.01)  # an unknown load: charged the compile again
     # A line in N, each process's calls: intercept cw·(C + 7R), slope rw·8·run.
     assert on.line(2.0, 0.25, 0.5) == (Fraction(11, 2), Fraction(2))

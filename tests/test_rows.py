@@ -7,8 +7,7 @@ import dataclasses
 
 import pytest
 import sqlalchemy as sa
-from test_cache import GPU, make_entry
-from test_pending import make_record
+from _entries import GPU, make_entry, make_record
 
 from autotune._errors import CacheError
 from autotune.cache import Cache

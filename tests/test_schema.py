@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from _entries import make_entry
 from _privileges import read_only_dir, rerun_without_dac_override
 from _repo import repo_env
-from test_cache import make_entry
 
 from autotune._errors import CacheError
 from autotune.cache import SCHEMA_VERSION, Cache, PendingRecord
@@ -164,7 +164,7 @@ def test_a_failed_upgrade_rolls_back_whole(tmp_path):
 WRITER = textwrap.dedent("""
     import os, sys, time
     from autotune.cache import Cache
-    from test_cache import make_entry
+    from _entries import make_entry
     url, n = sys.argv[1], int(sys.argv[2])
     open(os.path.join(sys.argv[3], f"ready{n}"), "w").close()
     while not os.path.exists(os.path.join(sys.argv[3], "go")):

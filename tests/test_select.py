@@ -7,6 +7,7 @@ import math
 import random
 
 import pytest
+from _points import FOR, SCAN, THREE, UNROLL, C, pt
 
 import autotune as at
 from autotune import _display
@@ -16,29 +17,6 @@ from autotune.select import Point, best_at, crossover_intervals, format_calls, i
 
 def best_for(points, calls, cw=1.0, rw=1.0):
     return _select.winner(points, at.Objective(calls, cw, rw))
-
-
-def pt(config, compile_s, run_s, rounds=()):
-    """A point of ``config`` (a dict or a one-letter name of a one-site config)."""
-    if isinstance(config, str):
-        config = {config: {"repr": "scan", "unroll": 1}}
-    return Point(at.Config(config), compile_s, run_s, rounds=rounds)
-
-
-def C(d):
-    return at.Config(d)
-
-
-# Three configs with binary-exact seconds, so the crossovers are exact by hand:
-#   cost(N) = compile + N * run
-#   SCAN:   1 + N/128        UNROLL: 3 + N/256        FOR: 11 + N/512
-#   SCAN = UNROLL at 2 = N/256          -> N = 512
-#   UNROLL = FOR  at 8 = N/512          -> N = 4096
-#   (SCAN = FOR at 10 = 3N/512 -> N = 1706.67, inside UNROLL's interval: not a crossover)
-SCAN = C({"l": {"repr": "scan", "unroll": 1}})
-UNROLL = C({"l": {"repr": "scan", "unroll": 4}})
-FOR = C({"l": {"repr": "for", "unroll": 1}})
-THREE = [pt(SCAN, 1.0, 2.0**-7), pt(UNROLL, 3.0, 2.0**-8), pt(FOR, 11.0, 2.0**-9)]
 
 
 def test_crossovers_match_the_hand_computed_example():

@@ -7,8 +7,8 @@ import os
 import sqlite3
 import time
 
+from _entries import make_entry
 from _repo import mode
-from test_cache import make_entry
 
 from autotune.cache import Cache
 from autotune.cache._sqlite import LOCK_WAIT_BUDGET_S, LockWaitBudget, is_busy

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from _entries import FOR, GPU, PARETO, key_of, make_entry
 from _repo import ROOT, python, repo_env
-from test_cache import FOR, GPU, PARETO, key_of, make_entry
 
 from autotune._errors import CacheError, CacheImportError
 from autotune.cache import MAX_IMPORT_BYTES, SCHEMA_VERSION, Cache
@@ -304,7 +304,7 @@ def test_import_into_a_missing_cache_on_error_creates_nothing(tmp_path):
 
 
 def _import_bench():
-    spec = importlib.util.spec_from_file_location("import_bench", ROOT / "scripts" / "import_bench.py")
+    spec = importlib.util.spec_from_file_location("import_time", ROOT / "benchmarks" / "import_time.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -314,7 +314,7 @@ def _import_bench():
 def test_a_100k_entry_import_lets_a_concurrent_writer_through(tmp_path):
     """Validated before the write lock, written in bulk: puts every 0.2 s during the import all succeed."""
     r = _import_bench().run(100_000, tmp_path)
-    print(json.dumps(r))  # the lock-hold figure (scripts/import_bench.py prints it too)
+    print(json.dumps(r))  # the lock-hold figure (benchmarks/import_time.py prints it too)
     put = r["concurrent_put"]
     assert put["failed"] == 0 and put["puts"] >= 1, put
     assert r["imported"] == 100_000 and r["entries_after"] == 100_000 + 1 + put["puts"], r

@@ -183,22 +183,27 @@ def test_the_summary_says_when_a_challenger_was_measured_again_in_a_second_worke
     import types
 
     import jax.numpy as jnp
-    import test_confirm
+    from _fake_runner import FakeRunner
     from rich.console import Console
 
     import autotune as at
     from autotune.cli._tune_cmd import show_result
     from autotune.program._space import Space
 
+    def loop8(x):
+        return at.loop(lambda c, _: (jnp.sin(c) * 0.5 + 1.0, None), x, length=8, name="l")[0]
+
     x = jnp.ones(4)
-    default = Space(at.sites(test_confirm.loop8, x)).default()  # the study's default, spelled out
-    runner = test_confirm.TwoProcessRunner([{default: 1e-3, "others": 0.95e-3}, {default: 1e-3, "others": 0.96e-3}])
+    default = Space(at.sites(loop8, x)).default()  # the study's default, spelled out
+    lead = {0: 0.95e-3, 1: 0.96e-3}  # every challenger's runtime in the first process and in the second
+    runner = FakeRunner(loop8, (x,), lambda name, process: (0.1, 1e-3 if name == default.label() else lead[process]))
     r = at.tune(
-        test_confirm.loop8,
+        loop8,
         x,
         runner=runner,
         n_trials=3,
         sampler="grid",
+        xla=False,
         expected_calls=1e6,
         storage=str(tmp_path / "s.db"),
         progress=False,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import pytest
+from _faults import ENV, call_and_count, make, put_entry
 from sqlalchemy.engine import make_url
-from test_faults import ENV, call_and_count, make, put_entry
 
 import autotune as at
 from autotune._errors import CacheError

@@ -21,13 +21,14 @@ from sqlalchemy.engine import Connection
 from autotune._errors import CacheError
 from autotune._paths import user_cache_dir, write_private
 from autotune.cache import _rows, _schema, _sqlite, _transfer
-from autotune.cache._entry import CacheEntry, parse_entry
+from autotune.cache._entry import CacheEntry, parse_entry, repicked
 from autotune.cache._models import SCHEMA_VERSION
 from autotune.cache._pending import PendingRecord, parse_pending
 from autotune.cache._session import Database
 from autotune.cache._transfer import MAX_IMPORT_BYTES, TransferCount
 from autotune.cache._url import resolve_url, url_hash
 from autotune.cache._validate import FieldError
+from autotune.select._objective import Objective
 
 _T = TypeVar("_T")
 
@@ -100,6 +101,7 @@ class Cache:
         signature: str,
         device_key: str,
         *,
+        objective: Objective | None = None,
         expected_calls: float | None = None,
         compile_weight: float | None = None,
         runtime_weight: float | None = None,
@@ -111,8 +113,9 @@ class Cache:
         Arguments:
             function_key, fingerprint, signature, device_key: the cache key
                 (`device_key` as given by `CacheEntry.device_key`).
-            expected_calls, compile_weight, runtime_weight, processes, compilation_cache: when any
-                is given, re-pick for these (`CacheEntry.for_objective`; the others keep the entry's);
+            objective: re-pick for this whole objective (`_entry.repicked`, the one re-pick).
+            expected_calls, compile_weight, runtime_weight, processes, compilation_cache: without
+                ``objective``, when any is given, re-pick for these (the others keep the entry's);
                 ``entry.covers(expected_calls)`` tells whether the measurements cover that call count.
 
         Returns:
@@ -130,12 +133,9 @@ class Cache:
             ).first()
             return None if row is None else _rows.entry_from_row(row._mapping, self._db.describe(True))
 
-        entry = self._read(body, None)
-        if entry is None or {expected_calls, compile_weight, runtime_weight, processes, compilation_cache} == {None}:
-            return entry
-        figures = (expected_calls, compile_weight, runtime_weight)
-        return entry.for_objective(
-            entry.goal.overridden(*figures, processes=processes, compilation_cache=compilation_cache)
+        figures = dict(expected_calls=expected_calls, compile_weight=compile_weight, runtime_weight=runtime_weight)
+        return repicked(
+            self._read(body, None), objective, **figures, processes=processes, compilation_cache=compilation_cache
         )
 
     def entries(self, function_key: str | None = None, device_key: str | None = None) -> list[CacheEntry]:

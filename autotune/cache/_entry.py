@@ -214,6 +214,26 @@ class CacheEntry:
         return self.with_choice(choice.config.to_dict(), choice.cost, objective)
 
 
+def repicked(entry: CacheEntry | None, objective: Objective | None = None, **figures: Any) -> CacheEntry | None:
+    """THE re-pick of a looked-up entry, for both readers (`Cache.lookup` and the decorator's
+    `_fastread.Reader.lookup`): ``entry`` re-picked for ``objective`` (`CacheEntry.for_objective`),
+    or for the entry's own objective with the ``figures`` given replaced (`Objective.overridden`'s
+    keywords; None keeps one); as it is when neither is given, None for no entry.
+
+    Example::
+
+        >>> repicked(None, Objective(expected_calls=10)) is None
+        True
+    """
+    if entry is None:
+        return None
+    if objective is None:
+        if all(v is None for v in figures.values()):
+            return entry
+        objective = entry.goal.overridden(**figures)
+    return entry.for_objective(objective)
+
+
 def best_for(
     pareto: list[Mapping[str, Any]], expected_calls: float, compile_weight: float = 1.0, runtime_weight: float = 1.0
 ) -> dict | None:

@@ -24,8 +24,9 @@ from collections.abc import Callable
 from typing import Any
 
 from autotune._paths import default_cache_location
-from autotune.cache._entry import CacheEntry
+from autotune.cache._entry import CacheEntry, repicked
 from autotune.cache._layout import ENTRIES_TABLE, VERSION_TABLE, entry_columns, entry_from_row, readable
+from autotune.select._objective import Objective
 
 _UNREAD = object()
 """`_read` could not decide: `Cache` reads it (and says what is wrong, if anything is)."""
@@ -105,14 +106,10 @@ class Reader:
         fingerprint: str,
         signature: str,
         device_key: str,
-        *,
-        expected_calls: float | None = None,
-        compile_weight: float | None = None,
-        runtime_weight: float | None = None,
-        processes: int | None = None,
-        compilation_cache: bool | None = None,
+        objective: Objective | None = None,
     ) -> CacheEntry | None:
-        """As `Cache.lookup`: the entry for an exact key, re-picked for the given objective.
+        """As `Cache.lookup`: the entry for an exact key, re-picked for ``objective`` when given
+        (`_entry.repicked`, the one re-pick both readers use).
 
         Raises:
             CacheError: the cache cannot be read, or the row is inconsistent.
@@ -120,20 +117,8 @@ class Reader:
         key = (function_key, fingerprint, signature, device_key)
         entry = _UNREAD if self.path is None else _read(self.path, key)
         if entry is _UNREAD:
-            return self.cache.lookup(
-                *key,
-                expected_calls=expected_calls,
-                compile_weight=compile_weight,
-                runtime_weight=runtime_weight,
-                processes=processes,
-                compilation_cache=compilation_cache,
-            )
-        if entry is None or {expected_calls, compile_weight, runtime_weight, processes, compilation_cache} == {None}:
-            return entry
-        figures = (expected_calls, compile_weight, runtime_weight)
-        return entry.for_objective(
-            entry.goal.overridden(*figures, processes=processes, compilation_cache=compilation_cache)
-        )
+            return self.cache.lookup(*key, objective=objective)
+        return repicked(entry, objective)
 
 
 def _given_cache(location: Any) -> Any:

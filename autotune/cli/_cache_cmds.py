@@ -192,8 +192,8 @@ def _best_table(entries: list, names: SiteNames, wide: bool):
         if wide:
             point = _select.point_of(e.points, Config.from_dict(e.config))
             m = e.measurements
-            compile_s = point.compile_cost_s if point else compile_total(m)
-            row += [_display.seconds(compile_s), _display.seconds(point.run_cost_s if point else m.get("run_s"))]
+            compile_figure = point.compile_cost_s if point else compile_total(m)
+            row += [_display.seconds(compile_figure), _display.seconds(point.run_cost_s if point else m.get("run_s"))]
         t.add_row(*row)
     return t
 

@@ -10,6 +10,7 @@ when a file is not plainly readable. The tuner (Optuna) loads only when a functi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 
 from autotune._errors import AutotuneError, ConfigError, warn_user_once
-from autotune.jit._lookup import Lookup, failed_lookup, open_cache, prefetch, read_config
+from autotune.jit._lookup import Lookup, after_prefetch, failed_lookup, open_cache, prefetch, read_config
 from autotune.jit._methods import BoundAutotuned, XlaRoutes, handed_out
 from autotune.program import _keys
 from autotune.program._xla import XlaChoice
@@ -31,6 +32,27 @@ if TYPE_CHECKING:
 
 ON_MISS = ("default", "warn", "tune")
 _ENV_RECORD = "AUTOTUNE_RECORD"  # _record.ENV_RECORD: read here so that _record loads only when recording
+
+
+_OBJECTIVE_KEYWORDS = ("expected_calls", "compile_weight", "runtime_weight", "processes", "compilation_cache")
+
+
+def merged_objective(base: Objective, detect_cache: bool, said: dict[str, Any]) -> tuple[Objective, bool]:
+    """(``base`` with the objective keywords ``said`` replaced (None keeps one), whether its
+    compilation cache is still to be detected): the one place the decorator's objective keywords
+    become an :class:`Objective` (a bad figure fails here, by name).
+
+    Example::
+
+        >>> goal, detect = merged_objective(DEFAULT, True, {"expected_calls": 10, "compilation_cache": False})
+        >>> goal.expected_calls, goal.compilation_cache, detect
+        (10, False, False)
+    """
+    cache = said.get("compilation_cache")
+    if cache is not None:
+        compilation_cache_on(cache)  # not a bool: fails by name
+    changes = {k: v for k, v in said.items() if v is not None}
+    return dataclasses.replace(base, **changes), detect_cache and cache is None
 
 
 def controller(fn: Any) -> Autotuned | None:
@@ -55,15 +77,13 @@ class Autotuned:
         self,
         fun: Callable,
         *,
-        expected_calls: float = DEFAULT.expected_calls,
-        compile_weight: float = DEFAULT.compile_weight,
-        runtime_weight: float = DEFAULT.runtime_weight,
-        processes: int = DEFAULT.processes,
-        compilation_cache: bool | None = None,
+        objective: Objective = DEFAULT,
+        detect_cache: bool = True,
         cache: Any = None,
         on_miss: str = "default",
         key: str | None = None,
         record: bool | str = False,
+        tier_up: bool = False,
         **jit_kwargs: Any,
     ):
         if not callable(fun):
@@ -72,11 +92,11 @@ class Autotuned:
             raise ConfigError(f"at.autotuned(on_miss={on_miss!r}): choose one of {list(ON_MISS)}.")
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.expected_calls, self.compile_weight, self.runtime_weight = expected_calls, compile_weight, runtime_weight
-        Objective(processes=processes)  # a bad count fails here, by name
-        if compilation_cache is not None:
-            compilation_cache_on(compilation_cache)
-        self.processes, self.compilation_cache = processes, compilation_cache  # None: detected when used
+        if not isinstance(objective, Objective):
+            raise ConfigError(f"Autotuned(objective={objective!r}): pass an autotune.Objective.")
+        # The objective, built once at the public boundary (`autotuned`'s keywords); with ``detect_cache``
+        # its compilation_cache is detected when used (`objective`), not now.
+        self._objective, self._detect_cache = objective, bool(detect_cache)
         self.on_miss = on_miss
         self.key = key or _keys.function_key(fun)
         if key is None and _keys.unstable_key_reason(self.key):
@@ -93,14 +113,66 @@ class Autotuned:
 
             self.record_mode = _record.mode(record)
         self._current = None  # values mode: the call being traced, so its values can be recorded
-        self._cache_arg = cache
+        self.cache_arg = cache
         self._reader = None
         self._pending = False
         self._last_lookup: Lookup | None = None
         traced = functools.wraps(fun)(lambda *args, **kwargs: self._traced(*args, **kwargs))
         self._jitted = jax.jit(traced, **jit_kwargs)
         self._xla = XlaRoutes(self)  # a cached config's XLA options: a jit per choice
+        self.tier_up = bool(tier_up)  # serve the default while the winner compiles (`_tier`)
+        if self.tier_up:
+            from autotune.jit._tier import Tier
+
+            self._tier = Tier(self)
+        else:
+            self._tier = None
         prefetch()
+
+    # -- the objective ------------------------------------------------------------------
+    @property
+    def objective(self) -> Objective:
+        """The objective this function tunes and looks up for, whole: its figures, its ``processes``
+        and its ``compilation_cache`` (detected now where the decorator was not told, see
+        :func:`autotune.select._objective.compilation_cache_on`)."""
+        if self._detect_cache:
+            return dataclasses.replace(self._objective, compilation_cache=compilation_cache_on(None))
+        return self._objective
+
+    @property
+    def expected_calls(self) -> float:
+        return self._objective.expected_calls
+
+    @property
+    def compile_weight(self) -> float:
+        return self._objective.compile_weight
+
+    @property
+    def runtime_weight(self) -> float:
+        return self._objective.runtime_weight
+
+    @property
+    def processes(self) -> int:
+        return self._objective.processes
+
+    @property
+    def compilation_cache(self) -> bool | None:
+        """``compilation_cache`` as the decorator was told it; None: detected when used."""
+        return None if self._detect_cache else self._objective.compilation_cache
+
+    @property
+    def jitted(self) -> Any:
+        """The plain ``jax.jit`` object of this function (no XLA options): what calls go through."""
+        return self._jitted
+
+    @property
+    def xla(self) -> XlaRoutes:
+        """The routes of cached configs' XLA options (`autotune.jit._methods.XlaRoutes`)."""
+        return self._xla
+
+    def traced_under(self, under: XlaChoice, args: tuple, kwargs: dict) -> Any:
+        """The traced program of a call compiled with the XLA options ``under`` (`_traced_under`)."""
+        return self._traced_under(under, args, kwargs)
 
     def function(self) -> Callable:
         """What ``@at.autotuned`` hands out (`autotune.jit._methods.handed_out`): the ``jax.jit``
@@ -124,6 +196,8 @@ class Autotuned:
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         """A call: the plain jit, or the jit of its cached config's XLA options (`XlaRoutes`)."""
+        if self._tier is not None:  # tier-up: the default serves while the winner compiles
+            return self._tier.call(args, kwargs)
         return self._xla.call(args, kwargs) if self._xla.active else self._jitted(*args, **kwargs)
 
     def _traced(self, *args: Any, **kwargs: Any) -> Any:
@@ -182,9 +256,10 @@ class Autotuned:
     def reader(self):
         """Reads this function's cache: a SQLite file with the standard library, else `Cache`."""
         if self._reader is None:
+            after_prefetch()
             from autotune.cache._fastread import Reader
 
-            self._reader = Reader(self._cache_arg, open_cache)
+            self._reader = Reader(self.cache_arg, open_cache)
         return self._reader
 
     @property
@@ -234,17 +309,18 @@ class Autotuned:
         self._xla.by_call.clear()
 
     def with_options(self, **overrides: Any) -> Autotuned:
-        """A copy with some options replaced (None keeps the current value)."""
+        """A copy with some options replaced (None keeps the current value): the decorator's
+        keywords, the objective's figures among them (merged here into one :class:`Objective`)."""
+        said = {k: overrides.pop(k, None) for k in _OBJECTIVE_KEYWORDS}
+        objective, detect = merged_objective(self._objective, self._detect_cache, said)
         opts = dict(
-            expected_calls=self.expected_calls,
-            compile_weight=self.compile_weight,
-            runtime_weight=self.runtime_weight,
-            processes=self.processes,
-            compilation_cache=self.compilation_cache,
-            cache=self._cache_arg,
+            objective=objective,
+            detect_cache=detect,
+            cache=self.cache_arg,
             on_miss=self.on_miss,
             key=self.key,
             record=self._record_arg,
+            tier_up=self.tier_up,
             **self.jit_kwargs,
         )
         opts.update({k: v for k, v in overrides.items() if v is not None})
@@ -291,6 +367,7 @@ class Autotuned:
     def _tune_after_miss(self, args, kwargs) -> None:
         from autotune.jit._fn_tune import tune_after_miss
 
+        self._pending = False
         tune_after_miss(self, args, kwargs)
 
     def __repr__(self) -> str:
@@ -314,6 +391,7 @@ def autotuned(
     on_miss: str = "default",
     key: str | None = None,
     record: bool | str = False,
+    tier_up: bool = False,
     **jit_kwargs: Any,
 ):
     """Decorate a function like ``jax.jit``; its loops follow the tuned config in the cache.
@@ -336,6 +414,10 @@ def autotuned(
         record: ``True`` writes a pending row at the first call per signature, for
             ``autotune tune --recorded`` to tune later; ``"values"`` also keeps the argument
             values (``AUTOTUNE_RECORD=1`` / ``values`` turns it on for every function).
+        tier_up: never wait for the tuned compile: a signature whose cached winner compiles much
+            slower than the default runs the default at once while the winner compiles on a
+            background thread, and the winner from the first call after it is built
+            (`autotune.jit._tier`; docs/how-to/tier-up.md). Hands out the :class:`Autotuned` object.
         **jit_kwargs: passed to ``jax.jit`` (``static_argnums``, ``donate_argnums``, ...).
 
     Returns:
@@ -358,20 +440,27 @@ def autotuned(
         (4,)
     """
 
+    said = dict(
+        expected_calls=expected_calls,
+        compile_weight=compile_weight,
+        runtime_weight=runtime_weight,
+        processes=processes,
+        compilation_cache=compilation_cache,
+    )
+    objective, _ = merged_objective(DEFAULT, True, said)  # the one Objective, built at the boundary
+
     def wrap(f: Callable):
         ctl = Autotuned(
             f,
-            expected_calls=expected_calls,
-            compile_weight=compile_weight,
-            runtime_weight=runtime_weight,
-            processes=processes,
-            compilation_cache=compilation_cache,
+            objective=objective,
+            detect_cache=compilation_cache is None,
             cache=cache,
             on_miss=on_miss,
             key=key,
             record=record,
+            tier_up=tier_up,
             **jit_kwargs,
         )
-        return ctl if on_miss == "tune" or ctl.record_mode == "values" else ctl.function()
+        return ctl if on_miss == "tune" or ctl.record_mode == "values" or tier_up else ctl.function()
 
     return wrap if fun is None else wrap(fun)

@@ -14,22 +14,23 @@ from typing import TYPE_CHECKING, Any
 
 from autotune._errors import warn_user_once
 from autotune._options import Plumbing, TuneOptions, split_keywords
-from autotune.select._objective import Objective, compilation_cache_on
+from autotune.select._objective import Objective
 
 if TYPE_CHECKING:
+    from autotune.jit._decorator import Autotuned
     from autotune.study import TuneResult
 
 _FN_TUNE = ("n_trials", "timeout", "sampler", "storage", "study_name")  # fn.tune's named options
 
 
-def options_of(ctl: Any, api: str, keywords: dict[str, Any]) -> tuple[TuneOptions, dict[str, Any]]:
+def options_of(ctl: Autotuned, api: str, keywords: dict[str, Any]) -> tuple[TuneOptions, dict[str, Any]]:
     """(the :class:`TuneOptions` of ``keywords``, the function's own keyword arguments)."""
     chosen, kwargs = split_keywords(api, ctl.fun, keywords)
     return TuneOptions(**chosen), kwargs
 
 
 def tune_with(
-    ctl: Any, args: tuple, kwargs: dict[str, Any], options: TuneOptions, plumbing: Plumbing | None = None
+    ctl: Autotuned, args: tuple, kwargs: dict[str, Any], options: TuneOptions, plumbing: Plumbing | None = None
 ) -> TuneResult | None:
     """Tune the `Autotuned` ``ctl`` on ``args``/``kwargs`` with ``options`` as given; store the
     winner (unless ``plumbing.store`` is False) under :func:`autotune.cache._store.store`'s rule."""
@@ -48,7 +49,7 @@ def tune_with(
         function_key=ctl.key,
         jit_kwargs=ctl.jit_kwargs,
         plumbing=plumbing,
-        storage_default=None if ctl._cache_arg is None else storage_beside(ctl._cache_arg),
+        storage_default=None if ctl.cache_arg is None else storage_beside(ctl.cache_arg),
     )
     if result is not None and plumbing.store:
         result.stored = store(ctl.cache, result, ctl.key, plumbing.retune)
@@ -57,16 +58,9 @@ def tune_with(
     return result
 
 
-def objective_of(ctl: Any) -> Objective:
-    """The objective an `Autotuned` tunes and looks up for: its figures, its ``processes``, and its
-    ``compilation_cache`` (None: detected now, see :func:`autotune.select._objective.compilation_cache_on`)."""
-    return Objective(
-        ctl.expected_calls,
-        ctl.compile_weight,
-        ctl.runtime_weight,
-        processes=getattr(ctl, "processes", 1),
-        compilation_cache=compilation_cache_on(getattr(ctl, "compilation_cache", None)),
-    )
+def objective_of(ctl: Autotuned) -> Objective:
+    """The objective an `Autotuned` tunes and looks up for, whole (:attr:`Autotuned.objective`)."""
+    return ctl.objective
 
 
 def storage_beside(cache_arg: Any) -> str:
@@ -76,9 +70,8 @@ def storage_beside(cache_arg: Any) -> str:
     return default_storage_url(os.fspath(getattr(cache_arg, "url", cache_arg)))
 
 
-def tune_after_miss(ctl: Any, args: tuple, kwargs: dict[str, Any]) -> None:
+def tune_after_miss(ctl: Autotuned, args: tuple, kwargs: dict[str, Any]) -> None:
     """``on_miss="tune"``: tune briefly after the first call; a failure is one warning."""
-    ctl._pending = False
     if ctl.jit_kwargs.get("donate_argnums") or ctl.jit_kwargs.get("donate_argnames"):
         warn_user_once(
             ("donate-tune", ctl.key),

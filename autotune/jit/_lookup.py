@@ -12,12 +12,15 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune import _paths
 from autotune._errors import warn_user_once
 from autotune.program import _keys
 from autotune.program._config import Config
+
+if TYPE_CHECKING:
+    from autotune.jit._decorator import Autotuned
 
 
 @dataclass(frozen=True)
@@ -104,15 +107,20 @@ def open_cache(cache: Any):
 
 
 def _import_call_path() -> None:
-    try:
-        from autotune import select as _select  # noqa: F401
-        from autotune.cache import _fastread  # noqa: F401
-        from autotune.program import _rewrite, _sites  # noqa: F401
-    except Exception:  # noqa: BLE001 - the first call imports what it needs itself, and reports
-        pass
+    with _IMPORTING:
+        try:
+            from autotune import select as _select  # noqa: F401
+            from autotune.cache import _fastread  # noqa: F401
+            from autotune.program import _rewrite, _sites  # noqa: F401
+        except Exception:  # noqa: BLE001 - the first call imports what it needs itself, and reports
+            pass
 
 
 _prefetch_started = threading.Event()
+# Held while the prefetch thread imports. The caller's thread takes it before importing the same
+# modules itself: two threads importing one package's modules at once can meet a partially
+# initialised module ("cannot import name ... from partially initialized module").
+_IMPORTING = threading.Lock()
 
 
 def prefetch() -> None:
@@ -122,32 +130,30 @@ def prefetch() -> None:
         threading.Thread(target=_import_call_path, name="autotune-prefetch", daemon=True).start()
 
 
+def after_prefetch() -> None:
+    """Wait until a prefetch under way has finished importing (at once when none is)."""
+    with _IMPORTING:
+        pass
+
+
 def cache_location(cache_arg: Any, cache: Any) -> str:
     """The cache as a warning names it (password redacted)."""
     where = cache if cache is not None else (cache_arg or os.environ.get(_paths.ENV_CACHE))
     return _paths.redact(where) if where else "the default cache"
 
 
-def _processes(ctl: Any) -> dict[str, Any]:
-    """The processes part of ``ctl``'s objective (`_tuning.objective_of`, the compilation cache
-    detected where not said), for a lookup's re-pick."""
-    from autotune.jit._fn_tune import objective_of
-
-    goal = objective_of(ctl)
-    return {"processes": goal.processes, "compilation_cache": goal.compilation_cache}
-
-
-def cache_has_xla(ctl: Any) -> bool:
+def cache_has_xla(ctl: Autotuned) -> bool:
     """Whether ``ctl``'s SQLite cache holds an entry of its function whose config sets XLA options
     (``"@xla"``): then the decorator hands out its routing object instead of the bare ``jax.jit``
     (compile options belong to a jit object, not to a signature). One indexed query at decoration;
     any problem is False (no routing: the plain jit, as before)."""
     import sqlite3
 
+    after_prefetch()
     from autotune.cache._fastread import sqlite_path
     from autotune.cache._layout import ENTRIES_TABLE
 
-    path = sqlite_path(ctl._cache_arg)  # None: $AUTOTUNE_CACHE or the user cache
+    path = sqlite_path(ctl.cache_arg)  # None: $AUTOTUNE_CACHE or the user cache
     if path is None or not os.path.exists(path):
         return False
     try:
@@ -164,7 +170,7 @@ def cache_has_xla(ctl: Any) -> bool:
     return row is not None
 
 
-def read_config(ctl: Any, program: Any, signature: str) -> Lookup:
+def read_config(ctl: Autotuned, program: Any, signature: str) -> Lookup:
     """The config the `Autotuned` ``ctl`` applies to ``program`` with ``signature``.
 
     A cache that cannot be read, or an entry that does not fit the program, is the default
@@ -174,6 +180,7 @@ def read_config(ctl: Any, program: Any, signature: str) -> Lookup:
     Raises:
         Exception: only what fingerprinting ``program`` raises (the caller warns).
     """
+    after_prefetch()
     fingerprint = program.fingerprint
     try:
         device_key = _keys.device_key(_keys.device_info())
@@ -181,16 +188,7 @@ def read_config(ctl: Any, program: Any, signature: str) -> Lookup:
         return Lookup(Config(), "default (cache error)", None, fingerprint, signature, "?", str(exc))
     try:
         # Tuned for another call count or weights: the lookup re-picks with the one rule.
-        entry = ctl.reader.lookup(
-            ctl.key,
-            fingerprint,
-            signature,
-            device_key,
-            expected_calls=ctl.expected_calls,
-            compile_weight=ctl.compile_weight,
-            runtime_weight=ctl.runtime_weight,
-            **_processes(ctl),
-        )
+        entry = ctl.reader.lookup(ctl.key, fingerprint, signature, device_key, objective=ctl.objective)
         if entry is None:
             if ctl.on_miss == "warn":
                 warn_user_once(
@@ -206,7 +204,7 @@ def read_config(ctl: Any, program: Any, signature: str) -> Lookup:
 
         Plan(program.sites, config)
     except Exception as exc:
-        where = cache_location(ctl._cache_arg, ctl.reader.opened)
+        where = cache_location(ctl.cache_arg, ctl.reader.opened)
         warn_user_once(
             ("cache-error", where, type(exc).__name__),
             f"autotune: the tuning cache {where} could not be used ({type(exc).__name__}: {exc}); "

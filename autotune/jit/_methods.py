@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 
@@ -15,6 +15,9 @@ from autotune.jit._lookup import Lookup, cache_has_xla
 from autotune.program import _keys
 from autotune.program._config import Config
 from autotune.program._xla import XlaChoice, jit_options
+
+if TYPE_CHECKING:
+    from autotune.jit._decorator import Autotuned
 
 
 def defined_in_class(fun: Callable) -> bool:
@@ -30,7 +33,7 @@ class BoundAutotuned:
 
     __slots__ = ("autotune", "__self__")
 
-    def __init__(self, ctl: Any, obj: Any):
+    def __init__(self, ctl: Autotuned, obj: Any):
         self.autotune, self.__self__ = ctl, obj
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -48,7 +51,7 @@ class AutotunedMethod:
     whose ``instance.method`` is a :class:`BoundAutotuned`; called on the class it is the
     ``jax.jit`` function itself."""
 
-    def __init__(self, ctl: Any):
+    def __init__(self, ctl: Autotuned):
         self.autotune = ctl
         functools.update_wrapper(self, ctl.fun)
         self.key, self.expected_calls = ctl.key, ctl.expected_calls
@@ -63,7 +66,7 @@ class AutotunedMethod:
         return getattr(self.autotune, name)
 
 
-def handed_out(ctl: Any) -> Any:
+def handed_out(ctl: Autotuned) -> Any:
     """What ``@at.autotuned`` hands out for the `Autotuned` ``ctl``: the ``jax.jit`` object itself
     (so calls cost exactly a jit dispatch), carrying ``ctl``'s methods as attributes; for a method
     defined in a class body, a descriptor that binds them to the instance too. When the cache
@@ -72,13 +75,13 @@ def handed_out(ctl: Any) -> Any:
     if defined_in_class(ctl.fun):
         return AutotunedMethod(ctl)
     try:
-        ctl._xla.active = cache_has_xla(ctl)
+        ctl.xla.active = cache_has_xla(ctl)
     except Exception:  # noqa: BLE001 - no routing: the plain jit, as before
-        ctl._xla.active = False
-    if ctl._xla.active:  # a cached config sets XLA options: ctl routes calls per signature
+        ctl.xla.active = False
+    if ctl.xla.active:  # a cached config sets XLA options: ctl routes calls per signature
         return ctl
-    jitted = ctl._jitted
-    for name in ("tune", "sites", "config_for", "with_options"):
+    jitted = ctl.jitted
+    for name in ("tune", "sites", "config_for", "with_options", "function"):  # every one `Autotuned` has too
         setattr(jitted, name, getattr(ctl, name))
     jitted.key = ctl.key
     jitted.expected_calls = ctl.expected_calls
@@ -92,9 +95,9 @@ class XlaRoutes:
     go to. ``active`` is False until a cached config sets XLA options; until then every call is the
     plain jit's. Options that fail to compile: the default config and one warning."""
 
-    def __init__(self, ctl: Any):
+    def __init__(self, ctl: Autotuned):
         self.ctl = ctl
-        self.jits: dict[XlaChoice, Any] = {XlaChoice(): ctl._jitted}
+        self.jits: dict[XlaChoice, Any] = {XlaChoice(): ctl.jitted}
         self.routes: dict[str, XlaChoice] = {}
         self.failed: set[str] = set()  # signatures whose XLA options failed: the default config
         self.by_call: dict[Any, Any] = {}  # a call's cheap key -> its jit (`_call_key`)
@@ -104,7 +107,7 @@ class XlaRoutes:
         """The jit object whose compile options carry ``choice`` (the plain jit for none)."""
         jitted = self.jits.get(choice)
         if jitted is None:
-            traced = functools.wraps(self.ctl.fun)(lambda *a, **k: self.ctl._traced_under(choice, a, k))
+            traced = functools.wraps(self.ctl.fun)(lambda *a, **k: self.ctl.traced_under(choice, a, k))
             jitted = self.jits[choice] = jax.jit(traced, **jit_options(choice, self.ctl.jit_kwargs))
         return jitted
 
@@ -113,17 +116,17 @@ class XlaRoutes:
         try:
             signature = _keys.signature(args, kwargs)
             if signature in self.failed:
-                return self.ctl._jitted
+                return self.ctl.jitted
             choice = self.routes.get(signature)
             if choice is None:
                 choice = self.routes[signature] = self.ctl.config_for(*args, **kwargs).config.xla
             return self.jit_for(choice)
         except Exception:  # noqa: BLE001 - routing is ours: the plain jit decides and reports
-            return self.ctl._jitted
+            return self.ctl.jitted
 
     def call(self, args: tuple, kwargs: dict) -> Any:
         """A call through the jit of its signature's XLA choice (looked up on its first call)."""
-        plain = self.ctl._jitted
+        plain = self.ctl.jitted
         if not self.active:
             return plain(*args, **kwargs)
         key = _call_key(args, kwargs)

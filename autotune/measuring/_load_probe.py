@@ -39,13 +39,13 @@ class Load:
     Attributes:
         load_s: CPU seconds of the compile call that loaded the executable from the cache in a
             fresh process (key, read, deserialise; trace and lower not included), or None.
-        compile_s: CPU seconds of the compile in the first process, which wrote the entry (a real
+        compile_cpu_s: CPU seconds of the compile in the first process, which wrote the entry (a real
             compile of the same program, for comparison), or None.
         note: why ``load_s`` is None (not measured, or the cache missed), else None.
     """
 
     load_s: float | None
-    compile_s: float | None = None
+    compile_cpu_s: float | None = None
     note: str | None = None
 
 

@@ -1,4 +1,5 @@
-"""`Outcome`: what a trial came to, the one tally of outcomes, and which count toward ``n_trials``.
+"""`Outcome`: what a trial came to, the one tally of outcomes, and which count toward ``n_trials``
+(:func:`counts_toward_trials`, the one rule).
 
 The study owns outcomes (it records them, counts them and publishes the enum as
 ``autotune.study.Outcome``), but the enum is defined here, below ``_runner``: a runner
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
+from typing import Protocol
 
 
 class Outcome(enum.StrEnum):
@@ -63,18 +65,37 @@ def tally(states: Iterable[str | Outcome | None]) -> dict[str, int]:
     return out
 
 
-def counts_toward_trials(outcome: Outcome | None, skipped: bool) -> bool:
+def counts_toward_trials(outcome: Outcome | None, skipped: bool, *, running: bool = False) -> bool:
     """Whether a trial that ended as ``outcome`` counts toward ``n_trials``: not a duplicate,
     an interrupted or abandoned trial (their config is free again), nor a config ``skipped``
-    before compiling on its predicted compile time. False for one still running (None): the
-    search counts those itself, as taken.
+    before compiling on its predicted compile time. A trial still being measured (``outcome``
+    None) counts only where ``running`` says it is taken: the search's budget counts such a
+    trial (its config is taken), a queued one never, and a run's tally of ended trials neither.
+
+    This is the one rule: ``TrialView.counted`` (the search's budget), ``TrialRecord.counted``
+    (a result's trials) and :func:`counted` all apply it.
 
     Example::
 
         >>> [counts_toward_trials(o, False) for o in (Outcome.PRUNED, Outcome.DUPLICATE, None)]
         [True, False, False]
+        >>> counts_toward_trials(None, False, running=True)
+        True
     """
-    return outcome is not None and not outcome.releases and not skipped
+    if outcome is None:
+        return running
+    return not outcome.releases and not skipped
 
 
-__all__ = ["Outcome", "counts_toward_trials", "tally"]
+class _Counted(Protocol):
+    @property
+    def counted(self) -> bool: ...
+
+
+def counted(trials: Iterable[_Counted]) -> int:
+    """How many of ``trials`` (study views or result records) count toward ``n_trials``: each
+    says so through its ``counted`` property, :func:`counts_toward_trials`."""
+    return sum(1 for t in trials if t.counted)
+
+
+__all__ = ["Outcome", "counted", "counts_toward_trials", "tally"]

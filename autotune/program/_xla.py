@@ -38,7 +38,7 @@ AUTO_COMPILE_SHARE = 0.10
 least this share of its cost at ``expected_calls`` (see :func:`searched`): on 14 CPU programs at
 10, 100, 1000 calls and their own call counts, every case at or above 10% had an option winning
 (median ×1.26); of the 3 cases below it, one gained more than ×1.10 (a runtime win no compile
-rule sees: ``xla=True`` searches it). Figures: ``scripts/xla_bench.py``, docs/results/xla.md."""
+rule sees: ``xla=True`` searches it). Figures: ``benchmarks/xla.py``, docs/results/xla.md."""
 AUTO_MIN_COMPILE_S = 0.25
 """... and at least this many CPU seconds of trace + lower + compile (see :func:`searched`): below it
 the options saved at most 0.02 s (×1.14) on the programs measured, within a measurement's noise,
@@ -331,7 +331,7 @@ def offered(
 
 COMBINATIONS = (("O0", "nollvm"), ("O1", "nollvm"))
 """Option sets the XLA dimension offers beside each option alone (where every part is offered):
-measured on 14 CPU programs at 10-1000 calls (``scripts/xla_bench.py``), they were the best set
+measured on 14 CPU programs at 10-1000 calls (``benchmarks/xla.py``), they were the best set
 in 14 of 49 cases, by up to 17% over the best single option."""
 
 
@@ -375,10 +375,10 @@ def searched(xla: bool | str, objective: Any, default: Any, platform: str) -> bo
         return True
     if default is None or objective is None:
         return False
-    compile_s = float(default.compile_cost_s)
-    intercept, slope = objective.line(compile_s, float(default.run_cost_s), default.load_cost_s)
+    compile_cost_s = float(default.compile_cost_s)
+    intercept, slope = objective.line(compile_cost_s, float(default.run_cost_s), default.load_cost_s)
     total = intercept + slope * objective.expected_calls
-    return compile_s >= AUTO_MIN_COMPILE_S and total > 0 and intercept / total >= AUTO_COMPILE_SHARE
+    return compile_cost_s >= AUTO_MIN_COMPILE_S and total > 0 and intercept / total >= AUTO_COMPILE_SHARE
 
 
 def catalog_markdown(catalog: Sequence[XlaOption] = CATALOG) -> str:

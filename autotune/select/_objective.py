@@ -35,10 +35,10 @@ class Objective:
 
     Example::
 
-        >>> Objective(expected_calls=100).cost_of(compile_s=2.0, run_s=0.01)
+        >>> Objective(expected_calls=100).cost_of(compile_cost_s=2.0, run_cost_s=0.01)
         3.0
         >>> Objective(100, processes=8).cost_of(2.0, 0.01), Objective(100, processes=8, compilation_cache=True).cost_of(
-        ...     2.0, 0.01, load_s=0.5)
+        ...     2.0, 0.01, load_cost_s=0.5)
         (24.0, 13.5)
     """
 
@@ -63,28 +63,30 @@ class Objective:
                 "(whether JAX's persistent compilation cache is on)."
             )
 
-    def line(self, compile_s: float, run_s: float, load_s: float | None = None) -> tuple[Fraction, Fraction]:
+    def line(
+        self, compile_cost_s: float, run_cost_s: float, load_cost_s: float | None = None
+    ) -> tuple[Fraction, Fraction]:
         """THE cost formula, as a line in the call count N, exactly:
-        ``(cw·(C + (P−1)·R), rw·P·run)`` with ``C = compile_s`` and ``R = load_s`` when the
-        compilation cache is on and the load is known, else ``R = C``; so ``cost(N) = intercept + slope·N``
-        (the winner rule compares these in rational arithmetic).
+        ``(cw·(C + (P−1)·R), rw·P·run)`` with ``C = compile_cost_s``, ``run = run_cost_s`` and
+        ``R = load_cost_s`` when the compilation cache is on and the load is known, else ``R = C``;
+        so ``cost(N) = intercept + slope·N`` (the winner rule compares these in rational arithmetic).
 
         Example::
 
-            >>> [float(x) for x in Objective(processes=3, compilation_cache=True).line(2.0, 0.5, load_s=0.25)]
+            >>> [float(x) for x in Objective(processes=3, compilation_cache=True).line(2.0, 0.5, load_cost_s=0.25)]
             [2.5, 1.5]
         """
-        c = Fraction(compile_s)
-        again = c if load_s is None or not self.compilation_cache else Fraction(load_s)
+        c = Fraction(compile_cost_s)
+        again = c if load_cost_s is None or not self.compilation_cache else Fraction(load_cost_s)
         p = self.processes
         return Fraction(self.compile_weight) * (c + (p - 1) * again), Fraction(self.runtime_weight) * Fraction(
-            run_s
+            run_cost_s
         ) * p
 
-    def cost_of(self, compile_s: float, run_s: float, load_s: float | None = None) -> float:
-        """The cost of one-off seconds ``compile_s`` (a later process's ``load_s``) and per-call
-        seconds ``run_s`` (:meth:`line` at N)."""
-        a, b = self.line(compile_s, run_s, load_s)
+    def cost_of(self, compile_cost_s: float, run_cost_s: float, load_cost_s: float | None = None) -> float:
+        """The cost of one-off seconds ``compile_cost_s`` (a later process's ``load_cost_s``) and
+        per-call seconds ``run_cost_s`` (:meth:`line` at N)."""
+        a, b = self.line(compile_cost_s, run_cost_s, load_cost_s)
         return float(a + b * Fraction(self.expected_calls))
 
     def cost(self, measurement) -> float:

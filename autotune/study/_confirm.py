@@ -1,49 +1,16 @@
 """Confirmation: re-measure the contenders side by side, so one noisy sample cannot win.
 
-**One contender per program.** Configs that lower to the same program (the search records the
-later ones ``shared``) are one contender, named by the simplest of them
-(:func:`simplest_key`: the default if it is one of them, else the fewest body copies, then
-``scan`` before ``fori`` before ``while`` before ``for``, then the canonical JSON); the others
-are listed on its confirmed point as ``equivalent``.
-
-**Contenders.** The ``top`` cheapest programs, those cheapest at some call count, and the
-default (for a Pareto search the whole measured front) are measured again in ``rounds``
-interleaved rounds (A B C, B C A, C A B ...).
-
-**Paired figures only.** Every figure a decision compares was taken in confirmation, in the
-same process, in the same rounds: a figure from the search never enters (the default's
-reference rounds come first, in a fresh worker, minutes before anything else). Round 1
-measures every contender in full, compiled side by side. Later rounds re-time the executables
-the worker holds (:meth:`Runner.retime`, no compile) and every contender's later rounds carry
-its own round-1 compile figure, so all sides reuse compiles from one moment; except where the
-compile noise of one sample could flip the decision (a contender within the compile noise of
-their compile seconds of the default or of the winner, in round 1 or once all rounds are in):
-then every contender is compiled again in every round, each round's cost taking that round's own
-compile, so a median of compiles decides. The compile noise is :data:`COMPILE_NOISE`, or more where
-the machine shows more (:func:`compile_noise`: a contender whose round-1 compile and its search
-compile disagree by more; under load one compile can take twice another of the same program, and
-two challengers that differ by compile alone were then decided by that one sample).
-A round measured in full because an executable was gone still carries round 1's compile when
-the others' do. Each contender becomes a :class:`autotune.select.Point` with per-round samples
-``((compile_cost_s, run_cost_s), ...)`` paired by round index, which :mod:`autotune.select`
-decides on (:attr:`Measurement.compile_cost_s`, CPU seconds, and :attr:`Measurement.run_cost_s`).
-
-**A second process for every new winner.** A program's runtime also differs between two
-processes (code and buffer placement) by more than it varies within one, and on a loaded machine
-by more again: a challenger that wins in one worker must win in a second, fresh worker too, however
-large its lead there. The runner is renewed (``Runner.renew``) and the default and every contender
-that beats it are measured there by the same procedure (round 1 in full, then re-timed or compiled
-again), appended to their rounds: with 3 rounds, the rule then needs 5 of the 6 paired rounds, so a
-lead seen in one process only keeps the default. Measured: the runtime of a fully unrolled
-bidirectional GRU (``studies/gru_encoder.py``) over the default's ranged 1.28-1.67 in five fresh
-processes on a quiet 2-core CPU (a few percent within each); under load (the test suite beside it)
-an ``xla:O1+nollvm`` pick on ``studies/scan_layers.py`` led the default in the tuner's worker and
-ran 1.23x slower than it in the benchmark's process, a swing no fixed margin on the lead covers.
-
-Cost: one compile per contender and process more than re-timing alone, ``rounds`` compiles
-each where compile noise decides.
-
-The load a later process pays from a persistent compilation cache: :mod:`autotune.study._load_costs`.
+Configs of one lowered program are one contender (named by :func:`simplest_key`); the ``top``
+cheapest, those cheapest at some call count and the default (a Pareto search: the whole front)
+are measured again in ``rounds`` interleaved rounds in one process. Round 1 compiles each;
+later rounds re-time the kept executables (:meth:`Runner.retime`) carrying round 1's compile,
+unless the compile noise (:func:`compile_noise`, at least :data:`COMPILE_NOISE`) could flip the
+decision, when every round compiles again. A challenger that beats the default is measured
+again in a fresh worker (``Runner.renew``). Each contender becomes a
+:class:`autotune.select.Point` with paired per-round ``(compile_cost_s, run_cost_s)`` samples,
+which :mod:`autotune.select` decides on. The rules and why they hold:
+``docs/explanation/confirmation.md``. The load a later process pays from a persistent
+compilation cache: :mod:`autotune.study._load_costs`.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from typing import Any
 
 from autotune import select as _select
 from autotune._errors import StudyError
+from autotune.measuring._outcome import counted
 from autotune.program._config import Config
 from autotune.program._space import Space
 from autotune.select import Point
@@ -19,7 +20,6 @@ from autotune.select._objective import Objective
 from autotune.study._confirm import contenders, point_of
 from autotune.study._optuna import Study
 from autotune.study._result import TrialRecord, TuneResult
-from autotune.study._search import _counted
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def nothing_to_measure(views: list, space_size: int, budget: int) -> bool:
     if any(v.outcome is None for v in views):
         return False
     taken = {v.config_json for v in views if v.takes_config}
-    return _counted(views) >= budget or len(taken) >= space_size
+    return counted(views) >= budget or len(taken) >= space_size
 
 
 def confirmed_as_is(study: Study, records: list[TrialRecord]) -> bool:
@@ -74,11 +74,6 @@ def incumbent(attrs: dict[str, Any], goal: Objective) -> Config | None:
 def measured(records: list[TrialRecord]) -> list[int]:
     """The numbers of the trials that are measurements (selection points), in order."""
     return sorted(r.number for r in records if r.point() is not None)
-
-
-def counted(records: list[TrialRecord]) -> int:
-    """How many of ``records`` count toward ``n_trials`` (:attr:`TrialRecord.counted`)."""
-    return sum(1 for r in records if r.counted)
 
 
 def top_with(

@@ -38,7 +38,7 @@ def measure_loads(
     they are when the objective does not load from a cache (one process, or the cache off).
 
     ``load(config)`` returns an :class:`autotune.measuring._load_probe.Load` (``load_s``: the CPU seconds
-    of the cached load alone; ``compile_s``: of the compile that wrote it; ``note``)."""
+    of the cached load alone; ``compile_cpu_s``: of the compile that wrote it; ``note``)."""
     if not objective.shared:
         return points, []
     if load is None:
@@ -59,7 +59,7 @@ def measure_loads(
         if got.load_s is not None:  # trace + lower as the point's compile figures have them, then the load
             base = p.measurement.load_estimate_s if p.measurement is not None else (p.load_cost_s or 0.0)
             cost = base + got.load_s
-        elif got.compile_s is not None:  # the cache missed: a later process compiles again
+        elif got.compile_cpu_s is not None:  # the cache missed: a later process compiles again
             cost = p.compile_cost_s
         else:
             notes.append(f"{todo}: {got.note}; later processes are charged trace + lower")

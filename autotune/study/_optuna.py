@@ -81,7 +81,7 @@ class Study:
 
     Arguments:
         name, url: the study's name and storage URL.
-        directions: 1 (weighted cost) or 2 (compile_s, run_s) objectives.
+        directions: 1 (weighted cost) or 2 (compile_cost_s, run_cost_s) objectives.
     """
 
     def __init__(self, name: str, url: str, directions: int):

@@ -4,7 +4,7 @@ Compile time grows with the program XLA sees, and a loop's share of the program 
 body times the copies of it the config emits (``scan(unroll=k)`` over L steps: k + L mod k
 copies; a full unroll: L; nested loops multiply). From the trials measured so far we fit
 
-    compile_s ~= a + sum(b_site * copies_site)        (a, b >= 0, least squares)
+    compile_cost_s ~= a + sum(b_site * copies_site)        (a, b >= 0, least squares)
 
 and skip a config whose *predicted* compile time is at least :data:`MARGIN` times the
 compile budget: it would be pruned anyway, and skipping saves compiling it. The margin is
@@ -89,10 +89,10 @@ class CompilePredictor:
         self.y: dict[Any, list[float]] = {}
         self._coef: dict[Any, np.ndarray | None] = {}
 
-    def observe(self, config: Config, compile_total_s: float) -> None:
+    def observe(self, config: Config, compile_cost_s: float) -> None:
         c = copies(self.space, config)
         self.rows.setdefault(config.xla, []).append([1.0] + [c[i] for i in self.ids])
-        self.y.setdefault(config.xla, []).append(float(compile_total_s))
+        self.y.setdefault(config.xla, []).append(float(compile_cost_s))
         self._coef.pop(config.xla, None)
 
     def _fit(self, xla: Any) -> np.ndarray | None:

@@ -18,7 +18,7 @@ from typing import Any
 from autotune import select as _select
 from autotune._interrupt import Interrupted
 from autotune.measuring._measurement import Measurement
-from autotune.measuring._outcome import counts_toward_trials
+from autotune.measuring._outcome import counted
 from autotune.measuring._runner import Outcome, TrialFailed
 from autotune.program._config import Config
 from autotune.select import Point
@@ -305,7 +305,7 @@ class Search:
             self.study.reclaim_abandoned()
             with self.study.proposal_lock():
                 views = self.study.trials(self.space)
-                if _counted(views) >= budget:
+                if counted(views) >= budget:
                     return
                 records = [record_of(v, self.objective) for v in views]
                 self._learn(records)
@@ -329,7 +329,7 @@ class Search:
                 contenders(points, self.default, self.objective, self.keep_top, whole_front=self.search == "pareto")
             )
             if self.progress.shown:
-                self.progress.update(completed=min(budget, _counted(views)), best=self.best_text(points), status="")
+                self.progress.update(completed=min(budget, counted(views)), best=self.best_text(points), status="")
 
     def best_text(self, points: list[Point]) -> str:
         """The progress bar's standing text: the best cost of ``points`` (the one selection rule)."""
@@ -339,17 +339,6 @@ class Search:
             return f"front of {len(_select.pareto_front(points))}"
         best = _select.choose(points, self.objective, default=self.default)
         return f"best {best.cost:.4g} s: {best.config.label(self.space.sites)}"
-
-
-def _counted(views: list[TrialView]) -> int:
-    """Trials that count toward the budget: those in flight (their config is taken) and the
-    ended ones :func:`autotune.measuring._outcome.counts_toward_trials` counts; a queued one does not."""
-    return sum(
-        1
-        for v in views
-        if v.state != "WAITING"
-        and (v.outcome is None or counts_toward_trials(v.outcome, v.attrs.get("predicted_compile_s") is not None))
-    )
 
 
 def _median(ms: list[Measurement]) -> Measurement:

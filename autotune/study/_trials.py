@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.measuring._runner import Outcome
+from autotune.measuring._outcome import Outcome, counts_toward_trials
 from autotune.program._config import Config
 
 TRIAL_ATTRS = (
@@ -52,6 +52,17 @@ class TrialView:
     def takes_config(self) -> bool:
         """Whether this trial holds its config (so no other trial measures it)."""
         return self.config_json is not None and (self.outcome is None or not self.outcome.releases)
+
+    @property
+    def skipped(self) -> bool:
+        """Closed on its predicted compile time before compiling: no measurement."""
+        return self.attrs.get("predicted_compile_s") is not None
+
+    @property
+    def counted(self) -> bool:
+        """Whether the trial counts toward the search's budget (:func:`counts_toward_trials`):
+        one still running does (its config is taken), a queued one does not."""
+        return counts_toward_trials(self.outcome, self.skipped, running=self.state == "RUNNING")
 
 
 def view(t: Any, space=None) -> TrialView:

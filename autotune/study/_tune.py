@@ -18,6 +18,7 @@ from autotune._errors import StudyError
 from autotune._interrupt import InterruptLatch
 from autotune._options import SAMPLERS, SEARCHES, Plumbing, TuneOptions, split_keywords
 from autotune.measuring import _host
+from autotune.measuring._outcome import counted
 from autotune.measuring._runner import InProcessRunner, Outcome
 from autotune.program import _keys
 from autotune.program._config import Config
@@ -29,7 +30,6 @@ from autotune.study._confirm import confirm
 from autotune.study._finish import (
     Run,
     confirmed_as_is,
-    counted,
     incumbent,
     keep_or_replace,
     nothing_to_measure,
@@ -41,7 +41,7 @@ from autotune.study._optuna import Study
 from autotune.study._progress import Progress, wanted
 from autotune.study._propose import make_proposer
 from autotune.study._result import TuneResult
-from autotune.study._search import REFERENCE_ROUNDS, Search, _counted, record_of
+from autotune.study._search import REFERENCE_ROUNDS, Search, record_of
 
 DEFAULT_TRIALS = 32
 # at.tune's own keywords besides the options (for the nearest-name hint of an unknown one)
@@ -187,8 +187,8 @@ def xla_dimension(
     default (``measure_default``; the search reuses these as the default's first reference
     samples) and searches the options where its compile dominates its cost. One sample decides
     "no"; a "yes" is taken again on the medians of ``REFERENCE_ROUNDS`` samples, since a moment of
-    load can make one small compile look five times its size (a test's 0.05 s loop crossed the
-    0.25 s floor) and a study keeps its decision for good. The choices are the default and each
+    load can make one small compile look several times its size (enough to lift a small loop over
+    ``AUTO_MIN_COMPILE_S``) and a study keeps its decision for good. The choices are the default and each
     option this jaxlib accepts on the device; ``()`` when not searched."""
     held, measured = study.attrs.get("xla_searched"), []
     if options.xla == "auto" and held is not None:
@@ -213,9 +213,9 @@ def _median_point(measured: list[Any]) -> Point:
     """The default's point from its samples (medians), charging the load as the objective does
     (estimated where not measured)."""
     m = sorted(measured, key=lambda x: x.compile_cost_s)[len(measured) // 2]
-    compile_s = statistics.median(x.compile_cost_s for x in measured)
-    run_s = statistics.median(x.run_cost_s for x in measured)
-    return Point(Config(), compile_s, run_s, measurement=m)
+    compile_cost_s = statistics.median(x.compile_cost_s for x in measured)
+    run_cost_s = statistics.median(x.run_cost_s for x in measured)
+    return Point(Config(), compile_cost_s, run_cost_s, measurement=m)
 
 
 def run(
@@ -302,7 +302,7 @@ def _search_and_confirm(
     study, space, goal = state.study, state.space, state.objective
     views = study.trials(space)
     held = [record_of(v, goal) for v in views]
-    before = _counted(views)
+    before = counted(views)
     idle = nothing_to_measure(views, len(space), budget)
     title = f"tuning {fkey}"
     if idle and (plumbing.join or (not options.reconfirm and confirmed_as_is(study, held))):

@@ -18,7 +18,7 @@ Children run with compiled bytecode (a private ``PYTHONPYCACHEPREFIX``, warmed f
 an installed package does. Prints tables; writes ``--json`` and ``--md``
 (default ``docs/results/overhead.json`` / ``.md``).
 
-    python scripts/overhead.py [--runs 12] [--quick]
+    python -m benchmarks.overhead [--runs 12] [--quick]
 """
 
 from __future__ import annotations
@@ -118,7 +118,8 @@ def make_hit_cache(path: str) -> str:
 
 def run_child(mode: str, cache: str, env: dict) -> dict:
     out = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "--child", mode, "--cache", cache],
+        [sys.executable, "-m", "benchmarks.overhead", "--child", mode, "--cache", cache],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         env=env,
@@ -333,7 +334,6 @@ def main() -> int:
     if a.child:
         child(a.child, a.cache)
         return 0
-    sys.path.insert(0, ROOT)
     import jax
 
     with tempfile.TemporaryDirectory(prefix="autotune-overhead-") as folder:
@@ -351,7 +351,7 @@ def main() -> int:
             json.dump(res, fh, indent=2)
     if a.md:
         with open(a.md, "w") as fh:
-            fh.write(f"# scripts/overhead.py ({time.strftime('%Y-%m-%d')})\n\n{text}\n")
+            fh.write(f"# python -m benchmarks.overhead ({time.strftime('%Y-%m-%d')})\n\n{text}\n")
     return 0
 
 

@@ -9,9 +9,9 @@ over the samples. From those: the cost ``C + N·run`` at 10, 100, 1000 calls, th
 set at each N and what it wins against no options. This is plain JAX (``jax.jit(f,
 compiler_options=...)``); it decides the default of ``TuneOptions.xla``.
 
-    python scripts/xla_bench.py                                  # the probes and the default studies
-    python scripts/xla_bench.py --program unrolled48 --samples 7 --json out.json
-    python scripts/xla_bench.py --program study:hmc --program study:demo_unroll@for
+    python -m benchmarks.xla                                  # the probes and the default studies
+    python -m benchmarks.xla --program unrolled48 --samples 7 --json out.json
+    python -m benchmarks.xla --program study:hmc --program study:demo_unroll@for
 
 Outputs a markdown table on stdout (``--out`` also writes it) and, with ``--json``, a file
 ``{"jax", "samples", "programs": [{"program", "expected_calls", "options": {label: {"trace_lower_cpu_s",
@@ -24,12 +24,9 @@ import argparse
 import json
 import os
 import statistics
-import sys
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -11,7 +11,7 @@ For each study file (``studies/*.py``, and the training step of issue 21,
    (the call count it was tuned for), ``jax.block_until_ready``. The *plain* process calls
    ``jax.jit(fun)``, the *tuned* one the ``@at.autotuned`` function, which reads the tuned entry
    from the cache. Both import the study file (so both import ``autotune``: the difference is the
-   decorator's work and the tuned program, not the import; ``scripts/overhead.py`` measures
+   decorator's work and the tuned program, not the import; ``python -m benchmarks.overhead`` measures
    ``import autotune``);
 3. alternate the two (plain first in even runs, tuned first in odd ones), ``--runs`` times each
    after one untimed pair that also checks the tuned process really used the cache entry;
@@ -20,10 +20,10 @@ For each study file (``studies/*.py``, and the training step of issue 21,
 Target (issue 21): tuned/plain wall ratio <= 1.02 for every script, below 1 where the tuner
 found room.
 
-    python scripts/e2e_bench.py --quick                 # lambda_returns, seed_rollout, gru_train
-    python scripts/e2e_bench.py                         # every default study + gru_train, 7 runs
-    python scripts/e2e_bench.py --study kalman --runs 9
-    python scripts/e2e_bench.py --study real_flax_lstm  # a real_* study (needs the examples extra)
+    python -m benchmarks.e2e --quick                 # lambda_returns, seed_rollout, gru_train
+    python -m benchmarks.e2e                         # every default study + gru_train, 7 runs
+    python -m benchmarks.e2e --study kalman --runs 9
+    python -m benchmarks.e2e --study real_flax_lstm  # a real_* study (needs the examples extra)
 
 Writes ``docs/results/e2e.json`` and ``docs/results/e2e.md`` (``--json``, ``--out``), shape
 ``{"jax", "device", "date", "commit", "settings", "scripts": [{"script", "path", "functions",
@@ -62,16 +62,19 @@ CHILD = (
     r'''
 import time
 t0 = time.perf_counter()
-import importlib, json, os, sys
+import importlib.util, json, os, sys
 import jax
 mode, path, calls, verify = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
-sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-module = importlib.import_module(os.path.splitext(os.path.basename(path))[0])
+name = os.path.splitext(os.path.basename(path))[0]
+spec = importlib.util.spec_from_file_location(name, path)
+module = sys.modules[name] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
 work = []
 for item in module.examples():
     fn, args, kwargs = item[0], item[1], (item[2] if len(item) > 2 else {})
     ctl = getattr(fn, "autotune", fn)
-    f = fn if mode == "tuned" else jax.jit(ctl.fun, **ctl.jit_kwargs)
+    f = {"tuned": fn, "tiered": ctl.with_options(tier_up=True) if mode == "tiered" else None}.get(mode) or \
+        jax.jit(ctl.fun, **ctl.jit_kwargs)
     work.append((f, ctl, args, kwargs, calls or int(ctl.expected_calls)))
 jax.block_until_ready([(a, k) for _, _, a, k, _ in work])
 t1 = time.perf_counter()
@@ -83,6 +86,8 @@ for f, _, a, k, n in work:
     jax.block_until_ready(out)
 t3 = time.perf_counter()
 res = {"import_s": t1 - t0, "first_call_s": t2 - t1, "calls_s": t3 - t2, "calls": [w[4] for w in work]}
+if mode == "tiered":
+    res["tier"] = [[f.key, [getattr(sl, "state", None) for sl in f._tier.slots.values()]] for f, *_ in work]
 if verify and mode == "tuned":
     res["lookups"] = [[ctl.key, (lk := ctl.config_for(*a, **k)).source, lk.config.to_dict()]
                       for _, ctl, a, k, _ in work]
@@ -101,7 +106,7 @@ def scripts(a: argparse.Namespace) -> list[tuple[str, str]]:
         missing = [n for n in a.study if n not in found]
         if missing:
             raise SystemExit(
-                f"e2e_bench: no study {missing} under studies/ (nor gru_train); choose from {sorted(found)}."
+                f"benchmarks.e2e: no study {missing} under studies/ (nor gru_train); choose from {sorted(found)}."
             )
         return [(n, found[n]) for n in a.study]
     names = QUICK if a.quick else [n for n in found if not n.startswith("real_")]
@@ -240,6 +245,135 @@ def bench_script(name: str, path: str, a: argparse.Namespace, say) -> dict[str, 
     }
 
 
+TIER_MODES = ("plain", "tuned", "tiered")
+TIER_TARGET = 1.02  # tiered wall <= min(plain, tuned) * this, at every call count
+
+# The slowdown of the default's steady calls while the winner compiles on a thread (the s of
+# `autotune.select._tiered`): argv: study file.
+SLOWDOWN = (
+    r"""
+import importlib.util, json, os, sys
+import jax
+from autotune.jit._tier import measure_slowdown
+path = sys.argv[1]
+name = os.path.splitext(os.path.basename(path))[0]
+spec = importlib.util.spec_from_file_location(name, path)
+module = sys.modules[name] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+out = []
+for item in module.examples():
+    fn, args, kwargs = item[0], item[1], (item[2] if len(item) > 2 else {})
+    ctl = getattr(fn, "autotune", fn)
+    default = jax.jit(ctl.fun, **ctl.jit_kwargs)
+    def beside():  # a fresh jit each time: nothing cached
+        fresh = ctl.with_options()
+        fresh.lower(*args, **kwargs).compile()
+    s = measure_slowdown(lambda: default(*args, **kwargs), beside, calls=200, repeats=7)
+    out.append({"function": ctl.key, **s})
+print("""
+    + repr(MARK)
+    + """ + json.dumps(out), flush=True)
+"""
+)
+
+
+def slowdown(path: str, tmp: str) -> list[dict[str, Any]]:
+    proc = subprocess.run([sys.executable, "-c", SLOWDOWN, path], capture_output=True, text=True, env=child_env(tmp))
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"the slowdown process of {path} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return json.loads(lines[-1][len(MARK) :])
+
+
+def bench_tier(name: str, path: str, a: argparse.Namespace, say) -> dict[str, Any]:
+    """Whole processes at several call counts: plain jax.jit, tuned, tuned with tier-up,
+    alternating (the order rotates each run); medians and the median per-run ratios."""
+    tmp = tempfile.mkdtemp(prefix=f"e2e-tier-{name}-")
+    say(f"{name}: tuning with `autotune tune` ...")
+    functions, tuning_wall = tune(path, tmp, a)
+    for f in functions:
+        say(f"  {f['function']}: {f['winner']} ({f['tuned_speedup']:.3f}x the default's cost)")
+    entries = stored_entries(tmp)
+    per_calls = []
+    for calls in a.tier_calls:
+        for mode in TIER_MODES:
+            run_once(mode, path, tmp, calls)  # untimed: warms the file cache
+        runs: dict[str, list[dict[str, Any]]] = {m: [] for m in TIER_MODES}
+        for i in range(a.runs):
+            order = TIER_MODES[i % 3 :] + TIER_MODES[: i % 3]
+            for mode in order:
+                runs[mode].append(run_once(mode, path, tmp, calls))
+        keys = ("wall_s", "cpu_s", "first_call_s", "calls_s")
+        median = {m: {k: statistics.median(r[k] for r in runs[m]) for k in keys} for m in TIER_MODES}
+        ratio = {
+            f"tiered/{m}": statistics.median(t["wall_s"] / o["wall_s"] for t, o in zip(runs["tiered"], runs[m]))
+            for m in ("plain", "tuned")
+        }
+        best = min(median["plain"]["wall_s"], median["tuned"]["wall_s"])
+        row = {
+            "calls": calls,
+            "median": median,
+            "ratio": ratio,
+            "tiered_over_best": median["tiered"]["wall_s"] / best,
+            "tier_states": runs["tiered"][-1].get("tier"),
+            "met": median["tiered"]["wall_s"] <= TIER_TARGET * best,
+            "runs": runs,
+        }
+        per_calls.append(row)
+        say(
+            f"  {calls} calls: plain {median['plain']['wall_s']:.3f} s, tuned {median['tuned']['wall_s']:.3f} s, "
+            f"tiered {median['tiered']['wall_s']:.3f} s ({row['tiered_over_best']:.3f}x the better)"
+        )
+    s = slowdown(path, tmp)
+    say(f"  steady calls beside a compile: {[round(x['slowdown'], 3) for x in s]}x")
+    return {
+        "script": name,
+        "functions": functions,
+        "entries": entries,
+        "tuning_wall_s": tuning_wall,
+        "per_calls": per_calls,
+        "slowdown": s,
+    }
+
+
+def stored_entries(tmp: str) -> list[dict[str, Any]]:
+    """The stored default and winner compile/run costs of each entry (what tier-up decides on)."""
+    from autotune.cache import Cache
+    from autotune.program._config import Config
+    from autotune.select._rule import point_of
+
+    out = []
+    with Cache(os.path.join(tmp, "cache.db")) as cache:
+        for e in cache.entries():
+            d, w = e.default_point, point_of(e.points, Config.from_dict(e.config))
+            out.append(
+                {
+                    "function": e.function_key,
+                    "default": None if d is None else [d.compile_cost_s, d.run_cost_s],
+                    "winner": None if w is None else [w.compile_cost_s, w.run_cost_s],
+                }
+            )
+    return out
+
+
+def tier_table(result: dict[str, Any]) -> str:
+    rows = [
+        "| script | calls | wall plain | wall tuned | wall tier-up | tier-up/plain | tier-up/tuned | "
+        "tier-up / better | target |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for s in result["tier_up"]:
+        for r in s["per_calls"]:
+            m = r["median"]
+            rows.append(
+                f"| {s['script']} | {r['calls']} | {m['plain']['wall_s']:.3f} s | {m['tuned']['wall_s']:.3f} s | "
+                f"{m['tiered']['wall_s']:.3f} s | {r['ratio']['tiered/plain']:.3f} | "
+                f"{r['ratio']['tiered/tuned']:.3f} | {r['tiered_over_best']:.3f} | "
+                f"{'met' if r['met'] else '**not met**'} |"
+            )
+    return "\n".join(rows)
+
+
 def commit() -> str | None:
     """The checkout's commit, ``+changes`` when its working tree differs from it."""
     try:
@@ -282,7 +416,7 @@ def markdown(result: dict[str, Any]) -> str:
             "# End to end: a whole script with plain `jax.jit` against `@at.autotuned`",
             "",
             f"{result['date']} at {result['commit']}, jax {result['jax']}, {result['device']}, {result['machine']}; "
-            f"load average {result['load_at_start']} at start. Generated by `python scripts/e2e_bench.py"
+            f"load average {result['load_at_start']} at start. Generated by `python -m benchmarks.e2e"
             f"{' --quick' if st['quick'] else ''}` ({st['runs']} alternating runs per mode after one untimed "
             f"pair; tuning: `autotune tune FILE`{' --trials ' + str(st['trials']) if st['trials'] else ''}).",
             "",
@@ -330,13 +464,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=os.path.join(ROOT, "docs", "results", "e2e.json"))
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "e2e.md"))
     p.add_argument("--quiet", action="store_true")
+    p.add_argument(
+        "--tier-up",
+        action="store_true",
+        help="instead: whole processes at several call counts, plain / tuned / tuned with tier_up=True",
+    )
+    p.add_argument(
+        "--tier-calls",
+        default="10,100,1000,10000,100000",
+        help="call counts for --tier-up (comma-separated; default 10,100,1000,10000,100000)",
+    )
     a = p.parse_args(argv)
+    a.tier_calls = [int(c) for c in a.tier_calls.split(",") if c.strip()]
     a.runs = a.runs or (5 if a.quick else 7)
     if a.quick:
         a.trials = a.trials or 8
         a.run_seconds = 0.1 if a.run_seconds is None else a.run_seconds
     say = (lambda *_: None) if a.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
-    sys.path.insert(0, ROOT)
     import jax
 
     result = {
@@ -356,6 +500,15 @@ def main(argv: list[str] | None = None) -> int:
         },
         "scripts": [],
     }
+    if a.tier_up:
+        result["tier_up"] = [bench_tier(name, path, a, say) for name, path in scripts(a)]
+        result["load_at_end"] = round(os.getloadavg()[0], 2)
+        print(tier_table(result))
+        if a.json:
+            os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+            with open(a.json, "w") as fh:
+                fh.write(json.dumps(result, indent=2) + "\n")
+        return 0
     for name, path in scripts(a):
         try:
             result["scripts"].append(bench_script(name, path, a, say))

@@ -6,8 +6,8 @@ worker measures, and with builders the compiles run in K parallel processes (dev
 while the worker only loads and measures. It prints a table (tuning wall, trials, winner, where
 the compiles ran) and writes the rows as JSON (`--json PATH`).
 
-    python scripts/builders_bench.py                                  # studies/demo_unroll.py, K=3
-    python scripts/builders_bench.py --study studies/accel_rnn.py --builders 4 --json out/builders.json
+    python -m benchmarks.builders                                  # studies/demo_unroll.py, K=3
+    python -m benchmarks.builders --study studies/accel_rnn.py --builders 4 --json out/builders.json
 
 Target on a TPU v5e host: the tuning wall with builders at most half the wall compiling in the
 worker. On a small CPU box the builders share the cores the worker times runtime on, so the

@@ -1,10 +1,10 @@
 """Which clock load moves: compile and run seconds with and without a CPU burner on one core.
 
-    python scripts/load_clock.py                  # 6 samples per condition, four programs
-    python scripts/load_clock.py --samples 10 --json out.json
+    python -m benchmarks.load_clock                  # 6 samples per condition, four programs
+    python -m benchmarks.load_clock --samples 10 --json out.json
 
 For each program (the default config and one from the middle of its space) the two conditions
-alternate (none, burner, burner, none, ...; the burner, scripts/_burner.py, keeps one core busy:
+alternate (none, burner, burner, none, ...; the burner, benchmarks/_burner.py, keeps one core busy:
 started before and killed after each sample). Compile: trace + lower + compile (caches cleared) in
 wall seconds and in the process's CPU seconds. Run: 300 calls, the median and the 10th
 percentile of the per-call wall seconds and the median per-call CPU seconds. Prints medians, the
@@ -18,11 +18,10 @@ import argparse
 import importlib.util
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-from _burner import burner  # scripts/ is this file's folder
+from benchmarks._burner import burner
 
 REPO = Path(__file__).resolve().parents[1]
 PROGRAMS = ["tests/fixtures/gru_train.py", "studies/gru_encoder.py", "studies/kalman.py", "studies/scan_layers.py"]
@@ -70,7 +69,6 @@ def main() -> None:
     ap.add_argument("--json")
     ap.add_argument("--program", action="append", help=f"a program file (repeatable; default: {PROGRAMS})")
     a = ap.parse_args()
-    sys.path.insert(0, str(REPO))
     from autotune.program._space import Space
 
     results = {}

@@ -13,8 +13,8 @@ grid of configs is tuned three ways, each in a fresh study with a worker process
 
 Prints a table and writes JSON (``--json``, default ``pruning_bench.json``).
 
-    python scripts/pruning_bench.py                 # length 400: a few minutes on 2 cores
-    python scripts/pruning_bench.py --quick         # length 200
+    python -m benchmarks.pruning                 # length 400: a few minutes on 2 cores
+    python -m benchmarks.pruning --quick         # length 200
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import tempfile
 import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -6,7 +6,7 @@ write lock without waiting (``BEGIN IMMEDIATE``, busy_timeout 0) every 5 ms and 
 longest stretch it could not, and a *writer* that calls `Cache.put` every 0.2 s while the
 import runs. Prints the figures as JSON (and a line for people).
 
-    python scripts/import_bench.py [--entries 100000] [--dir /tmp/bench]
+    python -m benchmarks.import_time [--entries 100000] [--dir /tmp/bench]
 """
 
 from __future__ import annotations
@@ -23,8 +23,17 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
+
+
+def _make_entry(*args):
+    """``tests/_entries.make_entry`` (the tests' cache entry), loaded from its file."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_entries", REPO / "tests" / "_entries.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.make_entry(*args)
+
 
 PROBER = textwrap.dedent("""
     import json, sqlite3, sys, time, os
@@ -52,9 +61,8 @@ PROBER = textwrap.dedent("""
 
 WRITER = textwrap.dedent("""
     import json, os, sys, time
-    sys.path.insert(0, sys.argv[3])
     from autotune.cache import Cache
-    from test_cache import make_entry
+    from _entries import make_entry  # the tests folder is on PYTHONPATH
     path, start, stop = sys.argv[1], sys.argv[2], sys.argv[4]
     while not os.path.exists(start):
         time.sleep(0.005)
@@ -76,9 +84,7 @@ WRITER = textwrap.dedent("""
 def make_export(path: Path, n: int) -> None:
     """An export file of ``n`` entries, the same but for their function keys: one entry written as
     JSON once, its key replaced (the file ``json.dumps`` of the whole document would write)."""
-    from test_cache import make_entry
-
-    one = json.dumps({**make_entry().to_dict(), "function_key": "\0key"})
+    one = json.dumps({**_make_entry().to_dict(), "function_key": "\0key"})
     head = json.dumps({"format": "jax-autotune-cache", "schema_version": 2, "pending": [], "values": {}})
     entries = ", ".join(one.replace('"\\u0000key"', json.dumps(f"bulk:f{i}")) for i in range(n))
     path.write_text(f'{head[:-1]}, "entries": [{entries}]}}')
@@ -96,14 +102,12 @@ def count_entries(db: Path) -> int:
 
 
 def run(n: int, folder: Path) -> dict:
-    from test_cache import make_entry
-
     from autotune.cache import Cache
 
     export, db = folder / "export.json", folder / "cache.db"
     make_export(export, n)
-    Cache(db).put(make_entry("seed:f"))  # the file exists (WAL mode) before the processes start
-    env = {**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu"}
+    Cache(db).put(_make_entry("seed:f"))  # the file exists (WAL mode) before the processes start
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")]), "JAX_PLATFORMS": "cpu"}
     stop, start = folder / "stop", folder / "start"
     prober = subprocess.Popen([sys.executable, "-c", PROBER, str(db), str(stop)], stdout=subprocess.PIPE, text=True)
     assert prober.stdout.readline().strip() == "ready"

@@ -1,7 +1,7 @@
 """On a TPU host: can a builder process compile deviceless while this process holds the chip?
 
-    python scripts/tpu_builders_check.py            # (source scripts/tpu_env.sh first where wheels live there)
-    python scripts/tpu_builders_check.py --cpu      # the same steps on a CPU-only machine
+    python -m benchmarks.tpu_builders_check            # (source scripts/tpu_env.sh first where wheels live there)
+    python -m benchmarks.tpu_builders_check --cpu      # the same steps on a CPU-only machine
 
 This process opens the TPU and keeps it (as the tuning worker does); a builder process
 (``python -m autotune.worker._build_child``, ``JAX_PLATFORMS=cpu``, ``ALLOW_MULTIPLE_LIBTPU_LOAD=1``)
@@ -16,9 +16,6 @@ from __future__ import annotations
 import base64
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def fail(why: str) -> int:

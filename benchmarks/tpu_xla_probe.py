@@ -6,7 +6,7 @@ compiler accepts it, then compile seconds and steady-state run seconds of two lo
 against the default compiled in the same process. Prints a table and writes JSON (``--json``).
 Run where the device is this process's own (``scripts/tpu_session.sh`` runs it on a TPU):
 
-    python scripts/tpu_xla_probe.py --json out/xla-probe.json
+    python -m benchmarks.tpu_xla_probe --json out/xla-probe.json
 """
 
 from __future__ import annotations
@@ -62,7 +62,6 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     import jax
 
-    sys.path.insert(0, ROOT)
     from autotune.record._studyfile import load_examples
 
     dev = jax.devices()[0]

@@ -21,7 +21,7 @@ decide it alone and the spread between processes stays visible.
 
 The protocol is two JSON files (no pickle): the parent writes a spec, the child its samples.
 
-    python scripts/_bench_final.py SPEC.json OUT.json     # one child; scripts/bench.py starts it
+    python -m benchmarks._final SPEC.json OUT.json     # one child; benchmarks.bench starts it
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchmarks._studies import ROOT, controller, measure_point
 
 
 def config_key(config: dict[str, Any]) -> str:
@@ -77,7 +77,7 @@ def final_measure(
     fresh processes, one after another, ``rounds`` interleaved rounds each.
 
     Returns ``{"parent_pid", "processes": [{"process", "pid", "wall_s", "error"?}],
-    "samples": [{"key", "process", "pid", "round", "position", "compile_s", "run_s", ...}],
+    "samples": [{"key", "process", "pid", "round", "position", "compile_cost_s", "run_cost_s", ...}],
     "errors": {key: message}}``. A process that dies is recorded with its exit status and the
     others still count; a config that fails in a process is an error of that config.
     """
@@ -99,7 +99,7 @@ def final_measure(
                 json.dump(spec, fh)
             t0 = time.perf_counter()
             proc = subprocess.run(
-                [sys.executable, os.path.abspath(__file__), spec_path, result_path], stdout=subprocess.DEVNULL
+                [sys.executable, "-m", "benchmarks._final", spec_path, result_path], cwd=ROOT, stdout=subprocess.DEVNULL
             )
             entry: dict[str, Any] = {"process": p, "wall_s": time.perf_counter() - t0}
             if proc.returncode != 0 or not os.path.isfile(result_path):
@@ -119,7 +119,7 @@ def final_measure(
 
 
 def aggregate(measured: dict[str, Any], objective, processes: int) -> dict[str, dict[str, Any]]:
-    """Per config key: ``compile_s``, ``run_s`` (medians over every sample of every process),
+    """Per config key: ``compile_cost_s``, ``run_cost_s`` (medians over every sample of every process),
     ``cost`` (the objective's cost of those), ``rounds`` (the samples), and
     ``cost_per_process`` (each process's cost from its own medians; None where it has none)."""
     by_key: dict[str, list[dict[str, Any]]] = {}
@@ -133,8 +133,8 @@ def aggregate(measured: dict[str, Any], objective, processes: int) -> dict[str, 
             per_process.append(_cost(own, objective) if own else None)
         compile_s, run_s = _medians(samples)
         final[key] = {
-            "compile_s": compile_s,
-            "run_s": run_s,
+            "compile_cost_s": compile_s,
+            "run_cost_s": run_s,
             "cost": objective.cost_of(compile_s, run_s),
             "rounds": len(samples),
             "cost_per_process": per_process,
@@ -143,8 +143,8 @@ def aggregate(measured: dict[str, Any], objective, processes: int) -> dict[str, 
 
 
 def _medians(samples: list[dict[str, Any]]) -> tuple[float, float]:
-    """The median compile and run seconds of ``samples``."""
-    return statistics.median(s["compile_s"] for s in samples), statistics.median(s["run_s"] for s in samples)
+    """The median charged compile and run seconds of ``samples``."""
+    return statistics.median(s["compile_cost_s"] for s in samples), statistics.median(s["run_cost_s"] for s in samples)
 
 
 def _cost(samples: list[dict[str, Any]], objective) -> float:
@@ -171,11 +171,6 @@ def child(spec_path: str, out_path: str) -> None:
     the order :func:`order_for` gives this process; write the samples as JSON."""
     with open(spec_path) as fh:
         spec = json.load(fh)
-    for path in (ROOT, os.path.dirname(os.path.abspath(__file__))):
-        if path not in sys.path:
-            sys.path.insert(0, path)
-    from bench import controller, measure_point
-
     from autotune.record._studyfile import load_examples
 
     ex = load_examples(spec["study_path"])[spec["index"]]
@@ -203,10 +198,10 @@ def child(spec_path: str, out_path: str) -> None:
                     "pid": pid,
                     "round": r,
                     "position": position,
-                    "compile_s": m.compile_cost_s,  # what the objective charges: CPU s of trace+lower+compile
-                    "run_s": m.run_cost_s,  # ... and the 10th percentile of the timed calls
-                    "compile_wall_s": m.compile_total_s,
-                    "run_median_s": m.run_s,
+                    "compile_cost_s": m.compile_cost_s,  # what the objective charges: CPU s of trace+lower+compile
+                    "run_cost_s": m.run_cost_s,  # ... and the 10th percentile of the timed calls
+                    "compile_total_s": m.compile_total_s,
+                    "run_s": m.run_s,
                 }
             )
     with open(out_path + ".tmp", "w") as fh:
@@ -216,5 +211,5 @@ def child(spec_path: str, out_path: str) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:
-        raise SystemExit("usage: python scripts/_bench_final.py SPEC.json OUT.json (scripts/bench.py starts it)")
+        raise SystemExit("usage: python -m benchmarks._final SPEC.json OUT.json (benchmarks.bench starts it)")
     child(sys.argv[1], sys.argv[2])

@@ -2,10 +2,10 @@
 
 Each run starts from an empty study and cache, so the numbers compare like with like:
 
-    python scripts/workers_bench.py                          # studies/seed_rollout.py, SQLite, 1 vs 2 workers
-    python scripts/workers_bench.py --workers 1 2 4 --trials 16
-    python scripts/workers_bench.py --postgres               # a throw-away PostgreSQL server (tests/pg_server.py)
-    python scripts/workers_bench.py --storage postgresql://user@host/db   # an existing database (must be empty)
+    python -m benchmarks.workers                          # studies/seed_rollout.py, SQLite, 1 vs 2 workers
+    python -m benchmarks.workers --workers 1 2 4 --trials 16
+    python -m benchmarks.workers --postgres               # a throw-away PostgreSQL server (tests/pg_server.py)
+    python -m benchmarks.workers --storage postgresql://user@host/db   # an existing database (must be empty)
 
 It prints a table and, last, one JSON object. On one CPU device the workers share the
 cores and disturb each other's timings (the CLI warns): the rule is one worker per
@@ -86,8 +86,12 @@ def main(argv: list[str] | None = None) -> int:
 
     server = None
     if a.postgres:
-        sys.path.insert(0, str(REPO / "tests"))
-        from pg_server import PgServer
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("pg_server", REPO / "tests" / "pg_server.py")
+        pg_server = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(pg_server)
+        PgServer = pg_server.PgServer
 
         server = PgServer().start()
     rows = []

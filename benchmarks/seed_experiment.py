@@ -12,8 +12,8 @@ persistent cache off) is timed, then N dependent calls; total wall = compile + r
 Then every config of the study's space is measured once and re-scored at each N: what
 the tuner would pick at that call count.
 
-    python scripts/seed_experiment.py                     # writes docs/results/seed_experiment.{png,json,md}
-    python scripts/seed_experiment.py --calls 1 10 100 --out /tmp/seed
+    python -m benchmarks.seed_experiment                     # writes docs/results/seed_experiment.{png,json,md}
+    python -m benchmarks.seed_experiment --calls 1 10 100 --out /tmp/seed
 """
 
 from __future__ import annotations
@@ -23,14 +23,10 @@ import datetime as _dt
 import json
 import os
 import platform
-import sys
 import time
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for p in (ROOT, os.path.join(ROOT, "studies"), os.path.dirname(os.path.abspath(__file__))):
-    if p not in sys.path:
-        sys.path.insert(0, p)
 
 VARIANTS = {"for": {"algo_iters": {"repr": "for"}}, "scan": {"algo_iters": {"repr": "scan", "unroll": 1}}}
 
@@ -81,10 +77,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         plot(result, os.path.join(a.out, "seed_experiment.png"))
         return result
     import jax
-    import seed_rollout as seed
 
     from autotune import Objective, measure
     from autotune.program._space import Space
+    from studies import seed_rollout as seed
 
     ctl = getattr(seed.execute, "autotune", seed.execute)
     args = seed.init()

@@ -8,8 +8,8 @@ persistent cache (``autotune.measuring._load_probe.measure_load``: compiled in o
 second, the cache hit checked). A later process with the cache pays R = trace + lower + load.
 The table lists the figures and the crossover intervals of each setting; the JSON has everything.
 
-    python scripts/processes_bench.py [--study demo_unroll] [--samples 3] [--out processes_bench.json]
-    python scripts/processes_bench.py --tune 300   # also `autotune tune` end to end at 300 calls, per setting
+    python -m benchmarks.processes [--study demo_unroll] [--samples 3] [--out processes_bench.json]
+    python -m benchmarks.processes --tune 300   # also `autotune tune` end to end at 300 calls, per setting
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "studies")]
 
 SETTINGS = (("1 process", 1, False), ("8, cache off", 8, False), ("8, cache on", 8, True))
 
@@ -35,7 +34,7 @@ def measure_study(name: str, samples: int) -> tuple[list[dict], dict]:
     from autotune.program import _keys
     from autotune.program._space import Space
 
-    mod = importlib.import_module(name)
+    mod = importlib.import_module(f"studies.{name}")
     fn, args = mod.examples()[0][:2]
     ctl = fn.autotune
     program, _ = _keys.program_key(ctl.fun, args, {}, ctl.jit_kwargs)

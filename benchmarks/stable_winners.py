@@ -1,11 +1,11 @@
 """Stable winners: one function tuned three times in fresh processes on a loaded machine, then the
 picks re-measured side by side.
 
-    python scripts/stable_winners.py                       # README quickstart + the GRU training step
-    python scripts/stable_winners.py --program smooth --runs 3 --trials 12 --no-burner
+    python -m benchmarks.stable_winners                       # README quickstart + the GRU training step
+    python -m benchmarks.stable_winners --program smooth --runs 3 --trials 12 --no-burner
 
 Each run is a fresh ``python`` process with a fresh study (``at.tune`` with a worker process), while
-a CPU burner (scripts/_burner.py) holds one core. Then, in one process and with the burner still
+a CPU burner (benchmarks/_burner.py) holds one core. Then, in one process and with the burner still
 on, every distinct pick and the default are measured again in interleaved rounds (compiled each
 round); costs are medians under the function's objective, compile charged as
 ``Measurement.compile_cost_s``. Picks are stable when their costs lie within the noise of one
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _burner import burner  # scripts/ is this file's folder
+from benchmarks._burner import burner
 
 REPO = Path(__file__).resolve().parents[1]
 PROGRAMS = {  # name: (module file, expected_calls)

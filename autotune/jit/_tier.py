@@ -1,0 +1,240 @@
+"""Tier-up (``@at.autotuned(tier_up=True)``): never wait for the tuned compile.
+
+A call signature whose cached winner compiles much slower than the default
+(`autotune.select._tiered.qualifies`, on the entry's stored compile costs) gets a `Slot`: its
+calls run the default config (the plain ``jax.jit`` of the function, exactly what ``jax.jit``
+would run) while a daemon thread lowers and compiles the winner for that signature
+(``.lower(...).compile()`` of the decorator's own jit, so its XLA options too); the first call
+after the executable is built runs it, and so do all later ones. A call never waits for the
+background compile (at exit, one under way is joined: see `_join_at_exit`). A signature
+without an entry, or whose winner compiles about as fast as the default, takes the decorator's usual path.
+
+A background failure leaves the default running for that signature and warns once
+(RuntimeWarning). The thread is a daemon; a process that ends while the winner compiles waits
+at exit for that compile only (a daemon thread inside XLA at finalization aborts the process),
+and one not started yet is skipped. :func:`measure_slowdown` times the default's calls with and without a compile
+beside them (the ``s`` of the tiered cost, `autotune.select._tiered`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from autotune._errors import error_text, warn_user_once
+from autotune.program._jitargs import dynamic_args, jit_option_set
+
+__all__ = ["Slot", "Tier", "measure_slowdown"]
+
+_WAITING, _READY, _FAILED = "compiling", "winner", "default (winner failed)"
+
+before_compile: Callable[[Slot], None] | None = None
+"""A test hook: called on the background thread before the winner's compile starts (a test makes
+it wait on an event, to hold the compile while it calls)."""
+
+
+_live: set[threading.Thread] = set()  # background compiles still running
+_exiting = threading.Event()
+
+
+@atexit.register
+def _join_at_exit() -> None:
+    """At exit, let a background compile that has started finish (at most its compile time); one
+    that has not started yet does not start. A daemon thread still inside XLA when the interpreter
+    finalizes aborts the process ("FATAL: exception not rethrown"), so they are joined here."""
+    _exiting.set()
+    for thread in list(_live):
+        thread.join()
+
+
+def _abstract(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The call's arrays as ``ShapeDtypeStruct`` (shape, dtype, weak type, sharding): the
+    background lowering holds no buffer a later call may donate or free."""
+
+    def one(x: Any) -> Any:
+        if isinstance(x, jax.Array):
+            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding, weak_type=x.weak_type)
+        return x
+
+    return jax.tree_util.tree_map(one, (args, kwargs))
+
+
+class Slot:
+    """One tiered call signature: the default's jit serves until ``winner`` (the winner's
+    executable) is built; ``state`` is ``"compiling"``, ``"winner"`` or ``"default (winner failed)"``."""
+
+    def __init__(self, tier: Tier, args: tuple, kwargs: dict, lookup: Any):
+        self.tier, self.lookup = tier, lookup
+        self.state = _WAITING
+        self.winner: Any = None
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        self.call = self._call_default
+        abstract = _abstract(args, kwargs)
+        self.thread = threading.Thread(
+            target=self._build, args=abstract, name=f"autotune-tier-up {tier.ctl.key}", daemon=True
+        )
+        _live.add(self.thread)
+        self.thread.start()
+
+    def _build(self, args: tuple, kwargs: dict) -> None:
+        try:
+            if before_compile is not None:
+                before_compile(self)
+            if _exiting.is_set():
+                raise RuntimeError("the process is exiting")
+            ctl = self.tier.ctl
+            self.winner = ctl._xla.staged(args, kwargs).lower(*args, **kwargs).compile()
+            self.state = _READY
+        except BaseException as exc:  # noqa: BLE001 - a background failure: the default keeps serving
+            self.error, self.state = exc, _FAILED
+        finally:
+            _live.discard(threading.current_thread())
+            self.done.set()
+
+    def _call_default(self, args: tuple, kwargs: dict) -> Any:
+        if self.done.is_set():
+            self._settle()
+            return self.call(args, kwargs)
+        return self.tier.default(*args, **kwargs)
+
+    def _settle(self) -> None:
+        """The background compile is over: from now on, calls go to the winner, or stay with the
+        default (and one warning) when it failed."""
+        if self.state == _READY:
+            winner = self.winner
+            if self.tier.statics:
+                fn, jit_kwargs = self.tier.ctl.fun, self.tier.ctl.jit_kwargs
+
+                def call(args: tuple, kwargs: dict) -> Any:
+                    dyn, dyn_kw = dynamic_args(fn, args, kwargs, jit_kwargs)
+                    return winner(*dyn, **dyn_kw)
+            else:
+
+                def call(args: tuple, kwargs: dict) -> Any:
+                    return winner(*args, **kwargs)
+
+            self.call = call
+            return
+        default = self.tier.default
+        self.call = lambda args, kwargs: default(*args, **kwargs)
+        key = self.tier.ctl.key
+        warn_user_once(
+            ("tier-up-failed", key),
+            f"autotune: {key}'s tuned config could not be compiled in the background for tier-up "
+            f"({error_text(self.error)}); it keeps running its default config. Re-tune it on this machine "
+            f"(`autotune tune FILE`), or decorate it without tier_up=True to compile the winner up front.",
+        )
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the background compile is over (tests and benchmarks only); True when it is."""
+        return self.done.wait(timeout)
+
+
+class Tier:
+    """The tier-up state of one `Autotuned`: per call signature (`_methods._call_key`) its `Slot`,
+    or None where the decorator's usual path serves it."""
+
+    def __init__(self, ctl: Any):
+        self.ctl = ctl
+        self.slots: dict[Any, Slot | None] = {}
+        self.lock = threading.Lock()
+        self._default: Any = None
+        self.statics = bool(
+            jit_option_set(ctl.jit_kwargs, "static_argnums") or jit_option_set(ctl.jit_kwargs, "static_argnames")
+        )
+
+    @property
+    def default(self) -> Any:
+        """The default config's jit: the function under plain ``jax.jit`` (what the default emits)."""
+        if self._default is None:
+            self._default = jax.jit(self.ctl.fun, **self.ctl.jit_kwargs)
+        return self._default
+
+    def call(self, args: tuple, kwargs: dict) -> Any:
+        from autotune.jit._methods import _call_key
+
+        key = _call_key(args, kwargs)
+        try:
+            slot = self.slots[key]
+        except (KeyError, TypeError):
+            slot = self._slot(key, args, kwargs)
+        if slot is None:  # the decorator's usual path (`Autotuned._call`)
+            ctl = self.ctl
+            return ctl._xla.call(args, kwargs) if ctl._xla.active else ctl._jitted(*args, **kwargs)
+        return slot.call(args, kwargs)
+
+    def _slot(self, key: Any, args: tuple, kwargs: dict) -> Slot | None:
+        """A new signature's slot: a `Slot` when its cached winner qualifies, else None."""
+        slot = None
+        try:
+            lookup = self.ctl.config_for(*args, **kwargs)
+            if qualifying(lookup):
+                slot = Slot(self, args, kwargs, lookup)
+        except Exception:  # noqa: BLE001 - the usual path looks it up again and reports
+            slot = None
+        if key is not None:
+            with self.lock:
+                if len(self.slots) >= 1024:  # Python scalars key by value: keep it bounded
+                    self.slots = {k: s for k, s in self.slots.items() if s is not None}
+                self.slots[key] = slot
+        return slot
+
+    def slot_for(self, *args: Any, **kwargs: Any) -> Slot | None:
+        """The slot of a call with these arguments (after its first call), or None."""
+        from autotune.jit._methods import _call_key
+
+        return self.slots.get(_call_key(args, kwargs))
+
+
+def qualifying(lookup: Any) -> bool:
+    """Whether a lookup's cached winner compiles slow enough against the default to be tiered
+    (`autotune.select._tiered.qualifies` on the entry's stored compile costs)."""
+    if lookup.source != "cache" or lookup.entry is None:
+        return False
+    from autotune.select._tiered import entry_tiered
+
+    return entry_tiered(lookup.entry, 1.0) is not None
+
+
+def measure_slowdown(
+    call: Callable[[], Any], compile_beside: Callable[[], Any], *, calls: int = 200, repeats: int = 5
+) -> dict[str, float]:
+    """The slowdown ``s`` of ``call``'s steady calls while ``compile_beside`` (a compile) runs on
+    a thread: median seconds per call alone, beside the compile, and their ratio (at least 1).
+
+    Alternates alone and beside ``repeats`` times; a beside round counts only the calls made while
+    the compile was still running (none: the round is dropped)."""
+    jax.block_until_ready(call())
+    alone: list[float] = []
+    beside: list[float] = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(calls):
+            jax.block_until_ready(call())
+        alone.append((time.perf_counter() - t) / calls)
+        done = threading.Event()
+
+        def beside_compile(done: threading.Event = done) -> None:
+            compile_beside()
+            done.set()
+
+        worker = threading.Thread(target=beside_compile, daemon=True)
+        worker.start()
+        n, t = 0, time.perf_counter()
+        while not done.is_set() and n < 100 * calls:
+            jax.block_until_ready(call())
+            n += 1
+        elapsed = time.perf_counter() - t
+        worker.join()
+        if n:
+            beside.append(elapsed / n)
+    a = statistics.median(alone)
+    b = statistics.median(beside) if beside else a
+    return {"alone_s": a, "beside_s": b, "slowdown": max(1.0, b / a) if a > 0 else 1.0}

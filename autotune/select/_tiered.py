@@ -1,0 +1,147 @@
+"""Tier-up's cost: the default serves at once while the winner compiles beside it.
+
+With ``@at.autotuned(tier_up=True)`` a call signature whose tuned winner compiles much slower
+than the default (:func:`qualifies`) is served by the default's executable from its first call,
+while the winner compiles on a background thread; the winner takes over at the first call after
+it is built (`autotune.jit._tier`). The winner's compile is then not a stall: the program pays
+what the compile costs the calls that run beside it.
+
+The tiered cost of N calls (one process), :func:`tiered_cost`::
+
+    ready = C_w − C_d                       the background compile starts with the default's
+                                            compile: the winner is ready C_w − C_d after the
+                                            default's first call can run (0 when C_w <= C_d)
+    ready = C_w                             ``competes=True``: the two compiles share one core,
+                                            so the winner's compile starts after the default's
+    k     = min(N, max(0, ready) / (s·r_d)) calls the default serves while the winner compiles
+    cost  = cw·C_d + rw·(k·s·r_d + (N − k)·r_w)
+
+``C_d``, ``C_w`` are the compile costs (trace + lower + compile) of the default and the winner,
+``r_d``, ``r_w`` their run costs per call, ``s >= 1`` the slowdown of the default's calls while a
+compile runs beside them (:func:`autotune.jit._tier.measure_slowdown` measures it; on the CPU
+the compile takes a core from the program's threads). The winner's compile CPU is charged only
+through ``s`` and ``ready``: on a machine with a core to spare it costs the program nothing
+else; ``competes=True`` is the one-core case, where it delays the winner by the default's compile.
+When N calls finish before the winner is ready (``k = N``) the program never waits for it: the
+background compile is abandoned at exit.
+
+Tier-up never costs more than the default plus the slowdown (``k <= N``), and never more than the
+winner compiled up front plus ``(s − 1)·k·r_d`` (the calls it serves are ones the up-front compile
+would have spent waiting).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "DEFAULT_SLOWDOWN",
+    "MIN_RATIO",
+    "MIN_SECONDS",
+    "TierFigures",
+    "qualifies",
+    "tiered_cost",
+    "tiered_figures",
+]
+
+MIN_RATIO = 2.0
+"""A winner qualifies for tier-up when its compile costs at least this many times the default's..."""
+MIN_SECONDS = 0.05
+"""...and at least this many seconds more: below it a background thread costs more than it saves."""
+DEFAULT_SLOWDOWN = 1.05
+"""``s`` where none was measured: the slowdown of the default's calls beside a compile on the CPU
+(``python -m benchmarks.e2e --tier-up`` measures it; pass a measured figure where it matters)."""
+
+
+def qualifies(default_compile_s: float, winner_compile_s: float) -> bool:
+    """Whether a winner compiling in ``winner_compile_s`` is worth compiling in the background
+    while the default (``default_compile_s``) serves: ``C_w >= MIN_RATIO·C_d`` and
+    ``C_w − C_d >= MIN_SECONDS``."""
+    return winner_compile_s >= MIN_RATIO * default_compile_s and winner_compile_s - default_compile_s >= MIN_SECONDS
+
+
+@dataclass(frozen=True)
+class TierFigures:
+    """One tiered run of N calls: ``cost`` (:func:`tiered_cost`), ``served_by_default`` (k), and
+    ``ready_s``, when the winner takes over, counted from the default's first call."""
+
+    cost: float
+    served_by_default: float
+    ready_s: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"tiered_cost": self.cost, "served_by_default": self.served_by_default, "ready_s": self.ready_s}
+
+
+def tiered_figures(
+    default_compile_s: float,
+    default_run_s: float,
+    winner_compile_s: float,
+    winner_run_s: float,
+    calls: float,
+    *,
+    slowdown: float = DEFAULT_SLOWDOWN,
+    competes: bool = False,
+    compile_weight: float = 1.0,
+    runtime_weight: float = 1.0,
+) -> TierFigures:
+    """The tiered cost of ``calls`` calls and its parts (the module's formula)."""
+    for name, value in (
+        ("default_compile_s", default_compile_s),
+        ("default_run_s", default_run_s),
+        ("winner_compile_s", winner_compile_s),
+        ("winner_run_s", winner_run_s),
+        ("calls", calls),
+    ):
+        if not value >= 0:
+            raise ValueError(f"tiered_cost: {name}={value!r} must be >= 0.")
+    if not slowdown >= 1:
+        raise ValueError(f"tiered_cost: slowdown={slowdown!r} must be >= 1 (a compile beside never speeds calls up).")
+    ready = winner_compile_s if competes else max(0.0, winner_compile_s - default_compile_s)
+    per_call = slowdown * default_run_s
+    if calls == 0:
+        k = 0.0
+    elif per_call <= 0:
+        k = float(calls) if ready > 0 else 0.0
+    else:
+        k = min(float(calls), ready / per_call)
+    cost = compile_weight * default_compile_s + runtime_weight * (k * per_call + (calls - k) * winner_run_s)
+    return TierFigures(cost=cost, served_by_default=k, ready_s=ready)
+
+
+def tiered_cost(
+    default_compile_s: float,
+    default_run_s: float,
+    winner_compile_s: float,
+    winner_run_s: float,
+    calls: float,
+    **options: Any,
+) -> float:
+    """``cw·C_d + rw·(k·s·r_d + (N − k)·r_w)``, ``k = min(N, ready / (s·r_d))``: what N calls
+    cost with the default serving until the winner, compiled beside it, is ready.
+
+    Example::
+
+        >>> round(tiered_cost(0.1, 0.01, 2.1, 0.001, calls=1000, slowdown=1.0), 6)  # k = 200 calls
+        2.9
+    """
+    return tiered_figures(default_compile_s, default_run_s, winner_compile_s, winner_run_s, calls, **options).cost
+
+
+def entry_tiered(entry: Any, calls: float, **options: Any) -> TierFigures | None:
+    """The tiered figures of a cache entry's winner for ``calls`` calls, or None when tier-up
+    would not apply to it (no default point, the winner is the default, or it does not
+    :func:`qualify <qualifies>`)."""
+    from autotune.program._config import Config
+    from autotune.select._rule import point_of
+
+    default = entry.default_point
+    winner = point_of(entry.points, Config.from_dict(entry.config))
+    if default is None or winner is None or winner.config == default.config:
+        return None
+    if not qualifies(default.compile_cost_s, winner.compile_cost_s):
+        return None
+    return tiered_figures(
+        default.compile_cost_s, default.run_cost_s, winner.compile_cost_s, winner.run_cost_s, calls, **options
+    )

@@ -1,0 +1,392 @@
+"""One study of ``benchmarks.bench``: the grid, the tuner and random search, the fixed
+baselines, then every approach's config re-measured in fresh processes (``benchmarks._final``).
+
+:func:`run_study` returns one row per function of the study (the JSON's ``studies`` entries).
+Figures carry autotune's names (``docs/architecture.md``): ``compile_cost_s`` and
+``run_cost_s`` are what the objective charges, ``compile_total_s`` the trace + lower + compile
+wall, ``compile_s`` XLA's compile alone, ``run_s`` the median call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import math
+import os
+import random
+import tempfile
+import time
+from typing import Any
+
+from benchmarks._final import aggregate, config_key, final_measure
+from benchmarks._final import ratio as final_ratio
+from benchmarks._studies import APPROACHES, CROSSOVER_CALLS, LOOP_ONLY, controller, label, log, site_names, study_path
+
+
+def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
+    from autotune import Objective
+    from autotune.program._space import Space
+    from autotune.record._studyfile import load_examples
+
+    rows = []
+    examples = load_examples(study_path(name))
+    for ex in examples:
+        ctl = controller(ex.fn)
+        study = name if len(examples) == 1 else f"{name}:{ctl.__name__}"
+        objective = Objective(ctl.expected_calls, ctl.compile_weight, ctl.runtime_weight)
+        sites = ctl.sites(*ex.args, **ex.kwargs)
+        timing = {"target_s": a.target_s, **({"mode": a.timing} if a.timing else {})}
+        runner = grid_runner(ctl, ex, timing, a)
+        xla = xla_dimension(a, runner, objective)
+        space = Space(sites, xla=xla) if xla else Space(sites)
+        log(a, f"== {study}: {len(space.sites)} sites, space {len(space)}, expected_calls={objective.expected_calls:g}")
+        configs, sampled = grid_configs(space, a.grid_max, a.seed)
+        grid = run_grid(study, runner, configs, objective, space.sites, a)
+        n_trials = max(a.min_trials, math.ceil(a.budget_frac * len(configs)))
+        searches = run_searches(name, ctl, ex, objective, timing, bool(xla), n_trials, a, space.sites)
+        chosen = {approach: s["config"] for approach, s in searches.items()}
+        chosen["grid"] = grid["best"]["config"]
+        chosen.update({k: v.to_dict() for k, v in baseline_configs(space).items()})
+        final = run_final(name, ex.index, objective, chosen, grid["points"], timing, a)
+        approaches = approach_rows(chosen, final, grid, searches, space.sites, bool(xla))
+        row = {
+            "study": study,
+            "function": ctl.key,
+            "expected_calls": objective.expected_calls,
+            "compile_weight": objective.compile_weight,
+            "runtime_weight": objective.runtime_weight,
+            "space_size": len(space),
+            "grid_size": len(configs),
+            "sampled": sampled,
+            "n_trials": n_trials,
+            "sites": site_rows(space.sites),
+            "approaches": approaches,
+            **ratios(chosen, final["aggregate"], bool(xla)),
+            "final": final_record(final, space.sites, a),
+            "xla_choices": [str(c) for c in xla],
+            "wall_tuned_over_grid": approaches["tuned"]["tuning_wall_s"] / grid["wall"] if grid["wall"] else None,
+            "grid_points": grid["points"],
+            "crossover": crossover(grid["points"], objective),
+        }
+        rows.append(row)
+    return rows
+
+
+def site_rows(sites) -> list[dict[str, Any]]:
+    names = site_names(sites)
+    return [{"id": s.id, "short": names[s.id], "kind": s.kind, "length": s.length, "depth": s.depth} for s in sites]
+
+
+# ---------------------------------------------------------------------------------------
+# the grid
+
+
+def grid_configs(space, grid_max: int, seed: int) -> tuple[list, bool]:
+    """Every config, or a fixed random sample of ``grid_max`` that always holds the default."""
+    configs = list(space.configs())  # the default first
+    if len(configs) <= grid_max:
+        return configs, False
+    rng = random.Random(seed)
+    return [configs[0]] + rng.sample(configs[1:], grid_max - 1), True
+
+
+def grid_runner(ctl, ex, timing: dict, a: argparse.Namespace):
+    """The grid's runner: a worker process, as the tuner's (this process only traces and lowers;
+    on a TPU the worker owns the chip), closed before the tuner starts its own."""
+    from autotune.measuring._worker_runner import WorkerRunner
+
+    return WorkerRunner(ctl.fun, ex.args, ex.kwargs, ctl.jit_kwargs, timing, trial_timeout=a.trial_timeout)
+
+
+def point(m, objective) -> dict[str, Any]:
+    """One grid measurement's figures under autotune's names, and its cost."""
+    return {
+        "compile_cost_s": m.compile_cost_s,  # what the objective charges: CPU seconds (load stretches wall time)
+        "compile_total_s": m.compile_total_s,
+        "trace_s": m.trace_s,
+        "lower_s": m.lower_s,
+        "compile_s": m.compile_s,
+        "run_cost_s": m.run_cost_s,  # ... and the 10th percentile of the calls (load stretches the median)
+        "run_s": m.run_s,
+        "run_iqr_s": m.run_iqr_s,
+        "cost": objective.cost(m),
+    }
+
+
+def run_grid(study, runner, configs, objective, sites, a: argparse.Namespace) -> dict[str, Any]:
+    """Measure every grid config with ``runner`` (then closed): ``{"points", "best", "wall"}``."""
+    from autotune.study import compare_outputs
+
+    runner.measure(configs[0])  # warm-up, not counted: first traces pay one-off costs
+    points, reference = [], None
+    t0 = time.perf_counter()
+    for i, config in enumerate(configs):
+        entry = {"config": config.to_dict(), "label": label(config.to_dict(), sites)}
+        try:
+            m = runner.measure(config)
+        except Exception as exc:  # a config that fails is a result
+            entry.update(state="fail", reason=f"{type(exc).__name__}: {exc}"[:500])
+            points.append(entry)
+            continue
+        if reference is None:
+            reference = m.outputs
+        why = compare_outputs(reference, m.outputs) if m.outputs is not None else None
+        entry.update(point(m, objective), state="rejected" if why else "complete")
+        if why:
+            entry["reason"] = why
+        points.append(entry)
+        log(
+            a,
+            f"   grid {i + 1}/{len(configs)} {entry['label']}: compile {m.compile_total_s:.3f}s "
+            f"run {m.run_s * 1e6:.1f}us cost {entry['cost']:.4g}",
+        )
+    wall = time.perf_counter() - t0
+    runner.close()  # the device goes to the tuner's worker next
+    ok = [p for p in points if p.get("state") == "complete"]
+    if not ok:
+        raise RuntimeError(f"{study}: no grid config compiled and ran")
+    return {"points": points, "best": min(ok, key=lambda p: p["cost"]), "wall": wall}
+
+
+def crossover(points: list[dict[str, Any]], objective) -> list[dict[str, Any]]:
+    """The winning grid config at each call count, re-scored from the grid's measurements."""
+    from autotune import Objective
+
+    ok = [p for p in points if p.get("state") == "complete"]
+    out = []
+    for n in CROSSOVER_CALLS:
+        obj = Objective(n, objective.compile_weight, objective.runtime_weight)
+        best = min(ok, key=lambda p: obj.cost_of(p["compile_cost_s"], p["run_cost_s"]))
+        default = ok[0] if points and points[0].get("state") == "complete" else None
+        out.append(
+            {
+                "expected_calls": n,
+                "config": best["config"],
+                "label": best["label"],
+                "compile_cost_s": best["compile_cost_s"],
+                "run_cost_s": best["run_cost_s"],
+                "cost": obj.cost_of(best["compile_cost_s"], best["run_cost_s"]),
+                "default_cost": obj.cost_of(default["compile_cost_s"], default["run_cost_s"]) if default else None,
+            }
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# the searches and the fixed baselines
+
+
+def xla_dimension(a: argparse.Namespace, runner, objective) -> tuple:
+    """The XLA choices the grid and the tuner span for this study (``()``: none; also on a tree
+    without ``TuneOptions.xla``): ``--xla on``, or ``auto`` where the tuner's own rule says
+    so on a fresh measurement of the default."""
+    if a.xla == "off" or not xla_supported():
+        return ()
+    from autotune import Config
+    from autotune.program._xla import choices, offered, searched
+
+    dev = runner.device_info()
+    default = runner.measure(Config()) if a.xla == "auto" else None
+    if not searched(True if a.xla == "on" else "auto", objective, default, dev["platform"]):
+        return ()
+    return choices(offered(dev["platform"], dev["device_kind"])[0])
+
+
+def tune_supports(name: str) -> bool:
+    from autotune import tune
+
+    return name in inspect.signature(tune).parameters
+
+
+def xla_supported() -> bool:
+    """Whether this tree's tuner has the XLA option dimension (``TuneOptions.xla``)."""
+    from autotune import TuneOptions
+
+    return hasattr(TuneOptions(), "xla")
+
+
+def tune_options(searched: bool, marks: dict[str, float], a: argparse.Namespace) -> dict[str, Any]:
+    """The ``tune()`` keywords beyond the objective's: XLA, confirmation, the search's end mark."""
+    extra: dict[str, Any] = {"xla": searched} if xla_supported() else {}
+    if a.confirm_top is not None:
+        extra["confirm_top"] = a.confirm_top
+    if a.confirm_rounds is not None:
+        extra["confirm_rounds"] = a.confirm_rounds
+    if tune_supports("before_finish"):
+        extra["before_finish"] = lambda marks=marks: marks.setdefault("search_end", time.perf_counter())
+    return extra
+
+
+def run_searches(name, ctl, ex, objective, timing, xla: bool, n_trials: int, a, sites) -> dict[str, dict[str, Any]]:
+    """``tune()`` as ``tuned``, ``random`` (and ``loop_only`` where XLA is searched): per approach
+    its chosen config, walls, trial counts and the study's own cost."""
+    from autotune import tune
+
+    searches = {}
+    tmp = tempfile.mkdtemp(prefix=f"bench-{name}-")
+    runs = [("tuned", a.sampler, xla), ("random", "random", xla)] + [(LOOP_ONLY, a.sampler, False)] * xla
+    for approach, sampler, searched in runs:
+        marks: dict[str, float] = {}
+        t0 = time.perf_counter()
+        result = tune(
+            ctl.fun,
+            *ex.args,
+            kwargs=ex.kwargs,
+            expected_calls=objective.expected_calls,
+            compile_weight=objective.compile_weight,
+            runtime_weight=objective.runtime_weight,
+            n_trials=n_trials,
+            sampler=sampler,
+            storage=os.path.join(tmp, f"{approach}.db"),
+            function_key=ctl.key,
+            jit_kwargs=ctl.jit_kwargs,
+            seed=a.seed,
+            timing=timing,
+            trial_timeout=a.trial_timeout,
+            **tune_options(searched, marks, a),
+        )
+        wall = time.perf_counter() - t0
+        searches[approach] = {
+            "config": result.best_config.to_dict(),
+            "wall": wall,
+            "search_wall": (marks["search_end"] - t0) if "search_end" in marks else None,
+            "trials": len(result.trials),
+            "measured": sum(1 for t in result.trials if t.state != "duplicate"),
+            "confirm_measurements": sum(len(c.rounds) for c in result.confirmed),
+            "sampler": result.sampler,
+            "study_cost": result.best_cost,
+        }
+        log(
+            a,
+            f"   {approach} ({result.sampler}, {n_trials} trials, {wall:.1f}s): "
+            f"{label(result.best_config.to_dict(), sites)}",
+        )
+    return searches
+
+
+def baseline_configs(space) -> dict[str, Any]:
+    from autotune import Config
+
+    def full(e):  # a while loop has no trip count to unroll fully: its baseline is 8 guarded steps
+        return {"repr": "while", "unroll": 8} if e.site.kind == "while" else {"repr": "for"}
+
+    def unroll8(e):
+        if e.site.kind == "while":
+            return {"repr": "while", "unroll": 8}
+        return {"repr": "scan", "unroll": min(8, e.site.length)}
+
+    return {
+        "default": space.default(),
+        "for": Config({e.site.id: full(e) for e in space.entries}),
+        "unroll8": Config({e.site.id: unroll8(e) for e in space.entries}),
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# the final re-measure and the study's row
+
+
+def run_final(name, index, objective, chosen, grid_points, timing, a) -> dict[str, Any]:
+    """Every chosen config (once) re-measured in fresh processes: ``{"unique", "measured",
+    "aggregate", "errors"}``. A config that failed in the grid (past --trial-timeout, say) is
+    not re-measured: the final processes have no worker to stop it, and its failure is already
+    the result."""
+    failed = {config_key(p["config"]): p.get("reason", "failed") for p in grid_points if p.get("state") == "fail"}
+    unique: list[str] = []
+    for cfg in chosen.values():
+        if config_key(cfg) not in unique and config_key(cfg) not in failed:
+            unique.append(config_key(cfg))
+    measured = final_measure(
+        study_path(name),
+        index,
+        [json.loads(k) for k in unique],
+        processes=a.final_processes,
+        rounds=a.rounds,
+        timing=timing,
+        log=lambda msg: log(a, msg),
+    )
+    return {
+        "unique": unique,
+        "measured": measured,
+        "aggregate": aggregate(measured, objective, a.final_processes),
+        "errors": {**{k: f"failed in the grid: {why}" for k, why in failed.items()}, **measured["errors"]},
+    }
+
+
+def approach_rows(chosen, final, grid, searches, sites, xla: bool) -> dict[str, dict[str, Any]]:
+    """Each approach's final figures, config, label, trials and walls."""
+    approaches = {}
+    for approach in APPROACHES + [LOOP_ONLY] * xla:
+        cfg = chosen[approach]
+        key = config_key(cfg)
+        f = final["aggregate"].get(key)
+        row = {
+            "cost": f["cost"] if f else None,
+            "compile_cost_s": f["compile_cost_s"] if f else None,
+            "run_cost_s": f["run_cost_s"] if f else None,
+            "cost_per_process": f["cost_per_process"] if f else [],
+            "samples": f["rounds"] if f else 0,
+            "config": cfg,
+            "label": label(cfg, sites),
+        }
+        if f is None:
+            row["error"] = final["errors"].get(key, "not measured")
+        if approach == "grid":
+            row.update(trials=len(grid["points"]), tuning_wall_s=grid["wall"], search_cost=grid["best"]["cost"])
+        elif approach in searches:
+            s = searches[approach]
+            row.update(
+                trials=s["trials"],
+                measured=s["measured"],
+                tuning_wall_s=s["wall"],
+                search_wall_s=s["search_wall"],
+                confirm_measurements=s["confirm_measurements"],
+                sampler=s["sampler"],
+                search_cost=s["study_cost"],
+            )
+        else:
+            row.update(trials=0, tuning_wall_s=0.0)
+        approaches[approach] = row
+    return approaches
+
+
+def ratios(chosen, final, xla: bool) -> dict[str, Any]:
+    """The study's cost ratios between approaches: medians of the per-process ratios."""
+
+    def ratio(x, y, per_process=False):
+        med, each = final_ratio(final.get(config_key(chosen[x])), final.get(config_key(chosen[y])))
+        return each if per_process else med
+
+    return {
+        "regret": ratio("tuned", "grid"),
+        "random_regret": ratio("random", "grid"),
+        "random_over_tuned": ratio("random", "tuned"),
+        "default_over_tuned": ratio("default", "tuned"),
+        "for_over_tuned": ratio("for", "tuned"),
+        "unroll8_over_tuned": ratio("unroll8", "tuned"),
+        "loop_only_over_tuned": ratio(LOOP_ONLY, "tuned") if xla else None,
+        "default_over_tuned_per_process": ratio("default", "tuned", per_process=True),
+        "loop_only_over_tuned_per_process": ratio(LOOP_ONLY, "tuned", per_process=True) if xla else None,
+    }
+
+
+def final_record(final, sites, a: argparse.Namespace) -> dict[str, Any]:
+    """The final re-measure as the JSON keeps it: its processes and every sample per config."""
+    measured = final["measured"]
+    return {
+        "processes": a.final_processes,
+        "rounds": a.rounds,
+        "parent_pid": measured["parent_pid"],
+        "pids": [p["pid"] for p in measured["processes"]],
+        "failed": [p for p in measured["processes"] if p.get("error")],
+        "configs": [
+            {
+                "config": json.loads(k),
+                "label": label(json.loads(k), sites),
+                "error": final["errors"].get(k),
+                "samples": [{x: v for x, v in s.items() if x != "key"} for s in measured["samples"] if s["key"] == k],
+            }
+            for k in final["unique"]
+        ],
+    }

@@ -1,0 +1,51 @@
+"""Tier-up's test programs and cache entries, shared by tests/test_tier.py and the scripts it
+runs in subprocesses."""
+
+from __future__ import annotations
+
+import jax
+
+import autotune as at
+from autotune.program import _keys
+
+FOR = {"l": {"repr": "for"}}
+
+
+def body(c, _):
+    return c * 0.5 + 1.0, None
+
+
+def make(cache, tier_up=True, **kwargs):
+    @at.autotuned(cache=str(cache), key="tier:smooth", tier_up=tier_up, **kwargs)
+    def smooth(x):
+        return at.loop(body, x, length=8, name="l")[0]
+
+    return smooth
+
+
+def reference(x):
+    return jax.jit(lambda x: at.loop(body, x, length=8, name="l")[0])(x)
+
+
+def put_entry(cache, x, winner_compile_s=1.0, default_compile_s=0.01):
+    """An entry for ``make(cache)`` on ``x`` whose winner (``for``) compiles ``winner_compile_s``."""
+    lookup = make(cache, tier_up=False).config_for(x)
+    entry = at.CacheEntry(
+        function_key="tier:smooth",
+        fingerprint=lookup.fingerprint,
+        signature=lookup.signature,
+        device=_keys.device_info(),
+        config=FOR,
+        sites={"l": {"kind": "loop", "length": 8, "has_ys": False}},
+        measurements={"run_s": 1e-6},
+        objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
+        cost=1.0,
+        default_cost=2.0,
+        pareto=[
+            {"config": FOR, "compile_cost_s": winner_compile_s, "run_cost_s": 1e-6},
+            {"config": {}, "compile_cost_s": default_compile_s, "run_cost_s": 1e-3},
+        ],
+        default_config={},
+    )
+    with at.Cache(str(cache)) as c:
+        c.put(entry)

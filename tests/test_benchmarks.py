@@ -1,0 +1,49 @@
+"""The benchmarks package (``python -m benchmarks.<name>``): no module imports a module that
+imports it back, deferred imports (inside a function) counted."""
+
+import ast
+from pathlib import Path
+
+from _repo import ROOT
+
+PACKAGE = ROOT / "benchmarks"
+
+
+def imports_of(path: Path) -> set[str]:
+    """The ``benchmarks.*`` modules a file imports anywhere in it (top level or in a function)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("benchmarks.")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "benchmarks":
+                out |= {f"benchmarks.{a.name}" for a in node.names}
+            elif node.module.startswith("benchmarks."):
+                out.add(node.module)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    return {f"benchmarks.{p.stem}": imports_of(p) for p in sorted(PACKAGE.glob("*.py")) if p.stem != "__init__"}
+
+
+def test_no_import_cycle_in_benchmarks():
+    edges = graph()
+    assert "benchmarks.bench" in edges and edges["benchmarks.bench"], "the walk found the bench's imports"
+    done: set[str] = set()
+
+    def visit(mod: str, path: list[str]) -> None:
+        assert mod not in path, "import cycle: " + " -> ".join([*path[path.index(mod) :], mod])
+        if mod in done:
+            return
+        for dep in sorted(edges.get(mod, ())):
+            visit(dep, [*path, mod])
+        done.add(mod)
+
+    for mod in edges:
+        visit(mod, [])
+
+
+def test_no_sys_path_insert_in_benchmarks():
+    for p in PACKAGE.glob("*.py"):
+        assert "sys.path.insert" not in p.read_text(), p.name
