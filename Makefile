@@ -43,7 +43,7 @@ test: lint
 	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # What it leaves out (`make test` runs them): the tests marked timing (a decision asserted on real
-# measured timings, which load can flip; tests/test_decisions.py asserts the same decisions on canned
+# measured timings, which load can flip; tests/study/test_decisions.py asserts the same decisions on canned
 # figures), the tests marked slow (real tuning studies end to
 # end through the CLI, the benchmark scripts' smoke runs, PostgreSQL scale-out with several
 # processes, the loaded-machine and sharded-mesh checks) and tests/test_real_studies*.py (the

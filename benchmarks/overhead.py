@@ -93,7 +93,7 @@ def child(mode: str, cache: str) -> None:
 def make_hit_cache(path: str) -> str:
     """A cache holding an entry for `step` on this machine. Its config names the default
     choice (``scan×1``), so the hit's program and compile are jax.jit's and the difference
-    is the lookup's alone (that a cached config is applied is tests/test_decorator.py's)."""
+    is the lookup's alone (that a cached config is applied is tests/jit/test_decorator.py's)."""
     import autotune as at
     from autotune.program import _keys
 

@@ -1,4 +1,4 @@
-"""Cache entries and pending records as tests build them (tests/test_cache.py, test_pending.py and
+"""Cache entries and pending records as tests build them (tests/cache/test_cache.py, test_pending.py and
 the cache's other tests, and the subprocesses they start)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A decorated function, its reference and a real cache entry for it (tests/test_faults.py,
+"""A decorated function, its reference and a real cache entry for it (tests/measuring/test_faults.py,
 test_url.py, and the lookup processes test_faults starts)."""
 
 from __future__ import annotations

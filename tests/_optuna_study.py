@@ -1,5 +1,5 @@
 """A study with one config slow to compile, tuned in a subprocess, and a wait for its trial of
-that config (tests/test_optuna.py, test_interrupt.py)."""
+that config (tests/study/test_optuna.py, test_interrupt.py)."""
 
 import os
 import subprocess

@@ -1,5 +1,5 @@
 """Three configs whose crossovers are exact by hand, and a cache entry holding them
-(tests/test_select.py, test_cache_cmds.py, test_cli.py)."""
+(tests/select/test_select.py, test_cache_cmds.py, test_cli.py)."""
 
 from __future__ import annotations
 

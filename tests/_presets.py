@@ -13,7 +13,7 @@ STEADY = {"target_s": 0.02, "min_reps": 3, "warmup": 1}
 CLI_FAST = ("--run-seconds", "0.02")
 # Confirmation at its least, the cheapest contender beside the default in one round, for tests of
 # what a study does around it (storage, resuming, workers, messages): the default three contenders
-# in three rounds are up to 12 more compiles, more than such a test's trials. tests/test_confirm.py
+# in three rounds are up to 12 more compiles, more than such a test's trials. tests/study/test_confirm.py
 # and the tests of a winner keep the defaults. `tune(**ONE_ROUND)`; ONE_ROUND_CLI for the command.
 ONE_ROUND = {"confirm_top": 1, "confirm_rounds": 1}
 ONE_ROUND_CLI = ("--confirm-top", "1", "--confirm-rounds", "1")

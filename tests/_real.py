@@ -180,7 +180,7 @@ def cli_tunes_the_study(name: str, tmp_path) -> None:
     # Tuned for few calls, compile time dominates the cost, so a config that compiles much longer
     # than the default is stopped early (the compile budget): the run stays CI-sized. The end-to-end
     # plumbing is the point, not the pick: the contenders are confirmed in one round (as
-    # tests/test_confirm.py checks the rounds), the cheapest beside the default.
+    # tests/study/test_confirm.py checks the rounds), the cheapest beside the default.
     cmd = [
         sys.executable,
         "-m",

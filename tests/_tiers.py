@@ -1,4 +1,4 @@
-"""Tier-up's test programs and cache entries, shared by tests/test_tier.py and the scripts it
+"""Tier-up's test programs and cache entries, shared by tests/jit/test_tier.py and the scripts it
 runs in subprocesses."""
 
 from __future__ import annotations

@@ -49,42 +49,37 @@ def test_every_real_study_has_a_spec():
 
 
 def test_bench_real_set_is_every_real_study():
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    import bench
+    from benchmarks import _studies, bench
 
-    assert set(bench.REAL_STUDIES) == set(SPECS)
-    assert all(set(bench.REAL_STUDIES[n]) == set(SPECS[n].libs) for n in SPECS)
+    assert set(_studies.REAL_STUDIES) == set(SPECS)
+    assert all(set(_studies.REAL_STUDIES[n]) == set(SPECS[n].libs) for n in SPECS)
     # Read from the file, before JAX starts: which studies the bench runs in a process of their own.
     assert {n: bench.host_devices(n) for n in SPECS} == {n: SPECS[n].devices for n in SPECS}
-    assert bench.study_set("real", quick=False) == list(bench.REAL_STUDIES)
-    assert bench.study_set("default", quick=False) == bench.STUDIES  # the default set is unchanged
-    assert set(bench.study_set("all", quick=True)) == set(bench.QUICK_STUDIES) | set(bench.QUICK_REAL_STUDIES)
+    assert _studies.study_set("real", quick=False) == list(_studies.REAL_STUDIES)
+    assert _studies.study_set("default", quick=False) == _studies.STUDIES  # the default set is unchanged
+    assert set(_studies.study_set("all", quick=True)) == set(_studies.QUICK_STUDIES) | set(_studies.QUICK_REAL_STUDIES)
 
 
 def test_bench_labels_tell_nested_library_loops_apart():
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    import bench
+    from benchmarks import _studies
 
-    # diffrax: two loops nested in Equinox's while loop, all written on checkpointed.py:271.
-    ids = [
-        "while@checkpointed.py:271",
-        "while@checkpointed.py:271/while@checkpointed.py:271",
-        "while@checkpointed.py:271/while@checkpointed.py:271#2",
+    # diffrax: two loops nested in Equinox's while loop, all written on one line: the bench names
+    # them as the CLI does (s1, s2, s3) and writes each choice in the package's notation.
+    sites = [
+        {"id": "while@checkpointed.py:271", "kind": "while"},
+        {"id": "while@checkpointed.py:271/while@checkpointed.py:271", "kind": "while"},
+        {"id": "while@checkpointed.py:271/while@checkpointed.py:271#2", "kind": "while"},
     ]
-    names = bench.short_names(ids)
-    assert list(names.values()) == ["while@271", "while@271/while@271", "while@271#2"]
+    names = _studies.site_names(sites)
+    assert len(set(names.values())) == 3
     config = {
-        ids[0]: {"repr": "while", "unroll": 4, "guard": "cond"},
-        ids[1]: {"repr": "while", "unroll": 1},
-        ids[2]: {"repr": "while", "unroll": 2, "guard": "select"},
+        sites[0]["id"]: {"repr": "while", "unroll": 4, "guard": "cond"},
+        sites[1]["id"]: {"repr": "while", "unroll": 1},
+        sites[2]["id"]: {"repr": "while", "unroll": 2, "guard": "select"},
     }
-    assert (
-        bench.label(config, ids) == "while@271=while-u4/cond, while@271/while@271=while-u1, while@271#2=while-u2/select"
-    )
-    assert bench.short_names(["scan@a.py:3", "scan@a.py:3/fori@b.py:9"]) == {
-        "scan@a.py:3": "scan@3",
-        "scan@a.py:3/fori@b.py:9": "fori@9",
-    }
+    text = _studies.label(config, sites)
+    assert "×4" in text and "×2" in text and "-u" not in text, text
+    assert all(name in text for name in names.values()), (names, text)
 
 
 @pytest.mark.parametrize("name,index", CASES)
@@ -229,7 +224,7 @@ def test_without_the_library_the_study_skips_and_bench_says_what_to_install(tmp_
     assert "needs numpyro" in cli.stderr and "from the examples extra: pip install" in cli.stderr, cli.stderr
     assert "Traceback" not in cli.stderr
     bench = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "scripts", "bench.py"), "--studies", "real", "--quiet"],
+        [sys.executable, "-m", "benchmarks.bench", "--studies", "real", "--quiet"],
         capture_output=True,
         text=True,
         env=env,

@@ -130,7 +130,7 @@ def stage_guard(
     charges, :attr:`Measurement.compile_cost_s`), against a budget the search already stretched
     by the default's wall/CPU ratio for the compile's wall deadline: so the check can only prune
     a config that cannot win. Counted in wall seconds, a moment of load on a loaded machine
-    pruned a config before it compiled, and its results were never checked (tests/test_guard.py
+    pruned a config before it compiled, and its results were never checked (tests/study/test_guard.py
     failed so under the suite)."""
 
     def check(stage: str, st: Stages) -> None:

@@ -21,7 +21,7 @@ from autotune._errors import CacheError
 from autotune.cache import SCHEMA_VERSION, Cache, PendingRecord
 from autotune.cache._schema import MIGRATIONS, OLDEST_READABLE
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 FIXTURE = HERE / "fixtures" / "cache_v1.db"
 ENV = repo_env(HERE)
 V2_COLUMNS = ("default_config", "complete_range", "retune")

@@ -23,7 +23,7 @@ from autotune._errors import CacheError, CacheImportError
 from autotune._paths import write_private
 from autotune.cache import Cache, PendingRecord
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 ENV = repo_env(HERE)
 OBJECTIVE = {"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0}
 

@@ -144,7 +144,7 @@ BEFORE_COMPILE = EXIT_MID_COMPILE.replace(
 
 @pytest.mark.parametrize("script", [EXIT_MID_COMPILE, EXIT_MID_COMPILE, BEFORE_COMPILE], ids=["mid", "again", "before"])
 def test_the_process_exits_cleanly_while_the_winner_compiles(tmp_path, script):
-    tests = str(__import__("pathlib").Path(__file__).parent)
+    tests = str(__import__("pathlib").Path(__file__).parents[1])
     done = subprocess.run(
         [sys.executable, "-c", script, str(tmp_path / "c.db"), tests],
         env=repo_env(PYTHONDONTWRITEBYTECODE="1"),

@@ -20,7 +20,7 @@ from autotune._errors import CacheError, CacheSchemaError
 from autotune.cache import Cache
 from autotune.cache._fastread import Reader, sqlite_path
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 FIXTURE = HERE / "fixtures" / "cache_v1.db"
 ENV = repo_env(HERE)
 

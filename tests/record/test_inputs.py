@@ -1,7 +1,7 @@
 """A recorded call's arguments rebuilt (autotune/record/_inputs.py) from the record's JSON alone: the
 stored values where their files are there, else values drawn from a seeded generator, with
 every dtype, weak type and container the record names; what cannot be rebuilt is a `Skip`
-naming the argument. (tests/test_replay.py records real calls and replays them.)"""
+naming the argument. (tests/record/test_replay.py records real calls and replays them.)"""
 
 from __future__ import annotations
 

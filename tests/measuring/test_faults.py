@@ -161,7 +161,7 @@ def lookups_under_lock(tmp_path, mode, seconds, n):
     path, go = tmp_path / "c.db", tmp_path / "go"
     put_entry(path, make(path), jnp.zeros(3))
     proc = subprocess.Popen(
-        [sys.executable, "-c", LOOKUPS, str(path), str(n), str(Path(__file__).parent), str(go)],
+        [sys.executable, "-c", LOOKUPS, str(path), str(n), str(Path(__file__).parents[1]), str(go)],
         env=ENV,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -13,7 +13,7 @@ from autotune import select as _select
 from autotune.cache import Cache
 from autotune.select import pareto_front
 
-# Measured in this process: what these tests check is the study, not the worker (tests/test_process.py).
+# Measured in this process: what these tests check is the study, not the worker (tests/measuring/test_worker_runner.py).
 IN_PROCESS = {"timing": STEADY, "confirm_rounds": 1, "isolate": False}
 
 
@@ -55,7 +55,7 @@ def last_only(xs):
     return at.loop(body, jnp.zeros((48, 48)), xs, name="last")[0]
 
 
-@pytest.mark.timing  # its decision rests on real timings: tests/test_decisions.py asserts it on canned ones
+@pytest.mark.timing  # its decision rests on real timings: tests/study/test_decisions.py asserts it on canned ones
 def test_compile_only_objective_never_picks_full_unroll(tmp_path):
     r = at.tune(
         heavy,
@@ -73,7 +73,7 @@ def test_compile_only_objective_never_picks_full_unroll(tmp_path):
     assert for_trials and all(t.state == "pruned" or t.cost > 1.5 * r.best_cost for t in for_trials)
 
 
-@pytest.mark.timing  # its decision rests on real timings: tests/test_decisions.py asserts it on canned ones
+@pytest.mark.timing  # its decision rests on real timings: tests/study/test_decisions.py asserts it on canned ones
 def test_finds_the_clear_winner(tmp_path):
     xs = jnp.ones((32, 48, 48)) * 0.01
     r = at.tune(
@@ -119,7 +119,7 @@ def test_grid_resume_measures_nothing_twice(tmp_path):
     assert len(r2.trials) == len(r1.trials) == r1.space_size
 
 
-@pytest.mark.timing  # its decision rests on real timings: tests/test_decisions.py asserts it on canned ones
+@pytest.mark.timing  # its decision rests on real timings: tests/study/test_decisions.py asserts it on canned ones
 def test_rescore_flips_with_call_count(tmp_path):
     r = at.tune(heavy, jnp.ones(16), storage=str(tmp_path / "s.db"), sampler="grid", **IN_PROCESS)
     few, _ = r.rescore(at.Objective(expected_calls=0))

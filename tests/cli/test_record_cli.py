@@ -68,7 +68,7 @@ GONE = textwrap.dedent("""
 """)
 
 # Record and replay are the point, not the pick: three trials, the CLI's timing preset, and the
-# cheapest contender confirmed beside the default in one round (tests/test_confirm.py checks
+# cheapest contender confirmed beside the default in one round (tests/study/test_confirm.py checks
 # confirmation itself).
 FAST = ["--trials", "3", *CLI_FAST, *ONE_ROUND_CLI]
 

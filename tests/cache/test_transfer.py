@@ -21,7 +21,7 @@ from autotune._errors import CacheError, CacheImportError
 from autotune.cache import MAX_IMPORT_BYTES, SCHEMA_VERSION, Cache
 from autotune.cache._transfer import read_bounded
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 ENV = repo_env()
 
 

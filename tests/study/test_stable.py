@@ -73,7 +73,7 @@ def test_a_pick_made_under_load_does_not_lose_to_the_default_side_by_side(name, 
     pick, default = result.best_config, result.default_config
     if pick == default:
         # The default stays, by the rule: no confirmed challenger beat it on the median and in
-        # enough paired rounds (tests/test_decisions.py asserts the rule's decisions on canned figures).
+        # enough paired rounds (tests/study/test_decisions.py asserts the rule's decisions on canned figures).
         d = next(p for p in result.confirmed if p.config == default)
         assert not [p.config for p in result.confirmed if p is not d and _select.beats(p, d, result.objective)]
     else:
