@@ -198,6 +198,10 @@ class Autotuned:
         """A call: the plain jit, or the jit of its cached config's XLA options (`XlaRoutes`)."""
         if self._tier is not None:  # tier-up: the default serves while the winner compiles
             return self._tier.call(args, kwargs)
+        return self._usual_call(args, kwargs)
+
+    def _usual_call(self, args: tuple, kwargs: dict) -> Any:
+        """A call without tier-up: the plain jit, or the jit of the cached config's XLA options."""
         return self._xla.call(args, kwargs) if self._xla.active else self._jitted(*args, **kwargs)
 
     def _traced(self, *args: Any, **kwargs: Any) -> Any:

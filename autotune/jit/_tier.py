@@ -165,9 +165,8 @@ class Tier:
             slot = self.slots[key]
         except (KeyError, TypeError):
             slot = self._slot(key, args, kwargs)
-        if slot is None:  # the decorator's usual path (`Autotuned._call`)
-            ctl = self.ctl
-            return ctl._xla.call(args, kwargs) if ctl._xla.active else ctl._jitted(*args, **kwargs)
+        if slot is None:  # the decorator's usual path
+            return self.ctl._usual_call(args, kwargs)
         return slot.call(args, kwargs)
 
     def _slot(self, key: Any, args: tuple, kwargs: dict) -> Slot | None:
