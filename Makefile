@@ -12,9 +12,9 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 # The suite runs in JOBS pytest-xdist processes, a test file per process (module fixtures, such as
 # a study tuned once for a file's tests, are not repeated): `make test JOBS=1` runs it serially.
 # JOBS is one more than the CPUs (at most 8): many tests wait on a subprocess, a lock, a timeout or
-# a signal, and a third process fills those gaps on 2 cores (the 3.11 suite: 14:07 with 2, 12:12 with
-# 3). Its heavier load once flipped a pick that rested on one compile sample per contender; that
-# decision now compiles every round where the machine's compiles wander (docs/explanation/confirmation.md).
+# a signal, and a third process fills those gaps on 2 cores (measured: docs/results/design-figures.md).
+# The heavier load widens compile noise; confirmation compiles every round where the machine's
+# compiles wander, so a pick never rests on one compile sample (docs/explanation/confirmation.md).
 # --no-loadscope-reorder keeps tests/conftest.py's order (the longest files first): pytest-xdist
 # would otherwise hand out the files with the most tests first, and the slow end-to-end files,
 # which hold few tests, would run last, one process alone at the end.

@@ -43,6 +43,7 @@ _LAZY = {
     "with_config": "program._rewrite",
     "TuneOptions": "_options",
     "InProcessRunner": "measuring._runner",
+    "Call": "program._call",
     "Outcome": "measuring._outcome",
     "Runner": "measuring._runner",
     "TrialFailed": "measuring._runner",

@@ -25,6 +25,7 @@ from autotune.measuring._runner import InProcessRunner as InProcessRunner
 from autotune.measuring._runner import Runner as Runner
 from autotune.measuring._runner import TrialFailed as TrialFailed
 from autotune.measuring._stages import measure as measure
+from autotune.program._call import Call as Call
 from autotune.program._config import Config as Config
 from autotune.program._config import SiteChoice as SiteChoice
 from autotune.program._loop import loop as loop

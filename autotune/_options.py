@@ -70,6 +70,12 @@ class TuneOptions:
             in the worker), or ``"auto"`` (default: min(4, cores - 1) where this process only
             traces and the worker owns a TPU chip they compile for, e.g. ``autotune tune`` on a
             single-chip TPU v5e; else 0).
+        tier_up: pick the winner for a function that runs with ``@at.autotuned(tier_up=True)``
+            (default False): a config whose compile qualifies against the default's
+            (`autotune.select._tiered.qualifies`) is charged the tiered cost, the default serving
+            while it compiles beside it, instead of its compile as a stall (the tuned objective's
+            ``tier_up``; a decorator with ``tier_up=True`` turns it on too). It is part of the study
+            name, so a tiered pick never resumes a plain study.
 
     ``str(options)`` names the options that differ from their defaults, in this order.
 
@@ -102,6 +108,7 @@ class TuneOptions:
     progress: bool | None = None
     xla: bool | str = "auto"
     builders: int | str = "auto"
+    tier_up: bool = False
 
     def __post_init__(self):
         n = self.n_trials
@@ -118,6 +125,11 @@ class TuneOptions:
         b = self.builders
         if b != "auto" and (isinstance(b, bool) or not isinstance(b, int) or b < 0):
             raise StudyError(f"builders={b!r} must be 'auto' or a number of processes >= 0 (0 compiles in the worker).")
+        if not isinstance(self.tier_up, bool):
+            raise StudyError(
+                f"tier_up={self.tier_up!r} must be True or False (True: charge a slow compile what it costs "
+                "the calls the default serves beside it, as @at.autotuned(tier_up=True) runs it)."
+            )
         for name in ("confirm_top", "confirm_rounds"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -145,6 +157,11 @@ class TuneOptions:
     def timing_dict(self) -> dict[str, Any]:
         """``timing`` as a fresh dict (empty for None), as runners take it."""
         return dict(self.timing or {})
+
+    def goal(self, objective: Any) -> Any:
+        """``objective`` (an :class:`autotune.Objective`) as these options tune it: with ``tier_up``
+        turned on when they ask for it (the one place the option reaches the objective)."""
+        return objective.overridden(tier_up=True) if self.tier_up and not objective.tier_up else objective
 
     @property
     def timing_mode(self) -> str:

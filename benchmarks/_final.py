@@ -1,10 +1,9 @@
 """The bench's final judgement: every approach's chosen config re-measured in fresh processes.
 
 A program's run time differs between two processes (where its code and buffers land) by more
-than it varies within one: the default/unrolled ratio of ``studies/gru_encoder.py`` ranged
-1.28-1.67 over five fresh processes (``autotune/study/_confirm.py``). A judge that measures
-every config in the bench's own process sees one draw of that placement and can call a tuned
-config 15% worse (or better) on it alone. So the final re-measure runs in ``processes`` fresh
+than it varies within one (measured: docs/results/design-figures.md#run-time-between-fresh-processes).
+A judge that measures every config in the bench's own process sees one draw of that placement
+and can misjudge a tuned config on it alone. So the final re-measure runs in ``processes`` fresh
 Python processes, started one after another; each measures every unique chosen config for
 ``rounds`` interleaved rounds (the order rotated per round across the processes and reversed
 every other cycle, :func:`order_for`, so no config always runs first or after the same
@@ -72,6 +71,7 @@ def final_measure(
     rounds: int,
     timing: dict[str, Any],
     log: Callable[[str], None] = lambda _msg: None,
+    timeout_s: float | None = None,
 ) -> dict[str, Any]:
     """Measure ``configs`` (unique) of ``examples()[index]`` of ``study_path`` in ``processes``
     fresh processes, one after another, ``rounds`` interleaved rounds each.
@@ -79,7 +79,9 @@ def final_measure(
     Returns ``{"parent_pid", "processes": [{"process", "pid", "wall_s", "error"?}],
     "samples": [{"key", "process", "pid", "round", "position", "compile_cost_s", "run_cost_s", ...}],
     "errors": {key: message}}``. A process that dies is recorded with its exit status and the
-    others still count; a config that fails in a process is an error of that config.
+    others still count; a config that fails in a process is an error of that config. A process
+    past ``timeout_s`` seconds is killed and recorded as failed (a fixed approach's config that
+    no grid trial measured may compile for minutes on an accelerator).
     """
     if processes < 1:
         raise ValueError(f"final_measure: processes={processes}; measure in at least 1 fresh process.")
@@ -98,13 +100,21 @@ def final_measure(
             with open(spec_path, "w") as fh:
                 json.dump(spec, fh)
             t0 = time.perf_counter()
-            proc = subprocess.run(
-                [sys.executable, "-m", "benchmarks._final", spec_path, result_path], cwd=ROOT, stdout=subprocess.DEVNULL
-            )
+            try:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "benchmarks._final", spec_path, result_path],
+                    cwd=ROOT,
+                    stdout=subprocess.DEVNULL,
+                    timeout=timeout_s,
+                )
+                failure = None if proc.returncode == 0 else f"exited {proc.returncode}"
+            except subprocess.TimeoutExpired:
+                failure = f"ran past {timeout_s:g} s and was killed"
             entry: dict[str, Any] = {"process": p, "wall_s": time.perf_counter() - t0}
-            if proc.returncode != 0 or not os.path.isfile(result_path):
-                entry.update(pid=None, error=f"the final-measure process exited {proc.returncode}")
-                log(f"   final process {p + 1}/{processes}: FAILED (exit {proc.returncode})")
+            if failure is not None or not os.path.isfile(result_path):
+                failure = failure or "wrote no result"
+                entry.update(pid=None, error=f"the final-measure process {failure}")
+                log(f"   final process {p + 1}/{processes}: FAILED ({failure})")
                 out["processes"].append(entry)
                 continue
             with open(result_path) as fh:

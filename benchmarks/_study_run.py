@@ -95,8 +95,10 @@ def grid_runner(ctl, ex, timing: dict, a: argparse.Namespace):
     """The grid's runner: a worker process, as the tuner's (this process only traces and lowers;
     on a TPU the worker owns the chip), closed before the tuner starts its own."""
     from autotune.measuring._worker_runner import WorkerRunner
+    from autotune.program._call import Call
 
-    return WorkerRunner(ctl.fun, ex.args, ex.kwargs, ctl.jit_kwargs, timing, trial_timeout=a.trial_timeout)
+    call = Call(ctl.fun, ex.args, ex.kwargs, ctl.jit_kwargs)
+    return WorkerRunner(call, timing, trial_timeout=a.trial_timeout)
 
 
 def point(m, objective) -> dict[str, Any]:
@@ -305,6 +307,8 @@ def run_final(name, index, objective, chosen, grid_points, timing, a) -> dict[st
         rounds=a.rounds,
         timing=timing,
         log=lambda msg: log(a, msg),
+        # each config compiles once a round in each process: past that many trial timeouts, stop
+        timeout_s=None if a.trial_timeout is None else a.trial_timeout * len(unique) * a.rounds + 60.0,
     )
     return {
         "unique": unique,

@@ -15,8 +15,8 @@ from typing import Any
 
 from benchmarks._studies import LOOP_ONLY, approaches_of, label, site_names
 
-# A result written before the figures took autotune's names (docs/architecture.md): a row's
-# old key -> its name now. ``compile_s`` / ``run_s`` were the charged figures then.
+# A result written with the figures' old names, read with autotune's (docs/architecture.md): a
+# row's old key -> its current name. In such a result ``compile_s`` / ``run_s`` are the charged figures.
 OLD_KEYS = {
     "compile_s": "compile_cost_s",
     "run_s": "run_cost_s",
@@ -27,7 +27,7 @@ OLD_KEYS = {
 
 
 def upgrade_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A row (approach, grid point, crossover, sample) with the figure names of today; a row that
+    """A row (approach, grid point, crossover, sample) with the current figure names; a row that
     has them already is returned as it is."""
     if "compile_cost_s" in row or "compile_s" not in row:
         return row
@@ -100,7 +100,7 @@ def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
             and max(wall) <= 0.60,
         },
     }
-    if xla:  # issue 23: where compile dominates, the XLA options win >= 1.3x over the loop-only tuner
+    if xla:  # the target: where compile dominates, the XLA options win >= 1.3x over the loop-only tuner
         out["targets"]["loop_only/tuned>=1.3 on a study"] = max(xla) >= 1.3
     return out
 

@@ -12,9 +12,9 @@ For every study (``studies/*.py``), in one run on one machine:
 * ``unroll8`` every site ``{"repr": "scan", "unroll": min(8, length)}``;
 * ``loop_only`` only where the study searches XLA's compile options (``--xla``; ``auto``
               decides by ``autotune.program._xla.searched`` on the default's measurement): the
-              tuner with ``xla=False``, today's loop-only tuner. The grid and ``tuned``
+              tuner with ``xla=False``, the loop-only tuner. The grid and ``tuned``
               then span the options too (``xla:O1``...); ``loop_only/tuned`` is what
-              the options win (issue 23: >= 1.3 where compile dominates).
+              the options win (target: >= 1.3 where compile dominates).
 
 Each approach's chosen config is then re-measured in ``--final-processes`` fresh Python
 processes (default 3, quick 1), one after another, each an interleaved round robin
@@ -33,10 +33,10 @@ measurements at other call counts (no re-measuring). ``--burner`` keeps one core
 (``python -c 'while True: pass'``) for the whole run: the loaded machine.
 
     python -m benchmarks.bench                    # every study (about 20 min on 2 CPU cores)
-    python -m benchmarks.bench--quick               # CI-sized: light studies, small budgets
-    python -m benchmarks.bench--study hmc --study kalman --json out.json --out out.md
-    python -m benchmarks.bench--studies real        # the real-library studies (needs the examples extra)
-    python -m benchmarks.bench--study hmc --burner  # on a loaded machine: one core kept busy throughout
+    python -m benchmarks.bench --quick              # CI-sized: light studies, small budgets
+    python -m benchmarks.bench --study hmc --study kalman --json out.json --out out.md
+    python -m benchmarks.bench --studies real       # the real-library studies (needs the examples extra)
+    python -m benchmarks.bench --study hmc --burner # on a loaded machine: one core kept busy throughout
 
 Outputs: a markdown report (``--out``) and a JSON file (``--json``) of shape
 ``{"jax", "device", "studies": [{"study", "expected_calls", "grid_size",

@@ -1,6 +1,6 @@
 """End-to-end benchmark: a user's whole script with plain ``jax.jit`` against ``@at.autotuned``.
 
-For each study file (``studies/*.py``, and the training step of issue 21,
+For each study file (``studies/*.py``, and a training step,
 ``tests/fixtures/gru_train.py``: a GRU over T=64, B=8 under ``jax.value_and_grad`` with a
 5-step Newton–Schulz ``fori_loop``):
 
@@ -17,7 +17,7 @@ For each study file (``studies/*.py``, and the training step of issue 21,
    after one untimed pair that also checks the tuned process really used the cache entry;
    medians, and the median of the per-pair ratios tuned/plain.
 
-Target (issue 21): tuned/plain wall ratio <= 1.02 for every script, below 1 where the tuner
+Target: tuned/plain wall ratio <= 1.02 for every script, below 1 where the tuner
 found room.
 
     python -m benchmarks.e2e --quick                 # lambda_returns, seed_rollout, gru_train
@@ -483,9 +483,12 @@ def main(argv: list[str] | None = None) -> int:
     say = (lambda *_: None) if a.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     import jax
 
+    from autotune.measuring import _host
+
+    _host.pin()  # the whole processes own the device, one at a time; this one never opens it
     result = {
         "jax": jax.__version__,
-        "device": str(jax.devices()[0].device_kind),
+        "device": str(_host.target_device()["device_kind"]),
         "commit": commit(),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),

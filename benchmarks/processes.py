@@ -32,6 +32,7 @@ def measure_study(name: str, samples: int) -> tuple[list[dict], dict]:
     from autotune.measuring._load_probe import measure_load
     from autotune.measuring._stages import measure
     from autotune.program import _keys
+    from autotune.program._call import Call
     from autotune.program._space import Space
 
     mod = importlib.import_module(f"studies.{name}")
@@ -42,7 +43,7 @@ def measure_study(name: str, samples: int) -> tuple[list[dict], dict]:
     rows = []
     for config in space.configs():
         ms = [measure(ctl.fun, args, {}, config, jit_kwargs=ctl.jit_kwargs, target_s=0.2) for _ in range(samples)]
-        loads = [measure_load(ctl.fun, args, {}, ctl.jit_kwargs, config) for _ in range(samples)]
+        loads = [measure_load(Call(ctl.fun, args, {}, ctl.jit_kwargs), config) for _ in range(samples)]
         got = [x.load_s for x in loads if x.load_s is not None]
         row = {
             "config": config.to_dict(),

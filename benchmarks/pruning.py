@@ -61,9 +61,9 @@ def run(mode: str, fn, x, args) -> dict:
     storage = f"sqlite:///{tempfile.mkdtemp(prefix='pruning-bench-')}/s.db"
     runner = None
     if mode == "no pruning":
-        runner = NoBudget(fn, (x,), {}, {}, FAST)
+        runner = NoBudget(at.Call(fn, (x,)), FAST)
     elif mode == "pruning, kill at budget":
-        runner = WorkerRunner(fn, (x,), {}, {}, FAST, prune_grace_s=0.0)
+        runner = WorkerRunner(at.Call(fn, (x,)), FAST, prune_grace_s=0.0)
     t0 = time.perf_counter()
     r = at.tune(
         fn,

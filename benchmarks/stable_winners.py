@@ -81,7 +81,7 @@ def side_by_side(name: str, configs: list[dict], rounds: int) -> dict[str, dict]
     from autotune.measuring._runner import InProcessRunner
 
     fn, args = program(name)
-    runner = InProcessRunner(fn, args, {}, {}, {})
+    runner = InProcessRunner(at.Call(fn, args))
     goal = at.Objective(expected_calls=PROGRAMS[name][1])
     costs: dict[str, list[float]] = {json.dumps(c, sort_keys=True): [] for c in configs}
     for r in range(rounds):

@@ -66,7 +66,7 @@ DEFAULT_PROGRAMS = [
 
 def unrolled(steps: int, dim: int = 64):
     """``steps`` copies of a 6-op body (matmul, add, tanh, mul, sin, add) on a dim×dim state,
-    unrolled by Python: issue 23's probe."""
+    unrolled by Python: a program whose compile dominates its cost at few calls."""
 
     def f(x, w):
         for i in range(steps):

@@ -3,6 +3,7 @@
 # (each fits the 10-minute limit of one command); results go to $OUT (default: out/).
 #
 #   bash scripts/tpu_session.sh check    # the chip, the wheels, one CLI study measured in its worker
+#   bash scripts/tpu_session.sh probe    # benchmarks/tpu_rnn_probe.py: where a recurrent cell's unroll pays
 #   bash scripts/tpu_session.sh bench-a  # benchmarks/bench.py: accel_rnn, accel_tiny_scan
 #   bash scripts/tpu_session.sh bench-b  # benchmarks/bench.py: accel_bf16_layers, accel_rk4
 #   bash scripts/tpu_session.sh e2e      # benchmarks/e2e.py: accel_rnn, whole processes
@@ -75,6 +76,7 @@ print("warnings:", len(ours)); print(ours[0][:400] if ours else "")
 print("winner", r.best_config, f"default/best {r.default_cost / r.best_cost:.3f}", f"in {time.monotonic() - t0:.1f} s")
 PY
     ;;
+probe) timeout 150 "$PY" -m benchmarks.tpu_rnn_probe ${PROBE_ARGS:-} --json "$OUT/rnn-probe.json" 2>&1 | tee "$OUT/rnn-probe.log" ;;
 xla) timeout 150 "$PY" -m benchmarks.tpu_xla_probe --json "$OUT/xla-probe.json" 2>&1 | tail -20 ;;
-*) echo "tpu_session.sh: unknown part '$1' (check, notebook, xla, bench-a, bench-b, e2e)" >&2; exit 2 ;;
+*) echo "tpu_session.sh: unknown part '$1' (check, probe, notebook, xla, bench-a, bench-b, e2e)" >&2; exit 2 ;;
 esac

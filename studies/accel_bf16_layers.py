@@ -9,12 +9,9 @@ bfloat16: dense 1024 -> 4096, GELU, dense 4096 -> 1024, residual, on 256
 tokens. Every step is two large matmuls that keep the matrix unit busy, so the
 loop's own overhead is a rounding error of a step's time and unrolling has
 nothing to win at run time, while each unrolled copy of the block is compiled
-again. A TPU v5e probe of this pattern found unroll 1 best, and full unroll
-doubled a 2.9 s compile. This file at the full size, timed once on a TPU v5e
-(jax 0.10.2, the median of 30 calls, each waited for): 1.37 ms a call at unroll
-1, 1.84 ms at 2, 1.77 ms at 4, 1.40 ms fully unrolled, compiled in 0.9 s, 2.7 s,
-2.5 s and 5.7 s. The tuner should keep the default (unroll 1) at its 10,000
-calls, on the accelerator and on the CPU alike.
+again. The tuner should keep the default (unroll 1) at its 10,000 calls, on the
+accelerator and on the CPU alike (measured on a TPU v5e:
+docs/results/design-figures.md#the-accelerator-studies-expected-picks).
 
 Site: the ``lax.scan`` over the layers (24 at the full size, 8 small).
 

@@ -9,14 +9,10 @@ kappa (q_{i+1} - 2 q_i + q_{i-1}) - gamma q'``: a 64-dimensional nonlinear ODE.
 Each stage reads the state the stage before it wrote, so unrolling the time
 loop gives XLA one long chain of small dependent elementwise stages: nothing
 runs in parallel that did not before, and the compile time grows much faster
-than the number of copies. A TPU v5e probe of an RK4 ``fori_loop`` of 2,000
-steps ran slower at every unroll (x1.5 at 2, x14 at 16) and compiled 5-56x
-longer. This file at the full size, timed on a TPU v5e (jax 0.10.2, the median
-of 20-30 calls, each waited for), ran the same at every unroll (15.4-16.6 ms a
-call at 1, 2, 4, 8 and 16, within the noise of two runs) while the compile grew
-from 0.2-0.3 s to 2.5 s at 8 and 8.4-9.1 s at 16. Either way the tuner must keep
-the default (the rolled loop, unroll 1) there, and full unroll (2,000 steps) is
-predicted far over the compile budget.
+than the number of copies: unrolling wins nothing at run time and costs compile.
+The tuner must keep the default (the rolled loop, unroll 1) on an accelerator,
+and full unroll (2,000 steps) is predicted far over the compile budget
+(measured on a TPU v5e: docs/results/design-figures.md#the-accelerator-studies-expected-picks).
 
 Why a damped chain and not Lorenz-96 (``ode_rk4.py``): Lorenz-96 is chaotic, so
 over 20 time units a last-bit difference between two loop structures grows by
@@ -29,7 +25,7 @@ Site: the ``fori_loop`` over time (2,000 steps of dt = 0.01 at the full size, 8 
 
 Size: ``AUTOTUNE_STUDY_SIZE=full`` (32 pendulums, 2,000 steps) for an
 accelerator; ``small`` (the default: 8 pendulums, 8 steps, since even on the
-CPU a fully unrolled RK4 loop of 64 steps takes 10 s or more to compile) so
+CPU a fully unrolled RK4 loop of a few dozen steps compiles for many seconds) so
 that a CPU compiles and runs each config in well under a second.
 """
 

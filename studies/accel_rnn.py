@@ -8,14 +8,12 @@ on the carried state plus the input projection. Each step's matmul is too small
 to keep the matrix unit busy and depends on the step before; only the input
 projections are independent of ``h``, and an unrolled body lets XLA schedule
 ``k`` of them off the dependent chain and pay the loop's per-iteration cost
-once per ``k`` steps: what ``unroll`` trades. A TPU v5e probe of this pattern
-ran unroll 16-32 1.85-3.0x faster than unroll 1, back to back. This file at the
-full size, timed once on a TPU v5e (jax 0.10.2, the median of 50 calls, each
-waited for), gained less: 0.71 ms at unroll 1, 0.64 ms at unroll 16 (1.1x) for
-a compile of 0.57 s against 0.16 s. Either way the tuner should pick an unroll
-of 8-32 on the accelerator at 10,000 calls, where 0.07 ms a call is 0.7 s. On
-the CPU at the small size the compile dominates at 10,000 calls and the default
-(unroll 1) stood in a 4-trial run.
+once per ``k`` steps: what ``unroll`` trades against a longer compile. On a
+TPU v5e this shape gains about 1.3x in steady-state runtime at unroll 8-32 for
+a 2-6x longer compile (docs/results/tpu.md, "The recurrent cell by shape";
+``python -m benchmarks.tpu_rnn_probe`` re-measures it), so at 10,000 calls a
+moderate unroll (2-8) is about 1.1x cheaper than the default, compile included;
+on the CPU at the small size the compile dominates and the default stands.
 
 float32, not bfloat16: the hidden state is fed back through 256 steps and stays
 float32, as RNN code keeps it; on a TPU a float32 matmul at JAX's default

@@ -9,12 +9,11 @@ Mamba-style code checks its parallel scan against). The gates are computed for
 every step before the loop, so the body is a multiply-add on a 16-wide vector:
 almost all of a step's cost is the loop itself (the counter, the slice of the
 inputs, the write of the output). Unrolling by ``k`` pays that once per ``k``
-steps. A TPU v5e probe of this pattern ran 1.25x faster at unroll >= 8; this
-file at the full size, timed once on a TPU v5e (jax 0.10.2, the median of 30
-calls, each waited for), ran 0.97 ms at unroll 1, 0.67 ms at 8, 0.61 ms at 16
-and 1.17 ms at 64, every compile under 0.8 s: at 100,000 calls the tuner should
-pick an unroll of 8-16 there. Full unroll (4,096 copies of the body) is in the
-space but predicted far over the compile budget.
+steps, until the unrolled body itself grows too large: at 100,000 calls the
+tuner should pick a moderate unroll (8-16) on an accelerator (measured on a TPU
+v5e: docs/results/design-figures.md#the-accelerator-studies-expected-picks).
+Full unroll (4,096 copies of the body) is in the space but predicted far over
+the compile budget.
 
 Site: the ``lax.scan`` over time (4,096 steps at the full size, 32 small).
 

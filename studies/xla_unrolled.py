@@ -9,7 +9,7 @@ operations, and at ten calls the compile is nearly all of the cost. The loop
 around it (a few refinement steps) only chooses how often that large body is
 copied; XLA's own options (``xla_backend_optimization_level``,
 ``xla_llvm_disable_expensive_passes``) trade the compile itself against the code
-it emits, which is the trade this function needs (issue 23).
+it emits, which is the trade this function needs.
 
 Site: the ``steps`` loop (an ``at.loop``), 3 steps of 24 layers (6 operations
 each) on a 64×64 state.

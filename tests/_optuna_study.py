@@ -5,10 +5,10 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 
 import optuna
 from _repo import repo_env
+from _wait import wait_until
 
 # A study whose full unroll compiles for seconds (about 3 s of CPU; its other configs under 1 s
 # each, so a walk of the whole grid stays short): a trial is RUNNING long enough to kill.
@@ -53,18 +53,22 @@ def start_tuner(tmp_path, **env):
 
 def wait_for_running(storage: str, proc, timeout: float = 240.0):
     """The study's RUNNING trial of the slow (fully unrolled) config, once the tuner is in it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def running() -> tuple[str, int] | None:
         assert proc.poll() is None, proc.communicate()
-        if os.path.exists(storage):
-            try:
-                names = optuna.study.get_all_study_names(storage="sqlite:///" + storage)
-            except Exception:
-                names = []
-            for name in names:
-                study = optuna.load_study(study_name=name, storage="sqlite:///" + storage)
-                for t in study.get_trials(deepcopy=False):
-                    if t.state.name == "RUNNING" and '"for"' in t.user_attrs.get("config", ""):
-                        return name, t.number
-        time.sleep(0.2)
-    raise AssertionError("the tuner never started measuring the slow config")
+        if not os.path.exists(storage):
+            return None
+        try:
+            names = optuna.study.get_all_study_names(storage="sqlite:///" + storage)
+        except Exception:
+            names = []
+        for name in names:
+            study = optuna.load_study(study_name=name, storage="sqlite:///" + storage)
+            for t in study.get_trials(deepcopy=False):
+                if t.state.name == "RUNNING" and '"for"' in t.user_attrs.get("config", ""):
+                    return name, t.number
+        return None
+
+    found = wait_until(running, timeout=timeout, interval=0.2)
+    assert found, "the tuner never started measuring the slow config"
+    return found

@@ -58,7 +58,7 @@ def tune_study_file(path, text: str, runner: type[InProcessRunner]):
         storage=storage,
         sampler="grid",
         timing=FAST,
-        runner=runner(ex.fn.fun, ex.args, {}, {}, FAST),
+        runner=runner(at.Call(ex.fn.fun, ex.args), FAST),
         confirm_rounds=1,
         # The loop space only: under load the default's compile can pass the floor at which `auto`
         # adds XLA's options, and a config with them would pass the runners' "only the plain scan".

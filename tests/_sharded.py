@@ -97,13 +97,13 @@ def case_tune(rounds: int = 7) -> dict:
         "whole_bytes": sum(x.nbytes for x in jax.tree_util.tree_leaves(args)),
         "trial": _tune(args),
     }
-    sharded, exe_sharded = measure_executable(fn, args, {}, None, timing=TIMING)
-    one, exe_one = measure_executable(fn, jax.tree_util.tree_map(np.asarray, args), {}, None, timing=TIMING)
+    sharded, exe_sharded = measure_executable(at.Call(fn, args), None, timing=TIMING)
+    one, exe_one = measure_executable(at.Call(fn, jax.tree_util.tree_map(np.asarray, args)), None, timing=TIMING)
     out["sharded_memory"], out["one_device_memory"] = sharded.memory, one.memory
     times: dict[str, list[float]] = {"worker": [], "sharded": [], "one_device": []}
     modes = {}
     for name, f in (("export", fn), ("import", step_with_callback)):
-        with WorkerRunner(f, args, timing=TIMING, trial_timeout=300, location=Location.of(f)) as runner:
+        with WorkerRunner(at.Call(f, args), TIMING, trial_timeout=300, location=Location.of(f)) as runner:
             m = runner.measure({})
             modes[name] = {
                 "mode": runner.mode,
@@ -140,7 +140,7 @@ def case_config_devices() -> dict:
     f = lambda x: at.loop(lambda c, _: (jnp.tanh(c) * 0.5, None), x, length=4, name="l")[0]  # noqa: E731
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with WorkerRunner(f, (x,), timing=TIMING, trial_timeout=300) as runner:
+        with WorkerRunner(at.Call(f, (x,)), TIMING, trial_timeout=300) as runner:
             memory = runner.measure({}).memory
             seen = runner.worker_info.get("device_ids")
     return {

@@ -47,3 +47,20 @@ def test_no_import_cycle_in_benchmarks():
 def test_no_sys_path_insert_in_benchmarks():
     for p in PACKAGE.glob("*.py"):
         assert "sys.path.insert" not in p.read_text(), p.name
+
+
+def test_the_tpu_rnn_probe_runs_on_the_cpu_and_writes_one_row_per_shape_and_unroll(tmp_path):
+    """``python -m benchmarks.tpu_rnn_probe --small``: the same code path as on a TPU, CPU-sized."""
+    import json
+
+    from _repo import python
+
+    from benchmarks import tpu_rnn_probe
+
+    out = tmp_path / "probe.json"
+    r = python("-m", "benchmarks.tpu_rnn_probe", "--small", "--calls", "2", "--json", str(out), cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(out.read_text())["rows"]
+    expected = [(list(s), u) for s in tpu_rnn_probe.SMALL_SHAPES for u in tpu_rnn_probe.UNROLLS]
+    assert [(row["shape"], row["unroll"]) for row in rows] == expected
+    assert all(row["compile_s"] > 0 and row["run_s"] > 0 for row in rows)

@@ -33,7 +33,7 @@ def test_the_first_signal_is_latched_and_wakes_a_waiter_the_second_raises_at_onc
             os.kill(os.getpid(), sig)
             with pytest.raises(Interrupted):
                 os.kill(os.getpid(), sig)  # a second signal before the check: raised immediately
-                time.sleep(1)
+                time.sleep(1)  # never finishes when it works: os.kill runs the handler before returning
         assert current() is None
         assert signal.getsignal(sig) == before  # given back
 
@@ -47,7 +47,7 @@ def test_an_ignored_signal_stays_ignored(sig):
         with InterruptLatch() as latch:
             assert signal.getsignal(sig) == signal.SIG_IGN
             os.kill(os.getpid(), sig)
-            time.sleep(0.2)
+            time.sleep(0.2)  # an absence has no event to wait on: a short margin for a handler to (wrongly) run
             assert not latch.requested
             check()  # nothing to raise
         assert signal.getsignal(sig) == signal.SIG_IGN

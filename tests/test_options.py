@@ -57,6 +57,7 @@ def test_frozen_and_replace_validates():
         ({"trial_timeout": 0}, "trial_timeout=0 must be a number of seconds > 0"),
         ({"trial_memory_gb": -1.0}, "trial_memory_gb=-1.0 must be a number of GiB > 0"),
         ({"timing": 0.5}, "timing=0.5 must be a dict"),
+        ({"tier_up": "yes"}, "tier_up='yes' must be True or False"),
     ],
 )
 def test_bad_options_are_one_sentence(bad, message):
@@ -64,6 +65,20 @@ def test_bad_options_are_one_sentence(bad, message):
         at.TuneOptions(**bad)
     text = str(info.value)
     assert "\n" not in text and text.endswith(".")
+
+
+def test_tier_up_turns_the_objectives_tier_up_on_and_names_the_study_apart():
+    from autotune.program._keys import study_name
+
+    goal = at.Objective(expected_calls=100)
+    assert at.TuneOptions().goal(goal) is goal  # off: the objective as it is, bit for bit
+    tiered = at.TuneOptions(tier_up=True).goal(goal)
+    assert tiered.tier_up and tiered.to_dict() == {**goal.to_dict(), "tier_up": True}
+    assert str(at.TuneOptions(tier_up=True)) == "TuneOptions(tier_up=True)"
+    device = {"platform": "cpu", "device_kind": "cpu"}
+    plain, tier = (study_name("m:f", "0" * 12, "sig", device, g) for g in (goal, tiered))
+    assert tier == plain + ",tier"
+    assert study_name("m:f", "0" * 12, "sig", device, tiered, "pareto").endswith("/pareto")
 
 
 def test_timing_takes_a_mode_alone_or_in_the_dict_and_names_the_three_modes_when_wrong():

@@ -143,12 +143,7 @@ _PUBLIC_WIDE = {
     "autotune/measuring/_stages.py:measure",
 }
 # Issue 38, still to be grouped into option values (remove a name when its function is fixed).
-_WIDE_TO_GROUP = {
-    "autotune/measuring/_timing.py:time_calls",
-    "autotune/measuring/_worker_runner.py:WorkerRunner.__init__",
-    "autotune/study/_search.py:Search.__init__",
-    "autotune/study/_tune.py:_search_and_confirm",
-}
+_WIDE_TO_GROUP: set[str] = set()
 
 
 def _parameter_counts():

@@ -71,8 +71,8 @@ class CacheEntry:
         sites: ``site_id -> {"kind": "scan"|"loop"|"while", "length": int (None for a
             while site), "has_ys": bool}`` for every loop site of the program.
         measurements: timings of the chosen config (``trace_s``, ``run_s``, ...).
-        objective: ``expected_calls``, ``compile_weight``, ``runtime_weight`` used, and ``processes``
-            and ``compilation_cache`` where not the defaults (`Objective.to_dict`).
+        objective: ``expected_calls``, ``compile_weight``, ``runtime_weight`` used, and ``processes``,
+            ``compilation_cache`` and ``tier_up`` where not the defaults (`Objective.to_dict`).
         cost: objective cost of ``config``.
         default_cost: objective cost of the default config, if measured.
         pareto: the confirmed points as JSON (:func:`stored_point`: ``[{"config", "compile_cost_s",

@@ -1,8 +1,9 @@
 """The decorator's read path: one entry looked up with the standard library's ``sqlite3``.
 
 A decorated function looks its entry up inside its first call (jit's trace). Importing
-SQLAlchemy and building an engine there would cost that call 0.3-0.9 s, more than the
-gains a config is tuned for, so `Reader` reads a SQLite file (a path, ``sqlite:///path``,
+SQLAlchemy and building an engine there would cost that call more than the gains a config is
+tuned for (measured: docs/explanation/decorator-cost.md, ``python -m benchmarks.overhead``),
+so `Reader` reads a SQLite file (a path, ``sqlite:///path``,
 or the default cache) itself: one short read transaction, decoded by `_layout` exactly
 as `Cache` decodes its rows, re-picked for the caller's objective by
 `CacheEntry.for_objective` (the one winner rule, `autotune.select`).

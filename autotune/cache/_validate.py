@@ -180,10 +180,11 @@ def device(value: Any, name: str = "device") -> dict[str, Any]:
 
 
 def objective(value: Any, name: str = "objective") -> dict[str, Any]:
-    """The figures (numbers >= 0), ``processes`` (a whole number >= 1, left out when 1) and
-    ``compilation_cache`` (true or false) where recorded (`Objective.to_dict`)."""
+    """The figures (numbers >= 0), ``processes`` (a whole number >= 1, left out when 1),
+    ``compilation_cache`` and ``tier_up`` (true or false) where recorded (`Objective.to_dict`)."""
     given = dict(obj(name, value))
     cache = given.pop("compilation_cache", None)
+    tier = given.pop("tier_up", None)
     p = given.pop("processes", 1)
     o = {k: number(f"{name}.{k}", v, minimum=0) for k, v in given.items()}
     for k in OBJECTIVE_FIELDS:
@@ -192,7 +193,8 @@ def objective(value: Any, name: str = "objective") -> dict[str, Any]:
     if number(f"{name}.processes", p, minimum=1) != int(p):
         raise FieldError(f"{name}.processes", f"must be a whole number of processes, got {p!r}")
     o.update({"processes": int(p)} if p != 1 else {})
-    return o if cache is None else {**o, "compilation_cache": flag(f"{name}.compilation_cache", cache)}
+    o.update({} if cache is None else {"compilation_cache": flag(f"{name}.compilation_cache", cache)})
+    return o if tier is None else {**o, "tier_up": flag(f"{name}.tier_up", tier)}
 
 
 def timestamp(value: Any, name: str = "created_at") -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from autotune import _display
 from autotune import select as _select
 from autotune.cli._output import console, emit_json, retune_lines
-from autotune.cli._tables import SiteNames, crossover_table, print_legend, say, table, tell
+from autotune.cli._tables import SiteNames, crossover_table, print_legend, say, table, tell, tiered_of
 from autotune.measuring._measurement import compile_total
 from autotune.program._config import Config
 
@@ -48,6 +48,12 @@ def _calls(e) -> float:
     return float(e.objective.get("expected_calls", 0))
 
 
+def _tiered(e) -> float | None:
+    """The entry's winner's tiered cost under its objective (tier-up on), or None when it does not
+    qualify for tier-up (`autotune.select.tiered_cost_of`)."""
+    return tiered_of(e.points, e.config, e.default_config, e.goal)
+
+
 def signature_text(signature: str, limit: int = 28) -> str:
     """The array leaves of a signature, shortly: ``f32[32,32] f32[32,32] i32~[]``."""
     leaves = signature.split("|", 1)[-1]
@@ -68,6 +74,7 @@ def entry_json(e) -> dict[str, Any]:
         "complete_range": _select.range_json(e.covered_range),
         "in_range": e.covers(_calls(e)),
         "retune_command": e.retune_command(_calls(e)),
+        "tiered_cost": _tiered(e),
     }
 
 
@@ -153,6 +160,7 @@ def cmd_best(a: argparse.Namespace) -> int:
                     default=default,
                     intervals=intervals,
                     title=f"{e.function_key} on {e.device.get('device_kind', '?')}: the cheapest config by call count",
+                    goal=e.goal,
                 )
             )
     print_legend(out, names)
@@ -165,17 +173,21 @@ def _best_table(entries: list, names: SiteNames, wide: bool):
     show_device = wide or len(devices) > 1
     show_signature = wide or len(set(keys)) < len(keys)
     show_processes = any(e.goal.processes != 1 for e in entries)
+    tiered = {id(e): _tiered(e) for e in entries}
+    show_tiered = any(x is not None for x in tiered.values())  # a winner qualifies for tier-up
     cols = (
         ["function"]
         + (["device"] if show_device else [])
         + (["signature"] if show_signature else [])
-        + ["config", "cost", "calls"]
+        + ["config", "cost"]
+        + (["tiered"] if show_tiered else [])
+        + ["calls"]
         + (["processes"] if show_processes else [])
         + ["complete for"]
         + (["compile", "run"] if wide else [])
     )
     title = "best configs" + ("" if show_device else f" on {entries[0].device.get('device_kind', '?')}")
-    t = table(title, cols, right=("cost", "calls", "compile", "run"), wide=wide)
+    t = table(title, cols, right=("cost", "tiered", "calls", "compile", "run"), wide=wide)
     for e in entries:
         row = [e.function_key]
         if show_device:
@@ -185,6 +197,7 @@ def _best_table(entries: list, names: SiteNames, wide: bool):
         row += [
             names.config(e.config, e.function_key),
             _display.cost(e.cost),
+            *([_display.cost(tiered[id(e)]) if tiered[id(e)] is not None else "-"] if show_tiered else []),
             _select.format_calls(_calls(e)),
             *([_processes_text(e)] if show_processes else []),
             _display.range_text(e.covered_range),

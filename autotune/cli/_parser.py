@@ -230,6 +230,13 @@ def _tune_parser(sub) -> None:
         ),
     )
     p.add_argument(
+        "--tier-up",
+        action="store_true",
+        help="pick the winners for @at.autotuned(tier_up=True): a config that compiles much slower than the "
+        "default is charged what its background compile costs the calls the default serves, not a stall "
+        "(a decorator with tier_up=True turns it on too)",
+    )
+    p.add_argument(
         "--reconfirm",
         action="store_true",
         help="re-time the contenders of a finished study (one with nothing new to measure, which "

@@ -127,6 +127,7 @@ def show_result(out, fn, result, *, wide: bool = False, timing: str | None = Non
                 default=default,
                 intervals=intervals,
                 title=f"{fn.key}: the cheapest config by call count",
+                goal=goal,
             )
         )
     say(out, f"measurements complete for {_display.range_text(result.complete_range)} calls", wide=wide)

@@ -269,6 +269,16 @@ class _Of:
         return self.names.name(site_id, self.function)
 
 
+def tiered_of(points: Sequence[Any], config: Any, default: Any, goal: Any) -> float | None:
+    """The tiered cost of ``config``'s point among ``points`` under ``goal`` (tier-up on), against
+    ``default``'s point; None when tier-up would not apply (`autotune.select.tiered_cost_of`)."""
+    if config is None or default is None:
+        return None
+    mine = _select.point_of(points, Config.from_dict(config))
+    theirs = _select.point_of(points, Config.from_dict(default))
+    return None if mine is None else _select.tiered_cost_of(mine, theirs, goal)
+
+
 def _spans(intervals: list[dict[str, Any]], config: Any) -> str:
     spans = [
         f"[{_select.format_calls(it['from_calls'])}, {_select.format_calls(it['to_calls'])})"
@@ -288,19 +298,28 @@ def crossover_table(
     default: Any = None,
     title: str | None = None,
     intervals: list | None = None,
+    goal: Any = None,
 ):
     """The configs by call count: for each, the ``[from, to)`` intervals of
     :func:`autotune.select.crossover_intervals` (over every point, the default's
     included; or ``intervals`` as computed already) where it is the winner; ★ marks ``chosen``.
-    ``points`` are :class:`autotune.select.Point` values; ``chosen`` and ``default`` are ``Config``."""
+    ``points`` are :class:`autotune.select.Point` values; ``chosen`` and ``default`` are ``Config``.
+    With ``goal`` (the objective), a "tiered at N" column where a listed config qualifies for
+    tier-up: its tiered cost at the objective's call count (:func:`tiered_of`)."""
     if intervals is None:
         intervals = _select.crossover_intervals(list(points), compile_weight, runtime_weight, default=default)
-    t = table(title, ("config", "compile", "run", "cheapest for calls"), right=("compile", "run"), wide=names.wide)
-    for p in _display.listed_points(points, intervals, chosen):
+    listed = _display.listed_points(points, intervals, chosen)
+    tiered = [None if goal is None else tiered_of(points, p.config, default, goal) for p in listed]
+    shown = any(x is not None for x in tiered)
+    head = f"tiered at {_select.format_calls(goal.expected_calls)}" if shown else ""
+    columns = ("config", "compile", "run", *((head,) if shown else ()), "cheapest for calls")
+    t = table(title, columns, right=("compile", "run", head), wide=names.wide)
+    for p, x in zip(listed, tiered):
         t.add_row(
             with_equivalents(names, p, marked(names, p.config, chosen, default)),
             _display.seconds(p.compile_cost_s),
             _display.seconds(p.run_cost_s),
+            *((_display.cost(x) if x is not None else "-",) if shown else ()),
             _spans(intervals, p.config),
         )
     return t
@@ -322,14 +341,13 @@ def with_equivalents(names: SiteNames, point: Any, label: str) -> str:
 def result_table(result, names: SiteNames, title: str | None = None):
     """The configs a tune confirmed side by side, cheapest first; ★ marks the winner."""
     goal = result.objective
-    t = table(
-        title,
-        ("config", "compile", "run", "cost", "vs default"),
-        right=("compile", "run", "cost", "vs default"),
-        wide=names.wide,
-    )
     winner, default = result.best_config, result.default_config
-    for row in _select.ranked(result.confirmed, goal):
+    rows = _select.ranked(result.confirmed, goal)
+    tiered = [tiered_of(result.confirmed, row.config, default, goal) for row in rows]
+    shown = any(x is not None for x in tiered)  # a "tiered" column where a config qualifies for tier-up
+    columns = ("config", "compile", "run", "cost", *(("tiered",) if shown else ()), "vs default")
+    t = table(title, columns, right=("compile", "run", "cost", "tiered", "vs default"), wide=names.wide)
+    for row, x in zip(rows, tiered):
         c = _select.cost(row, goal)
         is_default = row.config == default
         label = with_equivalents(names, row, marked(names, row.config, winner))
@@ -338,6 +356,7 @@ def result_table(result, names: SiteNames, title: str | None = None):
             _display.seconds(row.compile_cost_s),
             _display.seconds(row.run_cost_s),
             _display.cost(c),
+            *((_display.cost(x) if x is not None else "-",) if shown else ()),
             "default" if is_default else _display.ratio(result.default_cost / c) if c > 0 else "-",
         )
     return t

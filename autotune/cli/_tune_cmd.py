@@ -21,6 +21,7 @@ from autotune.cache._store import command_retune
 from autotune.cli._output import console, emit_json, stdout_to_stderr
 from autotune.cli._parser import HELPER_ONLY, repeat_argv
 from autotune.cli._show import charged_timing, show_result
+from autotune.cli._tables import tiered_of
 from autotune.jit._fn_tune import objective_of
 
 NOT_FOR_RETUNE = ("json", "wide", "expected_calls", "workers", "reconfirm", "builders") + HELPER_ONLY
@@ -64,9 +65,8 @@ def cmd_tune(a: argparse.Namespace) -> int:
                 **processes_options(a),
                 cache=a.cache,
             )
-            err.print(
-                f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g}{objective_of(fn).describe()})"
-            )
+            described = options.goal(objective_of(fn)).describe()
+            err.print(f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g}{described})")
             helpers = Helpers(a, ex.index)
             result = fn._tune(
                 ex.args,
@@ -146,6 +146,7 @@ def tune_options(a: argparse.Namespace) -> TuneOptions:
         **{k: getattr(a, k) for k in ("confirm_top", "confirm_rounds") if getattr(a, k, None) is not None},
         xla={"on": True, "off": False}.get(getattr(a, "xla", "auto"), "auto"),
         **({"builders": a.builders} if getattr(a, "builders", None) is not None else {}),
+        tier_up=bool(getattr(a, "tier_up", False)),
     )
 
 
@@ -198,6 +199,7 @@ def result_json(fn, r) -> dict[str, Any]:
         "load_notes": list(getattr(r, "load_notes", []) or []),
         "compiled_in": getattr(r, "compiled_in", None),
         "timing": charged_timing(r),
+        "tiered_cost": tiered_of(r.confirmed, r.best_config, r.default_config, r.objective),
     }
 
 

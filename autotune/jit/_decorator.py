@@ -22,6 +22,7 @@ from autotune._errors import AutotuneError, ConfigError, warn_user_once
 from autotune.jit._lookup import Lookup, after_prefetch, failed_lookup, open_cache, prefetch, read_config
 from autotune.jit._methods import BoundAutotuned, XlaRoutes, handed_out
 from autotune.program import _keys
+from autotune.program._config import Config
 from autotune.program._xla import XlaChoice
 from autotune.select._objective import DEFAULT, Objective, compilation_cache_on
 
@@ -134,10 +135,12 @@ class Autotuned:
     def objective(self) -> Objective:
         """The objective this function tunes and looks up for, whole: its figures, its ``processes``
         and its ``compilation_cache`` (detected now where the decorator was not told, see
-        :func:`autotune.select._objective.compilation_cache_on`)."""
+        :func:`autotune.select._objective.compilation_cache_on`); with ``tier_up=True`` its
+        ``tier_up`` too, so the winner it tunes and re-picks is charged the tiered cost."""
+        goal = self._objective.overridden(tier_up=True) if self.tier_up else self._objective
         if self._detect_cache:
-            return dataclasses.replace(self._objective, compilation_cache=compilation_cache_on(None))
-        return self._objective
+            return dataclasses.replace(goal, compilation_cache=compilation_cache_on(None))
+        return goal
 
     @property
     def expected_calls(self) -> float:
@@ -228,7 +231,11 @@ class Autotuned:
             lookup = self._failed("key its call signature", exc)
         else:
             lookup = self._lookup(program, signature)
-        lookup = self._xla.checked(lookup, under)
+        # tier-up: a first call whose winner compiles slowly emits the default; the winner compiles
+        # from this same trace on a thread (`_tier.Tier.decides`)
+        tiered = self._tier is not None and self._tier.decides(lookup, program, under)
+        if not tiered:
+            lookup = self._xla.checked(lookup, under)
         self._last_lookup = lookup
         if self.record_mode is not None and lookup.source != "default (error)":
             from autotune.jit import _record
@@ -240,7 +247,8 @@ class Autotuned:
             from autotune.program._rewrite import Plan, evaluate
 
             leaves, _, dynamic = split_args(args, kwargs)
-            out = evaluate(program.jaxpr, [leaves[i] for i in dynamic], Plan(program.sites, lookup.config))
+            config = Config() if tiered else lookup.config  # the default's sites, under this jit's options
+            out = evaluate(program.jaxpr, [leaves[i] for i in dynamic], Plan(program.sites, config))
             return jax.tree_util.tree_unflatten(program.out_tree, out)
         except Exception as exc:
             return self._fallback(args, kwargs, f"emit its config {lookup.config}", exc)

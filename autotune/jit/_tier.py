@@ -1,13 +1,16 @@
 """Tier-up (``@at.autotuned(tier_up=True)``): never wait for the tuned compile.
 
 A call signature whose cached winner compiles much slower than the default
-(`autotune.select._tiered.qualifies`, on the entry's stored compile costs) gets a `Slot`: its
-calls run the default config (the plain ``jax.jit`` of the function, exactly what ``jax.jit``
-would run) while a daemon thread lowers and compiles the winner for that signature
-(``.lower(...).compile()`` of the decorator's own jit, so its XLA options too); the first call
-after the executable is built runs it, and so do all later ones. A call never waits for the
-background compile (at exit, one under way is joined: see `_join_at_exit`). A signature
-without an entry, or whose winner compiles about as fast as the default, takes the decorator's usual path.
+(`autotune.select._tiered.qualifies`, on the entry's stored compile costs) gets a `Slot`. The
+decision is made inside the decorator's own trace of its first call (`Tier.decides`, from
+`Autotuned._traced_under`): the one trace that looks the entry up emits the default config for
+the decorator's jit, and a daemon thread compiles the winner from the same traced program
+(replayed under the winner's config, with its XLA options: `Tier._builder`), so the function is
+traced once, as under the plain decorator. Its calls run the default until the executable is
+built; the first call after it runs the winner, and so do all later ones. A call never waits for
+the background compile (at exit, one under way is joined: see `_join_at_exit`). A signature
+without an entry, or whose winner compiles about as fast as the default, takes the decorator's
+usual path.
 
 A background failure leaves the default running for that signature and warns once
 (RuntimeWarning). The thread is a daemon; a process that ends while the winner compiles waits
@@ -19,6 +22,7 @@ beside them (the ``s`` of the tiered cost, `autotune.select._tiered`).
 from __future__ import annotations
 
 import atexit
+import functools
 import statistics
 import threading
 import time
@@ -29,6 +33,7 @@ import jax
 
 from autotune._errors import error_text, warn_user_once
 from autotune.program._jitargs import dynamic_args, jit_option_set
+from autotune.program._xla import XlaChoice, jit_options
 
 __all__ = ["Slot", "Tier", "measure_slowdown"]
 
@@ -66,31 +71,30 @@ def _abstract(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 
 
 class Slot:
-    """One tiered call signature: the default's jit serves until ``winner`` (the winner's
-    executable) is built; ``state`` is ``"compiling"``, ``"winner"`` or ``"default (winner failed)"``."""
+    """One tiered call signature: ``default`` (a jit whose trace of this signature emitted the
+    default config) serves until ``winner`` (the winner's executable, made by ``build`` on a
+    daemon thread) is built; ``state`` is ``"compiling"``, ``"winner"`` or ``"default (winner failed)"``."""
 
-    def __init__(self, tier: Tier, args: tuple, kwargs: dict, lookup: Any):
-        self.tier, self.lookup = tier, lookup
+    def __init__(self, tier: Tier, lookup: Any, build: Callable[[], Any], default: Callable[..., Any]):
+        self.tier, self.lookup, self.default = tier, lookup, default
         self.state = _WAITING
         self.winner: Any = None
         self.error: BaseException | None = None
         self.done = threading.Event()
         self.call = self._call_default
-        abstract = _abstract(args, kwargs)
         self.thread = threading.Thread(
-            target=self._build, args=abstract, name=f"autotune-tier-up {tier.ctl.key}", daemon=True
+            target=self._build, args=(build,), name=f"autotune-tier-up {tier.ctl.key}", daemon=True
         )
         _live.add(self.thread)
         self.thread.start()
 
-    def _build(self, args: tuple, kwargs: dict) -> None:
+    def _build(self, build: Callable[[], Any]) -> None:
         try:
             if before_compile is not None:
                 before_compile(self)
             if _exiting.is_set():
                 raise RuntimeError("the process is exiting")
-            ctl = self.tier.ctl
-            self.winner = ctl._xla.staged(args, kwargs).lower(*args, **kwargs).compile()
+            self.winner = build()
             self.state = _READY
         except BaseException as exc:  # noqa: BLE001 - a background failure: the default keeps serving
             self.error, self.state = exc, _FAILED
@@ -102,7 +106,7 @@ class Slot:
         if self.done.is_set():
             self._settle()
             return self.call(args, kwargs)
-        return self.tier.default(*args, **kwargs)
+        return self.default(*args, **kwargs)
 
     def _settle(self) -> None:
         """The background compile is over: from now on, calls go to the winner, or stay with the
@@ -122,7 +126,7 @@ class Slot:
 
             self.call = call
             return
-        default = self.tier.default
+        default = self.default
         self.call = lambda args, kwargs: default(*args, **kwargs)
         key = self.tier.ctl.key
         warn_user_once(
@@ -138,13 +142,15 @@ class Slot:
 
 
 class Tier:
-    """The tier-up state of one `Autotuned`: per call signature (`_methods._call_key`) its `Slot`,
-    or None where the decorator's usual path serves it."""
+    """The tier-up state of one `Autotuned`: per call key (`_methods._call_key`) its `Slot`, or
+    None where the decorator's usual path serves it; per traced signature its `Slot` (``by_signature``)."""
 
     def __init__(self, ctl: Any):
         self.ctl = ctl
         self.slots: dict[Any, Slot | None] = {}
+        self.by_signature: dict[str, Slot] = {}
         self.lock = threading.Lock()
+        self._local = threading.local()  # the first call being traced on this thread, and what it decided
         self._default: Any = None
         self.statics = bool(
             jit_option_set(ctl.jit_kwargs, "static_argnums") or jit_option_set(ctl.jit_kwargs, "static_argnames")
@@ -152,7 +158,8 @@ class Tier:
 
     @property
     def default(self) -> Any:
-        """The default config's jit: the function under plain ``jax.jit`` (what the default emits)."""
+        """The default config's jit: the function under plain ``jax.jit`` (what the default emits),
+        for a signature whose first call was not traced by the decorator (`_untraced`)."""
         if self._default is None:
             self._default = jax.jit(self.ctl.fun, **self.ctl.jit_kwargs)
         return self._default
@@ -164,26 +171,96 @@ class Tier:
         try:
             slot = self.slots[key]
         except (KeyError, TypeError):
-            slot = self._slot(key, args, kwargs)
+            return self._first(key, args, kwargs)
         if slot is None:  # the decorator's usual path
             return self.ctl._usual_call(args, kwargs)
         return slot.call(args, kwargs)
 
-    def _slot(self, key: Any, args: tuple, kwargs: dict) -> Slot | None:
-        """A new signature's slot: a `Slot` when its cached winner qualifies, else None."""
-        slot = None
+    def _first(self, key: Any, args: tuple, kwargs: dict) -> Any:
+        """A new call key: the usual path, whose trace of a new signature decides (`decides`);
+        a signature traced before under another key finds its slot by signature (`_untraced`)."""
+        local = self._local
+        local.call, local.traced, local.slot = (args, kwargs), False, None
         try:
-            lookup = self.ctl.config_for(*args, **kwargs)
-            if qualifying(lookup):
-                slot = Slot(self, args, kwargs, lookup)
-        except Exception:  # noqa: BLE001 - the usual path looks it up again and reports
-            slot = None
+            out = self.ctl._usual_call(args, kwargs)
+            traced, slot = local.traced, local.slot
+        finally:
+            local.call = None
+        if not traced and self.by_signature:  # with nothing tiered, an untraced key has nothing to find
+            slot = self._untraced(args, kwargs)
         if key is not None:
             with self.lock:
                 if len(self.slots) >= 1024:  # Python scalars key by value: keep it bounded
                     self.slots = {k: s for k, s in self.slots.items() if s is not None}
                 self.slots[key] = slot
-        return slot
+        return out
+
+    def decides(self, lookup: Any, program: Any, under: XlaChoice) -> bool:
+        """Inside the decorator's trace (`Autotuned._traced_under`) of a first call through
+        :meth:`call`: whether this signature is tiered, so that the trace emits the default config.
+        A tiered signature's `Slot` starts here, compiling the winner from ``program``."""
+        local = self._local
+        call = getattr(local, "call", None)
+        if call is None:  # a trace of .lower(), .trace() or a re-trace: the usual config
+            return False
+        local.traced = True
+        try:
+            if not qualifying(lookup):
+                return False
+            with self.lock:
+                slot = self.by_signature.get(lookup.signature)
+                if slot is None:
+                    build = self._builder(program, lookup.config, *call)
+                    slot = Slot(self, lookup, build, self.ctl.xla.jit_for(under))
+                    self.by_signature[lookup.signature] = slot
+        except Exception:  # noqa: BLE001 - tier-up is ours: the usual path serves and reports
+            return False
+        local.slot = slot
+        return True
+
+    def _builder(self, program: Any, config: Any, args: tuple, kwargs: dict) -> Callable[[], Any]:
+        """What compiles the winner on the background thread: ``program`` (the decorator's trace)
+        replayed under ``config``, jitted with its XLA options and lowered on the call's abstract
+        values (no buffer held); the function itself is not traced again."""
+        from autotune.program._rewrite import Plan, evaluate
+        from autotune.program._sites import split_args
+
+        abstract_args, abstract_kwargs = _abstract(args, kwargs)
+        plan = Plan(program.sites, config)
+
+        def replay(*a: Any, **k: Any) -> Any:
+            leaves, _, dynamic = split_args(a, k)
+            out = evaluate(program.jaxpr, [leaves[i] for i in dynamic], plan)
+            return jax.tree_util.tree_unflatten(program.out_tree, out)
+
+        jitted = jax.jit(functools.wraps(self.ctl.fun)(replay), **jit_options(config.xla, self.ctl.jit_kwargs))
+        return lambda: jitted.lower(*abstract_args, **abstract_kwargs).compile()
+
+    def _untraced(self, args: tuple, kwargs: dict) -> Slot | None:
+        """The slot of a new call key whose signature the decorator's jit had traced already (a
+        Python scalar of another value, or a ``.lower()`` before the first call): found by its
+        signature, or a new one serving the plain ``jax.jit`` when its winner qualifies. Looking the
+        signature up traces once more; it is done only while some signature is tiered (so a
+        ``.lower()`` before any first call compiles its winner up front)."""
+        from autotune.program import _keys
+
+        try:
+            program, signature = _keys.program_key(self.ctl.fun, args, kwargs, self.ctl.jit_kwargs)
+            with self.lock:
+                slot = self.by_signature.get(signature)
+            if slot is not None:
+                return slot
+            lookup = self.ctl._lookup(program, signature)
+            if not qualifying(lookup):
+                return None
+            with self.lock:
+                slot = self.by_signature.get(signature)
+                if slot is None:
+                    build = self._builder(program, lookup.config, args, kwargs)
+                    slot = self.by_signature[signature] = Slot(self, lookup, build, self.default)
+            return slot
+        except Exception:  # noqa: BLE001 - the usual path serves and reports
+            return None
 
     def slot_for(self, *args: Any, **kwargs: Any) -> Slot | None:
         """The slot of a call with these arguments (after its first call), or None."""

@@ -21,6 +21,7 @@ _LAZY = {
     "TrialFailed": "_runner",
     "Outcome": "_outcome",
     "WorkerRunner": "_worker_runner",
+    "WorkerOptions": "_worker_runner",
     "NotPortable": "_codec",
     "encode_array": "_codec",
     "decode_array": "_codec",

@@ -27,6 +27,7 @@ from autotune.measuring._protocol import Mode, Op
 from autotune.measuring._runner import TrialFailed
 from autotune.measuring._shardings import encode_sharding
 from autotune.measuring._stages import Stages, compile_config, dynamic_args, jit_option_set
+from autotune.program._call import Call
 from autotune.program._config import Config
 from autotune.program._xla import jit_options
 
@@ -69,23 +70,17 @@ def _export_flat(stages: Stages, leaves: list, platforms: tuple[str, ...] | None
 
 
 def trace_and_lower(
-    fn: Callable,
-    args: tuple,
-    kwargs: dict,
-    jit_kwargs: dict,
-    config: Config,
-    on_stage: Callable[[str, Stages], None],
-    platform: str | None = None,
+    call: Call, config: Config, on_stage: Callable[[str, Stages], None], platform: str | None = None
 ) -> Stages:
-    """Trace and lower ``config`` cold in this process, checking ``on_stage`` after each stage;
-    for ``platform`` when the worker runs on another one than this process (None: this one's)."""
+    """Trace and lower ``call`` under ``config`` cold in this process, checking ``on_stage`` after
+    each stage; for ``platform`` when the worker runs on another one than this process (None: this one's)."""
     try:
         return compile_config(
-            fn,
-            args,
-            kwargs,
+            call.function,
+            call.args,
+            call.kwargs,
             config,
-            jit_kwargs=jit_kwargs,
+            jit_kwargs=call.jit_kwargs,
             compile=False,
             platforms=(platform,) if platform else None,
             on_traced=lambda st: on_stage("trace", st),
@@ -97,11 +92,9 @@ def trace_and_lower(
         raise TrialFailed("error", error_text(exc, first_line=False)) from exc
 
 
-def export(
-    stages: Stages, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, timing: dict, platform: str | None = None
-) -> Exported:
-    """Serialise the lowered program and build the trial request (without its ``id``), for
-    ``platform`` (None: this process's).
+def export(stages: Stages, call: Call, timing: dict, platform: str | None = None) -> Exported:
+    """Serialise the lowered program of ``call`` and build the trial request (without its ``id``),
+    for ``platform`` (None: this process's).
 
     Raises:
         CannotExport: with the reason, for a program that cannot cross as ``jax.export`` bytes.
@@ -111,12 +104,11 @@ def export(
     from autotune.program import _compat
 
     flat, platforms = False, (platform,) if platform else None
-    dyn_args, dyn_kwargs = dynamic_args(fn, args, kwargs, jit_kwargs)
-    leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
+    leaves, tree = jax.tree_util.tree_flatten(call.dynamic())
     with _compat.no_persistent_cache():
         try:
             try:
-                exported = jax.export.export(stages.jitted, platforms=platforms)(*args, **kwargs)
+                exported = jax.export.export(stages.jitted, platforms=platforms)(*call.args, **call.kwargs)
                 program = exported.serialize()
             except Exception as exc:
                 if "pytree" not in str(exc).lower():
@@ -144,9 +136,9 @@ def export(
         "mode": Mode.EXPORT,
         "program": base64.b64encode(bytes(program)).decode("ascii"),
         "program_hash": stages.program_hash,
-        "donate": donated_leaves(fn, args, kwargs, jit_kwargs),
+        "donate": donated_leaves(call),
         # the config's XLA options merged with the user's (compile_config): the worker compiles with them
-        "compiler_options": jit_options(stages.xla, jit_kwargs).get("compiler_options"),
+        "compiler_options": jit_options(stages.xla, call.jit_kwargs).get("compiler_options"),
         "trace_s": stages.trace_s,
         "lower_s": stages.lower_s,
         "trace_cpu_s": stages.trace_cpu_s,
@@ -163,18 +155,18 @@ def _committed_sharding(x: Any) -> Any:
     return x.sharding if isinstance(x, jax.Array) and getattr(x, "committed", False) else None
 
 
-def call_leaves(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict) -> list:
+def call_leaves(call: Call) -> list:
     """The dynamic leaves of a call as they are (placed where the user has them)."""
     import jax
 
-    return jax.tree_util.tree_leaves(dynamic_args(fn, args, kwargs, jit_kwargs))
+    return jax.tree_util.tree_leaves(call.dynamic())
 
 
-def args_message(exported: Any, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict) -> tuple[bytes, list]:
+def args_message(exported: Any, call: Call) -> tuple[bytes, list]:
     """The ``load_args`` request line (the exported program's flat inputs, each with its
     sharding when committed) and those arrays. Raises ``NotPortable`` for a sharding that
     cannot cross."""
-    leaves = call_leaves(fn, args, kwargs, jit_kwargs)
+    leaves = call_leaves(call)
     shardings = [encode_sharding(x, f"argument leaf {i}") for i, x in enumerate(leaves)]
     arrays = [np.asarray(x, dtype=aval.dtype) for x, aval in zip(leaves, exported.in_avals)]
     encoded = [encode_array(a) if s is None else {**encode_array(a), "sharding": s} for a, s in zip(arrays, shardings)]
@@ -195,10 +187,12 @@ def outputs_of(exported: Any, encoded: list, out_tree: Any = None) -> Any:
     return outputs
 
 
-def donated_leaves(fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict) -> list[int]:
+def donated_leaves(call: Call) -> list[int]:
     """Flat indices of the dynamic leaves ``jax.jit`` would donate (donate_argnums/argnames
     resolved through the signature as jit does; static arguments are not leaves)."""
     import jax
+
+    fn, args, kwargs, jit_kwargs = call.function, call.args, call.kwargs, call.jit_kwargs
 
     nums, names = jit_option_set(jit_kwargs, "donate_argnums"), jit_option_set(jit_kwargs, "donate_argnames")
     if not nums and not names:

@@ -41,6 +41,7 @@ from autotune.measuring._runner import TrialFailed, stage_guard
 from autotune.measuring._shardings import placement
 from autotune.measuring._slot import WorkerHost
 from autotune.measuring._stages import Measurement, Stages, reuse
+from autotune.program._call import Call
 from autotune.program._config import Config
 
 BUILD_ERRORS = 3
@@ -86,9 +87,7 @@ def _figures(st: Stages) -> Stages:
 class ExportHost(WorkerHost):
     """Export mode for :class:`~autotune.worker.WorkerRunner` (which sets the attributes)."""
 
-    args: tuple
-    kwargs: dict
-    jit_kwargs: dict
+    call: Call | None
     timing: dict
     location: Any
     recent: int
@@ -222,27 +221,21 @@ class ExportHost(WorkerHost):
         started = time.monotonic()
         try:
             stages = trace_and_lower(
-                self.fn,
-                self.args,
-                self.kwargs,
-                self.jit_kwargs,
-                config,
-                stage_guard(budget, self.trial_timeout, started, " in the parent"),
-                platform=platform,
+                self.call, config, stage_guard(budget, self.trial_timeout, started, " in the parent"), platform
             )
         except TrialFailed as exc:
             return Prepared(failed=exc)
         try:
-            ex = export(stages, self.fn, self.args, self.kwargs, self.jit_kwargs, self.timing, platform=platform)
+            ex = export(stages, self.call, self.timing, platform=platform)
         except CannotExport as exc:
             self._switch_to_import(str(exc))
             return Prepared()
         if self._args_line is None:
             try:
-                self._args_line, _ = args_message(ex.exported, self.fn, self.args, self.kwargs, self.jit_kwargs)
+                self._args_line, _ = args_message(ex.exported, self.call)
             except NotPortable as exc:
                 raise self._fall_back(str(exc)) from None
-            self._placement = placement(call_leaves(self.fn, self.args, self.kwargs, self.jit_kwargs))
+            self._placement = placement(call_leaves(self.call))
         prep = Prepared(stages, ex)
         if stages.program_hash not in self._measured:  # a program measured here is shared, not built again
             self._submit(prep)
@@ -391,10 +384,8 @@ class ExportHost(WorkerHost):
             from autotune.measuring._protocol import load_import_message
 
             try:
-                self._import_request, self._input_digest = load_import_message(
-                    loc, self.args, self.kwargs, self.jit_kwargs
-                )
-                self._placement = placement(jax_leaves((self.args, self.kwargs)))
+                self._import_request, self._input_digest = load_import_message(loc, self.call)
+                self._placement = placement(jax_leaves((self.call.args, self.call.kwargs)))
             except NotPortable as exc:
                 raise self._fall_back(f"{reason}, and {exc}") from None
             self.mode = Mode.IMPORT

@@ -26,6 +26,7 @@ from autotune.measuring._export import CannotExport, export, trace_and_lower
 from autotune.measuring._policy import jax_env
 from autotune.measuring._runner import InProcessRunner, TrialFailed
 from autotune.measuring._worker_runner import WorkerRunner
+from autotune.program._call import Call
 from autotune.program._config import Config
 
 LOAD_TIMEOUT_S = 600.0
@@ -65,23 +66,20 @@ def _run(python: str, request: str, cache: str, timeout_s: float) -> dict[str, A
 
 
 def measure_load(
-    fn: Callable,
-    args: tuple,
-    kwargs: dict,
-    jit_kwargs: dict,
+    call: Call,
     config: Config,
     *,
     python: str | None = None,
     timeout_s: float = LOAD_TIMEOUT_S,
 ) -> Load:
-    """Compile ``config``'s program into a temporary persistent cache in one fresh process and
+    """Compile ``call``'s program under ``config`` into a temporary persistent cache in one fresh process and
     load it in a second; never raises for a program it cannot measure (the :class:`Load` says why).
 
     Example::
 
         >>> import jax.numpy as jnp, autotune as at
         >>> f = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=8, name="l")[0]
-        >>> measure_load(f, (jnp.ones(3),), {}, {}, Config({"l": {"repr": "for"}})).load_s > 0  # doctest: +SKIP
+        >>> measure_load(at.Call(f, (jnp.ones(3),)), Config({"l": {"repr": "for"}})).load_s > 0  # doctest: +SKIP
         True
     """
     from autotune.measuring import _host
@@ -89,10 +87,8 @@ def measure_load(
     target = _host.target_device()["platform"] if _host.pinned() else None
     platform = None if target in (None, "cpu") else target  # a trace-only parent lowers for its device
     try:
-        stages = trace_and_lower(
-            fn, tuple(args), dict(kwargs), dict(jit_kwargs), config, lambda *_: None, platform=platform
-        )
-        ex = export(stages, fn, tuple(args), dict(kwargs), dict(jit_kwargs), {}, platform=platform)
+        stages = trace_and_lower(call, config, lambda *_: None, platform=platform)
+        ex = export(stages, call, {}, platform=platform)
     except (CannotExport, TrialFailed) as exc:
         return Load(None, note=f"load not measured: {exc}")
     if getattr(ex.exported, "nr_devices", 1) != 1:
@@ -123,7 +119,7 @@ def measure_load(
     return Load(second["compile_cpu_s"], first["compile_cpu_s"])
 
 
-def loader(runner: Any, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict) -> Callable[[Config], Load] | None:
+def loader(runner: Any, call: Call) -> Callable[[Config], Load] | None:
     """How a study measures loads with ``runner``: the runner's own ``measure_load(config)`` when
     it has one (e.g. a remote runner), else for a runner that measures on this machine (a worker
     or in-process) :func:`measure_load` on the function; None for a runner of another kind."""
@@ -131,5 +127,5 @@ def loader(runner: Any, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dic
     if own is not None:
         return own
     if isinstance(runner, (WorkerRunner, InProcessRunner)):
-        return lambda config: measure_load(fn, args, kwargs, jit_kwargs, config)
+        return lambda config: measure_load(call, config)
     return None

@@ -21,7 +21,10 @@ import importlib
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autotune.program._call import Call
 
 PROTOCOL = 4
 
@@ -162,14 +165,15 @@ class Location:
         return f"{self.module}:{self.qualname}"
 
 
-def load_import_message(loc: Location, args: tuple, kwargs: dict, jit_kwargs: dict) -> tuple[dict[str, Any], str]:
-    """The ``load_import`` request for ``loc`` and these arguments, and the digest of their
+def load_import_message(loc: Location, call: Call) -> tuple[dict[str, Any], str]:
+    """The ``load_import`` request for ``loc`` and the arguments of ``call``, and the digest of their
     arrays (the worker must report the same). Raises ``NotPortable`` for arguments that
     cannot cross as JSON."""
     import json
 
     from autotune.measuring._codec import NotPortable, array_leaves, digest, encode_tree
 
+    args, kwargs, jit_kwargs = call.args, call.kwargs, call.jit_kwargs
     message = {
         "op": Op.LOAD_IMPORT,
         "location": loc.to_dict(),

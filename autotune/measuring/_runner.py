@@ -19,6 +19,7 @@ from autotune import _interrupt
 from autotune._errors import AutotuneError, error_text
 from autotune.measuring._outcome import Outcome as Outcome  # defined below the runner; the study publishes it
 from autotune.measuring._stages import TIMING_OPTIONS, Executable, Measurement, Stages, measure_executable
+from autotune.program._call import Call
 from autotune.program._config import Config
 
 FAILURES = (Outcome.TIMEOUT, Outcome.CRASHED, Outcome.OOM, Outcome.PRUNED, Outcome.ERROR)
@@ -129,9 +130,8 @@ def stage_guard(
     Trace + lower count their process CPU seconds where known (the seconds the objective
     charges, :attr:`Measurement.compile_cost_s`), against a budget the search already stretched
     by the default's wall/CPU ratio for the compile's wall deadline: so the check can only prune
-    a config that cannot win. Counted in wall seconds, a moment of load on a loaded machine
-    pruned a config before it compiled, and its results were never checked (tests/study/test_guard.py
-    failed so under the suite)."""
+    a config that cannot win. Wall seconds would also count the time other processes took the CPU,
+    so a moment of load could prune a config that can win, before its results were ever checked."""
 
     def check(stage: str, st: Stages) -> None:
         _interrupt.check()
@@ -253,22 +253,34 @@ class InProcessRunner:
     that outlives it is reported (``timeout`` / ``pruned``) and left to finish in the background,
     since a compile in this process cannot be stopped midway; the study goes on meanwhile, and a
     signal is acted on at once. ``retime`` re-runs kept executables.
+
+    Arguments:
+        call: the function, its example arguments and ``jax.jit`` options (:class:`autotune.Call`).
+        timing: runtime sampling options (``mode``, ``warmup``, ``min_reps``, ``max_reps``, ``target_s``).
+        recent: how many recent configs' executables are kept for ``retime``.
+        trial_timeout: seconds one trial may take before it is reported as a timeout; None for no limit.
+
+    Example::
+
+        >>> import jax.numpy as jnp, autotune as at
+        >>> f = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=8, name="l")[0]
+        >>> with InProcessRunner(at.Call(f, (jnp.ones(3),)), {"target_s": 0.01}) as r:
+        ...     m = r.measure({"l": {"repr": "for"}})
+        >>> m.compile_s > 0
+        True
     """
 
     isolated = False
 
     def __init__(
-        self,
-        fn: Callable,
-        args: tuple,
-        kwargs: dict,
-        jit_kwargs: dict,
-        timing: dict | None,
-        *,
-        recent: int = RECENT,
-        trial_timeout: float | None = None,
+        self, call: Call, timing: dict | None = None, *, recent: int = RECENT, trial_timeout: float | None = None
     ):
-        self.fn, self.args, self.kwargs, self.jit_kwargs = fn, tuple(args), dict(kwargs), dict(jit_kwargs)
+        if not isinstance(call, Call):
+            raise TypeError(
+                f"InProcessRunner({call!r}, ...): pass the function and its arguments as one "
+                "autotune.Call(fn, args, kwargs, jit_kwargs)."
+            )
+        self.call = call
         self.timing = {k: v for k, v in dict(timing or {}).items() if k in TIMING_OPTIONS}
         self.store = ExecutableStore(recent)
         self.trial_timeout = trial_timeout
@@ -333,11 +345,8 @@ class InProcessRunner:
         try:
             m, exe = self._on_deadline(
                 lambda: measure_executable(
-                    self.fn,
-                    self.args,
-                    self.kwargs,
+                    self.call,
                     config,
-                    jit_kwargs=self.jit_kwargs,
                     timing=self.timing,
                     keep_outputs=True,
                     on_stage=stage_guard(compile_budget_s),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from autotune._errors import StudyError
 from autotune.measuring import _host
 from autotune.measuring._channel import Dead, WorkerProcess, ready_problem, worker_env
 from autotune.measuring._follow import Misplaced, TrialRun, follow, load_inputs
@@ -17,7 +18,7 @@ from autotune.measuring._protocol import Mode, Op
 from autotune.measuring._runner import TrialFailed
 from autotune.measuring._stages import Measurement
 
-# A worker refused the device that our previous worker held: how long to keep trying, and how often.
+# A worker refused a device another process holds: how long to keep trying, and how often.
 BUSY_RETRY_S, BUSY_PAUSE_S = 20.0, 1.0
 
 
@@ -32,11 +33,20 @@ def _start_failure(why: str) -> str:
     return f"the worker process could not start ({why})"
 
 
+def _held_elsewhere(why: str) -> str:
+    """The error when another process keeps the device for longer than a worker start waits."""
+    return (
+        f"Cannot start a worker process: another process holds the device ({why.strip()[:300]}), and it is "
+        f"still held after {BUSY_RETRY_S:g} s. An accelerator such as a TPU chip admits one process at a "
+        "time: stop the program that holds it and tune again, or tune inside that program with fn.tune(...)."
+    )
+
+
 class WorkerHost:
     """Drives :attr:`_worker`; the subclass sets the attributes read here in its ``__init__``
     and says how to fall back to in-process measurement (:meth:`_fall_back`)."""
 
-    fn: Any
+    call: Any  # the Call measured; None in study-file mode
     mode: Mode
     policy: CompilePolicy | None
     python: str
@@ -128,13 +138,17 @@ class WorkerHost:
                 state, why = worker.death("while starting")
                 first = not self._ever_ready
                 self._discard()
-                if _host.busy(why) and self._ever_ready and time.monotonic() < busy_until:
-                    # our own last worker held the device a moment ago: libtpu frees it with a lag
+                elsewhere = _host.busy(why) and not _host.holds_devices()
+                if elsewhere and time.monotonic() < busy_until:
+                    # another process holds the device: our own last worker a moment ago (libtpu
+                    # frees a chip with a lag), or a program that may be about to exit
                     time.sleep(BUSY_PAUSE_S)
                     self._spawn()
                     worker = self._worker
                     continue
-                if first and self.fn is not None:
+                if elsewhere:  # measuring here instead would open the same device, or time the CPU
+                    raise StudyError(_held_elsewhere(why)) from None
+                if first and self.call is not None:
                     raise self._fall_back(_start_failure(why)) from exc
                 raise TrialFailed(
                     "oom" if state == "oom" else "crashed", f"the worker process could not start: {why}"
@@ -142,7 +156,7 @@ class WorkerHost:
         problem = ready_problem(event, self.startup_timeout)
         if problem is not None:
             self._discard()
-            if problem[0] != "error" or self.fn is None:
+            if problem[0] != "error" or self.call is None:
                 raise TrialFailed(*problem)
             raise self._fall_back(problem[1])
         worker.ready = self.worker_info = event

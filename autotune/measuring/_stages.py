@@ -25,6 +25,7 @@ import jax
 from autotune.measuring._measurement import Measurement as Measurement  # the value this module produces
 from autotune.measuring._timing import Timing, check_mode, time_calls
 from autotune.program import _compat
+from autotune.program._call import Call
 from autotune.program._config import Config
 from autotune.program._jitargs import donates, dynamic_args, jit_option_set  # noqa: F401 (imported from here too)
 from autotune.program._rewrite import with_config
@@ -259,25 +260,21 @@ class Executable:
 
 
 def measure_executable(
-    fn: Callable,
-    args: Sequence[Any],
-    kwargs: dict[str, Any] | None = None,
+    call: Call,
     config: Config | None = None,
     *,
-    jit_kwargs: dict[str, Any] | None = None,
     timing: dict[str, Any] | None = None,
     clear_caches: bool = True,
     keep_outputs: bool = False,
     on_stage: Callable[[str, Stages], None] | None = None,
     on_lowered: Callable[[str], Measurement | None] | None = None,
 ) -> tuple[Measurement, Executable | None]:
-    """:func:`measure`, also returning the :class:`Executable` (None when ``on_lowered``
-    handed back an earlier measurement and nothing was compiled).
+    """:func:`measure` of ``call``, also returning the :class:`Executable` (None when
+    ``on_lowered`` handed back an earlier measurement and nothing was compiled).
 
     ``on_stage(name, stages)`` is called after ``"trace"`` and after ``"lower"`` (before
     ``on_lowered``), e.g. to stop a config over its compile budget.
     """
-    kwargs, jit_kwargs, args = dict(kwargs or {}), dict(jit_kwargs or {}), tuple(args)
     config = Config() if config is None else config
 
     def traced(st: Stages) -> None:
@@ -290,21 +287,28 @@ def measure_executable(
         return None if on_lowered is None else on_lowered(st.program_hash)
 
     stages = compile_config(
-        fn, args, kwargs, config, jit_kwargs=jit_kwargs, clear_caches=clear_caches, on_traced=traced, on_lowered=lowered
+        call.function,
+        call.args,
+        call.kwargs,
+        config,
+        jit_kwargs=call.jit_kwargs,
+        clear_caches=clear_caches,
+        on_traced=traced,
+        on_lowered=lowered,
     )
     if stages.reused is not None:
         return reuse(stages.reused, stages, config), None
-    dyn_args, dyn_kwargs = dynamic_args(fn, args, kwargs, jit_kwargs)
+    dyn_args, dyn_kwargs = call.dynamic()
     m = run_measurement(
         stages,
         dyn_args,
         dyn_kwargs,
         config=config,
-        donating=donates(jit_kwargs),
+        donating=call.donating,
         keep_outputs=keep_outputs,
         **dict(timing or {}),
     )
-    return m, Executable(stages.compiled, dyn_args, dyn_kwargs, donates(jit_kwargs), m.replace(outputs=None))
+    return m, Executable(stages.compiled, dyn_args, dyn_kwargs, call.donating, m.replace(outputs=None))
 
 
 def measure(
@@ -355,11 +359,8 @@ def measure(
     """
     timing = dict(mode=check_mode(timing_mode), warmup=warmup, min_reps=min_reps, max_reps=max_reps, target_s=target_s)
     return measure_executable(
-        fn,
-        args,
-        kwargs,
+        Call(fn, args, kwargs, jit_kwargs),
         Config.from_dict(config),  # a user's dict is read once, here
-        jit_kwargs=jit_kwargs,
         timing=timing,
         clear_caches=clear_caches,
         keep_outputs=keep_outputs,

@@ -36,6 +36,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from autotune._errors import StudyError, warn_once
@@ -83,13 +84,22 @@ def quartiles(samples: Sequence[float]) -> tuple[float, float, float]:
     return statistics.median(samples), q3 - q1, statistics.quantiles(samples, n=10, method="inclusive")[0]
 
 
+@dataclass(frozen=True)
+class Stopwatch:
+    """How a timing sees the device: ``block`` waits until its argument (outputs, or a call's
+    inputs) is ready, None for ``jax.block_until_ready``; ``clock`` reads the seconds. A test's
+    simulated device replaces both; a measurement keeps the default."""
+
+    block: Callable[[Any], Any] | None = None
+    clock: Callable[[], float] = time.perf_counter
+
+
 def time_calls(
     call: Callable[..., Any],
     *,
     mode: str = "steady",
-    block: Callable[[Any], Any] | None = None,
     fresh: Callable[[], Any] | None = None,
-    clock: Callable[[], float] = time.perf_counter,
+    stopwatch: Stopwatch | None = None,
     warmup: int = 2,
     min_reps: int = 5,
     max_reps: int = 2000,
@@ -102,11 +112,9 @@ def time_calls(
     Arguments:
         call: dispatches one call and returns its outputs without waiting for them; it takes
             one argument, a set of inputs from ``fresh``, when ``fresh`` is given.
-        block: waits until its argument (outputs, or inputs from ``fresh``) is ready; None:
-            ``jax.block_until_ready``.
         fresh: makes a fresh set of inputs for one call (donated buffers are used up by a
             call). The inputs of a sample are made, and waited for, before its clock starts.
-        clock: the seconds clock.
+        stopwatch: how outputs are waited for and seconds read (:class:`Stopwatch`; None: the default).
         warmup: calls (each waited for) before anything is timed.
         min_reps, max_reps: bounds on the number of samples.
         target_s: about how long the samples take in all.
@@ -116,11 +124,13 @@ def time_calls(
         max_batch: the most calls in one sample (also how many fresh input sets exist at once).
     """
     check_mode(mode)
+    stopwatch = stopwatch or Stopwatch()
+    block = stopwatch.block
     if block is None:
         import jax
 
         block = jax.block_until_ready
-    run = _Calls(call, block, fresh, clock)
+    run = _Calls(call, block, fresh, stopwatch.clock)
     for _ in range(warmup):
         run.batch(1)
     max_batch, min_reps = max(1, int(max_batch)), max(1, int(min_reps))

@@ -21,6 +21,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from autotune import _interrupt
@@ -33,17 +34,15 @@ from autotune.measuring._policy import CompilePolicy
 from autotune.measuring._protocol import CARRIED_JIT_OPTIONS, Location, Mode, Op
 from autotune.measuring._runner import RECENT, InProcessRunner, TrialFailed
 from autotune.measuring._stages import TIMING_OPTIONS, Measurement, Stages, reuse
+from autotune.program._call import Call
 from autotune.program._config import Config
 
 
-class WorkerRunner(ExportHost):
-    """Measures configs in a worker process: the :class:`~autotune.measuring._runner.Runner` contract
-    with time limits, a memory cap and crash containment.
+@dataclass(frozen=True)
+class WorkerOptions:
+    """How a :class:`WorkerRunner` runs its worker: its limits, its timeouts and its helpers.
 
     Arguments:
-        fn, args, kwargs, jit_kwargs: the function, its example inputs and the
-            ``jax.jit`` options, as for :func:`autotune.measure`.
-        timing: runtime sampling options (``warmup``, ``min_reps``, ``max_reps``, ``target_s``).
         trial_timeout: seconds one trial (trace + lower + compile + run) may take; None
             for no limit. Over it, the worker is killed: ``TrialFailed("timeout")``.
         trial_memory_gb: ``RLIMIT_DATA`` of the worker in GiB, or None.
@@ -54,8 +53,6 @@ class WorkerRunner(ExportHost):
             this long. None (default): the time the last worker took to start (killing a compile
             that would end sooner than a new worker starts costs more than it saves; 0: at once).
         python: the worker's interpreter (default: this one).
-        location: where the worker can import ``fn`` from (:class:`Location`), used when
-            ``jax.export`` cannot serialise the program (import mode).
         policy: the :class:`~autotune.worker.CompilePolicy` (default: from the platform; on
             GPU a fresh worker for every trial that compiles).
         recent: how many recent configs' executables the worker keeps for ``retime``.
@@ -64,12 +61,49 @@ class WorkerRunner(ExportHost):
             process only traces and the worker owns a TPU chip they compile for, else none).
         build_target: the device builders compile for (platform, device_kind, device_count;
             default: the worker's).
+    """
+
+    trial_timeout: float | None = None
+    trial_memory_gb: float | None = None
+    isolate: bool | str = "auto"
+    startup_timeout: float = 300.0
+    prune_grace_s: float | None = None
+    python: str | None = None
+    policy: CompilePolicy | None = None
+    recent: int = RECENT
+    builders: int | str = 0
+    build_target: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        timeout, memory, builders = self.trial_timeout, self.trial_memory_gb, self.builders
+        if timeout is not None and not timeout > 0:
+            raise StudyError(f"trial_timeout={timeout!r} must be a number of seconds > 0, or None.")
+        if memory is not None and not memory > 0:
+            raise StudyError(f"trial_memory_gb={memory!r} must be a number of GiB > 0, or None.")
+        if self.isolate not in ("auto", True):
+            raise StudyError(f"WorkerRunner(isolate={self.isolate!r}): use 'auto' or True.")
+        if builders != "auto" and (isinstance(builders, bool) or not isinstance(builders, int) or builders < 0):
+            raise StudyError(f"WorkerRunner(builders={builders!r}): use 'auto' or a number of processes >= 0.")
+
+
+class WorkerRunner(ExportHost):
+    """Measures configs in a worker process: the :class:`~autotune.measuring._runner.Runner` contract
+    with time limits, a memory cap and crash containment.
+
+    Arguments:
+        call: the function, its example inputs and the ``jax.jit`` options (:class:`autotune.Call`);
+            None for a study file (:meth:`for_study_file`).
+        timing: runtime sampling options (``mode``, ``warmup``, ``min_reps``, ``max_reps``, ``target_s``).
+        options: the worker's limits, timeouts and helpers (:class:`WorkerOptions`).
+        location: where the worker can import the function from (:class:`Location`), used when
+            ``jax.export`` cannot serialise the program (import mode).
+        settings: fields of :class:`WorkerOptions` by name (``trial_timeout=60``), over ``options``.
 
     Example::
 
         >>> import jax.numpy as jnp, autotune as at
         >>> f = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=8, name="l")[0]
-        >>> with WorkerRunner(f, (jnp.ones(3),), timing={"target_s": 0.01}, trial_timeout=60) as r:
+        >>> with WorkerRunner(at.Call(f, (jnp.ones(3),)), {"target_s": 0.01}, trial_timeout=60) as r:
         ...     m = r.measure({"l": {"repr": "for"}})
         >>> m.compile_s > 0
         True
@@ -77,41 +111,36 @@ class WorkerRunner(ExportHost):
 
     def __init__(
         self,
-        fn: Callable | None,
-        args: tuple = (),
-        kwargs: dict | None = None,
-        jit_kwargs: dict | None = None,
+        call: Call | None,
         timing: dict | None = None,
+        options: WorkerOptions | None = None,
         *,
-        trial_timeout: float | None = None,
-        trial_memory_gb: float | None = None,
-        isolate: bool | str = "auto",
-        startup_timeout: float = 300.0,
-        prune_grace_s: float | None = None,
-        python: str | None = None,
         location: Location | None = None,
-        policy: CompilePolicy | None = None,
-        recent: int = RECENT,
-        builders: int | str = 0,
-        build_target: dict[str, Any] | None = None,
+        **settings: Any,
     ):
-        if trial_timeout is not None and not trial_timeout > 0:
-            raise StudyError(f"trial_timeout={trial_timeout!r} must be a number of seconds > 0, or None.")
-        if trial_memory_gb is not None and not trial_memory_gb > 0:
-            raise StudyError(f"trial_memory_gb={trial_memory_gb!r} must be a number of GiB > 0, or None.")
-        if isolate not in ("auto", True):
-            raise StudyError(f"WorkerRunner(isolate={isolate!r}): use 'auto' or True.")
-        if builders != "auto" and (isinstance(builders, bool) or not isinstance(builders, int) or builders < 0):
-            raise StudyError(f"WorkerRunner(builders={builders!r}): use 'auto' or a number of processes >= 0.")
+        if call is not None and not isinstance(call, Call):
+            raise StudyError(
+                f"WorkerRunner({call!r}, ...): pass the function and its arguments as one "
+                "autotune.Call(fn, args, kwargs, jit_kwargs), or None with a study file's location."
+            )
+        unknown = sorted(set(settings) - {f.name for f in fields(WorkerOptions)})
+        if unknown:
+            raise StudyError(
+                f"WorkerRunner got unknown option(s) {unknown}; use fields of WorkerOptions: "
+                f"{[f.name for f in fields(WorkerOptions)]}."
+            )
+        options = replace(options or WorkerOptions(), **settings)
         if location is not None and not isinstance(location, Location):
             raise StudyError(f"WorkerRunner(location={location!r}): pass an autotune.worker.Location or None.")
-        self.fn, self.args, self.kwargs, self.jit_kwargs = fn, tuple(args), dict(kwargs or {}), dict(jit_kwargs or {})
+        self.call, self.options = call, options
         self.timing = {k: v for k, v in dict(timing or {}).items() if k in TIMING_OPTIONS}
-        self.trial_timeout, self.trial_memory_gb, self.strict = trial_timeout, trial_memory_gb, isolate is True
-        self.startup_timeout, self.prune_grace_s = startup_timeout, prune_grace_s
+        self.trial_timeout, self.trial_memory_gb = options.trial_timeout, options.trial_memory_gb
+        self.strict = options.isolate is True
+        self.startup_timeout, self.prune_grace_s = options.startup_timeout, options.prune_grace_s
         self.startup_s: float | None = None  # how long the last worker took to become ready
-        self.python, self.location, self.policy, self.recent = python or sys.executable, location, policy, recent
-        self.mode = Mode.EXPORT if fn is not None else Mode.STUDY
+        self.python, self.location = options.python or sys.executable, location
+        self.policy, self.recent = options.policy, options.recent
+        self.mode = Mode.EXPORT if call is not None else Mode.STUDY
         self.study_file = location.file if location is not None and location.is_study_file else None
         self.index = location.index if self.study_file else 0
         self.fallback_reason: str | None = None  # why trials run in-process (not isolated)
@@ -125,29 +154,22 @@ class WorkerRunner(ExportHost):
         self._input_digest: str | None = None
         self._placement: dict[str, Any] | None = None  # where the call's arguments live (the worker's must match)
         self._closed = False
-        self._init_builds(builders, build_target)
-        if fn is not None:
-            extra = sorted(set(self.jit_kwargs) - CARRIED_JIT_OPTIONS)
+        self._init_builds(options.builders, options.build_target)
+        if call is not None:
+            extra = sorted(set(call.jit_kwargs) - CARRIED_JIT_OPTIONS)
             if extra:
                 self._fall_back(f"the jax.jit option(s) {extra} cannot be carried to a worker process")
 
     @classmethod
-    def from_options(
-        cls, fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, options: Any, location: Location | None = None
-    ) -> WorkerRunner:
-        """The runner a study with these :class:`autotune.TuneOptions` measures with."""
-        return cls(
-            fn,
-            args,
-            kwargs,
-            jit_kwargs,
-            options.timing_dict(),
+    def from_options(cls, call: Call, options: Any, location: Location | None = None) -> WorkerRunner:
+        """The runner a study with these :class:`autotune.TuneOptions` measures ``call`` with."""
+        limits = WorkerOptions(
             trial_timeout=options.trial_timeout,
             trial_memory_gb=options.trial_memory_gb,
             isolate=options.isolate,
-            location=location,
             builders=options.builders,
         )
+        return cls(call, options.timing_dict(), limits, location=location)
 
     @classmethod
     def for_study_file(cls, path: str | os.PathLike, index: int = 0, **options: Any) -> WorkerRunner:
@@ -346,17 +368,11 @@ class WorkerRunner(ExportHost):
         return _FellBack()  # for the caller to raise: from now on it measures in-process
 
     def _in_process(self) -> InProcessRunner:
-        if self.fn is None:  # study-file mode never falls back
+        if self.call is None:  # study-file mode never falls back
             raise StudyError(f"The worker for {self.study_file} is unavailable: {self.fallback_reason}")
         if self._in_process_runner is None:
             self._in_process_runner = InProcessRunner(
-                self.fn,
-                self.args,
-                self.kwargs,
-                self.jit_kwargs,
-                self.timing,
-                recent=self.recent,
-                trial_timeout=self.trial_timeout,
+                self.call, self.timing, recent=self.recent, trial_timeout=self.trial_timeout
             )
         return self._in_process_runner
 

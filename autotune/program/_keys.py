@@ -179,6 +179,8 @@ def study_name(
     blocked call costs several times a call in the steady state): a study never ranks both.
     A ``search="pareto"`` study does not depend on the objective (it minimises compile and
     run seconds separately), so its name ends in ``/pareto`` and every call count re-uses it.
+    An objective with ``tier_up`` (another cost: a slow compile is charged what it costs the calls
+    served beside it) ends in ``,tier``.
     """
     head = (
         f"{function_key}@{fingerprint[:10]}/{short_hash(signature, 8)}/{device['platform']}:{device['device_kind']}/"
@@ -188,8 +190,10 @@ def study_name(
         return head + "pareto"
     processes = getattr(objective, "processes", 1)  # several processes: their own study (another cost)
     shared = "" if processes == 1 else f",p={processes}" + (",cc" if objective.compilation_cache else "")
+    tier = ",tier" if getattr(objective, "tier_up", False) else ""
     return head + (
-        f"calls={objective.expected_calls:g},cw={objective.compile_weight:g},rw={objective.runtime_weight:g}{shared}"
+        f"calls={objective.expected_calls:g},cw={objective.compile_weight:g},rw={objective.runtime_weight:g}"
+        f"{shared}{tier}"
     )
 
 

@@ -35,14 +35,14 @@ PARAM = "xla"
 """The Optuna parameter of the XLA dimension (its choices are notation strings)."""
 AUTO_COMPILE_SHARE = 0.10
 """``TuneOptions.xla="auto"`` searches the options on CPU when the default config's compile is at
-least this share of its cost at ``expected_calls`` (see :func:`searched`): on 14 CPU programs at
-10, 100, 1000 calls and their own call counts, every case at or above 10% had an option winning
-(median ×1.26); of the 3 cases below it, one gained more than ×1.10 (a runtime win no compile
-rule sees: ``xla=True`` searches it). Figures: ``benchmarks/xla.py``, docs/results/xla.md."""
+least this share of its cost at ``expected_calls`` (see :func:`searched`): the options act on the
+compile, so where it is a small share of the cost they have little to win, and a wider space costs
+trials. A run-time win no compile rule sees is left to ``xla=True``.
+Measured: docs/results/xla.md#the-auto-rule-which-compile-share-threshold (``python -m benchmarks.xla``)."""
 AUTO_MIN_COMPILE_S = 0.25
 """... and at least this many CPU seconds of trace + lower + compile (see :func:`searched`): below it
-the options saved at most 0.02 s (×1.14) on the programs measured, within a measurement's noise,
-and the small programs of a test suite stay well clear of the line (their compile: 0.02-0.1 s)."""
+what the options can save is within a measurement's noise, and small programs (a test suite's)
+stay clear of the line. Measured: docs/results/xla.md#the-auto-rule-which-compile-share-threshold."""
 
 _DEBUG_OPTIONS = "https://github.com/openxla/xla/blob/main/xla/debug_options_flags.cc"
 _GPU_DOCS = "https://docs.jax.dev/en/latest/gpu_performance_tips.html"
@@ -75,33 +75,34 @@ class XlaOption:
 
 CATALOG: tuple[XlaOption, ...] = (
     # CPU. XLA's default backend level is 3 (DefaultDebugOptionsIgnoringFlags), so O3 is not offered.
+    # What each trades, measured: docs/results/xla.md#findings (``python -m benchmarks.xla``).
     XlaOption(
         "O0",
         "opt-level",
         ("cpu",),
         {"xla_backend_optimization_level": 0},
-        "LLVM -O0: compile 0.4-0.6x the default's, code 1.5-40x slower (14 CPU programs): pays at tens of calls",
+        "LLVM -O0: about half the default's compile, code several times slower: pays at tens of calls",
     ),
     XlaOption(
         "O1",
         "opt-level",
         ("cpu",),
         {"xla_backend_optimization_level": 1},
-        "LLVM -O1: compile 0.6-0.75x on large programs (about 1x on small ones), code 0.5-1.7x the default's time",
+        "LLVM -O1: less compile on large programs (about the same on small ones), code faster or slower by program",
     ),
     XlaOption(
         "O2",
         "opt-level",
         ("cpu",),
         {"xla_backend_optimization_level": 2},
-        "LLVM -O2: compile 0.65-0.8x on large programs, code 0.5-1.8x the default's time (XLA's default is -O3)",
+        "LLVM -O2: a little less compile on large programs, code faster or slower by program (XLA's default is -O3)",
     ),
     XlaOption(
         "nollvm",
         "llvm",
         ("cpu",),
         {"xla_llvm_disable_expensive_passes": True},
-        "skips LLVM's expensive passes: alone about no change (within 5%); with O0 or O1 a further 5-15% off compile",
+        "skips LLVM's expensive passes: alone about no change; with O0 or O1 a little more off the compile",
     ),
     # GPU (names and defaults from debug_options_flags.cc and xla.proto; the JAX GPU performance tips).
     XlaOption(
@@ -176,7 +177,10 @@ CATALOG: tuple[XlaOption, ...] = (
         _GPU_DOCS,
     ),
 )
-"""Every option a config may choose, per platform (see the module docstring)."""
+"""Every option a config may choose, per platform (see the module docstring). No TPU option: on a
+TPU v5e the generic options changed neither compile nor runtime beyond a no-op option's noise, and
+the one that cut compile (``exec_time_optimization_effort=-1``) slowed the code 2.8-12.7x, paying
+only below about 80 calls (``python -m benchmarks.tpu_xla_probe``; docs/results/tpu.md)."""
 
 PROCESS_GLOBAL = frozenset(
     {
@@ -331,8 +335,9 @@ def offered(
 
 COMBINATIONS = (("O0", "nollvm"), ("O1", "nollvm"))
 """Option sets the XLA dimension offers beside each option alone (where every part is offered):
-measured on 14 CPU programs at 10-1000 calls (``benchmarks/xla.py``), they were the best set
-in 14 of 49 cases, by up to 17% over the best single option."""
+the only pairs that beat every single option on the CPU programs measured, at few calls, where
+``nollvm`` takes a little more off O0's or O1's compile.
+Measured: docs/results/xla.md#the-auto-rule-which-compile-share-threshold (``python -m benchmarks.xla``)."""
 
 
 def choices(options: Sequence[XlaOption]) -> tuple[XlaChoice, ...]:

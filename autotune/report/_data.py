@@ -378,7 +378,8 @@ def studies_for_file(path: str, storage: str, *, all_programs: bool = False) -> 
         with ex.traced():
             program, signature = program_key(ex.fn.fun, ex.args, ex.kwargs, ex.fn.jit_kwargs)
         wanted.setdefault(ex.fn.key, set()).add(program.fingerprint)
-        obj = Objective(ex.fn.expected_calls, ex.fn.compile_weight, ex.fn.runtime_weight)
+        tier_up = bool(getattr(ex.fn, "tier_up", False))
+        obj = Objective(ex.fn.expected_calls, ex.fn.compile_weight, ex.fn.runtime_weight, tier_up=tier_up)
         for search in ("cost", "pareto"):
             preferred.append(study_name(ex.fn.key, program.fingerprint, signature, device, obj, search))
     found = summaries(storage_url(storage))

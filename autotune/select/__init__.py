@@ -48,5 +48,6 @@ from autotune.select._rule import crossover_intervals as crossover_intervals
 from autotune.select._rule import pareto_front as pareto_front
 from autotune.select._rule import point_of as point_of
 from autotune.select._rule import ranked as ranked
+from autotune.select._rule import tiered_cost_of as tiered_cost_of
 from autotune.select._rule import winner as winner
 from autotune.select._rule import wins_needed as wins_needed

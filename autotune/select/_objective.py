@@ -32,6 +32,10 @@ class Objective:
         processes: how many processes run the function (each compiles it or loads it once).
         compilation_cache: JAX's persistent compilation cache is on where it runs, so processes
             after the first load the executable instead of compiling it.
+        tier_up: the function runs with ``@at.autotuned(tier_up=True)``: a config whose compile
+            qualifies (`autotune.select._tiered.qualifies`) is charged the tiered cost, the default
+            serving while it compiles beside it (`autotune.select._tiered.tiered_at`), not its
+            compile as a stall. The winner rule (`autotune.select._rule`) reads it.
 
     Example::
 
@@ -47,6 +51,7 @@ class Objective:
     runtime_weight: float = 1.0
     processes: int = 1
     compilation_cache: bool = False
+    tier_up: bool = False
 
     def __post_init__(self):
         for name in _FIGURES:
@@ -61,6 +66,11 @@ class Objective:
             raise ConfigError(
                 f"Objective compilation_cache={self.compilation_cache!r} must be True or False "
                 "(whether JAX's persistent compilation cache is on)."
+            )
+        if not isinstance(self.tier_up, bool):
+            raise ConfigError(
+                f"Objective tier_up={self.tier_up!r} must be True or False "
+                "(whether the function runs with @at.autotuned(tier_up=True))."
             )
 
     def line(
@@ -114,6 +124,8 @@ class Objective:
             given["processes"] = int(d["processes"])
         if "compilation_cache" in d:
             given["compilation_cache"] = bool(d["compilation_cache"])
+        if "tier_up" in d:
+            given["tier_up"] = bool(d["tier_up"])
         return cls(**given)
 
     def overridden(
@@ -124,6 +136,7 @@ class Objective:
         *,
         processes: int | None = None,
         compilation_cache: bool | None = None,
+        tier_up: bool | None = None,
     ) -> Objective:
         """This objective with the figures given replaced (None keeps one): the one merge of a
         stored or recorded objective with the options of a command.
@@ -141,11 +154,13 @@ class Objective:
             changes["processes"] = processes
         if compilation_cache is not None:
             changes["compilation_cache"] = compilation_cache
+        if tier_up is not None:
+            changes["tier_up"] = tier_up
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The figures as JSON data; ``processes`` and ``compilation_cache`` only where they are not
-        the defaults (1, False), so an objective of one process keeps its earlier JSON."""
+        """The figures as JSON data; ``processes``, ``compilation_cache`` and ``tier_up`` only where
+        they are not the defaults (1, False, False), so an objective of one process keeps its earlier JSON."""
         out: dict[str, Any] = {
             "expected_calls": self.expected_calls,
             "compile_weight": self.compile_weight,
@@ -155,13 +170,17 @@ class Objective:
             out["processes"] = self.processes
         if self.compilation_cache:
             out["compilation_cache"] = True
+        if self.tier_up:
+            out["tier_up"] = True
         return out
 
     def describe(self) -> str:
-        """The processes part for people, empty for one process: ``"; 8 processes, compilation cache on"``."""
+        """The processes part for people, empty for one process: ``"; 8 processes, compilation cache on"``
+        (and ``"; tier-up"`` when the tiered cost is charged)."""
+        tier = "; tier-up" if self.tier_up else ""
         if self.processes == 1:
-            return ""
-        return f"; {self.processes} processes, compilation cache {'on' if self.compilation_cache else 'off'}"
+            return tier
+        return f"; {self.processes} processes, compilation cache {'on' if self.compilation_cache else 'off'}" + tier
 
 
 def compilation_cache_on(said: bool | None = None) -> bool:

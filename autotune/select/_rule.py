@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping, Sequence
@@ -13,6 +14,7 @@ from autotune.program._config import Config
 from autotune.select._objective import Objective
 from autotune.select._point import Point
 from autotune.select._range import in_range as _in_range
+from autotune.select._tiered import qualifies, tiered_at
 
 SIGN_TEST_LEVEL = Fraction(1, 8)
 """How often a challenger no better than the default may, by chance alone, win the paired
@@ -40,22 +42,44 @@ def wins_needed(n: int) -> int:
     return n
 
 
+def _rounds(point: Point) -> tuple[tuple[float, float], ...]:
+    return point.rounds or ((point.compile_cost_s, point.run_cost_s),)
+
+
 class _Line:
-    """One point under one objective: its round lines, as exact fractions."""
+    """One point under one objective: its round lines, as exact fractions; under an objective with
+    ``tier_up``, a point whose compile qualifies against ``default`` (the default's point) is charged
+    the tiered cost instead (`autotune.select._tiered.tiered_at`, each round against the default's
+    round of the same index, or its medians when the rounds do not pair)."""
 
-    __slots__ = ("point", "text", "lines", "paired", "index")
+    __slots__ = ("point", "text", "lines", "paired", "index", "tier")
 
-    def __init__(self, point: Point, index: int, objective: Objective):
+    def __init__(self, point: Point, index: int, objective: Objective, default: Point | None = None):
         self.point, self.index = point, index
         self.text = point.config.to_json()
         self.paired = bool(point.rounds)
-        rounds = point.rounds or ((point.compile_cost_s, point.run_cost_s),)
+        rounds = _rounds(point)
         self.lines = [objective.line(c, r, point.load_cost_s) for c, r in rounds]
+        self.tier = None
+        if tiers(point, default, objective):
+            assert default is not None
+            theirs = _rounds(default)
+            medians = (default.compile_cost_s, default.run_cost_s)
+            pairs = theirs if len(theirs) == len(rounds) else [medians] * len(rounds)
+            loads = (default.load_cost_s, point.load_cost_s)
+            self.tier = (objective, list(zip(pairs, rounds)), loads)
+
+    def at(self, n: Fraction) -> list[tuple[Fraction, Fraction]]:
+        """Each round's (cost at n, its slope just above n)."""
+        if self.tier is None:
+            return [(a + b * n, b) for a, b in self.lines]
+        objective, pairs, loads = self.tier
+        return [tiered_at(objective, d, w, n, loads=loads) for d, w in pairs]
 
     def key(self, n: Fraction) -> tuple[Fraction, Fraction]:
         """(median cost at n, its slope just above n): comparing these orders points by
         their cost at n, ties by the cost just above n."""
-        keys = sorted((a + b * n, b) for a, b in self.lines)
+        keys = sorted(self.at(n))
         m = len(keys)
         if m % 2:
             return keys[m // 2]
@@ -67,13 +91,28 @@ class _Line:
             return False
         if not (self.paired and other.paired):
             return True
-        pairs = list(zip(self.lines, other.lines))
-        wins = sum(1 for (a, b), (c, d) in pairs if (a + b * n, b) < (c + d * n, d))
+        pairs = list(zip(self.at(n), other.at(n)))
+        wins = sum(1 for mine, theirs in pairs if mine < theirs)
         return wins >= wins_needed(len(pairs))
 
 
-def _lines(points: Sequence[Point], objective: Objective) -> list[_Line]:
-    return [_Line(p, i, objective) for i, p in enumerate(points)]
+def tiers(point: Point, default: Point | None, objective: Objective) -> bool:
+    """Whether ``objective`` charges ``point`` the tiered cost: it has ``tier_up``, the default's
+    point is known, ``point`` is another config and its compile qualifies against the default's
+    (`autotune.select._tiered.qualifies`, on the median compile costs, as the decorator decides)."""
+    return (
+        objective.tier_up
+        and default is not None
+        and point.config != default.config
+        and qualifies(default.compile_cost_s, point.compile_cost_s)
+    )
+
+
+def _lines(points: Sequence[Point], objective: Objective, default: Config | None = None) -> list[_Line]:
+    """The points' lines; with ``default`` (a config among ``points``) and ``objective.tier_up``,
+    the qualifying ones tiered against the default's point."""
+    theirs = None if default is None or not objective.tier_up else point_of(points, default)
+    return [_Line(p, i, objective, theirs) for i, p in enumerate(points)]
 
 
 def _find_default(lines: list[_Line], default: Config | None) -> _Line | None:
@@ -92,18 +131,29 @@ def _winner(lines: list[_Line], dflt: _Line | None, n: Fraction) -> _Line:
     return min(beating, key=order) if beating else dflt
 
 
-def cost(point: Point, objective: Objective) -> float:
+def cost(point: Point, objective: Objective, default: Point | None = None) -> float:
     """A point's cost under ``objective``: the median of its round costs, or
     ``cw * compile_cost_s + rw * N * run_cost_s`` without rounds (:meth:`Objective.line`, which adds
-    the processes after the first: their compile, or with the compilation cache the point's ``load_cost_s``)."""
-    (ln,) = _lines([point], objective)
+    the processes after the first: their compile, or with the compilation cache the point's ``load_cost_s``);
+    the tiered cost where ``objective.tier_up`` and ``default`` (the default's point) say so (:func:`tiers`)."""
+    ln = _Line(point, 0, objective, default)
     return float(ln.key(Fraction(objective.expected_calls))[0])
 
 
-def ranked(points: Sequence[Point], objective: Objective) -> list[Point]:
+def tiered_cost_of(point: Point, default: Point | None, objective: Objective) -> float | None:
+    """What ``point`` costs under ``objective`` with tier-up (whether or not the objective has
+    ``tier_up``), or None when tier-up would not apply to it (no default point, the default itself,
+    or a compile that does not qualify): the tables' "tiered" column and ``best --json``'s ``tiered_cost``."""
+    goal = objective if objective.tier_up else dataclasses.replace(objective, tier_up=True)
+    return cost(point, goal, default) if tiers(point, default, goal) else None
+
+
+def ranked(points: Sequence[Point], objective: Objective, default: Config | None = None) -> list[Point]:
     """The points by cost under ``objective``, ties by canonical config JSON: the order of
-    every table and of confirmation's "top" (the winner is :func:`winner`'s, not the first)."""
-    return sorted(points, key=lambda p: (cost(p, objective), p.config.to_json()))
+    every table and of confirmation's "top" (the winner is :func:`winner`'s, not the first).
+    With ``default`` and ``objective.tier_up``, qualifying points by their tiered cost."""
+    theirs = None if default is None or not objective.tier_up else point_of(points, default)
+    return sorted(points, key=lambda p: (cost(p, objective, theirs), p.config.to_json()))
 
 
 def winner(points: Sequence[Point], objective: Objective, default: Config | None = None) -> Point | None:
@@ -116,7 +166,7 @@ def winner(points: Sequence[Point], objective: Objective, default: Config | None
     """
     if not points:
         return None
-    lines = _lines(points, objective)
+    lines = _lines(points, objective, default)
     return _winner(lines, _find_default(lines, default), Fraction(objective.expected_calls)).point
 
 
@@ -165,7 +215,7 @@ def choose(
         return None
     return Choice(
         config=best.config,
-        cost=cost(best, objective),
+        cost=cost(best, objective, None if default is None else point_of(points, default)),
         compile_cost_s=best.compile_cost_s,
         run_cost_s=best.run_cost_s,
         expected_calls=float(objective.expected_calls),

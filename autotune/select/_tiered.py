@@ -33,6 +33,7 @@ would have spent waiting).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "MIN_SECONDS",
     "TierFigures",
     "qualifies",
+    "tiered_at",
     "tiered_cost",
     "tiered_figures",
 ]
@@ -129,15 +131,63 @@ def tiered_cost(
     return tiered_figures(default_compile_s, default_run_s, winner_compile_s, winner_run_s, calls, **options).cost
 
 
+def _one_process(
+    default: tuple[Fraction, Fraction], winner: tuple[Fraction, Fraction], n: Fraction, s: Fraction, objective: Any
+) -> tuple[Fraction, Fraction]:
+    """(tiered cost of one process's ``n`` calls, its slope just above ``n``), exactly:
+    ``(compile, run)`` of the default and of the winner."""
+    (c_d, r_d), (c_w, r_w) = default, winner
+    cw, rw = Fraction(objective.compile_weight), Fraction(objective.runtime_weight)
+    ready, per = max(Fraction(0), c_w - c_d), s * r_d
+    if ready > 0 and (per == 0 or n < ready / per):  # the default still serves just above n
+        return cw * c_d + rw * n * per, rw * per
+    k = ready / per if per > 0 else Fraction(0)
+    return cw * c_d + rw * (ready + (n - k) * r_w), rw * r_w
+
+
+def tiered_at(
+    objective: Any,
+    default: tuple[float, float],
+    winner: tuple[float, float],
+    n: Fraction,
+    *,
+    loads: tuple[float | None, float | None] = (None, None),
+    slowdown: float = DEFAULT_SLOWDOWN,
+) -> tuple[Fraction, Fraction]:
+    """THE tiered cost under an :class:`~autotune.select._objective.Objective`, as the winner rule
+    takes it: ``(cost at n calls per process, its slope just above n)``, in exact arithmetic.
+
+    ``default`` and ``winner`` are ``(compile_cost_s, run_cost_s)``; the first process pays the
+    module's formula (``competes=False``), every later one (``objective.processes``) the same with
+    each config's ``loads`` (``load_cost_s``) for its compile when the objective has JAX's
+    compilation cache on and the load is known, else its compile again (:meth:`Objective.line`).
+
+    Example::
+
+        >>> from autotune.select._objective import Objective
+        >>> [float(x) for x in tiered_at(Objective(), (0.1, 0.01), (2.1, 0.001), Fraction(1000), slowdown=1.0)]
+        [2.9, 0.001]
+    """
+    s = Fraction(slowdown)
+    (c_d, r_d), (c_w, r_w) = (tuple(Fraction(x) for x in pair) for pair in (default, winner))
+    value, slope = _one_process((c_d, r_d), (c_w, r_w), n, s, objective)
+    if objective.processes > 1:
+        cached = objective.compilation_cache and None not in loads
+        again_d, again_w = (Fraction(loads[0]), Fraction(loads[1])) if cached else (c_d, c_w)
+        v, sl = _one_process((again_d, r_d), (again_w, r_w), n, s, objective)
+        value, slope = value + (objective.processes - 1) * v, slope + (objective.processes - 1) * sl
+    return value, slope
+
+
 def entry_tiered(entry: Any, calls: float, **options: Any) -> TierFigures | None:
     """The tiered figures of a cache entry's winner for ``calls`` calls, or None when tier-up
     would not apply to it (no default point, the winner is the default, or it does not
     :func:`qualify <qualifies>`)."""
     from autotune.program._config import Config
-    from autotune.select._rule import point_of
 
-    default = entry.default_point
-    winner = point_of(entry.points, Config.from_dict(entry.config))
+    default, points, config = entry.default_point, entry.points, Config.from_dict(entry.config)
+    # `_rule.point_of`, which imports this module: the config's point, or one that holds it
+    winner = next((p for p in points if p.config == config), None) or next((p for p in points if p.holds(config)), None)
     if default is None or winner is None or winner.config == default.config:
         return None
     if not qualifies(default.compile_cost_s, winner.compile_cost_s):

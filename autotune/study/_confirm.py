@@ -1,16 +1,9 @@
 """Confirmation: re-measure the contenders side by side, so one noisy sample cannot win.
 
-Configs of one lowered program are one contender (named by :func:`simplest_key`); the ``top``
-cheapest, those cheapest at some call count and the default (a Pareto search: the whole front)
-are measured again in ``rounds`` interleaved rounds in one process. Round 1 compiles each;
-later rounds re-time the kept executables (:meth:`Runner.retime`) carrying round 1's compile,
-unless the compile noise (:func:`compile_noise`, at least :data:`COMPILE_NOISE`) could flip the
-decision, when every round compiles again. A challenger that beats the default is measured
-again in a fresh worker (``Runner.renew``). Each contender becomes a
-:class:`autotune.select.Point` with paired per-round ``(compile_cost_s, run_cost_s)`` samples,
-which :mod:`autotune.select` decides on. The rules and why they hold:
-``docs/explanation/confirmation.md``. The load a later process pays from a persistent
-compilation cache: :mod:`autotune.study._load_costs`.
+The contenders (one per lowered program, :func:`contenders`) are measured again in interleaved
+rounds in one process, and a challenger that beats the default again in a fresh worker; each
+becomes a :class:`autotune.select.Point` with paired per-round samples, which
+:mod:`autotune.select` decides on. The rules and why they hold: ``docs/explanation/confirmation.md``.
 """
 
 from __future__ import annotations
@@ -30,9 +23,10 @@ COMPILE_NOISE = 0.15
 
 STALL = 3.0
 """A round whose runtime exceeds this many times its contender's median over the process's
-rounds (3 or more) was measured in a stall and is taken again, once: under load one round of
-``for`` on test_tune's loop read 3968 µs against 126 and 34, lost its round to the default, and
-failed the sign test (which needs every round of 3) though it led the default by 4x otherwise."""
+rounds (3 or more) was measured in a stall and is taken again, once: the sign test needs the
+challenger to win enough of few rounds, so one round stalled by another process's load could
+otherwise sink a challenger that wins every other round by far.
+Measured: docs/results/design-figures.md#a-stalled-confirmation-round."""
 
 _REPR_ORDER = {"scan": 0, "fori": 1, "while": 2, "for": 3}
 _FOR_COPIES = 1 << 30  # a full unroll: more body copies than any partial one of the same site
@@ -87,7 +81,7 @@ def contenders(
     search (``whole_front``) confirms the whole front, which is what it reports.
     """
     points = by_program(points, default)
-    ranked = [p.config for p in _select.ranked(points, objective)]
+    ranked = [p.config for p in _select.ranked(points, objective, default)]
     if whole_front:
         front = [p.config for p in _select.pareto_front(points)]
     else:

@@ -141,7 +141,7 @@ def result(run: Run, records: list[TrialRecord], confirmed: list[Point] | None, 
         )
     return TuneResult(
         best_config=best.config,
-        best_cost=_select.cost(best, goal),
+        best_cost=_select.cost(best, goal, dflt),  # tiered where goal.tier_up and best qualifies
         best=best.measurement,
         default_cost=_select.cost(dflt, goal),
         default=dflt.measurement,

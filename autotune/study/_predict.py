@@ -16,8 +16,8 @@ skipped config is recorded as ``pruned`` with its prediction as the reason, and
 ``prediction / MARGIN`` as the lower bound on its compile time that the honest range
 of :func:`autotune.select.complete_range` uses.
 
-**One fit per XLA option set.** XLA's options scale the whole compile (``xla:O0`` about halves
-it, ``xla:O1`` takes 30-40% off a large program: ``docs/results/xla.md``), so trials under
+**One fit per XLA option set.** XLA's options scale the whole compile (``xla:O0`` and ``xla:O1``
+shorten it, by how much depends on the program: docs/results/xla.md#findings), so trials under
 different option sets are never fitted together: a config is predicted from the trials that
 share its :attr:`Config.xla` only, and a set with too few of them is not predicted (never skipped).
 """

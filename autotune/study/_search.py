@@ -13,10 +13,12 @@ import dataclasses
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from autotune import select as _select
 from autotune._interrupt import Interrupted
+from autotune._options import TuneOptions
 from autotune.measuring._measurement import Measurement
 from autotune.measuring._outcome import counted
 from autotune.measuring._runner import Outcome, TrialFailed
@@ -60,8 +62,30 @@ def record_of(view: TrialView, objective: Objective) -> TrialRecord:
     return dataclasses.replace(record, cost=_select.cost(point, objective))
 
 
+@dataclass(frozen=True)
+class Watch:
+    """Who follows a search between its trials: the progress display it updates
+    (``_progress.Progress``) and the interrupt latch it checks
+    (:class:`autotune._interrupt.InterruptLatch`)."""
+
+    progress: Any
+    latch: Any
+
+
 class Search:
-    """One process's share of a study's trials."""
+    """One process's share of a study's trials.
+
+    Arguments:
+        study, space, runner, objective: the study the trials go into, the configs they may
+            take, what measures them and what a measurement costs.
+        proposer, device_key: what proposes the next config, and the device's key.
+        options: the run's :class:`autotune.TuneOptions` (``search``, ``rtol``, ``atol``,
+            ``confirm_top`` are read).
+        watch: the progress display and interrupt latch (:class:`Watch`).
+        unrewritable: (config that failed) -> {site id: why} for the sites it changes that
+            cannot be re-emitted.
+        first_default: the default's first samples, taken to decide the XLA dimension.
+    """
 
     def __init__(
         self,
@@ -69,25 +93,20 @@ class Search:
         space,
         runner,
         objective: Objective,
-        search: str,
         proposer,
         device_key: str,
         *,
-        rtol: float | None,
-        atol: float | None,
-        progress,
-        latch,
+        options: TuneOptions,
+        watch: Watch,
         unrewritable: Callable[[Config], dict[str, str]] | None = None,
-        keep_top: int = 3,
         first_default: list[Measurement] | None = None,
     ):
         self.study, self.space, self.runner, self.objective = study, space, runner, objective
-        # (config that failed) -> {site id: why} for the sites it changes that cannot be re-emitted
         self.unrewritable = unrewritable
-        self.search, self.proposer, self.device_key = search, proposer, device_key
-        self.rtol, self.atol, self.progress, self.latch = rtol, atol, progress, latch
+        self.search, self.proposer, self.device_key = options.search, proposer, device_key
+        self.rtol, self.atol, self.progress, self.latch = options.rtol, options.atol, watch.progress, watch.latch
         self.default = space.default()
-        self.keep_top = keep_top  # contenders kept for confirmation (TuneOptions.confirm_top)
+        self.keep_top = options.confirm_top  # contenders kept for confirmation
         self.first_default = list(first_default or ())  # taken to decide the XLA dimension: its first samples
         self.reference: Any = None
         self.predictor = CompilePredictor(space)

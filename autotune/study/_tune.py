@@ -21,6 +21,7 @@ from autotune.measuring import _host
 from autotune.measuring._outcome import counted
 from autotune.measuring._runner import InProcessRunner, Outcome
 from autotune.program import _keys
+from autotune.program._call import Call
 from autotune.program._config import Config
 from autotune.program._space import Space, unrewritable
 from autotune.program._xla import XlaChoice, choices, gpu_platform, offered, searched
@@ -41,7 +42,7 @@ from autotune.study._optuna import Study
 from autotune.study._progress import Progress, wanted
 from autotune.study._propose import make_proposer
 from autotune.study._result import TuneResult
-from autotune.study._search import REFERENCE_ROUNDS, Search, record_of
+from autotune.study._search import REFERENCE_ROUNDS, Search, Watch, record_of
 
 DEFAULT_TRIALS = 32
 # at.tune's own keywords besides the options (for the nearest-name hint of an unknown one)
@@ -72,20 +73,18 @@ def plan(sampler: str, search: str, space_size: int, n_trials: int | None) -> tu
     return kind, min(budget, space_size)
 
 
-def default_runner(
-    fn: Callable, args: tuple, kwargs: dict, jit_kwargs: dict, options: TuneOptions, location: Any = None
-):
-    """A worker process unless ``options.isolate`` is False."""
+def default_runner(call: Call, options: TuneOptions, location: Any = None):
+    """The runner that measures ``call``: a worker process unless ``options.isolate`` is False."""
     if options.isolate is False:
         if options.trial_timeout is not None or options.trial_memory_gb is not None:
             raise StudyError("trial_timeout and trial_memory_gb need a worker process; drop isolate=False.")
-        return InProcessRunner(fn, args, kwargs, jit_kwargs, options.timing_dict())
+        return InProcessRunner(call, options.timing_dict())
     from autotune.measuring._protocol import Location
     from autotune.measuring._worker_runner import WorkerRunner
 
     if location is None:  # a module-level function: a worker can import it if jax.export cannot carry it
-        location = Location.of(fn)
-    return WorkerRunner.from_options(fn, args, kwargs, jit_kwargs, options, location=location)
+        location = Location.of(call.function)
+    return WorkerRunner.from_options(call, options, location=location)
 
 
 def runner_device(runner: Any) -> dict[str, Any]:
@@ -238,9 +237,11 @@ def run(
     ``options.storage`` is None (``fn.tune``: beside its cache; else the user's default)."""
     started = time.perf_counter()
     plumbing = plumbing or Plumbing()
-    args, kwargs, jit_kwargs = tuple(args), dict(kwargs), dict(jit_kwargs or {})
+    goal = options.goal(goal)  # tier_up=True: the tiered cost decides
+    call = Call(fn, args, kwargs, jit_kwargs)
+    args, kwargs, jit_kwargs = call.args, call.kwargs, call.jit_kwargs
     if runner is None:  # started first: the worker imports JAX while this process traces and opens the study
-        runner = default_runner(fn, args, kwargs, jit_kwargs, options, plumbing.location)
+        runner = default_runner(call, options, plumbing.location)
         runner.start()
     try:
         program, signature = _keys.program_key(fn, args, kwargs, jit_kwargs)
@@ -279,19 +280,14 @@ def run(
         raise
     state = Run(study, space, program, signature, device, goal, options.search, kind, url, started)
     try:
-        return _search_and_confirm(
-            state, fn, args, kwargs, jit_kwargs, runner, options, plumbing, fkey, budget, first_default=first
-        )
+        return _search_and_confirm(state, call, runner, options, plumbing, fkey, budget, first_default=first)
     finally:
         study.close()
 
 
 def _search_and_confirm(
     state: Run,
-    fn,
-    args,
-    kwargs,
-    jit_kwargs,
+    call: Call,
     runner,
     options: TuneOptions,
     plumbing: Plumbing,
@@ -327,15 +323,11 @@ def _search_and_confirm(
                 space,
                 runner,
                 goal,
-                options.search,
                 proposer,
                 _keys.device_key(state.device),
-                rtol=options.rtol,
-                atol=options.atol,
-                progress=bar,
-                latch=latch,
-                unrewritable=lambda c: unrewritable(fn, args, kwargs, jit_kwargs, space, c),
-                keep_top=options.confirm_top,
+                options=options,
+                watch=Watch(bar, latch),
+                unrewritable=lambda c: unrewritable(call.function, call.args, call.kwargs, call.jit_kwargs, space, c),
                 first_default=first_default,
             )
             if not idle:  # an idle search would only measure the default again, for the guard
@@ -364,7 +356,7 @@ def _search_and_confirm(
 
                 runner.close()  # the loads run in fresh processes, which need the device this worker holds
                 bar.update(status="measuring the load of the contenders from a persistent compilation cache")
-                load = loader(runner, fn, args, kwargs, jit_kwargs)
+                load = loader(runner, call)
                 confirmed, load_notes = measure_loads(confirmed, default, goal, load, latch.check)
         finally:
             runner.close()

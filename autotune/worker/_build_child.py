@@ -136,7 +136,8 @@ def probe(target: Target) -> dict[str, Any]:
 class Builder:
     """The server loop: one request at a time; the target's topology is built once, and a tiny
     program compiled for it then, so the first measured compile is no colder than the others
-    (on the TPU, builders' first compiles measured up to four times what the worker took)."""
+    (a process's first compile also pays the compiler's one-off set-up; measured:
+    docs/results/design-figures.md#a-builders-first-compile)."""
 
     def __init__(self, out, requests):
         self.out, self.requests = out, requests

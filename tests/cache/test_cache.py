@@ -9,13 +9,13 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 from _entries import CPU, FOR, GPU, OBJECTIVE, PARETO, SCAN, key_of, make_entry
 from _privileges import read_only_dir, rerun_without_dac_override
 from _repo import TESTS, repo_env
+from _wait import wait_until
 
 from autotune._errors import CacheError, CacheImportError, CacheSchemaError
 from autotune.cache import SCHEMA_VERSION, Cache, CacheEntry, best_for, default_cache_location, device_key
@@ -207,12 +207,12 @@ def test_four_processes_write_one_file_concurrently(tmp_path):
         )
         for n in range(4)
     ]
-    deadline = time.monotonic() + 60
-    while not all((path.parent / f"c.db.ready{n}").exists() for n in range(4)):
-        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), [
-            p.communicate() for p in procs if p.poll() is not None
-        ]
-        time.sleep(0.01)
+
+    def all_ready() -> bool:
+        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs if p.poll() is not None]
+        return all((path.parent / f"c.db.ready{n}").exists() for n in range(4))
+
+    assert wait_until(all_ready, timeout=60, interval=0.01), "the writers never got ready"
     (path.parent / "c.db.go").touch()
     for p in procs:
         out, err = p.communicate(timeout=60)

@@ -275,7 +275,7 @@ def test_record_on_a_locked_cache_returns_false_within_the_lock_budget(tmp_path)
         con = sqlite3.connect(sys.argv[1], isolation_level=None)
         con.execute("BEGIN EXCLUSIVE")   # WAL mode: blocks every writer
         print("locked", flush=True)
-        time.sleep(120)
+        time.sleep(120)   # the behaviour under test: the lock held until the test kills the holder
     """),
             str(path),
         ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
 from _points import (  # binary-exact: crossovers at 512, 4,096
     FOR,
     RETUNE,
@@ -162,3 +163,28 @@ def test_export_and_import_say_what_moved(tmp_path, capsys):
     assert "imported 1 entries and 0 pending records into" in capsys.readouterr().out
     assert cli.main(["import", path, "--cache", str(tmp_path / "d.db"), "--max-size", "0.000001"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_best_shows_the_tiered_cost_of_a_winner_that_qualifies_for_tier_up(tmp_path, capsys):
+    from autotune.select._tiered import tiered_cost
+
+    db = str(tmp_path / "c.db")
+    put_entry(tmp_path / "c.db", default_config=SCAN.to_dict())  # UNROLL compiles 3 s, the default 1 s
+    assert cli.main(["best", "--cache", db, "--json"]) == 0
+    (e,) = json.loads(capsys.readouterr().out)
+    assert e["config"] == UNROLL.to_dict()
+    assert e["tiered_cost"] == pytest.approx(tiered_cost(1.0, 2.0**-7, 3.0, 2.0**-8, 1000))
+    assert cli.main(["best", "--cache", db]) == 0
+    text = capsys.readouterr().out
+    assert "tiered" in text and "tiered at 1,000" in text  # the best table and the crossover table
+    # Re-picked for few calls, the default wins: nothing to tier up
+    assert cli.main(["best", "--cache", db, "--json", "--expected-calls", "10"]) == 0
+    (e,) = json.loads(capsys.readouterr().out)
+    assert e["config"] == SCAN.to_dict() and e["tiered_cost"] is None
+
+
+def test_best_json_has_a_null_tiered_cost_without_a_default(tmp_path, capsys):
+    put_entry(tmp_path / "c.db")
+    assert cli.main(["best", "--cache", str(tmp_path / "c.db"), "--json"]) == 0
+    (e,) = json.loads(capsys.readouterr().out)
+    assert "tiered_cost" in e and e["tiered_cost"] is None

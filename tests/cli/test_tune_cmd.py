@@ -269,3 +269,28 @@ def test_tune_options_are_built_once_from_the_flags():
     a = build_parser().parse_args(["tune", "s.py", "--timing", "device", "--run-seconds", "0.1"])
     assert tune_options(a).timing_dict() == {"mode": "device", "target_s": 0.1}
     assert tune_options(build_parser().parse_args(["tune", "s.py", "--timing", "blocking"])).timing_mode == "blocking"
+
+
+def test_tier_up_flag_is_a_tune_option_and_repeats_for_helpers():
+    from autotune.cli._parser import build_parser, repeat_argv
+    from autotune.cli._tune_cmd import tune_options
+
+    a = build_parser().parse_args(["tune", "s.py", "--tier-up"])
+    assert tune_options(a) == at.TuneOptions(tier_up=True)
+    assert "--tier-up" in repeat_argv(a)
+    assert tune_options(build_parser().parse_args(["tune", "s.py"])).tier_up is False
+
+
+def test_tier_up_tunes_for_the_tiered_cost_and_best_json_reports_it(tmp_path):
+    (tmp_path / "tiny_study.py").write_text(STUDY)
+    env = cli_env(tmp_path)
+    args = ("tune", "tiny_study.py", "--trials", "1", "--tier-up", "--json", *CLI_FAST, *ONE_ROUND_CLI)
+    r = run(*args, cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    (res,) = json.loads(r.stdout)
+    assert res["objective"]["tier_up"] is True and res["study"].endswith(",tier")
+    assert "tiered_cost" in res  # None: one trial, the default wins
+    r = run("best", "--json", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    (entry,) = json.loads(r.stdout)
+    assert entry["objective"]["tier_up"] is True and "tiered_cost" in entry

@@ -252,7 +252,7 @@ def test_a_locked_cache_skips_the_row_without_stalling_the_call(tmp_path):
         con = sqlite3.connect(sys.argv[1], isolation_level=None)
         con.execute("BEGIN EXCLUSIVE")   # WAL mode: blocks every writer, not readers
         print("locked", flush=True)
-        time.sleep(120)
+        time.sleep(120)   # the behaviour under test: the lock held until the test kills the holder
     """),
             str(path),
         ],

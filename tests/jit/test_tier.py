@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _repo import repo_env
-from _tiers import FOR, body, make, put_entry, reference  # noqa: F401
+from _tiers import FOR, body, counted, make, put_entry, reference  # noqa: F401
 
 import autotune as at
 from autotune.jit import _tier
@@ -59,6 +59,26 @@ def test_a_winner_that_compiles_about_as_fast_takes_the_usual_path(tmp_path):
     np.testing.assert_allclose(fn(x), reference(x), rtol=1e-6)
     assert fn._tier.slot_for(x) is None
     assert fn._last_lookup.source == "cache"  # the decorator's own trace applied the winner
+
+
+@pytest.mark.parametrize("winner_compile_s", [1.0, 0.012], ids=["tiered", "usual"])
+def test_a_first_call_traces_the_function_as_often_as_the_plain_decorator(tmp_path, winner_compile_s):
+    path, x = tmp_path / "c.db", jnp.arange(4.0)
+    put_entry(path, x, winner_compile_s=winner_compile_s)
+    counts = {}
+    for tier_up in (False, True):
+        traces: list = []
+        fn = counted(path, traces, tier_up=tier_up)
+        np.testing.assert_allclose(fn(x), reference(x), rtol=1e-6)
+        if tier_up:
+            slot = fn._tier.slot_for(x)
+            assert (slot is not None) == (winner_compile_s == 1.0)
+            if slot is not None:  # the winner compiles from the first call's trace: no trace of its own
+                assert slot.wait(120)
+                np.testing.assert_allclose(fn(x), reference(x), rtol=1e-6)
+                assert slot.state == "winner"
+        counts[tier_up] = len(traces)
+    assert counts[True] == counts[False] == 1
 
 
 def test_without_an_entry_it_is_the_plain_decorator(tmp_path):

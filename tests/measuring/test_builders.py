@@ -53,7 +53,7 @@ def heavy(x):
 def test_builders_compile_and_the_worker_loads_with_the_outputs_of_jax_jit():
     x, bias = jnp.linspace(0.0, 1.0, 16), jnp.float32(1.0)
     expected = jax.jit(smooth)(x, bias)
-    with WorkerRunner(smooth, (x, bias), {}, {}, FAST, trial_timeout=120, builders=1) as runner:
+    with WorkerRunner(at.Call(smooth, (x, bias)), FAST, trial_timeout=120, builders=1) as runner:
         runner.start()  # the builders start with the worker, before its device is known
         assert runner._pool is not None and runner._pool.target is None
         runner.prefetch([{}, FOR])
@@ -78,7 +78,7 @@ def test_configs_with_one_program_share_one_build():
     x = jnp.ones(4)
     site = at.sites(f, x)[0].id
     full, same = {site: {"repr": "for"}}, {site: {"unroll": 8}}
-    with WorkerRunner(f, (x,), {}, {}, FAST, builders=1) as runner:
+    with WorkerRunner(at.Call(f, (x,)), FAST, builders=1) as runner:
         runner.prefetch([full, same])
         a, b = runner.measure(full), runner.measure(same)
         assert runner._pool.built == 1 and runner.compiled_in == {"builder": 2}
@@ -89,7 +89,7 @@ def test_configs_with_one_program_share_one_build():
 @pytest.mark.slow
 def test_a_grid_study_with_builders_compiles_nothing_in_the_worker(tmp_path):
     x, bias = jnp.linspace(0.0, 1.0, 16), jnp.float32(1.0)
-    runner = WorkerRunner(smooth, (x, bias), {}, {}, FAST, trial_timeout=120, builders=1)
+    runner = WorkerRunner(at.Call(smooth, (x, bias)), FAST, trial_timeout=120, builders=1)
     result = at.tune(
         smooth,
         x,
@@ -134,7 +134,7 @@ def test_a_build_past_its_deadline_is_killed_and_the_pool_goes_on():
 
 def test_a_fresh_worker_loads_what_the_builders_compiled():
     x, bias = jnp.linspace(0.0, 1.0, 16), jnp.float32(1.0)
-    with WorkerRunner(smooth, (x, bias), {}, {}, FAST, builders=1) as runner:
+    with WorkerRunner(at.Call(smooth, (x, bias)), FAST, builders=1) as runner:
         first = runner.measure(FOR)
         runner.retain([FOR])
         old = runner.pid
@@ -153,7 +153,7 @@ def test_without_deviceless_builds_the_worker_compiles_and_says_why_once():
     nowhere = {"platform": "tpu", "device_kind": "TPU v99", "device_count": 1}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with WorkerRunner(smooth, (x, bias), {}, {}, FAST, builders=2, build_target=nowhere) as runner:
+        with WorkerRunner(at.Call(smooth, (x, bias)), FAST, builders=2, build_target=nowhere) as runner:
             runner.prefetch([{}, FOR])
             a, b = runner.measure({}), runner.measure(FOR)
             assert runner.compiled_in == {"runner": 2} and runner._pool is None
@@ -171,7 +171,7 @@ def test_nothing_is_left_running_when_the_parent_exits_without_closing():
         import autotune as at
         from autotune.measuring import WorkerRunner
         f = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=8, name="l")[0]
-        r = WorkerRunner(f, (jnp.ones(4),), timing={"target_s": 0.01}, builders=2)
+        r = WorkerRunner(at.Call(f, (jnp.ones(4),)), {"target_s": 0.01}, builders=2)
         r.prefetch([{}, {"l": {"repr": "for"}}])
         r.measure({})
         print(r.pid, *(b.proc.pid for b in r._pool._builders), flush=True)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import pytest
-from _procs import default_disposition, exited, gone, workers_of
+from _procs import cpu_seconds, default_disposition, exited, gone, workers_of
 from _repo import repo_env
+from _wait import wait_until
 
 import autotune as at
 from autotune._interrupt import Interrupted, InterruptLatch
@@ -49,7 +50,7 @@ PARENT = textwrap.dedent("""
     runner.measure({})
     print(runner.pid, flush=True)
     if how == "idle":
-        time.sleep(120)
+        time.sleep(120)  # the behaviour under test: a parent alive with a warm, idle worker, until killed
     try:
         if how == "latch":
             with InterruptLatch():   # as tune() does
@@ -88,7 +89,9 @@ def _start(slow_study: Path, how: str) -> tuple[subprocess.Popen, int]:
 def test_sigterm_during_a_slow_compile_kills_the_worker_at_once_and_the_parent_exits_143(slow_study, how):
     proc, worker = _start(slow_study, how)
     try:
-        time.sleep(1.5)  # the worker is tracing or compiling the 800-step unroll
+        # the worker is busy (tracing or compiling the 800-step unroll) once it spends CPU again
+        idle = cpu_seconds(worker)
+        assert wait_until(lambda: cpu_seconds(worker) > idle + 0.5, timeout=60), "the worker never got to work"
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
@@ -116,7 +119,7 @@ def test_an_interrupt_caught_before_measuring_stops_the_trial_before_it_starts()
     f = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="l")[0]  # noqa: E731
     with (
         default_disposition(signal.SIGHUP),
-        WorkerRunner(f, (jnp.ones(3),), timing={"target_s": 0.01}) as runner,
+        WorkerRunner(at.Call(f, (jnp.ones(3),)), {"target_s": 0.01}) as runner,
         InterruptLatch(),
     ):
         runner.measure({})
@@ -156,11 +159,12 @@ def _interrupt_after(
     """Run the CLI until it completed more than ``more_than`` trials, then SIGINT it."""
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=db.parent)
     try:
-        deadline = time.monotonic() + 120
-        while len(_complete_trials(db)) <= more_than or not workers_of(proc.pid):
+
+        def progressed() -> bool:
             assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the CLI made no progress"
-            time.sleep(0.1)
+            return len(_complete_trials(db)) > more_than and bool(workers_of(proc.pid))
+
+        assert wait_until(progressed, timeout=120, interval=0.1), "the CLI made no progress"
         workers = workers_of(proc.pid)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)

@@ -18,18 +18,19 @@ def step(x, n, *, bias):
 
 
 ARGS, KWARGS, JIT = (jnp.ones(3), 2), {"bias": jnp.float32(1.0)}, {"static_argnums": 1, "donate_argnums": 0}
+STEP = at.Call(step, ARGS, KWARGS, JIT)
 
 
 def test_a_config_is_traced_lowered_and_exported_with_its_timings_and_hash():
-    st = trace_and_lower(step, ARGS, KWARGS, JIT, Config({"l": {"repr": "for"}}), stage_guard(None))
+    st = trace_and_lower(STEP, Config({"l": {"repr": "for"}}), stage_guard(None))
     assert st.compiled is None and st.trace_s > 0 and st.lower_s > 0 and len(st.program_hash) == 64
-    ex = export(st, step, ARGS, KWARGS, JIT, {"target_s": 0.01})
+    ex = export(st, STEP, {"target_s": 0.01})
     req = ex.request
     assert req["mode"] == "export" and req["program_hash"] == st.program_hash
     assert (req["trace_s"], req["lower_s"]) == (st.trace_s, st.lower_s) and req["donate"] == [0]
     program = jax.export.deserialize(bytearray(base64.b64decode(req["program"])))
     assert program.in_tree == ex.exported.in_tree
-    line, arrays = args_message(ex.exported, step, ARGS, KWARGS, JIT)
+    line, arrays = args_message(ex.exported, STEP)
     assert line.endswith(b"\n") and [a.shape for a in arrays] == [(3,), ()]
     tree = outputs_of(ex.exported, [{"dtype": "float32", "npy": _npy(np.zeros(3, np.float32))}])
     assert set(tree) == {"y"}
@@ -43,7 +44,7 @@ def _npy(a):
 
 def test_a_config_that_does_not_trace_is_an_error_result():
     with pytest.raises(TrialFailed) as info:
-        trace_and_lower(step, ARGS, KWARGS, JIT, Config({"nope": {"repr": "scan"}}), stage_guard(None))
+        trace_and_lower(STEP, Config({"nope": {"repr": "scan"}}), stage_guard(None))
     assert info.value.state == "error" and "'nope'" in info.value.reason
 
 
@@ -51,9 +52,10 @@ def test_host_callbacks_cannot_be_exported():
     def doubled(x):
         return jax.pure_callback(lambda a: np.asarray(a) * 2, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
 
-    st = trace_and_lower(doubled, (jnp.ones(2),), {}, {}, Config(), stage_guard(None))
+    call = at.Call(doubled, (jnp.ones(2),))
+    st = trace_and_lower(call, Config(), stage_guard(None))
     with pytest.raises(CannotExport, match="host_callbacks"):
-        export(st, doubled, (jnp.ones(2),), {}, {}, {})
+        export(st, call, {})
 
 
 @pytest.mark.parametrize(
@@ -73,4 +75,4 @@ def test_donated_leaves_follow_jit(jit_kwargs, want):
 
     args, kwargs = ((jnp.ones(2), jnp.ones(2)), 3, jnp.ones(2)), {"k": jnp.ones(2)}
     jit_kwargs = {"static_argnums": 1, **jit_kwargs}
-    assert donated_leaves(f, args, kwargs, jit_kwargs) == want
+    assert donated_leaves(at.Call(f, args, kwargs, jit_kwargs)) == want

@@ -95,7 +95,7 @@ HOLD_LOCK = textwrap.dedent("""
     con.execute("BEGIN EXCLUSIVE")
     con.execute("UPDATE autotune_entries SET cost = cost")
     print("locked", flush=True)
-    time.sleep(seconds)
+    time.sleep(seconds)   # the behaviour under test: the lock held this long (or until killed)
     con.execute("COMMIT")
 """)
 

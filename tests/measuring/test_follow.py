@@ -119,7 +119,7 @@ def test_out_of_memory_under_the_cap_is_oom_and_the_worker_replaced():
     def huge(x):  # a 1.6 GB output, under a 1 GiB cap
         return jnp.broadcast_to(x[0], (20000, 20000)) + x[1]
 
-    with WorkerRunner(huge, (jnp.ones(2),), {}, {}, STEADY, trial_memory_gb=1.0, trial_timeout=60) as runner:
+    with WorkerRunner(at.Call(huge, (jnp.ones(2),)), STEADY, trial_memory_gb=1.0, trial_timeout=60) as runner:
         runner.start()
         pid = runner.pid
         with pytest.raises(TrialFailed) as info:

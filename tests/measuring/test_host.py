@@ -12,17 +12,8 @@ import json
 import textwrap
 
 import pytest
+from _exclusive import exclusive_env
 from _repo import ROOT, python, repo_env
-
-EXCLUSIVE = ROOT / "tests" / "fixtures" / "exclusive_device"
-
-
-def exclusive_env(tmp_path, **extra: str) -> dict[str, str]:
-    """An environment whose JAX device admits one process, JAX_PLATFORMS unset as on a TPU host."""
-    env = repo_env(EXCLUSIVE, AUTOTUNE_TEST_EXCLUSIVE=str(tmp_path / "device.lock"), **extra)
-    env.pop("JAX_PLATFORMS")
-    env["AUTOTUNE_CACHE"] = str(tmp_path / "cache.db")
-    return env
 
 
 def script(tmp_path, body: str) -> str:
@@ -63,7 +54,7 @@ def test_pin_leaves_the_device_to_workers_and_learns_it_from_them(tmp_path):
         assert _host.pin() and _host.pinned()
         x = jnp.ones(8)  # the parent's arrays live on its CPU; it opens no device
         f = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=8, name="l")[0]
-        with WorkerRunner(f, (x,), timing={"target_s": 0.01}, trial_timeout=120) as runner:
+        with WorkerRunner(at.Call(f, (x,)), {"target_s": 0.01}, trial_timeout=120) as runner:
             device = runner.device_info()
             m = runner.measure({"l": {"repr": "for"}})
             pid = runner.pid
@@ -182,12 +173,13 @@ def test_in_process_trial_past_its_deadline_is_reported_at_the_deadline(tmp_path
         import time
         import jax.numpy as jnp
         from autotune.measuring._runner import InProcessRunner, TrialFailed
+        from autotune.program._call import Call
 
         def slow(x):
             time.sleep(30)  # a trace (or compile) that outlives the deadline by far
             return x + 1
 
-        runner = InProcessRunner(slow, (jnp.ones(2),), {}, {}, {"target_s": 0.01}, trial_timeout=1.0)
+        runner = InProcessRunner(Call(slow, (jnp.ones(2),)), {"target_s": 0.01}, trial_timeout=1.0)
         t0 = time.monotonic()
         try:
             runner.measure(None)

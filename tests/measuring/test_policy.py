@@ -41,7 +41,7 @@ def test_a_fresh_worker_policy_replaces_the_worker_before_every_compile_and_carr
     are the policy's (the worker reports its own environment)."""
     f = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="l")[0]  # noqa: E731
     policy = CompilePolicy("cpu", fresh_worker_per_trial=True, env={"XLA_FLAGS": "--xla_cpu_enable_fast_math=false"})
-    with WorkerRunner(f, (jnp.ones(3),), timing={"target_s": 0.01, "warmup": 1}, policy=policy) as runner:
+    with WorkerRunner(at.Call(f, (jnp.ones(3),)), {"target_s": 0.01, "warmup": 1}, policy=policy) as runner:
         runner.measure({})
         first = runner.pid
         assert runner.worker_info["xla_flags"] == "--xla_cpu_enable_fast_math=false"

@@ -52,13 +52,13 @@ def test_trial_failed_takes_only_failure_outcomes_and_carries_the_compile_lower_
 
 
 def test_both_runners_follow_the_contract():
-    assert isinstance(InProcessRunner(loop8, (), {}, {}, {}), Runner)
-    assert isinstance(WorkerRunner(loop8, (jnp.ones(2),)), Runner)
+    assert isinstance(InProcessRunner(at.Call(loop8)), Runner)
+    assert isinstance(WorkerRunner(at.Call(loop8, (jnp.ones(2),))), Runner)
 
 
 def test_in_process_runner_retimes_kept_executables_and_drops_what_is_not_retained():
     x = jnp.ones(16)
-    with InProcessRunner(loop8, (x,), {}, {}, FAST, recent=2) as runner:
+    with InProcessRunner(at.Call(loop8, (x,)), FAST, recent=2) as runner:
         first = runner.measure({})
         again = runner.retime({})
         assert again is not None and again.outputs is None and again.config == first.config
@@ -100,7 +100,7 @@ def test_in_process_runner_shares_a_program_through_on_lowered():
     x = jnp.ones(4)
     fn = lambda v: jax.lax.scan(lambda c, _: (c * 2.0, None), v, None, length=8)[0]  # noqa: E731
     site = at.sites(fn, x)[0].id
-    with InProcessRunner(fn, (x,), {}, {}, FAST) as runner:
+    with InProcessRunner(at.Call(fn, (x,)), FAST) as runner:
         seen: dict[str, at.Measurement] = {}
 
         def on_lowered(h):
@@ -116,7 +116,7 @@ def test_in_process_runner_shares_a_program_through_on_lowered():
 
 def test_in_process_pruning_happens_between_stages_with_the_seconds_spent():
     x = jnp.ones(8)
-    with InProcessRunner(slow_to_trace, (x,), {}, {}, FAST) as runner:
+    with InProcessRunner(at.Call(slow_to_trace, (x,)), FAST) as runner:
         with pytest.raises(TrialFailed) as info:
             runner.measure(FOR, compile_budget_s=1e-4)
         assert info.value.state == "pruned" and "after tracing" in info.value.reason
@@ -164,9 +164,8 @@ def test_stage_guard_prunes_on_the_cpu_seconds_the_budget_is_in_not_the_wall_loa
 
 def test_measure_executable_keeps_donated_inputs_fresh_for_retiming():
     x = jnp.arange(4.0)
-    m, exe = measure_executable(
-        lambda v: v * 2.0, (x,), jit_kwargs={"donate_argnums": 0}, timing=FAST, keep_outputs=True
-    )
+    call = at.Call(lambda v: v * 2.0, (x,), jit_kwargs={"donate_argnums": 0})
+    m, exe = measure_executable(call, timing=FAST, keep_outputs=True)
     assert exe.donating and not x.is_deleted()
     again = exe.retime(**FAST)
     assert again.reps >= 3 and not x.is_deleted() and again.compile_s == m.compile_s

@@ -18,7 +18,7 @@ import autotune as at
 from autotune._errors import StudyError
 from autotune.measuring._protocol import Location
 from autotune.measuring._runner import TrialFailed
-from autotune.measuring._worker_runner import WorkerRunner
+from autotune.measuring._worker_runner import WorkerOptions, WorkerRunner
 from autotune.record._studyfile import load_examples
 
 FOR = {"l": {"repr": "for"}}
@@ -35,7 +35,7 @@ def test_export_mode_runs_a_closure_in_a_warm_worker_retimes_it_and_reaps_it():
     bias = jnp.float32(1.0)
     expected = jax.jit(step, static_argnums=1)(x, 3, bias=bias)
     jit_kwargs = {"static_argnums": 1, "donate_argnums": 0}
-    with WorkerRunner(step, (x, 3), {"bias": bias}, jit_kwargs, STEADY, trial_timeout=60) as runner:
+    with WorkerRunner(at.Call(step, (x, 3), {"bias": bias}, jit_kwargs), STEADY, trial_timeout=60) as runner:
         first = runner.measure({})
         pid = runner.pid
         unrolled = runner.measure(FOR)
@@ -63,7 +63,7 @@ def test_export_mode_shares_a_program_without_sending_it():
     f = lambda v: jax.lax.scan(lambda c, _: (c * 2.0, None), v, None, length=8)[0]  # noqa: E731
     x = jnp.ones(4)
     site = at.sites(f, x)[0].id
-    with WorkerRunner(f, (x,), {}, {}, STEADY) as runner:
+    with WorkerRunner(at.Call(f, (x,)), STEADY) as runner:
         full = runner.measure({site: {"repr": "for"}})
         pid = runner.pid
         same = runner.measure({site: {"unroll": 8}}, on_lowered=lambda h: full if h == full.program_hash else None)
@@ -83,7 +83,7 @@ def test_a_host_callback_without_a_location_is_measured_in_process_with_one_warn
         return at.loop(lambda c, _: (c * 0.5 + 1.0, None), y, length=4, name="l")[0]
 
     x = jnp.arange(4.0)
-    with WorkerRunner(doubled, (x,), {}, {}, STEADY, trial_timeout=30) as runner:
+    with WorkerRunner(at.Call(doubled, (x,)), STEADY, trial_timeout=30) as runner:
         a = runner.measure({})
         b = runner.measure(FOR)
         assert not runner.isolated and "host_callbacks" in runner.fallback_reason and runner.pid is None
@@ -95,7 +95,7 @@ def test_a_host_callback_without_a_location_is_measured_in_process_with_one_warn
     assert len(warned) == 1, [str(w.message) for w in warned]
     assert "measuring in-process, without isolation" in str(warned[0].message)
     assert "trial_timeout" in str(warned[0].message)
-    with WorkerRunner(doubled, (x,), {}, {}, STEADY, isolate=True) as strict:
+    with WorkerRunner(at.Call(doubled, (x,)), STEADY, isolate=True) as strict:
         with pytest.raises(StudyError, match="host_callbacks"):
             strict.measure({})
 
@@ -140,7 +140,7 @@ def test_a_host_callback_program_is_isolated_by_importing_it_in_the_worker(callb
     x = jnp.arange(4.0)
     args, kwargs, jit_kwargs = (x, 4), {"shift": 1.0}, {"static_argnums": 1}
     expected = np.asarray(mod.noisy(x, 4, shift=1.0))
-    with WorkerRunner(fn, args, kwargs, jit_kwargs, STEADY, trial_timeout=20, location=location) as runner:
+    with WorkerRunner(at.Call(fn, args, kwargs, jit_kwargs), STEADY, trial_timeout=20, location=location) as runner:
         a = runner.measure({})
         assert runner.isolated and runner.mode == "import" and "host_callbacks" in runner.import_reason
         pid = runner.pid
@@ -170,9 +170,8 @@ def test_arguments_that_cannot_cross_fall_back_with_both_reasons(callbacks, recw
         pass
 
     fn = mod.noisy.autotune.fun
-    with WorkerRunner(
-        fn, (jnp.arange(4.0), 4), {"shift": Shift(1.0)}, {"static_argnums": 1}, STEADY, location=Location.of(fn)
-    ) as runner:
+    call = at.Call(fn, (jnp.arange(4.0), 4), {"shift": Shift(1.0)}, {"static_argnums": 1})
+    with WorkerRunner(call, STEADY, location=Location.of(fn)) as runner:
         runner.measure({})
         assert not runner.isolated
         assert "host_callbacks" in runner.fallback_reason and "Shift" in runner.fallback_reason
@@ -254,20 +253,28 @@ def test_a_study_file_location_is_used_when_export_fails(tmp_path):
     """)
     )
     (ex,) = load_examples(str(path))
-    with WorkerRunner(ex.fn.fun, ex.args, {}, {}, STEADY, location=Location.study_file(path, 0)) as runner:
+    with WorkerRunner(at.Call(ex.fn.fun, ex.args), STEADY, location=Location.study_file(path, 0)) as runner:
         m = runner.measure(FOR)
         assert runner.isolated and runner.mode == "study" and runner.pid is not None
     np.testing.assert_allclose(m.outputs[0], np.asarray(ex.fn(*ex.args)), rtol=1e-6)
 
 
 def test_a_closed_runner_and_bad_options_say_so():
-    runner = WorkerRunner(lambda x: x, (jnp.ones(2),))
+    runner = WorkerRunner(at.Call(lambda x: x, (jnp.ones(2),)))
     runner.close()
     with pytest.raises(StudyError, match="closed"):
         runner.measure({})
     with pytest.raises(StudyError, match="trial_timeout"):
-        WorkerRunner(lambda x: x, trial_timeout=0)
+        WorkerRunner(at.Call(lambda x: x), trial_timeout=0)
     with pytest.raises(StudyError, match="Location"):
-        WorkerRunner(lambda x: x, location="mod:fn")
+        WorkerRunner(at.Call(lambda x: x), location="mod:fn")
+    with pytest.raises(StudyError, match="unknown option.*'trial_timout'.*WorkerOptions"):
+        WorkerRunner(at.Call(lambda x: x), trial_timout=5)
+    with pytest.raises(StudyError, match="autotune.Call"):
+        WorkerRunner(lambda x: x, (jnp.ones(2),))
+    options = WorkerOptions(trial_timeout=30, builders=0)
+    kept = WorkerRunner(at.Call(lambda x: x, (jnp.ones(2),)), None, options, trial_memory_gb=2.0)
+    assert (kept.trial_timeout, kept.trial_memory_gb, kept.options.builders) == (30, 2.0, 0)
+    kept.close()
     with pytest.raises(StudyError, match="does not exist"):
         WorkerRunner.for_study_file("/nonexistent/study.py")

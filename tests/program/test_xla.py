@@ -102,10 +102,11 @@ def test_export_request_carries_the_options():
         return jnp.cos(x) + 1.0
 
     x = jnp.ones(4)
-    stages = trace_and_lower(f, (x,), {}, {}, Config(xla="xla:nollvm"), lambda *_: None)
-    request = export(stages, f, (x,), {}, {}, FAST).request
+    call = at.Call(f, (x,))
+    stages = trace_and_lower(call, Config(xla="xla:nollvm"), lambda *_: None)
+    request = export(stages, call, FAST).request
     assert request["compiler_options"] == {"xla_llvm_disable_expensive_passes": True}
-    plain = export(trace_and_lower(f, (x,), {}, {}, Config(), lambda *_: None), f, (x,), {}, {}, FAST).request
+    plain = export(trace_and_lower(call, Config(), lambda *_: None), call, FAST).request
     assert plain["compiler_options"] is None
 
 
@@ -147,7 +148,7 @@ class OneSlowFirstCompile(at.InProcessRunner):
     moment of load can make a 0.05 s compile look (every later one is real)."""
 
     def __init__(self, fn, args):
-        super().__init__(fn, args, {}, {}, {"target_s": 0.01})
+        super().__init__(at.Call(fn, args), {"target_s": 0.01})
         self.measured = 0
 
     def measure(self, config, **kw):

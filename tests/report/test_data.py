@@ -98,7 +98,7 @@ def test_a_study_where_nothing_ran_still_reports(tmp_path):
             storage=storage,
             sampler="grid",
             progress=False,
-            runner=Broken(fn, (jnp.zeros(2),), {}, {}, FAST),
+            runner=Broken(at.Call(fn, (jnp.zeros(2),)), FAST),
         )
     (name,) = optuna.study.get_all_study_names(storage="sqlite:///" + storage)
     rep = load_study_report(name, storage)
@@ -119,7 +119,7 @@ def test_a_while_loop_study_reports_its_dynamic_length(tmp_path):
         sampler="grid",
         n_trials=3,
         timing=FAST,
-        runner=InProcessRunner(fn, (jnp.ones(4),), {}, {}, FAST),
+        runner=InProcessRunner(at.Call(fn, (jnp.ones(4),)), FAST),
         confirm_rounds=1,
         progress=False,
     )

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 
-from autotune.select._tiered import qualifies, tiered_cost, tiered_figures
+from autotune._errors import ConfigError
+from autotune.program._config import Config
+from autotune.select import Point, choose, tiered_cost_of, winner
+from autotune.select._objective import Objective
+from autotune.select._tiered import qualifies, tiered_at, tiered_cost, tiered_figures
 
 # default: compiles in 0.1 s, 10 ms a call; winner: compiles in 2.1 s, 1 ms a call
 D_C, D_R, W_C, W_R = 0.1, 0.01, 2.1, 0.001
@@ -65,3 +71,58 @@ def test_which_winners_qualify():
     assert qualifies(0.1, 2.1)
     assert not qualifies(0.1, 0.15)  # under 2x the default's
     assert not qualifies(0.01, 0.03)  # 2x, but only 20 ms more: not worth a thread
+
+
+# -- the winner rule under an objective with tier_up ------------------------------------------
+
+DEFAULT, UNROLLED = Config(), Config({"l": {"repr": "for"}})
+# the winner runs 10% faster but compiles 2 s more: a stall of 2 s costs more than it saves at 1000
+# calls (11.1 s against 10.1 s), served beside the default it does not (about 9.39 s)
+POINTS = [Point(DEFAULT, 0.1, 0.01), Point(UNROLLED, 2.1, 0.009)]
+
+
+def test_a_tier_up_objective_charges_a_qualifying_winner_its_tiered_cost():
+    plain_goal, tiered_goal = Objective(expected_calls=1000), Objective(expected_calls=1000, tier_up=True)
+    assert winner(POINTS, plain_goal, DEFAULT).config == DEFAULT
+    picked = choose(POINTS, tiered_goal, default=DEFAULT)
+    assert picked.config == UNROLLED
+    assert picked.cost == pytest.approx(tiered_cost(0.1, 0.01, 2.1, 0.009, 1000))
+    assert tiered_cost_of(POINTS[1], POINTS[0], plain_goal) == pytest.approx(picked.cost)
+    assert tiered_cost_of(POINTS[0], POINTS[0], plain_goal) is None  # the default itself
+
+
+def test_tier_up_leaves_a_winner_that_does_not_qualify_at_its_plain_cost():
+    points = [Point(DEFAULT, 0.1, 0.01), Point(UNROLLED, 0.12, 0.009)]  # 20 ms more: below MIN_SECONDS
+    goal = Objective(expected_calls=1000, tier_up=True)
+    assert tiered_cost_of(points[1], points[0], goal) is None
+    assert choose(points, goal, default=DEFAULT).cost == pytest.approx(0.12 + 9.0)
+
+
+def test_tier_up_pairs_each_round_with_the_defaults_round():
+    rounds_d, rounds_w = ((0.1, 0.01),) * 3, ((2.1, 0.009), (2.1, 0.009), (2.1, 0.011))
+    points = [Point(DEFAULT, 0.1, 0.01, rounds=rounds_d), Point(UNROLLED, 2.1, 0.009, rounds=rounds_w)]
+    goal = Objective(expected_calls=1000, tier_up=True)
+    assert winner(points, goal, DEFAULT).config == DEFAULT  # 2 of 3 paired rounds: not enough
+    every = [points[0], Point(UNROLLED, 2.1, 0.009, rounds=((2.1, 0.009),) * 3)]
+    assert winner(every, goal, DEFAULT).config == UNROLLED  # 3 of 3, each round tiered against its pair
+
+
+def test_tiered_at_matches_the_float_formula_and_its_processes():
+    goal = Objective(expected_calls=1000, compile_weight=2.0, runtime_weight=3.0)
+    for n in (0, 10, 200, 5000):
+        v, _ = tiered_at(goal, (D_C, D_R), (W_C, W_R), Fraction(n), slowdown=1.05)
+        want = tiered_cost(D_C, D_R, W_C, W_R, n, slowdown=1.05, compile_weight=2.0, runtime_weight=3.0)
+        assert float(v) == pytest.approx(want)
+    three = Objective(processes=3, compilation_cache=True)
+    v, _ = tiered_at(three, (D_C, D_R), (W_C, W_R), Fraction(1000), loads=(0.05, 0.3), slowdown=1.0)
+    later = tiered_cost(0.05, D_R, 0.3, W_R, 1000, slowdown=1.0)
+    assert float(v) == pytest.approx(tiered_cost(D_C, D_R, W_C, W_R, 1000, slowdown=1.0) + 2 * later)
+
+
+def test_tier_up_is_kept_in_the_objectives_json_only_when_on():
+    assert "tier_up" not in Objective().to_dict()
+    goal = Objective(expected_calls=10, tier_up=True)
+    assert goal.to_dict()["tier_up"] is True and Objective.from_dict(goal.to_dict()) == goal
+    assert Objective().overridden(tier_up=True).tier_up and goal.describe() == "; tier-up"
+    with pytest.raises(ConfigError, match="tier_up"):
+        Objective(tier_up="yes")

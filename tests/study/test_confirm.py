@@ -36,7 +36,7 @@ class CountingRunner(InProcessRunner):
     figure of every measurement it returned since :meth:`forget` (``compiles``)."""
 
     def __init__(self):
-        super().__init__(loop8, (jnp.ones(4),), {}, {}, FAST)
+        super().__init__(at.Call(loop8, (jnp.ones(4),)), FAST)
         self.measured: list[at.Config] = []
         self.retimed: list[at.Config] = []
         self.compiles: list[float] = []
@@ -207,7 +207,7 @@ class SlowerAfterSearch(InProcessRunner):
     that time (wall and CPU) in its compile stage, as a loaded or throttled machine would."""
 
     def __init__(self):
-        super().__init__(loop16, (jnp.ones(4),), {}, {}, FAST)
+        super().__init__(at.Call(loop16, (jnp.ones(4),)), FAST)
         self.extra = 0
         self.slow: list[float] = []  # the compile figure of every measurement since slow_down()
 
@@ -217,7 +217,7 @@ class SlowerAfterSearch(InProcessRunner):
     def measure(self, config, **kw):
         m = super().measure(config, **kw)
         for _ in range(self.extra):
-            st = compile_config(self.fn, self.args, self.kwargs, config)
+            st = compile_config(self.call.function, self.call.args, self.call.kwargs, config)
             m = m.replace(
                 compile_s=m.compile_s + st.trace_s + st.lower_s + st.compile_s,
                 compile_cpu_s=m.compile_cpu_s + st.trace_cpu_s + st.lower_cpu_s + st.compile_cpu_s,

@@ -15,6 +15,7 @@ import pytest
 from _optuna_study import start_tuner, wait_for_running
 from _presets import ONE_ROUND_CLI
 from _repo import repo_env
+from _wait import wait_until
 
 import autotune as at
 from autotune.study import _optuna
@@ -89,8 +90,7 @@ def test_a_stopped_process_loses_its_trial_once_its_lease_runs_out(tmp_path, mon
         study = _optuna.Study(name, "sqlite:///" + storage, 1)
         try:
             assert study.reclaim_abandoned() == []  # the lease has not run out yet
-            time.sleep(4.0)
-            assert study.reclaim_abandoned() == [number]
+            assert wait_until(study.reclaim_abandoned, timeout=60, interval=0.2) == [number]  # once it has
         finally:
             study.close()
         trial = optuna.load_study(study_name=name, storage="sqlite:///" + storage).trials[number]
@@ -200,7 +200,7 @@ def _small_grid_study(tmp_path, key: str, n_trials: int):
         confirm_rounds=1,
         progress=False,
         function_key=key,
-        runner=at.InProcessRunner(fn, (jnp.ones(3),), {}, {}, {"target_s": 0.01}),
+        runner=at.InProcessRunner(at.Call(fn, (jnp.ones(3),)), {"target_s": 0.01}),
     )
     return storage, fn, options
 

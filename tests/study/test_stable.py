@@ -45,7 +45,7 @@ def burner():
 def side_by_side(fn, args, configs: list[at.Config], rounds: int = 5) -> list[Point]:
     """Points for ``configs`` from ``rounds`` interleaved rounds in one process, each a full
     measurement (compiled in that round), as confirmation takes them."""
-    runner = InProcessRunner(fn, args, {}, {}, {"target_s": 0.2})
+    runner = InProcessRunner(at.Call(fn, args), {"target_s": 0.2})
     rows: dict[at.Config, list[list[float]]] = {c: [] for c in configs}
     for r in range(rounds):
         for c in configs[r % len(configs) :] + configs[: r % len(configs)]:

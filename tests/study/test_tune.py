@@ -325,7 +325,7 @@ class CountingRunner(at.InProcessRunner):
     """A real in-process runner that counts what it was asked to measure."""
 
     def __init__(self, fn, *args):
-        super().__init__(fn, args, {}, {}, STEADY)
+        super().__init__(at.Call(fn, args), STEADY)
         self.calls = 0
 
     def measure(self, config, **kw):

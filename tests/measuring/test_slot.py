@@ -1,0 +1,64 @@
+"""autotune.measuring._slot: starting the worker when another process holds the device.
+
+On a device that admits one process (tests/fixtures/exclusive_device, as libtpu with a TPU
+chip), a worker that finds the device held by a process other than its parent waits for it
+(the holder may be about to exit) and, when it stays held, the tuner stops with one line that
+names the cause, never measuring in the parent (which traces on the CPU and would time that).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from _exclusive import exclusive_env
+from _repo import ROOT, python
+
+HOLD = "import sys, time, jax; jax.devices(); print('held', flush=True); time.sleep(float(sys.argv[1]))"
+
+
+def hold_device(env: dict[str, str], seconds: float) -> subprocess.Popen:
+    """A process that opens the device and keeps it ``seconds``; returns once it holds it."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(seconds)], env=env, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def tune(tmp_path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    study = str(ROOT / "studies" / "demo_unroll.py")
+    return python(
+        "-m", "autotune", "tune", study, "--trials", "2", "--run-seconds", "0.05",
+        "--storage", str(tmp_path / "studies.db"), "--json", env=env, timeout=600,
+    )  # fmt: skip
+
+
+def test_a_worker_waits_for_a_holder_that_exits_then_measures_on_the_device(tmp_path):
+    env = exclusive_env(tmp_path)
+    holder = hold_device(env, 4.0)
+    try:
+        started = time.monotonic()
+        r = tune(tmp_path, env)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert r.returncode == 0, r.stderr
+    assert "without isolation" not in r.stderr and "Traceback" not in r.stderr
+    assert time.monotonic() - started > 3.0  # it did wait for the holder
+    assert '"complete"' in r.stdout
+
+
+@pytest.mark.slow
+def test_a_device_held_by_another_process_stops_the_tuner_with_one_line(tmp_path):
+    env = exclusive_env(tmp_path)
+    holder = hold_device(env, 300.0)
+    try:
+        r = tune(tmp_path, env)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and "without isolation" not in r.stderr
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert "another process holds the device" in line and "fn.tune" in line

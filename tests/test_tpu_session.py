@@ -1,0 +1,43 @@
+"""scripts/tpu_session.sh, the TPU runs one device command each, tried on the CPU as its header says
+(``NO_WHEELS=1``, the venv's Python, small studies): the parts run and write where ``OUT`` says."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from _repo import ROOT, repo_env
+
+SCRIPT = ROOT / "scripts" / "tpu_session.sh"
+
+
+def session(part: str, out, **extra: str) -> subprocess.CompletedProcess:
+    env = repo_env(NO_WHEELS="1", PYTHON=sys.executable, OUT=str(out), AUTOTUNE_STUDY_SIZE="small", **extra)
+    return subprocess.run(["bash", str(SCRIPT), part], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_an_unknown_part_is_one_line_naming_the_parts(tmp_path):
+    r = session("nope", tmp_path)
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert "unknown part 'nope'" in line and "probe" in line and "bench-a" in line
+
+
+def test_the_probe_part_writes_the_cells_table(tmp_path):
+    r = session("probe", tmp_path, PROBE_ARGS="--small --calls 2")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads((tmp_path / "rnn-probe.json").read_text())["rows"]
+    assert rows and all(row["run_s"] > 0 for row in rows)
+    assert "vs u1" in (tmp_path / "rnn-probe.log").read_text()
+
+
+@pytest.mark.slow
+def test_the_check_part_tunes_a_study_in_its_worker(tmp_path):
+    r = session("check", tmp_path, TRIAL_TIMEOUT="120")
+    assert r.returncode == 0, r.stderr
+    assert "autotune tune: exit 0" in r.stdout and '"without isolation" warnings: 0' in r.stdout
+    (result,) = json.loads((tmp_path / "check.json").read_text())
+    assert result["function"] == "accel_rnn:encode" and result["trials"]
+    assert "tuning accel_rnn:encode" in (tmp_path / "check.log").read_text()
