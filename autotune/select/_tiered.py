@@ -14,7 +14,9 @@ The tiered cost of N calls (one process), :func:`tiered_cost`::
     ready = C_w                             ``competes=True``: the two compiles share one core,
                                             so the winner's compile starts after the default's
     k     = min(N, max(0, ready) / (s·r_d)) calls the default serves while the winner compiles
-    cost  = cw·C_d + rw·(k·s·r_d + (N − k)·r_w)
+    wait  = max(0, ready − N·s·r_d)         the rest of the compile, waited for at exit when the
+                                            N calls end before the winner is ready
+    cost  = cw·(C_d + wait) + rw·(k·s·r_d + (N − k)·r_w)
 
 ``C_d``, ``C_w`` are the compile costs (trace + lower + compile) of the default and the winner,
 ``r_d``, ``r_w`` their run costs per call, ``s >= 1`` the slowdown of the default's calls while a
@@ -22,12 +24,14 @@ compile runs beside them (:func:`autotune.jit._tier.measure_slowdown` measures i
 the compile takes a core from the program's threads). The winner's compile CPU is charged only
 through ``s`` and ``ready``: on a machine with a core to spare it costs the program nothing
 else; ``competes=True`` is the one-core case, where it delays the winner by the default's compile.
-When N calls finish before the winner is ready (``k = N``) the program never waits for it: the
-background compile is abandoned at exit.
+When N calls finish before the winner is ready (``k = N``) the process waits at exit for the
+compile under way (`autotune.jit._tier`: on CPython a daemon thread still inside XLA when the
+interpreter finalizes aborts the process), so a short run pays the winner's whole compile, as
+compiling it up front would, without the winner's faster calls.
 
-Tier-up never costs more than the default plus the slowdown (``k <= N``), and never more than the
-winner compiled up front plus ``(s − 1)·k·r_d`` (the calls it serves are ones the up-front compile
-would have spent waiting).
+Tier-up never costs more than the winner compiled up front plus ``(s − 1)·k·r_d`` (the calls it
+serves are ones the up-front compile would have spent waiting) and the default's calls in place
+of the winner's while it compiles; at many calls it approaches the winner's cost.
 """
 
 from __future__ import annotations
@@ -51,9 +55,11 @@ MIN_RATIO = 2.0
 """A winner qualifies for tier-up when its compile costs at least this many times the default's..."""
 MIN_SECONDS = 0.05
 """...and at least this many seconds more: below it a background thread costs more than it saves."""
-DEFAULT_SLOWDOWN = 1.05
-"""``s`` where none was measured: the slowdown of the default's calls beside a compile on the CPU
-(``python -m benchmarks.e2e --tier-up`` measures it; pass a measured figure where it matters)."""
+DEFAULT_SLOWDOWN = 1.6
+"""``s`` where none was measured: the slowdown of the default's calls beside a compile when the
+two share the CPU's cores, as measured on a 2-core host (docs/results/tier-up.md; ``python -m
+benchmarks.e2e --tier-up`` measures it again). Pessimistic where the calls run on an accelerator
+and the compile on spare host cores; pass a measured figure where it matters."""
 
 
 def qualifies(default_compile_s: float, winner_compile_s: float) -> bool:
@@ -108,7 +114,8 @@ def tiered_figures(
         k = float(calls) if ready > 0 else 0.0
     else:
         k = min(float(calls), ready / per_call)
-    cost = compile_weight * default_compile_s + runtime_weight * (k * per_call + (calls - k) * winner_run_s)
+    wait = max(0.0, ready - calls * per_call)  # the rest of the compile, waited for at exit
+    cost = compile_weight * (default_compile_s + wait) + runtime_weight * (k * per_call + (calls - k) * winner_run_s)
     return TierFigures(cost=cost, served_by_default=k, ready_s=ready)
 
 
@@ -120,8 +127,9 @@ def tiered_cost(
     calls: float,
     **options: Any,
 ) -> float:
-    """``cw·C_d + rw·(k·s·r_d + (N − k)·r_w)``, ``k = min(N, ready / (s·r_d))``: what N calls
-    cost with the default serving until the winner, compiled beside it, is ready.
+    """``cw·(C_d + wait) + rw·(k·s·r_d + (N − k)·r_w)``, ``k = min(N, ready / (s·r_d))``: what N
+    calls cost with the default serving until the winner, compiled beside it, is ready (``wait``:
+    the rest of the compile at exit when the calls end first; the module docstring).
 
     Example::
 
@@ -139,8 +147,9 @@ def _one_process(
     (c_d, r_d), (c_w, r_w) = default, winner
     cw, rw = Fraction(objective.compile_weight), Fraction(objective.runtime_weight)
     ready, per = max(Fraction(0), c_w - c_d), s * r_d
-    if ready > 0 and (per == 0 or n < ready / per):  # the default still serves just above n
-        return cw * c_d + rw * n * per, rw * per
+    if ready > 0 and (per == 0 or n < ready / per):  # the default still serves just above n,
+        # and a process ending at n waits at exit for the rest of the compile
+        return cw * (c_d + ready - n * per) + rw * n * per, (rw - cw) * per
     k = ready / per if per > 0 else Fraction(0)
     return cw * c_d + rw * (ready + (n - k) * r_w), rw * r_w
 

@@ -38,15 +38,24 @@ def test_competing_compiles_start_the_winner_after_the_default():
     assert f.ready_s == pytest.approx(W_C) and f.served_by_default == pytest.approx(210)
 
 
-def test_few_calls_finish_on_the_default_and_never_wait():
-    assert tiered_cost(D_C, D_R, W_C, W_R, 50, slowdown=1.5) == pytest.approx(D_C + 50 * 1.5 * D_R)
-    assert tiered_cost(D_C, D_R, W_C, W_R, 0) == pytest.approx(D_C)
+def test_few_calls_finish_on_the_default_then_wait_at_exit_for_the_compile():
+    # 50 calls at 15 ms end 0.75 s into a 2 s compile: the process waits 1.25 s more at exit
+    assert tiered_cost(D_C, D_R, W_C, W_R, 50, slowdown=1.5) == pytest.approx(D_C + 50 * 1.5 * D_R + 1.25)
+    assert tiered_cost(D_C, D_R, W_C, W_R, 0) == pytest.approx(W_C)  # the whole compile, as up front
 
 
 @pytest.mark.parametrize("n", [0, 1, 10, 100, 200, 500, 10**4, 10**6])
-def test_with_no_slowdown_it_is_never_above_either_plain_cost(n):
+def test_with_no_slowdown_it_never_costs_more_than_the_winner_compiled_up_front(n):
     t = tiered_cost(D_C, D_R, W_C, W_R, n, slowdown=1.0)
-    assert t <= plain(D_C, D_R, n) + 1e-12 and t <= plain(W_C, W_R, n) + 1e-12
+    assert t <= plain(W_C, W_R, n) + 1e-12
+    if n >= 200:  # past the compile (2 s of 10 ms calls) it is below the up-front compile
+        assert t < plain(W_C, W_R, n)
+
+
+def test_the_exact_form_charges_the_exit_wait_too():
+    for n in (0, 10, 150, 200, 1000):
+        value, _ = tiered_at(Objective(), (D_C, D_R), (W_C, W_R), Fraction(n), slowdown=1.0)
+        assert float(value) == pytest.approx(tiered_cost(D_C, D_R, W_C, W_R, n, slowdown=1.0))
 
 
 def test_near_the_crossover_it_is_below_both():
