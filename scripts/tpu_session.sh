@@ -6,7 +6,9 @@
 #   bash scripts/tpu_session.sh probe    # benchmarks/tpu_rnn_probe.py: where a recurrent cell's unroll pays
 #   bash scripts/tpu_session.sh bench-a  # benchmarks/bench.py: accel_rnn, accel_tiny_scan
 #   bash scripts/tpu_session.sh bench-b  # benchmarks/bench.py: accel_bf16_layers, accel_rk4
+#   bash scripts/tpu_session.sh bench-one accel_rnn --grid-max 8   # one study; arguments after a part go to it
 #   bash scripts/tpu_session.sh e2e      # benchmarks/e2e.py: accel_rnn, whole processes
+#   bash scripts/tpu_session.sh e2e-tier # benchmarks/e2e.py --tier-up: a winner that compiles for seconds
 #   bash scripts/tpu_session.sh notebook # a process that holds the chip tunes in-process (one warning)
 #   bash scripts/tpu_session.sh xla      # benchmarks/tpu_xla_probe.py: which compile options the TPU takes
 #
@@ -28,9 +30,11 @@ TIMEOUT=${TRIAL_TIMEOUT:-60}
 bench() {
     local name=$1; shift
     "$PY" -m benchmarks.bench "$@" --final-processes 2 --rounds 2 --trial-timeout "$TIMEOUT" \
-        --json "$OUT/$name.json" --out "$OUT/$name.md" --quiet 2>&1 | tee "$OUT/$name.log"
+        --json "$OUT/$name.json" --out "$OUT/$name.md" 2>&1 | tee "$OUT/$name.log"  # progress streams: a killed part still shows where it was
 }
-case "${1:-check}" in
+part=${1:-check}
+shift $(( $# > 0 ? 1 : 0 ))  # what follows the part goes to its benchmark (bench-a --grid-max 16)
+case "$part" in
 check)
     "$PY" -c 'import platform; print("glibc", platform.libc_ver())'
     start=$(date +%s)
@@ -48,11 +52,16 @@ for r in json.load(open(sys.argv[1])):
         print("  confirmed", p.get("config"), "compile", p.get("compile_cost_s"), "run", p.get("run_cost_s"))
 PY
     ;;
-bench-a) bench tpu-a --study accel_rnn --study accel_tiny_scan ;;
-bench-b) bench tpu-b --study accel_bf16_layers --study accel_rk4 ;;
+bench-a) bench tpu-a --study accel_rnn --study accel_tiny_scan "$@" ;;
+bench-b) bench tpu-b --study accel_bf16_layers --study accel_rk4 "$@" ;;
+bench-one) study=${1:?bench-one needs a study name}; shift; bench "tpu-$study" --study "$study" "$@" ;;
 e2e)
-    "$PY" -m benchmarks.e2e --study accel_rnn --runs 3 --json "$OUT/tpu-e2e.json" --out "$OUT/tpu-e2e.md" 2>&1 \
+    "$PY" -m benchmarks.e2e --study accel_rnn --runs 3 --json "$OUT/tpu-e2e.json" --out "$OUT/tpu-e2e.md" "$@" 2>&1 \
         | tee "$OUT/tpu-e2e.log"
+    ;;
+e2e-tier)
+    "$PY" -m benchmarks.e2e --tier-up --study accel_bf16_layers --runs 2 --tier-calls 100,1000,10000 \
+        --json "$OUT/tpu-tier.json" --out "$OUT/tpu-tier.md" "$@" 2>&1 | tee "$OUT/tpu-tier.log"
     ;;
 notebook)
     # a process that holds the device (a notebook) tunes in-process: one warning, no traceback
@@ -76,7 +85,7 @@ print("warnings:", len(ours)); print(ours[0][:400] if ours else "")
 print("winner", r.best_config, f"default/best {r.default_cost / r.best_cost:.3f}", f"in {time.monotonic() - t0:.1f} s")
 PY
     ;;
-probe) timeout 150 "$PY" -m benchmarks.tpu_rnn_probe ${PROBE_ARGS:-} --json "$OUT/rnn-probe.json" 2>&1 | tee "$OUT/rnn-probe.log" ;;
+probe) timeout 150 "$PY" -m benchmarks.tpu_rnn_probe "$@" --json "$OUT/rnn-probe.json" 2>&1 | tee "$OUT/rnn-probe.log" ;;
 xla) timeout 150 "$PY" -m benchmarks.tpu_xla_probe --json "$OUT/xla-probe.json" 2>&1 | tail -20 ;;
-*) echo "tpu_session.sh: unknown part '$1' (check, probe, notebook, xla, bench-a, bench-b, e2e)" >&2; exit 2 ;;
+*) echo "tpu_session.sh: unknown part '$part' (check, probe, notebook, xla, bench-a, bench-b, bench-one NAME, e2e, e2e-tier)" >&2; exit 2 ;;
 esac

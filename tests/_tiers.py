@@ -54,7 +54,7 @@ def put_entry(cache, x, winner_compile_s=1.0, default_compile_s=0.01):
         default_cost=2.0,
         pareto=[
             {"config": FOR, "compile_cost_s": winner_compile_s, "run_cost_s": 1e-6},
-            {"config": {}, "compile_cost_s": default_compile_s, "run_cost_s": 1e-3},
+            {"config": {}, "compile_cost_s": default_compile_s, "run_cost_s": 1e-2},
         ],
         default_config={},
     )

@@ -13,20 +13,21 @@ from _repo import ROOT, repo_env
 SCRIPT = ROOT / "scripts" / "tpu_session.sh"
 
 
-def session(part: str, out, **extra: str) -> subprocess.CompletedProcess:
+def session(part: str, out, *args: str, **extra: str) -> subprocess.CompletedProcess:
     env = repo_env(NO_WHEELS="1", PYTHON=sys.executable, OUT=str(out), AUTOTUNE_STUDY_SIZE="small", **extra)
-    return subprocess.run(["bash", str(SCRIPT), part], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    cmd = ["bash", str(SCRIPT), part, *args]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_an_unknown_part_is_one_line_naming_the_parts(tmp_path):
     r = session("nope", tmp_path)
     assert r.returncode == 2
     (line,) = r.stderr.strip().splitlines()
-    assert "unknown part 'nope'" in line and "probe" in line and "bench-a" in line
+    assert "unknown part 'nope'" in line and "probe" in line and "bench-one NAME" in line
 
 
 def test_the_probe_part_writes_the_cells_table(tmp_path):
-    r = session("probe", tmp_path, PROBE_ARGS="--small --calls 2")
+    r = session("probe", tmp_path, "--small", "--calls", "2")  # the arguments after a part go to it
     assert r.returncode == 0, r.stderr
     rows = json.loads((tmp_path / "rnn-probe.json").read_text())["rows"]
     assert rows and all(row["run_s"] > 0 for row in rows)
@@ -41,3 +42,13 @@ def test_the_check_part_tunes_a_study_in_its_worker(tmp_path):
     (result,) = json.loads((tmp_path / "check.json").read_text())
     assert result["function"] == "accel_rnn:encode" and result["trials"]
     assert "tuning accel_rnn:encode" in (tmp_path / "check.log").read_text()
+
+
+@pytest.mark.slow
+def test_bench_one_runs_one_study_with_the_arguments_after_it_and_streams_its_progress(tmp_path):
+    r = session("bench-one", tmp_path, "accel_rnn", "--quick", "--grid-max", "4", TRIAL_TIMEOUT="120")
+    assert r.returncode == 0, r.stderr
+    result = json.loads((tmp_path / "tpu-accel_rnn.json").read_text())
+    assert [s["study"] for s in result["studies"]] == ["accel_rnn"]
+    assert result["settings"]["grid_max"] == 4 and not result["partial"]
+    assert "grid" in (tmp_path / "tpu-accel_rnn.log").read_text()  # the progress lines, not --quiet

@@ -21,7 +21,7 @@ import math
 import os
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -30,6 +30,10 @@ from autotune._errors import ConfigError, warn_user_once
 from autotune.jit._fn_tune import objective_of
 from autotune.program import _compat, _keys
 from autotune.program._abstract import describe, dtype_named
+
+if TYPE_CHECKING:
+    from autotune.jit._decorator import Autotuned
+    from autotune.jit._lookup import Lookup
 
 ENV_RECORD = "AUTOTUNE_RECORD"
 ENV_MAX_MB = "AUTOTUNE_RECORD_MAX_MB"
@@ -199,7 +203,7 @@ def write_values(cache: Any, arrays: list[np.ndarray], note: str | None, stem: s
 # ------------------------------------------------------------------ the decorator's hook
 
 
-def record_call(ctl: Any, args: tuple, kwargs: dict, lookup: Any) -> bool:
+def record_call(ctl: Autotuned, args: tuple, kwargs: dict, lookup: Lookup) -> bool:
     """Record this call for tuning later (the decorator's traced path calls this once per
     signature). The call is described here; the row (and value files) are written by a
     background thread, so the first call pays microseconds, not a database commit. Never
@@ -233,7 +237,7 @@ def _failed(key: str, exc: BaseException) -> None:
     )
 
 
-def _prepare(ctl: Any, args: tuple, kwargs: dict, lookup: Any, token: tuple):
+def _prepare(ctl: Autotuned, args: tuple, kwargs: dict, lookup: Lookup, token: tuple):
     """Describe the call now (values copied now: the call may donate them); return the write."""
     from autotune.cache import PendingRecord
 

@@ -4,10 +4,11 @@ A call signature whose cached winner compiles much slower than the default
 (`autotune.select._tiered.qualifies`, on the entry's stored compile costs) gets a `Slot`. The
 decision is made inside the decorator's own trace of its first call (`Tier.decides`, from
 `Autotuned._traced_under`): the one trace that looks the entry up emits the default config for
-the decorator's jit, and a daemon thread compiles the winner from the same traced program
-(replayed under the winner's config, with its XLA options: `Tier._builder`), so the function is
-traced once, as under the plain decorator. Its calls run the default until the executable is
-built; the first call after it runs the winner, and so do all later ones. A call never waits for
+the decorator's jit, and, once that first call has returned, a daemon thread compiles the
+winner from the same traced program (replayed under the winner's config, with its XLA options:
+`Tier._builder`), so the function is traced once, as under the plain decorator. Its calls run
+the default until the executable is built; the first call after it runs the winner, and so do
+all later ones. A call never waits for
 the background compile (at exit, one under way is joined: see `_join_at_exit`). A signature
 without an entry, or whose winner compiles about as fast as the default, takes the decorator's
 usual path.
@@ -27,13 +28,16 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 
 from autotune._errors import error_text, warn_user_once
 from autotune.program._jitargs import dynamic_args, jit_option_set
 from autotune.program._xla import XlaChoice, jit_options
+
+if TYPE_CHECKING:
+    from autotune.jit._decorator import Autotuned
 
 __all__ = ["Slot", "Tier", "measure_slowdown"]
 
@@ -85,7 +89,14 @@ class Slot:
         self.thread = threading.Thread(
             target=self._build, args=(build,), name=f"autotune-tier-up {tier.ctl.key}", daemon=True
         )
-        _live.add(self.thread)
+
+    def start(self) -> None:
+        """Start the background compile (once): after the first call that made the slot has
+        returned, so that call's own trace and compile do not share the CPU and the GIL with it."""
+        with self.tier.lock:
+            if self.thread.ident is not None or self.thread in _live:
+                return
+            _live.add(self.thread)
         self.thread.start()
 
     def _build(self, build: Callable[[], Any]) -> None:
@@ -145,7 +156,7 @@ class Tier:
     """The tier-up state of one `Autotuned`: per call key (`_methods._call_key`) its `Slot`, or
     None where the decorator's usual path serves it; per traced signature its `Slot` (``by_signature``)."""
 
-    def __init__(self, ctl: Any):
+    def __init__(self, ctl: Autotuned):
         self.ctl = ctl
         self.slots: dict[Any, Slot | None] = {}
         self.by_signature: dict[str, Slot] = {}
@@ -183,11 +194,15 @@ class Tier:
         local.call, local.traced, local.slot = (args, kwargs), False, None
         try:
             out = self.ctl._usual_call(args, kwargs)
-            traced, slot = local.traced, local.slot
         finally:
             local.call = None
+            if local.slot is not None:  # the default's first call is over (or failed): compile beside
+                local.slot.start()
+        traced, slot = local.traced, local.slot
         if not traced and self.by_signature:  # with nothing tiered, an untraced key has nothing to find
             slot = self._untraced(args, kwargs)
+            if slot is not None:
+                slot.start()
         if key is not None:
             with self.lock:
                 if len(self.slots) >= 1024:  # Python scalars key by value: keep it bounded
@@ -198,7 +213,8 @@ class Tier:
     def decides(self, lookup: Any, program: Any, under: XlaChoice) -> bool:
         """Inside the decorator's trace (`Autotuned._traced_under`) of a first call through
         :meth:`call`: whether this signature is tiered, so that the trace emits the default config.
-        A tiered signature's `Slot` starts here, compiling the winner from ``program``."""
+        A tiered signature's `Slot` is made here, to compile the winner from ``program`` once the
+        call has returned (:meth:`Slot.start`)."""
         local = self._local
         call = getattr(local, "call", None)
         if call is None:  # a trace of .lower(), .trace() or a re-trace: the usual config

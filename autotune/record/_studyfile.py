@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune._errors import StudyError, error_text
-from autotune.jit._decorator import controller
+from autotune.jit._decorator import Autotuned, controller
 
 
 @dataclass
@@ -160,7 +160,7 @@ def load_module(path: str):
     return module
 
 
-def _check_call(path: str, i: int, ctl: Any, args: tuple, kwargs: dict) -> None:
+def _check_call(path: str, i: int, ctl: Autotuned, args: tuple, kwargs: dict) -> None:
     """Arguments the function does not take are named before anything is traced."""
     try:
         sig = inspect.signature(ctl.fun)

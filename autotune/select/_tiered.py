@@ -8,12 +8,10 @@ what the compile costs the calls that run beside it.
 
 The tiered cost of N calls (one process), :func:`tiered_cost`::
 
-    ready = C_w − C_d                       the background compile starts with the default's
-                                            compile: the winner is ready C_w − C_d after the
-                                            default's first call can run (0 when C_w <= C_d)
-    ready = C_w                             ``competes=True``: the two compiles share one core,
-                                            so the winner's compile starts after the default's
-    k     = min(N, max(0, ready) / (s·r_d)) calls the default serves while the winner compiles
+    ready = C_w                             the background compile starts when the default's
+                                            first call has returned (so that call runs as fast
+                                            as under ``jax.jit``): the winner is ready C_w later
+    k     = min(N, ready / (s·r_d))         calls the default serves while the winner compiles
     wait  = max(0, ready − N·s·r_d)         the rest of the compile, waited for at exit when the
                                             N calls end before the winner is ready
     cost  = cw·(C_d + wait) + rw·(k·s·r_d + (N − k)·r_w)
@@ -22,16 +20,16 @@ The tiered cost of N calls (one process), :func:`tiered_cost`::
 ``r_d``, ``r_w`` their run costs per call, ``s >= 1`` the slowdown of the default's calls while a
 compile runs beside them (:func:`autotune.jit._tier.measure_slowdown` measures it; on the CPU
 the compile takes a core from the program's threads). The winner's compile CPU is charged only
-through ``s`` and ``ready``: on a machine with a core to spare it costs the program nothing
-else; ``competes=True`` is the one-core case, where it delays the winner by the default's compile.
+through ``s`` and ``ready``: on a machine with a core to spare it costs the program nothing else.
 When N calls finish before the winner is ready (``k = N``) the process waits at exit for the
 compile under way (`autotune.jit._tier`: on CPython a daemon thread still inside XLA when the
 interpreter finalizes aborts the process), so a short run pays the winner's whole compile, as
 compiling it up front would, without the winner's faster calls.
 
-Tier-up never costs more than the winner compiled up front plus ``(s − 1)·k·r_d`` (the calls it
-serves are ones the up-front compile would have spent waiting) and the default's calls in place
-of the winner's while it compiles; at many calls it approaches the winner's cost.
+Tier-up never costs more than the winner compiled up front plus the default's compile and
+``(s − 1)·k·r_d`` (the calls it serves are ones the up-front compile would have spent waiting);
+at many calls it approaches the winner's cost, and near the crossover of the two configs' own
+costs it is below both.
 """
 
 from __future__ import annotations
@@ -72,7 +70,7 @@ def qualifies(default_compile_s: float, winner_compile_s: float) -> bool:
 @dataclass(frozen=True)
 class TierFigures:
     """One tiered run of N calls: ``cost`` (:func:`tiered_cost`), ``served_by_default`` (k), and
-    ``ready_s``, when the winner takes over, counted from the default's first call."""
+    ``ready_s``, when the winner takes over, counted from the end of the default's first call."""
 
     cost: float
     served_by_default: float
@@ -90,7 +88,6 @@ def tiered_figures(
     calls: float,
     *,
     slowdown: float = DEFAULT_SLOWDOWN,
-    competes: bool = False,
     compile_weight: float = 1.0,
     runtime_weight: float = 1.0,
 ) -> TierFigures:
@@ -106,7 +103,7 @@ def tiered_figures(
             raise ValueError(f"tiered_cost: {name}={value!r} must be >= 0.")
     if not slowdown >= 1:
         raise ValueError(f"tiered_cost: slowdown={slowdown!r} must be >= 1 (a compile beside never speeds calls up).")
-    ready = winner_compile_s if competes else max(0.0, winner_compile_s - default_compile_s)
+    ready = winner_compile_s
     per_call = slowdown * default_run_s
     if calls == 0:
         k = 0.0
@@ -133,8 +130,8 @@ def tiered_cost(
 
     Example::
 
-        >>> round(tiered_cost(0.1, 0.01, 2.1, 0.001, calls=1000, slowdown=1.0), 6)  # k = 200 calls
-        2.9
+        >>> round(tiered_cost(0.1, 0.01, 2.1, 0.001, calls=1000, slowdown=1.0), 6)  # k = 210 calls
+        2.99
     """
     return tiered_figures(default_compile_s, default_run_s, winner_compile_s, winner_run_s, calls, **options).cost
 
@@ -146,7 +143,7 @@ def _one_process(
     ``(compile, run)`` of the default and of the winner."""
     (c_d, r_d), (c_w, r_w) = default, winner
     cw, rw = Fraction(objective.compile_weight), Fraction(objective.runtime_weight)
-    ready, per = max(Fraction(0), c_w - c_d), s * r_d
+    ready, per = c_w, s * r_d
     if ready > 0 and (per == 0 or n < ready / per):  # the default still serves just above n,
         # and a process ending at n waits at exit for the rest of the compile
         return cw * (c_d + ready - n * per) + rw * n * per, (rw - cw) * per
@@ -167,7 +164,7 @@ def tiered_at(
     takes it: ``(cost at n calls per process, its slope just above n)``, in exact arithmetic.
 
     ``default`` and ``winner`` are ``(compile_cost_s, run_cost_s)``; the first process pays the
-    module's formula (``competes=False``), every later one (``objective.processes``) the same with
+    module's formula, every later one (``objective.processes``) the same with
     each config's ``loads`` (``load_cost_s``) for its compile when the objective has JAX's
     compilation cache on and the load is known, else its compile again (:meth:`Objective.line`).
 
@@ -175,7 +172,7 @@ def tiered_at(
 
         >>> from autotune.select._objective import Objective
         >>> [float(x) for x in tiered_at(Objective(), (0.1, 0.01), (2.1, 0.001), Fraction(1000), slowdown=1.0)]
-        [2.9, 0.001]
+        [2.99, 0.001]
     """
     s = Fraction(slowdown)
     (c_d, r_d), (c_w, r_w) = (tuple(Fraction(x) for x in pair) for pair in (default, winner))

@@ -126,7 +126,7 @@ def test_static_arguments_are_left_out_of_the_winner_call(tmp_path, hook):
         measurements={}, objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
         cost=1.0, default_cost=2.0, default_config={},
         pareto=[{"config": FOR, "compile_cost_s": 1.0, "run_cost_s": 1e-6},
-                {"config": {}, "compile_cost_s": 0.01, "run_cost_s": 1e-3}],
+                {"config": {}, "compile_cost_s": 0.01, "run_cost_s": 1e-2}],
     )  # fmt: skip
     with at.Cache(str(path)) as c:
         c.put(entry)
@@ -175,3 +175,24 @@ def test_the_process_exits_cleanly_while_the_winner_compiles(tmp_path, script):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "exiting True" in done.stdout
     assert "Traceback" not in done.stderr and "Fatal" not in done.stderr
+
+
+def test_the_winner_compiles_only_after_the_first_call_has_returned(tmp_path, monkeypatch):
+    """The first call traces and compiles the default alone (as fast as under ``jax.jit``): the
+    slot made inside its trace starts its background compile only once that call is over."""
+    path, x = tmp_path / "c.db", jnp.arange(4.0)
+    put_entry(path, x)
+    fn = make(path)
+    during: list[bool] = []
+    decides = _tier.Tier.decides
+
+    def spy(self, *args):
+        tiered = decides(self, *args)
+        during.append(tiered and self._local.slot.thread.ident is not None)  # started inside the trace?
+        return tiered
+
+    monkeypatch.setattr(_tier.Tier, "decides", spy)
+    np.testing.assert_allclose(fn(x), reference(x), rtol=1e-6)
+    slot = fn._tier.slot_for(x)
+    assert during == [False] and slot is not None and slot.thread.ident is not None
+    assert slot.wait(60) and slot.state == "winner"
