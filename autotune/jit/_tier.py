@@ -4,8 +4,8 @@ A call signature whose cached winner compiles much slower than the default
 (`autotune.select._tiered.qualifies`, on the entry's stored compile costs) gets a `Slot`. The
 decision is made inside the decorator's own trace of its first call (`Tier.decides`, from
 `Autotuned._traced_under`): the one trace that looks the entry up emits the default config for
-the decorator's jit, and, once that first call has returned, a daemon thread compiles the
-winner from the same traced program (replayed under the winner's config, with its XLA options:
+the decorator's jit, and a daemon thread at the lowest CPU priority compiles the winner from the
+same traced program (replayed under the winner's config, with its XLA options:
 `Tier._builder`), so the function is traced once, as under the plain decorator. Its calls run
 the default until the executable is built; the first call after it runs the winner, and so do
 all later ones. A call never waits for
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import os
 import statistics
 import threading
 import time
@@ -91,8 +92,7 @@ class Slot:
         )
 
     def start(self) -> None:
-        """Start the background compile (once): after the first call that made the slot has
-        returned, so that call's own trace and compile do not share the CPU and the GIL with it."""
+        """Start the background compile (once)."""
         with self.tier.lock:
             if self.thread.ident is not None or self.thread in _live:
                 return
@@ -100,6 +100,7 @@ class Slot:
         self.thread.start()
 
     def _build(self, build: Callable[[], Any]) -> None:
+        _lowest_priority()  # on a busy host the first call's own compile and the calls keep the cores
         try:
             if before_compile is not None:
                 before_compile(self)
@@ -196,8 +197,6 @@ class Tier:
             out = self.ctl._usual_call(args, kwargs)
         finally:
             local.call = None
-            if local.slot is not None:  # the default's first call is over (or failed): compile beside
-                local.slot.start()
         traced, slot = local.traced, local.slot
         if not traced and self.by_signature:  # with nothing tiered, an untraced key has nothing to find
             slot = self._untraced(args, kwargs)
@@ -213,8 +212,7 @@ class Tier:
     def decides(self, lookup: Any, program: Any, under: XlaChoice) -> bool:
         """Inside the decorator's trace (`Autotuned._traced_under`) of a first call through
         :meth:`call`: whether this signature is tiered, so that the trace emits the default config.
-        A tiered signature's `Slot` is made here, to compile the winner from ``program`` once the
-        call has returned (:meth:`Slot.start`)."""
+        A tiered signature's `Slot` starts here, compiling the winner from ``program``."""
         local = self._local
         call = getattr(local, "call", None)
         if call is None:  # a trace of .lower(), .trace() or a re-trace: the usual config
@@ -232,6 +230,7 @@ class Tier:
         except Exception:  # noqa: BLE001 - tier-up is ours: the usual path serves and reports
             return False
         local.slot = slot
+        slot.start()  # beside the default's compile, which this trace goes on to
         return True
 
     def _builder(self, program: Any, config: Any, args: tuple, kwargs: dict) -> Callable[[], Any]:
@@ -283,6 +282,15 @@ class Tier:
         from autotune.jit._methods import _call_key
 
         return self.slots.get(_call_key(args, kwargs))
+
+
+def _lowest_priority() -> None:
+    """Lower the calling thread's CPU priority to the least (Linux: a thread's nice value; elsewhere
+    nothing): the background compile then takes only cores the program leaves idle."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
 
 
 def qualifying(lookup: Any) -> bool:

@@ -8,9 +8,9 @@ what the compile costs the calls that run beside it.
 
 The tiered cost of N calls (one process), :func:`tiered_cost`::
 
-    ready = C_w                             the background compile starts when the default's
-                                            first call has returned (so that call runs as fast
-                                            as under ``jax.jit``): the winner is ready C_w later
+    ready = max(0, C_w − C_d)               the background compile starts with the default's
+                                            compile: the winner is ready C_w − C_d after the
+                                            default's first call can run
     k     = min(N, ready / (s·r_d))         calls the default serves while the winner compiles
     wait  = max(0, ready − N·s·r_d)         the rest of the compile, waited for at exit when the
                                             N calls end before the winner is ready
@@ -20,14 +20,15 @@ The tiered cost of N calls (one process), :func:`tiered_cost`::
 ``r_d``, ``r_w`` their run costs per call, ``s >= 1`` the slowdown of the default's calls while a
 compile runs beside them (:func:`autotune.jit._tier.measure_slowdown` measures it; on the CPU
 the compile takes a core from the program's threads). The winner's compile CPU is charged only
-through ``s`` and ``ready``: on a machine with a core to spare it costs the program nothing else.
+through ``s`` and ``ready``: on a machine with a core to spare it costs the program nothing else
+(the thread runs at the lowest CPU priority, so on a busy one it waits for idle cores instead).
 When N calls finish before the winner is ready (``k = N``) the process waits at exit for the
 compile under way (`autotune.jit._tier`: on CPython a daemon thread still inside XLA when the
 interpreter finalizes aborts the process), so a short run pays the winner's whole compile, as
 compiling it up front would, without the winner's faster calls.
 
-Tier-up never costs more than the winner compiled up front plus the default's compile and
-``(s − 1)·k·r_d`` (the calls it serves are ones the up-front compile would have spent waiting);
+Tier-up never costs more than the winner compiled up front plus ``(s − 1)·k·r_d`` (the calls it
+serves are ones the up-front compile would have spent waiting);
 at many calls it approaches the winner's cost, and near the crossover of the two configs' own
 costs it is below both.
 """
@@ -70,7 +71,7 @@ def qualifies(default_compile_s: float, winner_compile_s: float) -> bool:
 @dataclass(frozen=True)
 class TierFigures:
     """One tiered run of N calls: ``cost`` (:func:`tiered_cost`), ``served_by_default`` (k), and
-    ``ready_s``, when the winner takes over, counted from the end of the default's first call."""
+    ``ready_s``, when the winner takes over, counted from the default's first call."""
 
     cost: float
     served_by_default: float
@@ -103,7 +104,7 @@ def tiered_figures(
             raise ValueError(f"tiered_cost: {name}={value!r} must be >= 0.")
     if not slowdown >= 1:
         raise ValueError(f"tiered_cost: slowdown={slowdown!r} must be >= 1 (a compile beside never speeds calls up).")
-    ready = winner_compile_s
+    ready = max(0.0, winner_compile_s - default_compile_s)
     per_call = slowdown * default_run_s
     if calls == 0:
         k = 0.0
@@ -130,8 +131,8 @@ def tiered_cost(
 
     Example::
 
-        >>> round(tiered_cost(0.1, 0.01, 2.1, 0.001, calls=1000, slowdown=1.0), 6)  # k = 210 calls
-        2.99
+        >>> round(tiered_cost(0.1, 0.01, 2.1, 0.001, calls=1000, slowdown=1.0), 6)  # k = 200 calls
+        2.9
     """
     return tiered_figures(default_compile_s, default_run_s, winner_compile_s, winner_run_s, calls, **options).cost
 
@@ -143,7 +144,7 @@ def _one_process(
     ``(compile, run)`` of the default and of the winner."""
     (c_d, r_d), (c_w, r_w) = default, winner
     cw, rw = Fraction(objective.compile_weight), Fraction(objective.runtime_weight)
-    ready, per = c_w, s * r_d
+    ready, per = max(Fraction(0), c_w - c_d), s * r_d
     if ready > 0 and (per == 0 or n < ready / per):  # the default still serves just above n,
         # and a process ending at n waits at exit for the rest of the compile
         return cw * (c_d + ready - n * per) + rw * n * per, (rw - cw) * per
@@ -172,7 +173,7 @@ def tiered_at(
 
         >>> from autotune.select._objective import Objective
         >>> [float(x) for x in tiered_at(Objective(), (0.1, 0.01), (2.1, 0.001), Fraction(1000), slowdown=1.0)]
-        [2.99, 0.001]
+        [2.9, 0.001]
     """
     s = Fraction(slowdown)
     (c_d, r_d), (c_w, r_w) = (tuple(Fraction(x) for x in pair) for pair in (default, winner))

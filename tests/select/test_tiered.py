@@ -22,28 +22,28 @@ def plain(c, r, n):
 
 def test_the_default_serves_until_the_winner_is_ready():
     f = tiered_figures(D_C, D_R, W_C, W_R, 1000, slowdown=1.0)
-    assert f.ready_s == pytest.approx(W_C)  # the winner's compile starts after the default's first call
-    assert f.served_by_default == pytest.approx(210)
-    assert f.cost == pytest.approx(D_C + 210 * D_R + 790 * W_R)
+    assert f.ready_s == pytest.approx(2.0)  # the winner's compile started with the default's
+    assert f.served_by_default == pytest.approx(200)
+    assert f.cost == pytest.approx(D_C + 200 * D_R + 800 * W_R)
 
 
 def test_slowdown_charges_the_calls_beside_the_compile():
     f = tiered_figures(D_C, D_R, W_C, W_R, 1000, slowdown=2.0)
-    assert f.served_by_default == pytest.approx(105)  # each call takes 20 ms beside the compile
-    assert f.cost == pytest.approx(D_C + 105 * 2 * D_R + 895 * W_R)
+    assert f.served_by_default == pytest.approx(100)  # each call takes 20 ms beside the compile
+    assert f.cost == pytest.approx(D_C + 100 * 2 * D_R + 900 * W_R)
 
 
 def test_few_calls_finish_on_the_default_then_wait_at_exit_for_the_compile():
-    # 50 calls at 15 ms end 0.75 s into a 2.1 s compile: the process waits 1.35 s more at exit
-    assert tiered_cost(D_C, D_R, W_C, W_R, 50, slowdown=1.5) == pytest.approx(D_C + 50 * 1.5 * D_R + 1.35)
-    assert tiered_cost(D_C, D_R, W_C, W_R, 0) == pytest.approx(D_C + W_C)  # both compiles, one after the other
+    # 50 calls at 15 ms end 0.75 s into the 2 s left of the compile: the process waits 1.25 s at exit
+    assert tiered_cost(D_C, D_R, W_C, W_R, 50, slowdown=1.5) == pytest.approx(D_C + 50 * 1.5 * D_R + 1.25)
+    assert tiered_cost(D_C, D_R, W_C, W_R, 0) == pytest.approx(W_C)  # the whole compile, as up front
 
 
 @pytest.mark.parametrize("n", [0, 1, 10, 100, 200, 500, 10**4, 10**6])
-def test_with_no_slowdown_it_never_costs_more_than_the_winner_compiled_up_front_plus_the_default(n):
+def test_with_no_slowdown_it_never_costs_more_than_the_winner_compiled_up_front(n):
     t = tiered_cost(D_C, D_R, W_C, W_R, n, slowdown=1.0)
-    assert t <= plain(W_C, W_R, n) + D_C + 1e-12
-    if n >= 300:  # well past the compile (2.1 s of 10 ms calls) it is below the up-front compile
+    assert t <= plain(W_C, W_R, n) + 1e-12
+    if n >= 200:  # past the compile (2 s of 10 ms calls) it is below the up-front compile
         assert t < plain(W_C, W_R, n)
 
 
@@ -61,7 +61,7 @@ def test_near_the_crossover_it_is_below_both():
 
 def test_weights_apply_to_compile_and_calls():
     t = tiered_cost(D_C, D_R, W_C, W_R, 1000, slowdown=1.0, compile_weight=2.0, runtime_weight=3.0)
-    assert t == pytest.approx(2 * D_C + 3 * (210 * D_R + 790 * W_R))
+    assert t == pytest.approx(2 * D_C + 3 * (200 * D_R + 800 * W_R))
 
 
 def test_bad_figures_are_refused():
