@@ -4,11 +4,10 @@ A call signature whose cached winner compiles much slower than the default
 (`autotune.select._tiered.qualifies`, on the entry's stored compile costs) gets a `Slot`. The
 decision is made inside the decorator's own trace of its first call (`Tier.decides`, from
 `Autotuned._traced_under`): the one trace that looks the entry up emits the default config for
-the decorator's jit, and a daemon thread at the lowest CPU priority compiles the winner from the
-same traced program (replayed under the winner's config, with its XLA options:
-`Tier._builder`), so the function is traced once, as under the plain decorator. Its calls run
-the default until the executable is built; the first call after it runs the winner, and so do
-all later ones. A call never waits for
+the decorator's jit, and a daemon thread compiles the winner from the same traced program
+(replayed under the winner's config, with its XLA options: `Tier._builder`), so the function is
+traced once, as under the plain decorator. Its calls run the default until the executable is
+built; the first call after it runs the winner, and so do all later ones. A call never waits for
 the background compile (at exit, one under way is joined: see `_join_at_exit`). A signature
 without an entry, or whose winner compiles about as fast as the default, takes the decorator's
 usual path.
@@ -24,7 +23,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import os
 import statistics
 import threading
 import time
@@ -100,7 +98,6 @@ class Slot:
         self.thread.start()
 
     def _build(self, build: Callable[[], Any]) -> None:
-        _lowest_priority()  # on a busy host the first call's own compile and the calls keep the cores
         try:
             if before_compile is not None:
                 before_compile(self)
@@ -282,15 +279,6 @@ class Tier:
         from autotune.jit._methods import _call_key
 
         return self.slots.get(_call_key(args, kwargs))
-
-
-def _lowest_priority() -> None:
-    """Lower the calling thread's CPU priority to the least (Linux: a thread's nice value; elsewhere
-    nothing): the background compile then takes only cores the program leaves idle."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-    except (AttributeError, OSError):
-        pass
 
 
 def qualifying(lookup: Any) -> bool:

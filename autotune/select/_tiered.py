@@ -20,8 +20,9 @@ The tiered cost of N calls (one process), :func:`tiered_cost`::
 ``r_d``, ``r_w`` their run costs per call, ``s >= 1`` the slowdown of the default's calls while a
 compile runs beside them (:func:`autotune.jit._tier.measure_slowdown` measures it; on the CPU
 the compile takes a core from the program's threads). The winner's compile CPU is charged only
-through ``s`` and ``ready``: on a machine with a core to spare it costs the program nothing else
-(the thread runs at the lowest CPU priority, so on a busy one it waits for idle cores instead).
+through ``s`` and ``ready``: on a machine with a core to spare it costs the program nothing else.
+The compile thread keeps its normal priority: at the lowest, a program whose calls keep every
+core busy starves it, and the faster winner arrives later.
 When N calls finish before the winner is ready (``k = N``) the process waits at exit for the
 compile under way (`autotune.jit._tier`: on CPython a daemon thread still inside XLA when the
 interpreter finalizes aborts the process), so a short run pays the winner's whole compile, as

@@ -6,7 +6,6 @@ held by the `_tier.before_compile` hook, never by a wall-clock bound."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -176,19 +175,3 @@ def test_the_process_exits_cleanly_while_the_winner_compiles(tmp_path, script):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "exiting True" in done.stdout
     assert "Traceback" not in done.stderr and "Fatal" not in done.stderr
-
-
-def test_the_winner_compiles_on_a_thread_at_the_lowest_cpu_priority(tmp_path, hook):
-    """The background compile takes only the cores the program leaves idle (Linux: the thread's
-    nice value is 19), so on a busy host the first call's own compile and the calls keep theirs."""
-    if not hasattr(os, "getpriority") or not os.path.isdir("/proc/self/task"):
-        pytest.skip("per-thread priorities are read on Linux")
-    path, x = tmp_path / "c.db", jnp.arange(4.0)
-    put_entry(path, x)
-    fn = make(path)
-    seen: list[int] = []
-    hook(lambda slot: seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
-    np.testing.assert_allclose(fn(x), reference(x), rtol=1e-6)
-    slot = fn._tier.slot_for(x)
-    assert slot is not None and slot.wait(60) and slot.state == "winner"
-    assert seen == [19] and os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) < 19  # not the caller's
