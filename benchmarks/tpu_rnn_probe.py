@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
+
+from benchmarks.tpu_xla_probe import steady_run_s
 
 SHAPES = (
     (256, 16, 256, 512),  # the study's full size before this probe
@@ -59,22 +60,6 @@ def inputs(steps: int, batch: int, d_in: int, hidden: int):
     return params, jax.random.normal(k3, (steps, batch, d_in))
 
 
-def steady_s(compiled, args, calls: int, rounds: int = 5) -> float:
-    """Median over rounds of seconds per call, ``calls`` dispatched back to back per round."""
-    import jax
-
-    jax.block_until_ready(compiled(*args))
-    samples = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        out = None
-        for _ in range(calls):
-            out = compiled(*args)
-        jax.block_until_ready(out)
-        samples.append((time.perf_counter() - t0) / calls)
-    return statistics.median(samples)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", action="store_true", help="CPU-sized shapes")
@@ -97,7 +82,7 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             compiled = fn.lower(*call_args).compile()
             compile_s = time.perf_counter() - t0
-            run_s = steady_s(compiled, call_args, args.calls)
+            run_s = steady_run_s(compiled, call_args, args.calls)
             base = base or run_s
             rows.append({"shape": list(shape), "unroll": unroll, "compile_s": compile_s, "run_s": run_s})
             print(

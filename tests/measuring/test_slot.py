@@ -8,9 +8,11 @@ names the cause, never measuring in the parent (which traces on the CPU and woul
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 from _exclusive import exclusive_env
@@ -19,11 +21,17 @@ from _repo import ROOT, python
 HOLD = "import sys, time, jax; jax.devices(); print('held', flush=True); time.sleep(float(sys.argv[1]))"
 
 
-def hold_device(env: dict[str, str], seconds: float) -> subprocess.Popen:
-    """A process that opens the device and keeps it ``seconds``; returns once it holds it."""
+@contextlib.contextmanager
+def device_held(env: dict[str, str], seconds: float) -> Iterator[None]:
+    """A process that opens the device and keeps it ``seconds`` (killed at the end of the block);
+    the block starts once it holds it."""
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(seconds)], env=env, stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
-    return holder
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def tune(tmp_path, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -36,13 +44,9 @@ def tune(tmp_path, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 def test_a_worker_waits_for_a_holder_that_exits_then_measures_on_the_device(tmp_path):
     env = exclusive_env(tmp_path)
-    holder = hold_device(env, 4.0)
-    try:
+    with device_held(env, 4.0):
         started = time.monotonic()
         r = tune(tmp_path, env)
-    finally:
-        holder.kill()
-        holder.wait()
     assert r.returncode == 0, r.stderr
     assert "without isolation" not in r.stderr and "Traceback" not in r.stderr
     assert time.monotonic() - started > 3.0  # it did wait for the holder
@@ -52,12 +56,8 @@ def test_a_worker_waits_for_a_holder_that_exits_then_measures_on_the_device(tmp_
 @pytest.mark.slow
 def test_a_device_held_by_another_process_stops_the_tuner_with_one_line(tmp_path):
     env = exclusive_env(tmp_path)
-    holder = hold_device(env, 300.0)
-    try:
+    with device_held(env, 300.0):
         r = tune(tmp_path, env)
-    finally:
-        holder.kill()
-        holder.wait()
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr and "without isolation" not in r.stderr
     (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
