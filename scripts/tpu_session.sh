@@ -4,11 +4,13 @@
 #
 #   bash scripts/tpu_session.sh check    # the chip, the wheels, one CLI study measured in its worker
 #   bash scripts/tpu_session.sh probe    # benchmarks/tpu_rnn_probe.py: where a recurrent cell's unroll pays
-#   bash scripts/tpu_session.sh bench-a  # benchmarks/bench.py: accel_rnn, accel_tiny_scan
+#   bash scripts/tpu_session.sh bench-one accel_rnn --grid-max 8   # one study, about 5 min at full size;
+#                                        # arguments after a part go to its benchmark (--xla off: one approach less)
+#   bash scripts/tpu_session.sh bench-a  # benchmarks/bench.py: accel_rnn, accel_tiny_scan (over 10 min at --grid-max 8)
 #   bash scripts/tpu_session.sh bench-b  # benchmarks/bench.py: accel_bf16_layers, accel_rk4
-#   bash scripts/tpu_session.sh bench-one accel_rnn --grid-max 8   # one study; arguments after a part go to it
-#   bash scripts/tpu_session.sh e2e      # benchmarks/e2e.py: accel_rnn, whole processes
-#   bash scripts/tpu_session.sh e2e-tier # benchmarks/e2e.py --tier-up: a winner that compiles for seconds
+#   bash scripts/tpu_session.sh e2e      # benchmarks/e2e.py: accel_tiny_scan, 20,000 calls, whole processes (~4.5 min)
+#   bash scripts/tpu_session.sh e2e-tier # benchmarks/e2e.py --tier-up: a winner that compiles for seconds (not run yet:
+#                                        # at ~20 s a TPU process, its 18 processes do not fit one command)
 #   bash scripts/tpu_session.sh notebook # a process that holds the chip tunes in-process (one warning)
 #   bash scripts/tpu_session.sh xla      # benchmarks/tpu_xla_probe.py: which compile options the TPU takes
 #
@@ -56,7 +58,9 @@ bench-a) bench tpu-a --study accel_rnn --study accel_tiny_scan "$@" ;;
 bench-b) bench tpu-b --study accel_bf16_layers --study accel_rk4 "$@" ;;
 bench-one) study=${1:?bench-one needs a study name}; shift; bench "tpu-$study" --study "$study" "$@" ;;
 e2e)
-    "$PY" -m benchmarks.e2e --study accel_rnn --runs 3 --json "$OUT/tpu-e2e.json" --out "$OUT/tpu-e2e.md" "$@" 2>&1 \
+    # A TPU process spends about 17 s starting and stopping the runtime (13-14 s to its first call): at accel_rnn's 10,000 calls the loop's
+    # 0.3 s is inside that noise, and 3 runs did not fit a command; the tiny scan's calls are a third of its process.
+    "$PY" -m benchmarks.e2e --study accel_tiny_scan --runs 2 --calls 20000 --json "$OUT/tpu-e2e.json" --out "$OUT/tpu-e2e.md" "$@" 2>&1 \
         | tee "$OUT/tpu-e2e.log"
     ;;
 e2e-tier)
