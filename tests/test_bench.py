@@ -213,6 +213,25 @@ def test_e2e_bench_smallest_mode_writes_its_table_and_json(tmp_path):
 
 
 @pytest.mark.slow
+def test_e2e_tier_up_mode_times_the_three_modes_and_the_slowdown_beside_the_winners_compile(tmp_path):
+    """benchmarks.e2e --tier-up for one study, one run, ten calls: every mode timed, the slowdown
+    measured beside the winner's real compile (`benchmarks.e2e.beside_winner`)."""
+    out_json, out_md = tmp_path / "tier.json", tmp_path / "tier.md"
+    cmd = [sys.executable, "-m", "benchmarks.e2e", "--tier-up", "--study", "lambda_returns", "--trials", "2"]
+    cmd += ["--runs", "1", "--tier-calls", "10", "--run-seconds", "0.02", "--quiet"]
+    cmd += ["--json", str(out_json), "--out", str(out_md)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=exclusive_env(tmp_path), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (st,) = json.loads(out_json.read_text())["tier_up"]
+    (row,) = st["per_calls"]
+    assert row["calls"] == 10 and all(len(row["runs"][m]) == 1 for m in ("plain", "tuned", "tiered"))
+    assert row["tiered_over_best"] > 0 and set(row["ratio"]) == {"tiered/plain", "tiered/tuned"}
+    (s,) = st["slowdown"]
+    assert s["function"] == "lambda_returns:advantages" and s["slowdown"] >= 1.0 and s["alone_s"] > 0
+    assert "| lambda_returns | 10 |" in out_md.read_text()
+
+
+@pytest.mark.slow
 def test_final_measure_runs_every_config_in_separate_fresh_processes():
     """The final judgement's samples come from K processes of their own, none of them this one,
     each measuring every config every round; the ratios are the median of per-process ratios."""

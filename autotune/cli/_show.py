@@ -104,6 +104,14 @@ def show_result(out, fn, result, *, wide: bool = False, timing: str | None = Non
         say(out, f"study {result.study_name} in {redact(result.storage)}", wide=wide)
     for note in getattr(result, "load_notes", None) or ():
         say(out, f"compilation cache: {note}", wide=wide)
+    theirs = _select.point_of(result.confirmed, result.default_config) if goal.tier_up else None
+    if theirs is not None and theirs.slowdown is not None:
+        say(
+            out,
+            f"tier-up: the default's calls ran {theirs.slowdown:.2f}x slower beside a compile (measured; "
+            "the tiered cost charges them so while the winner compiles)",
+            wide=wide,
+        )
     if goal.shared and any(p.load_measured for p in result.confirmed):
         loads = ", ".join(
             f"{names.config(p.config)} {_display.seconds(p.load_cost_s)}"

@@ -15,17 +15,15 @@ usual path.
 A background failure leaves the default running for that signature and warns once
 (RuntimeWarning). The thread is a daemon; a process that ends while the winner compiles waits
 at exit for that compile only (a daemon thread inside XLA at finalization aborts the process),
-and one not started yet is skipped. :func:`measure_slowdown` times the default's calls with and without a compile
-beside them (the ``s`` of the tiered cost, `autotune.select._tiered`).
+and one not started yet is skipped. The tiered cost's ``s`` (the default's calls beside a compile) is
+measured by the study (`autotune.study._slowdown`).
 """
 
 from __future__ import annotations
 
 import atexit
 import functools
-import statistics
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +36,7 @@ from autotune.program._xla import XlaChoice, jit_options
 if TYPE_CHECKING:
     from autotune.jit._decorator import Autotuned
 
-__all__ = ["Slot", "Tier", "measure_slowdown"]
+__all__ = ["Slot", "Tier"]
 
 _WAITING, _READY, _FAILED = "compiling", "winner", "default (winner failed)"
 
@@ -289,40 +287,3 @@ def qualifying(lookup: Any) -> bool:
     from autotune.select._tiered import entry_tiered
 
     return entry_tiered(lookup.entry, 1.0) is not None
-
-
-def measure_slowdown(
-    call: Callable[[], Any], compile_beside: Callable[[], Any], *, calls: int = 200, repeats: int = 5
-) -> dict[str, float]:
-    """The slowdown ``s`` of ``call``'s steady calls while ``compile_beside`` (a compile) runs on
-    a thread: median seconds per call alone, beside the compile, and their ratio (at least 1).
-
-    Alternates alone and beside ``repeats`` times; a beside round counts only the calls made while
-    the compile was still running (none: the round is dropped)."""
-    jax.block_until_ready(call())
-    alone: list[float] = []
-    beside: list[float] = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(calls):
-            jax.block_until_ready(call())
-        alone.append((time.perf_counter() - t) / calls)
-        done = threading.Event()
-
-        def beside_compile(done: threading.Event = done) -> None:
-            compile_beside()
-            done.set()
-
-        worker = threading.Thread(target=beside_compile, daemon=True)
-        worker.start()
-        n, t = 0, time.perf_counter()
-        while not done.is_set() and n < 100 * calls:
-            jax.block_until_ready(call())
-            n += 1
-        elapsed = time.perf_counter() - t
-        worker.join()
-        if n:
-            beside.append(elapsed / n)
-    a = statistics.median(alone)
-    b = statistics.median(beside) if beside else a
-    return {"alone_s": a, "beside_s": b, "slowdown": max(1.0, b / a) if a > 0 else 1.0}

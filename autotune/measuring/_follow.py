@@ -205,13 +205,19 @@ def request_reply(
     return event
 
 
-def retime_in(worker: WorkerProcess, rid: int, key: str, timing: dict, timeout_s: float | None) -> dict | None:
-    """Ask the worker to time config ``key``'s kept executable again: the measurement dict,
-    or None when it is not kept. Raises :class:`TrialFailed` (timeout, crash, error)."""
+def retime_in(
+    worker: WorkerProcess, rid: int, key: str, timing: dict, timeout_s: float | None, *, beside: bool = False
+) -> dict | None:
+    """Ask the worker to time config ``key``'s kept executable again (``beside``: while it compiles
+    beside the calls): the measurement dict, or None when it is not kept. Raises
+    :class:`TrialFailed` (timeout, crash, error)."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    request = {"op": Op.RETIME, "id": rid, "key": key, "timing": timing}
+    if beside:
+        request["beside"] = True
     event = request_reply(
         worker,
-        {"op": Op.RETIME, "id": rid, "key": key, "timing": timing},
+        request,
         deadline,
         "re-timing a kept executable",
         timeout_s,

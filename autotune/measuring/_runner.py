@@ -68,13 +68,14 @@ class Runner(Protocol):
         trace and lower seconds and the earlier one's other figures. Raises
         :class:`TrialFailed` for a config that fails, and
         :class:`autotune._interrupt.Interrupted` when a signal stopped the wait.
-    ``retime(config) -> Measurement | None``
+    ``retime(config, *, beside=False) -> Measurement | None``
         Time the runtime again on the executable already compiled for ``config`` (kept
         since its ``measure``: the last :data:`RECENT` configs and those named by
         ``retain``), returning a measurement with the new runtime figures and the kept
         compile figures (``outputs`` None); None when it is no longer kept (evicted, or the
         worker holding it was replaced). May raise :class:`TrialFailed` (a run that hangs
-        or crashes).
+        or crashes). With ``beside``, the calls are timed while a compile runs beside them
+        in the same process (`autotune.measuring._beside`: tier-up's slowdown).
     ``retain(configs)``
         Keep the compiled executables of these configs for ``retime``; drop the others.
     ``renew() -> bool`` (optional)
@@ -107,7 +108,7 @@ class Runner(Protocol):
         on_lowered: Callable[[str], Measurement | None] | None = None,
     ) -> Measurement: ...
 
-    def retime(self, config: Config) -> Measurement | None: ...
+    def retime(self, config: Config, *, beside: bool = False) -> Measurement | None: ...
 
     def retain(self, configs: Iterable[Config]) -> None: ...
 
@@ -217,16 +218,16 @@ class ExecutableStore:
         for program in [p for p in self._programs if p not in used]:
             del self._programs[program]
 
-    def retime(self, key: str, **timing: Any) -> Measurement | None:
-        """Time config ``key``'s kept executable again (see :meth:`Executable.retime`), as
-        measured for ``key``; None if it is not kept."""
+    def retime(self, key: str, *, beside: bool = False, **timing: Any) -> Measurement | None:
+        """Time config ``key``'s kept executable again (see :meth:`Executable.retime`; ``beside``: while
+        a compile runs beside the calls), as measured for ``key``; None if it is not kept."""
         held = self._configs.get(key)
         if held is None:
             return None
         program, m = held
         return (
             self._programs[program]
-            .retime(**timing)
+            .retime(beside=beside, **timing)
             .replace(
                 trace_s=m.trace_s,
                 lower_s=m.lower_s,
@@ -364,9 +365,9 @@ class InProcessRunner:
             self.store.alias(config.to_json(), m)
         return m
 
-    def retime(self, config: Config | dict | None) -> Measurement | None:
+    def retime(self, config: Config | dict | None, *, beside: bool = False) -> Measurement | None:
         _interrupt.check()
-        return self.store.retime(Config.from_dict(config).to_json(), **self.timing)
+        return self.store.retime(Config.from_dict(config).to_json(), beside=beside, **self.timing)
 
     def start(self) -> None:
         """Nothing to start in this process (the worker runner starts its process here)."""

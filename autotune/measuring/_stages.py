@@ -250,10 +250,17 @@ class Executable:
     donating: bool
     measurement: Measurement
 
-    def retime(self, **timing: Any) -> Measurement:
+    def retime(self, *, beside: bool = False, **timing: Any) -> Measurement:
         """Time the runtime again (``timing`` as :func:`time_calls` takes it, its mode included): the
-        new runtime figures and the mode they were charged in, the kept compile figures."""
-        t = time_compiled(self.compiled, self.args, self.kwargs, donating=self.donating, **timing)
+        new runtime figures and the mode they were charged in, the kept compile figures. With
+        ``beside``, while a thread compiles a stand-in program (`autotune.measuring._beside`)."""
+        if beside:
+            from autotune.measuring._beside import compiling
+
+            with compiling():
+                t = time_compiled(self.compiled, self.args, self.kwargs, donating=self.donating, **timing)
+        else:
+            t = time_compiled(self.compiled, self.args, self.kwargs, donating=self.donating, **timing)
         return self.measurement.replace(
             run_s=t.run_s, run_iqr_s=t.iqr_s, reps=t.reps, run_p10_s=t.p10_s, timing=t.mode, outputs=None
         )

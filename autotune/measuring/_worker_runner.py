@@ -227,15 +227,16 @@ class WorkerRunner(ExportHost):
                     raise
         return self._in_process().measure(config, compile_budget_s=compile_budget_s, on_lowered=on_lowered)
 
-    def retime(self, config: Config | dict | None) -> Measurement | None:
+    def retime(self, config: Config | dict | None, *, beside: bool = False) -> Measurement | None:
         """Time the runtime again on ``config``'s executable kept in the warm worker (one a
         builder compiled for it is loaded where the worker lacks it); None when it is gone
-        (evicted, or the worker was replaced)."""
+        (evicted, or the worker was replaced). ``beside``: while the worker compiles beside the
+        calls (`autotune.measuring._beside`)."""
         if self._closed:
             raise StudyError("This WorkerRunner is closed.")
         config = Config.from_dict(config)
         if self.fallback_reason is not None:
-            return self._in_process().retime(config)
+            return self._in_process().retime(config, beside=beside)
         worker = self._worker
         held = worker is not None and worker.alive() and worker.loaded
         if not held and config.to_json() not in self._built:
@@ -246,9 +247,19 @@ class WorkerRunner(ExportHost):
                 m = None
                 if held:
                     self._trial_id += 1
-                    m = retime_in(worker, self._trial_id, config.to_json(), self.timing, self.trial_timeout)
+                    m = retime_in(
+                        worker, self._trial_id, config.to_json(), self.timing, self.trial_timeout, beside=beside
+                    )
                 if m is None:
-                    return self._retime_built(config)
+                    loaded = self._retime_built(config)  # the builder's executable, now kept in the worker
+                    if not beside or loaded is None or self._worker is None:
+                        return loaded
+                    self._trial_id += 1
+                    m = retime_in(
+                        self._worker, self._trial_id, config.to_json(), self.timing, self.trial_timeout, beside=True
+                    )
+                    if m is None:
+                        return None
             except _FellBack:
                 return None
             except (TrialFailed, StudyError):

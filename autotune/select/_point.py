@@ -65,6 +65,9 @@ class Point:
             (:attr:`Measurement.load_charged_s`; taken from ``measurement`` when not given);
             None when unknown (an older entry): then a later process is charged the compile again.
         load_measured: ``load_cost_s`` was measured (a real load from a cache), not estimated.
+        slowdown: on the default's point of a study tuned for tier-up, the measured slowdown ``s``
+            of its calls while a compile runs beside them (`autotune.study._slowdown`; the tiered
+            cost's ``s``); None when not measured (then ``DEFAULT_SLOWDOWN`` is charged).
 
     Example::
 
@@ -85,6 +88,7 @@ class Point:
     measurement: Measurement | None = field(default=None, compare=False, repr=False)
     load_cost_s: float | None = None
     load_measured: bool = False
+    slowdown: float | None = None
 
     def __post_init__(self):
         if not isinstance(self.config, Config):
@@ -98,6 +102,14 @@ class Point:
             object.__setattr__(self, "load_measured", self.measurement.load_cost_s is not None)
         if self.load_cost_s is not None:
             object.__setattr__(self, "load_cost_s", _seconds("load_cost_s", self.load_cost_s))
+        if self.slowdown is not None:
+            try:
+                s = float(self.slowdown)
+            except (TypeError, ValueError):
+                s = math.nan
+            if not (math.isfinite(s) and s >= 1):
+                raise ValueError(f"A point's slowdown={self.slowdown!r} must be a finite number >= 1.")
+            object.__setattr__(self, "slowdown", s)
 
     def holds(self, config: Config) -> bool:
         """Whether ``config`` is this point's config or one that lowered to its program."""
@@ -126,6 +138,8 @@ class Point:
             out["load_cost_s"] = self.load_cost_s
         if self.load_measured:
             out["load_measured"] = True
+        if self.slowdown is not None:
+            out["slowdown"] = self.slowdown
         if self.measurement is not None:
             out["measurement"] = self.measurement.to_dict()
         return out
@@ -156,6 +170,7 @@ class Point:
             measurement=None if not m else Measurement.from_dict(m),
             load_cost_s=d.get("load_cost_s"),
             load_measured=bool(d.get("load_measured", False)),
+            slowdown=d.get("slowdown"),
         )
 
     def replace(self, **changes: Any) -> Point:

@@ -14,7 +14,7 @@ from autotune.program._config import Config
 from autotune.select._objective import Objective
 from autotune.select._point import Point
 from autotune.select._range import in_range as _in_range
-from autotune.select._tiered import qualifies, tiered_at
+from autotune.select._tiered import qualifies, slowdown_of, tiered_at
 
 SIGN_TEST_LEVEL = Fraction(1, 8)
 """How often a challenger no better than the default may, by chance alone, win the paired
@@ -67,14 +67,14 @@ class _Line:
             medians = (default.compile_cost_s, default.run_cost_s)
             pairs = theirs if len(theirs) == len(rounds) else [medians] * len(rounds)
             loads = (default.load_cost_s, point.load_cost_s)
-            self.tier = (objective, list(zip(pairs, rounds)), loads)
+            self.tier = (objective, list(zip(pairs, rounds)), loads, slowdown_of(default))
 
     def at(self, n: Fraction) -> list[tuple[Fraction, Fraction]]:
         """Each round's (cost at n, its slope just above n)."""
         if self.tier is None:
             return [(a + b * n, b) for a, b in self.lines]
-        objective, pairs, loads = self.tier
-        return [tiered_at(objective, d, w, n, loads=loads) for d, w in pairs]
+        objective, pairs, loads, slowdown = self.tier
+        return [tiered_at(objective, d, w, n, loads=loads, slowdown=slowdown) for d, w in pairs]
 
     def key(self, n: Fraction) -> tuple[Fraction, Fraction]:
         """(median cost at n, its slope just above n): comparing these orders points by

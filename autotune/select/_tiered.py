@@ -18,11 +18,12 @@ The tiered cost of N calls (one process), :func:`tiered_cost`::
 
 ``C_d``, ``C_w`` are the compile costs (trace + lower + compile) of the default and the winner,
 ``r_d``, ``r_w`` their run costs per call, ``s >= 1`` the slowdown of the default's calls while a
-compile runs beside them (:func:`autotune.jit._tier.measure_slowdown` measures it; on the CPU
-the compile takes a core from the program's threads). The winner's compile CPU is charged only
-through ``s`` and ``ready``: on a machine with a core to spare it costs the program nothing else.
-The compile thread keeps its normal priority: at the lowest, a program whose calls keep every
-core busy starves it, and the faster winner arrives later.
+compile runs beside them (measured by the study on the default's executable,
+`autotune.study._slowdown`, and kept on the default's point; on the CPU the compile takes a core
+from the program's threads, beside an accelerator it may cost the calls nothing). The winner's
+compile CPU is charged only through ``s`` and ``ready``: on a machine with a core to spare it
+costs the program nothing else. The compile thread keeps its normal priority: at the lowest, a
+program whose calls keep every core busy starves it, and the faster winner arrives later.
 When N calls finish before the winner is ready (``k = N``) the process waits at exit for the
 compile under way (`autotune.jit._tier`: on CPython a daemon thread still inside XLA when the
 interpreter finalizes aborts the process), so a short run pays the winner's whole compile, as
@@ -46,6 +47,7 @@ __all__ = [
     "MIN_SECONDS",
     "TierFigures",
     "qualifies",
+    "slowdown_of",
     "tiered_at",
     "tiered_cost",
     "tiered_figures",
@@ -56,10 +58,17 @@ MIN_RATIO = 2.0
 MIN_SECONDS = 0.05
 """...and at least this many seconds more: below it a background thread costs more than it saves."""
 DEFAULT_SLOWDOWN = 1.6
-"""``s`` where none was measured: the slowdown of the default's calls beside a compile when the
-two share the CPU's cores, as measured on a 2-core host (docs/results/tier-up.md; ``python -m
-benchmarks.e2e --tier-up`` measures it again). Pessimistic where the calls run on an accelerator
-and the compile on spare host cores; pass a measured figure where it matters."""
+"""``s`` where none was measured (a study tuned for tier-up measures it: `autotune.study._slowdown`):
+the slowdown of the default's calls beside a compile when the two share the CPU's cores, as
+measured on a 2-core host (docs/results/tier-up.md). Pessimistic where the calls run on an
+accelerator and the compile on spare host cores: an entry tuned before the study measured it."""
+
+
+def slowdown_of(default: Any) -> float:
+    """The ``s`` to charge against the default's point ``default``: its measured ``slowdown``
+    (`autotune.study._slowdown`), else :data:`DEFAULT_SLOWDOWN`."""
+    s = getattr(default, "slowdown", None)
+    return DEFAULT_SLOWDOWN if s is None else float(s)
 
 
 def qualifies(default_compile_s: float, winner_compile_s: float) -> bool:
@@ -200,6 +209,7 @@ def entry_tiered(entry: Any, calls: float, **options: Any) -> TierFigures | None
         return None
     if not qualifies(default.compile_cost_s, winner.compile_cost_s):
         return None
+    options.setdefault("slowdown", slowdown_of(default))
     return tiered_figures(
         default.compile_cost_s, default.run_cost_s, winner.compile_cost_s, winner.run_cost_s, calls, **options
     )

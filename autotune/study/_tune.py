@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,7 @@ from autotune.study._progress import Progress, wanted
 from autotune.study._propose import make_proposer
 from autotune.study._result import TuneResult
 from autotune.study._search import REFERENCE_ROUNDS, Search, Watch, record_of
+from autotune.study._slowdown import measure_slowdown
 
 DEFAULT_TRIALS = 32
 # at.tune's own keywords besides the options (for the nearest-name hint of an unknown one)
@@ -351,6 +353,11 @@ def _search_and_confirm(
                 check=latch.check,
                 whole_front=options.search == "pareto",
             )
+            if goal.tier_up:
+                bar.update(status="timing the default's calls beside a compile (tier-up)")
+                confirmed, slowdown_notes = measure_slowdown(runner, confirmed, default, goal, latch.check)
+                for note in slowdown_notes:
+                    warnings.warn(f"autotune: {note}", RuntimeWarning, stacklevel=2)
             if goal.shared:
                 from autotune.measuring._load_probe import loader
 

@@ -290,7 +290,7 @@ class Child:
 
     def retime(self, req: dict[str, Any]) -> None:
         self.phase = "run"
-        m = self.store.retime(req["key"], **dict(req.get("timing") or {}))
+        m = self.store.retime(req["key"], beside=bool(req.get("beside")), **dict(req.get("timing") or {}))
         if m is None:
             self.emit(event=Event.GONE, id=req["id"])
         else:

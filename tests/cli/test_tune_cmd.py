@@ -294,3 +294,37 @@ def test_tier_up_tunes_for_the_tiered_cost_and_best_json_reports_it(tmp_path):
     assert r.returncode == 0, r.stderr
     (entry,) = json.loads(r.stdout)
     assert entry["objective"]["tier_up"] is True and "tiered_cost" in entry
+
+
+SLOW_FOR_STUDY = """
+import jax.numpy as jnp
+import autotune as at
+
+def body(c, _):
+    for _ in range(12):  # written out 8 times (`for`), it compiles several times longer than the scan
+        c = jnp.sin(c) * 0.9 + 0.1 * jnp.cos(c * 1.1)
+    return c, None
+
+@at.autotuned(expected_calls=1000)
+def smooth(x):
+    return at.loop(body, x, length=8, name="l")[0]
+
+def examples():
+    return [(smooth, (jnp.ones(8),))]
+"""
+
+
+def test_tier_up_says_the_measured_slowdown_and_json_keeps_it_on_the_defaults_point(tmp_path):
+    (tmp_path / "slow_for.py").write_text(SLOW_FOR_STUDY)
+    env = cli_env(tmp_path)
+    # the whole grid confirmed in one round, so `for` (which qualifies for tier-up) is among the points
+    args = ("tune", "slow_for.py", "--tier-up", "--confirm-top", "16", "--confirm-rounds", "1", *CLI_FAST)
+    r = run(*args, "--wide", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    (line,) = [ln for ln in r.stdout.splitlines() if "tier-up: the default's calls ran" in ln]
+    shown = float(re.search(r"ran ([0-9.]+)x slower", line).group(1))
+    r = run("best", "--json", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    (entry,) = json.loads(r.stdout)
+    (theirs,) = [p for p in entry["pareto"] if p["config"] == entry["default_config"]]
+    assert theirs["slowdown"] >= 1.0 and round(theirs["slowdown"], 2) == shown

@@ -130,3 +130,29 @@ def test_tier_up_is_kept_in_the_objectives_json_only_when_on():
     assert Objective().overridden(tier_up=True).tier_up and goal.describe() == "; tier-up"
     with pytest.raises(ConfigError, match="tier_up"):
         Objective(tier_up="yes")
+
+
+def test_the_default_points_measured_slowdown_is_the_s_the_rule_charges():
+    # r_w close to r_d: the calls the default serves while the winner compiles decide the pick.
+    # At 100 calls, s = 1 serves 20 of them (the winner is cheaper), s = 4 only 5 (the default is).
+    def pick(slowdown):
+        points = [Point(DEFAULT, 0.1, 0.01, slowdown=slowdown), Point(UNROLLED, 0.3, 0.009)]
+        return winner(points, Objective(expected_calls=100, tier_up=True), DEFAULT).config
+
+    assert pick(1.0) == UNROLLED
+    assert pick(4.0) == DEFAULT
+    assert pick(None) == UNROLLED  # DEFAULT_SLOWDOWN (1.6): 12.5 calls served
+    goal = Objective(expected_calls=100, tier_up=True)
+    d = Point(DEFAULT, 0.1, 0.01, slowdown=4.0)
+    assert tiered_cost_of(Point(UNROLLED, 0.3, 0.009), d, goal) == pytest.approx(
+        tiered_cost(0.1, 0.01, 0.3, 0.009, 100, slowdown=4.0)
+    )
+
+
+def test_a_slowdown_travels_with_the_point_and_a_bad_one_is_refused():
+    p = Point(DEFAULT, 0.1, 0.01, slowdown=1.25)
+    assert p.to_json()["slowdown"] == 1.25 and Point.from_json(p.to_json()) == p
+    assert "slowdown" not in Point(DEFAULT, 0.1, 0.01).to_json()
+    for bad in (0.5, float("nan"), "fast"):
+        with pytest.raises(ValueError, match="slowdown"):
+            Point(DEFAULT, 0.1, 0.01, slowdown=bad)

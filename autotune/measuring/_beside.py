@@ -1,0 +1,78 @@
+"""A compile running beside the calls being timed: what tier-up's background compile does to them.
+
+``retime(config, beside=True)`` (every runner) times a kept executable's calls while a thread
+compiles a stand-in program again and again (:func:`compiling`), so that a study tuned for
+``@at.autotuned(tier_up=True)`` can measure the slowdown ``s`` of the default's calls during a
+background compile (`autotune.study._slowdown`) instead of assuming one. The stand-in is a fixed
+program, not the winner: what slows the calls is a compile taking the host's cores, which any
+compile of a few tenths of a second does, and a worker fed by builders never holds the winner's
+lowered program. It compiles for the runner's own backend (a TPU worker compiles for its chip, as
+the decorator's thread would in the user's process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["compiled_beside", "compiling"]
+
+_finished = [0]  # stand-in compiles finished in this process
+
+
+def compiled_beside() -> int:
+    """How many stand-in compiles this process has finished beside timed calls (all blocks)."""
+    return _finished[0]
+
+
+def _stand_in(k: int) -> Any:
+    """The ``k``-th stand-in program, traced and lowered afresh (a new function each time: JAX
+    keeps the executable of a program it has compiled, keyed on the lowered module): a 32-step
+    scan of a small matrix body, unrolled, which compiles in about 0.1-0.5 s on a CPU or a TPU
+    host. Its trace and lower hold the GIL for a few milliseconds, as the decorator's thread
+    does when it lowers the winner."""
+    import jax
+    import jax.numpy as jnp
+
+    def stand_in(x):
+        def body(c, _):
+            return jnp.tanh(c @ c.T * (0.01 + 1e-9 * k) + c), None
+
+        return jax.lax.scan(body, x, None, length=32, unroll=32)[0]
+
+    return jax.jit(stand_in).lower(jax.ShapeDtypeStruct((64, 64), jnp.float32))
+
+
+@contextlib.contextmanager
+def compiling() -> Iterator[Callable[[], int]]:
+    """While the block runs, a thread compiles the stand-in program back to back; yields a
+    function that says how many compiles have finished. Leaving the block waits for the compile
+    under way (a daemon thread inside XLA at interpreter exit aborts the process).
+
+    Example::
+
+        >>> with compiling() as done:
+        ...     pass
+        >>> done() >= 0
+        True
+    """
+    stop, started = threading.Event(), threading.Event()
+    count = [0]
+
+    def loop() -> None:
+        started.set()
+        while not stop.is_set():
+            _stand_in(count[0]).compile()
+            count[0] += 1
+            _finished[0] += 1
+
+    thread = threading.Thread(target=loop, daemon=True, name="autotune-compile-beside")
+    thread.start()
+    started.wait()
+    try:
+        yield lambda: count[0]
+    finally:
+        stop.set()
+        thread.join()

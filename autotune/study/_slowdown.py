@@ -1,0 +1,58 @@
+"""The slowdown ``s`` of the default's calls while a compile runs beside them, measured for tier-up.
+
+A study for ``@at.autotuned(tier_up=True)`` (``Objective.tier_up``) charges a config whose compile
+qualifies against the default's the tiered cost (`autotune.select._tiered`), in which the default
+serves while the winner compiles beside it at ``s`` times its own per-call cost. ``s`` depends on
+the host (its cores, its load) and on how much CPU the calls take, so :func:`measure_slowdown`
+measures it after confirmation, on the runner that measured the study: :data:`ROUNDS` rounds,
+each timing the default's kept executable alone and then beside a compile
+(`autotune.measuring._beside`); ``s`` = median beside / median alone, at least 1. It runs only
+when some confirmed point qualifies (otherwise ``s`` decides nothing), and the figure goes on the
+default's point (`Point.slowdown`), where the winner rule, the cache and the tables read it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+from autotune.measuring._runner import Runner
+from autotune.program._config import Config
+from autotune.select import Point
+from autotune.select._objective import Objective
+from autotune.select._rule import point_of, tiers
+from autotune.select._tiered import DEFAULT_SLOWDOWN
+
+ROUNDS = 3
+"""Rounds of (alone, beside) timings of the default's executable; their medians give ``s``."""
+
+
+def measure_slowdown(
+    runner: Runner,
+    points: list[Point],
+    default: Config,
+    objective: Objective,
+    check: Callable[[], None] = lambda: None,
+) -> tuple[list[Point], list[str]]:
+    """The points with the default's point carrying the measured ``slowdown`` (the module
+    docstring), and notes for people (why it was not measured); the points unchanged when the
+    objective has no tier-up or no point qualifies."""
+    theirs = point_of(points, default)
+    if not objective.tier_up or theirs is None or not any(tiers(p, theirs, objective) for p in points):
+        return points, []
+    alone: list[float] = []
+    beside: list[float] = []
+    for _ in range(ROUNDS):
+        check()
+        a = runner.retime(theirs.config)
+        b = runner.retime(theirs.config, beside=True)
+        if a is None or b is None:
+            return points, [
+                "tier-up: the default's executable was no longer kept, so the slowdown of its calls beside "
+                f"a compile was not measured; {DEFAULT_SLOWDOWN} is charged"
+            ]
+        alone.append(a.run_cost_s)
+        beside.append(b.run_cost_s)
+    base = statistics.median(alone)
+    s = max(1.0, statistics.median(beside) / base) if base > 0 else 1.0
+    return [p.replace(slowdown=s) if p is theirs else p for p in points], []

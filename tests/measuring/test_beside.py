@@ -1,0 +1,54 @@
+"""autotune.measuring._beside and ``retime(config, beside=True)``: calls timed while a compile runs
+beside them (tier-up's slowdown), in this process and in a worker."""
+
+from __future__ import annotations
+
+import threading
+
+import jax.numpy as jnp
+from _presets import STEADY
+from _wait import wait_until
+
+import autotune as at
+from autotune.measuring import _beside
+from autotune.measuring._runner import InProcessRunner
+from autotune.measuring._worker_runner import WorkerRunner
+
+
+def loop8(x):
+    return at.loop(lambda c, _: (jnp.sin(c) * 0.5 + 1.0, None), x, length=8, name="l")[0]
+
+
+def beside_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "autotune-compile-beside"]
+
+
+def test_compiling_compiles_again_and_again_until_the_block_ends_and_leaves_no_thread():
+    with _beside.compiling() as done:
+        assert wait_until(lambda: done() >= 2, timeout=60)  # a fresh program each time: JAX keeps none
+        assert len(beside_threads()) == 1
+    assert beside_threads() == []
+
+
+def test_the_in_process_runner_times_a_kept_executable_beside_a_compile():
+    x = jnp.ones(16)
+    with InProcessRunner(at.Call(loop8, (x,)), STEADY) as runner:
+        first = runner.measure({})
+        before = _beside.compiled_beside()
+        beside = runner.retime({}, beside=True)
+        assert _beside.compiled_beside() > before  # the calls were timed while it compiled
+        assert beside is not None and beside.run_s > 0 and beside.compile_s == first.compile_s
+        alone = _beside.compiled_beside()
+        assert runner.retime({}) is not None and _beside.compiled_beside() == alone  # not without beside
+        assert runner.retime({"l": {"repr": "for"}}, beside=True) is None  # never measured: not kept
+
+
+def test_the_worker_times_its_kept_executable_beside_a_compile():
+    x = jnp.ones(16)
+    with WorkerRunner(at.Call(loop8, (x,)), STEADY, trial_timeout=60) as runner:
+        first = runner.measure({})
+        pid = runner.pid
+        beside = runner.retime({}, beside=True)
+        assert beside is not None and beside.run_s > 0 and beside.compile_s == first.compile_s
+        assert runner.pid == pid  # the same warm worker answered
+    assert beside_threads() == []  # this process compiled nothing beside
