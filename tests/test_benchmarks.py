@@ -64,3 +64,20 @@ def test_the_tpu_rnn_probe_runs_on_the_cpu_and_writes_one_row_per_shape_and_unro
     expected = [(list(s), u) for s in tpu_rnn_probe.SMALL_SHAPES for u in tpu_rnn_probe.UNROLLS]
     assert [(row["shape"], row["unroll"]) for row in rows] == expected
     assert all(row["compile_s"] > 0 and row["run_s"] > 0 for row in rows)
+
+
+def test_the_beside_benchmark_times_the_default_alone_beside_the_stand_in_and_beside_the_winners_build(tmp_path):
+    """``python -m benchmarks.beside``: one round, short timings; the shape of what it writes."""
+    import json
+
+    from _repo import python
+
+    out = tmp_path / "beside.json"
+    args = ("--study", "lambda_returns", "--rounds", "1", "--target-s", "0.01", "--json", str(out))
+    r = python("-m", "benchmarks.beside", *args, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(out.read_text())["functions"]
+    assert row["function"] == "lambda_returns:advantages"
+    assert all(v == {"repr": "for"} for v in row["config"].values()) and row["config"]
+    assert row["alone_s"] > 0 and row["stand_in"] >= 1.0 and row["winner"] >= 1.0
+    assert "| lambda_returns:advantages |" in r.stdout

@@ -1,0 +1,122 @@
+"""The slowdown of a program's calls while a compile runs beside them: the stand-in the tuner
+uses (`autotune.measuring._beside`) against the winner's own compile.
+
+For each function of a study: its default config's steady calls (dispatched back to back, one
+wait: the tuner's default timing) timed alone, beside the stand-in compiling back to back, and
+beside the winner's real compile (trace, lower and compile of ``--config``, again and again),
+interleaved for ``--rounds`` rounds in this one process; medians and the two slowdowns. The
+tuner charges the first (`autotune.study._slowdown`); the second is what tier-up's thread does.
+
+    python -m benchmarks.beside --study demo_unroll --rounds 7 --json out.json
+
+Prints a table; ``--json`` writes ``{"jax", "device", "machine", "date", "rounds",
+"functions": [{"function", "config", "alone_s", "stand_in_s", "winner_s", "stand_in",
+"winner"}]}`` (seconds per call; the last two the slowdowns).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import sys
+import threading
+from typing import Any
+
+from benchmarks._studies import study_path
+
+
+def written_out(sites: list[Any]) -> dict[str, Any]:
+    """The config that writes every site out as a Python ``for`` (the slowest to compile)."""
+    return {s.id: {"repr": "for"} for s in sites}
+
+
+def measure(fn: Any, args: tuple, kwargs: dict, config: dict[str, Any], rounds: int, target_s: float) -> dict[str, Any]:
+    import jax
+
+    import autotune as at
+    from autotune.measuring import _beside
+    from autotune.measuring._timing import time_calls
+
+    ctl = getattr(fn, "autotune", fn)
+    default = jax.jit(ctl.fun, **ctl.jit_kwargs)
+    jax.block_until_ready(default(*args, **kwargs))
+
+    def steady() -> float:
+        return time_calls(lambda: default(*args, **kwargs), target_s=target_s, mode="steady").run_s
+
+    def winner_compiles(stop: threading.Event, started: threading.Event) -> None:
+        started.set()
+        while not stop.is_set():  # a fresh function each time: nothing cached
+            jax.jit(at.with_config(ctl.fun, config), **ctl.jit_kwargs).lower(*args, **kwargs).compile()
+
+    alone: list[float] = []
+    stand_in: list[float] = []
+    winner: list[float] = []
+    for _ in range(rounds):
+        alone.append(steady())
+        with _beside.compiling():
+            stand_in.append(steady())
+        stop, started = threading.Event(), threading.Event()
+        thread = threading.Thread(target=winner_compiles, args=(stop, started), daemon=True)
+        thread.start()
+        started.wait()
+        winner.append(steady())
+        stop.set()
+        thread.join()
+    a, s, w = (statistics.median(x) for x in (alone, stand_in, winner))
+    return {
+        "function": ctl.key,
+        "config": config,
+        "alone_s": a,
+        "stand_in_s": s,
+        "winner_s": w,
+        "stand_in": max(1.0, s / a),
+        "winner": max(1.0, w / a),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--study", default="demo_unroll", help="a study under studies/ (default demo_unroll)")
+    p.add_argument("--config", help="the winner's config as JSON (default: every site written out, `for`)")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--target-s", type=float, default=0.2, help="seconds of calls per timing (default 0.2)")
+    p.add_argument("--json", help="write the results as JSON here")
+    a = p.parse_args(argv)
+    import jax
+
+    from autotune.record._studyfile import load_examples
+
+    rows = []
+    for ex in load_examples(study_path(a.study)):
+        config = json.loads(a.config) if a.config else written_out(ex.sites())
+        rows.append(measure(ex.fn, ex.args, ex.kwargs, config, a.rounds, a.target_s))
+    cols = ("function", "µs a call alone", "beside the stand-in", "beside the winner's build", "s stand-in", "s winner")
+    print("| " + " | ".join(cols) + " |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        print(
+            f"| {r['function']} | {r['alone_s'] * 1e6:.1f} | {r['stand_in_s'] * 1e6:.1f} | {r['winner_s'] * 1e6:.1f} "
+            f"| {r['stand_in']:.3f} | {r['winner']:.3f} |"
+        )
+    if a.json:
+        result = {
+            "jax": jax.__version__,
+            "device": jax.devices()[0].device_kind,
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+            "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "rounds": a.rounds,
+            "functions": rows,
+        }
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+        with open(a.json, "w") as fh:
+            fh.write(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
