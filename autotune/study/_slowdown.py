@@ -13,6 +13,7 @@ default's point (`Point.slowdown`), where the winner rule, the cache and the tab
 
 from __future__ import annotations
 
+import inspect
 import statistics
 from collections.abc import Callable
 
@@ -40,6 +41,11 @@ def measure_slowdown(
     theirs = point_of(points, default)
     if not objective.tier_up or theirs is None or not any(tiers(p, theirs, objective) for p in points):
         return points, []
+    if not _times_beside(runner):
+        return points, [
+            f"tier-up: this runner's retime() takes no beside=, so the slowdown of the default's calls beside "
+            f"a compile was not measured; {DEFAULT_SLOWDOWN} is charged"
+        ]
     alone: list[float] = []
     beside: list[float] = []
     for _ in range(ROUNDS):
@@ -56,3 +62,12 @@ def measure_slowdown(
     base = statistics.median(alone)
     s = max(1.0, statistics.median(beside) / base) if base > 0 else 1.0
     return [p.replace(slowdown=s) if p is theirs else p for p in points], []
+
+
+def _times_beside(runner: Runner) -> bool:
+    """Whether ``runner.retime`` takes ``beside`` (a runner written before it did, or one that
+    cannot compile beside its calls, does not)."""
+    try:
+        return "beside" in inspect.signature(runner.retime).parameters
+    except (TypeError, ValueError):
+        return False

@@ -75,3 +75,32 @@ def test_a_default_no_longer_kept_leaves_the_points_as_they_are_and_says_why():
     with InProcessRunner(at.Call(smooth, (jnp.ones(8),)), STEADY) as runner:  # nothing measured, nothing kept
         points, notes = measure_slowdown(runner, POINTS, DEFAULT, Objective(1000, tier_up=True))
     assert points == POINTS and len(notes) == 1 and "1.6 is charged" in notes[0]
+
+
+def test_a_runner_whose_retime_takes_no_beside_is_charged_the_default_figure_with_a_note():
+    from _fake_runner import FakeRunner
+
+    runner = FakeRunner(smooth, (jnp.ones(8),), {"l=for": (0.5, 1e-6), "*": (0.01, 1e-5)})
+    runner.measure(DEFAULT)
+    points, notes = measure_slowdown(runner, POINTS, DEFAULT, Objective(1000, tier_up=True))
+    assert points == POINTS and len(notes) == 1 and "takes no beside=" in notes[0] and "1.6 is charged" in notes[0]
+
+
+def test_a_tier_up_tune_through_such_a_runner_warns_once_and_still_picks(tmp_path):
+    from _fake_runner import FakeRunner
+
+    costs = {"l=for": (0.5, 1e-6), "*": (0.01, 1e-5)}
+    runner = FakeRunner(smooth, (jnp.ones(8),), costs)
+    options = {"sampler": "grid", "xla": False, "progress": False, "confirm_top": 16, "confirm_rounds": 1}
+    with pytest.warns(RuntimeWarning, match="takes no beside=") as caught:
+        r = at.tune(
+            smooth,
+            jnp.ones(8),
+            runner=runner,
+            storage=str(tmp_path / "studies.db"),
+            expected_calls=100_000,
+            tier_up=True,
+            **options,
+        )
+    assert len([w for w in caught if "beside" in str(w.message)]) == 1
+    assert r.best_config == FOR  # 1e-6 s a call over 100,000 calls: `for` wins, tiered or not
