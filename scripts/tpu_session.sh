@@ -4,10 +4,10 @@
 #
 #   bash scripts/tpu_session.sh check    # the chip, the wheels, one CLI study measured in its worker
 #   bash scripts/tpu_session.sh probe    # benchmarks/tpu_rnn_probe.py: where a recurrent cell's unroll pays
-#   bash scripts/tpu_session.sh bench-one accel_rnn --grid-max 8   # one study, about 5 min at full size;
-#                                        # arguments after a part go to its benchmark (--xla off: one approach less)
-#   bash scripts/tpu_session.sh bench-a  # benchmarks/bench.py: accel_rnn, accel_tiny_scan (over 10 min at --grid-max 8)
-#   bash scripts/tpu_session.sh bench-b  # benchmarks/bench.py: accel_bf16_layers, accel_rk4
+#   bash scripts/tpu_session.sh bench-one accel_rnn --grid-max 8   # benchmarks/bench.py on one study, about
+#                                        # 5 min at full size (two do not fit a command); arguments after a
+#                                        # part go to its benchmark (--xla off: one approach less). The four:
+#                                        # accel_rnn, accel_tiny_scan, accel_bf16_layers, accel_rk4
 #   bash scripts/tpu_session.sh e2e      # benchmarks/e2e.py: accel_tiny_scan, 20,000 calls, whole processes (~4.5 min)
 #   bash scripts/tpu_session.sh e2e-tier # benchmarks/e2e.py --tier-up: a winner that compiles for seconds (not run yet:
 #                                        # at ~20 s a TPU process, its 18 processes do not fit one command)
@@ -35,7 +35,7 @@ bench() {
         --json "$OUT/$name.json" --out "$OUT/$name.md" 2>&1 | tee "$OUT/$name.log"  # progress streams: a killed part still shows where it was
 }
 part=${1:-check}
-shift $(( $# > 0 ? 1 : 0 ))  # what follows the part goes to its benchmark (bench-a --grid-max 16)
+shift $(( $# > 0 ? 1 : 0 ))  # what follows the part goes to its benchmark (bench-one accel_rnn --grid-max 16)
 case "$part" in
 check)
     "$PY" -c 'import platform; print("glibc", platform.libc_ver())'
@@ -54,8 +54,6 @@ for r in json.load(open(sys.argv[1])):
         print("  confirmed", p.get("config"), "compile", p.get("compile_cost_s"), "run", p.get("run_cost_s"))
 PY
     ;;
-bench-a) bench tpu-a --study accel_rnn --study accel_tiny_scan "$@" ;;
-bench-b) bench tpu-b --study accel_bf16_layers --study accel_rk4 "$@" ;;
 bench-one) study=${1:?bench-one needs a study name}; shift; bench "tpu-$study" --study "$study" "$@" ;;
 e2e)
     # A TPU process spends about 17 s starting and stopping the runtime (13-14 s to its first call): at accel_rnn's 10,000 calls the loop's
@@ -91,5 +89,5 @@ PY
     ;;
 probe) timeout 150 "$PY" -m benchmarks.tpu_rnn_probe "$@" --json "$OUT/rnn-probe.json" 2>&1 | tee "$OUT/rnn-probe.log" ;;
 xla) timeout 150 "$PY" -m benchmarks.tpu_xla_probe --json "$OUT/xla-probe.json" 2>&1 | tail -20 ;;
-*) echo "tpu_session.sh: unknown part '$part' (check, probe, notebook, xla, bench-a, bench-b, bench-one NAME, e2e, e2e-tier)" >&2; exit 2 ;;
+*) echo "tpu_session.sh: unknown part '$part' (check, probe, notebook, xla, bench-one NAME, e2e, e2e-tier)" >&2; exit 2 ;;
 esac
