@@ -4,10 +4,11 @@
 compiles a stand-in program again and again (:func:`compiling`), so that a study tuned for
 ``@at.autotuned(tier_up=True)`` can measure the slowdown ``s`` of the default's calls during a
 background compile (`autotune.study._slowdown`) instead of assuming one. The stand-in is a fixed
-program, not the winner: what slows the calls is a compile taking the host's cores, which any
-compile of a few tenths of a second does, and a worker fed by builders never holds the winner's
-lowered program. It compiles for the runner's own backend (a TPU worker compiles for its chip, as
-the decorator's thread would in the user's process).
+program, not the winner, because a worker fed by builders never holds the winner's lowered
+program; how far its figure is from the winner's own is measured (:func:`_stand_in`). It compiles
+for the runner's own backend (a TPU worker compiles for its chip, as the decorator's thread would
+in the user's process). A stand-in that cannot compile there fails the block with
+:class:`BesideFailed` rather than time the calls alone.
 """
 
 from __future__ import annotations
@@ -17,9 +18,13 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["compiled_beside", "compiling"]
+__all__ = ["BesideFailed", "compiled_beside", "compiling"]
 
 _finished = [0]  # stand-in compiles finished in this process
+
+
+class BesideFailed(RuntimeError):
+    """The stand-in program did not compile beside the calls (the message says why)."""
 
 
 def compiled_beside() -> int:
@@ -64,13 +69,17 @@ def compiling() -> Iterator[Callable[[], int]]:
     """
     stop, started = threading.Event(), threading.Event()
     count = [0]
+    failed: list[BaseException] = []
 
     def loop() -> None:
         started.set()
-        while not stop.is_set():
-            _stand_in(count[0]).compile()
-            count[0] += 1
-            _finished[0] += 1
+        try:
+            while not stop.is_set():
+                _stand_in(count[0]).compile()
+                count[0] += 1
+                _finished[0] += 1
+        except Exception as exc:  # reported when the block ends: the calls were not timed beside a compile
+            failed.append(exc)
 
     thread = threading.Thread(target=loop, daemon=True, name="autotune-compile-beside")
     thread.start()
@@ -80,3 +89,5 @@ def compiling() -> Iterator[Callable[[], int]]:
     finally:
         stop.set()
         thread.join()
+    if failed:
+        raise BesideFailed(f"the stand-in program did not compile beside the calls: {failed[0]!r}"[:500])

@@ -17,6 +17,7 @@ import inspect
 import statistics
 from collections.abc import Callable
 
+from autotune._errors import error_text
 from autotune.measuring._runner import Runner
 from autotune.program._config import Config
 from autotune.select import Point
@@ -50,8 +51,14 @@ def measure_slowdown(
     beside: list[float] = []
     for _ in range(ROUNDS):
         check()
-        a = runner.retime(theirs.config)
-        b = runner.retime(theirs.config, beside=True)
+        try:
+            a = runner.retime(theirs.config)
+            b = runner.retime(theirs.config, beside=True)
+        except Exception as exc:  # a failed measurement of s must not fail the study (Interrupted is not caught)
+            return points, [
+                f"tier-up: timing the default's calls beside a compile failed ({error_text(exc)}); "
+                f"{DEFAULT_SLOWDOWN} is charged"
+            ]
         if a is None or b is None:
             return points, [
                 "tier-up: the default's executable was no longer kept, so the slowdown of its calls beside "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import jax.numpy as jnp
+import pytest
 from _presets import STEADY
 from _wait import wait_until
 
@@ -52,3 +53,14 @@ def test_the_worker_times_its_kept_executable_beside_a_compile():
         assert beside is not None and beside.run_s > 0 and beside.compile_s == first.compile_s
         assert runner.pid == pid  # the same warm worker answered
     assert beside_threads() == []  # this process compiled nothing beside
+
+
+def test_a_stand_in_that_cannot_compile_fails_the_block_instead_of_timing_the_calls_alone(monkeypatch):
+    def broken(k):
+        raise ValueError("no compiler here")
+
+    monkeypatch.setattr(_beside, "_stand_in", broken)
+    with pytest.raises(_beside.BesideFailed, match="no compiler here"):
+        with _beside.compiling():
+            pass
+    assert beside_threads() == []

@@ -104,3 +104,15 @@ def test_a_tier_up_tune_through_such_a_runner_warns_once_and_still_picks(tmp_pat
         )
     assert len([w for w in caught if "beside" in str(w.message)]) == 1
     assert r.best_config == FOR  # 1e-6 s a call over 100,000 calls: `for` wins, tiered or not
+
+
+def test_a_failed_timing_beside_a_compile_leaves_the_points_and_says_why(monkeypatch):
+    from autotune.measuring import _beside
+
+    def broken(k):
+        raise ValueError("no compiler here")
+
+    monkeypatch.setattr(_beside, "_stand_in", broken)
+    with measured_runner() as runner:
+        points, notes = measure_slowdown(runner, POINTS, DEFAULT, Objective(1000, tier_up=True))
+    assert points == POINTS and len(notes) == 1 and "no compiler here" in notes[0] and "1.6 is charged" in notes[0]
