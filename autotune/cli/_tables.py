@@ -307,7 +307,10 @@ def crossover_table(
     With ``goal`` (the objective), a "tiered at N" column where a listed config qualifies for
     tier-up: its tiered cost at the objective's call count (:func:`tiered_of`)."""
     if intervals is None:
-        intervals = _select.crossover_intervals(list(points), compile_weight, runtime_weight, default=default)
+        tier_up = bool(getattr(goal, "tier_up", False))
+        intervals = _select.crossover_intervals(
+            list(points), compile_weight, runtime_weight, default=default, tier_up=tier_up
+        )
     listed = _display.listed_points(points, intervals, chosen)
     tiered = [None if goal is None else tiered_of(points, p.config, default, goal) for p in listed]
     shown = any(x is not None for x in tiered)

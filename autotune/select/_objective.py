@@ -106,7 +106,8 @@ class Objective:
     def line_figures(self) -> dict[str, Any]:
         """Every figure but the call count, as :func:`autotune.select.crossover_intervals` takes them
         (the crossovers are over N)."""
-        return {k: getattr(self, k) for k in ("compile_weight", "runtime_weight", "processes", "compilation_cache")}
+        keys = ("compile_weight", "runtime_weight", "processes", "compilation_cache", "tier_up")
+        return {k: getattr(self, k) for k in keys}
 
     @property
     def shared(self) -> bool:

@@ -14,7 +14,7 @@ from autotune.program._config import Config
 from autotune.select._objective import Objective
 from autotune.select._point import Point
 from autotune.select._range import in_range as _in_range
-from autotune.select._tiered import qualifies, slowdown_of, tiered_at
+from autotune.select._tiered import qualifies, slowdown_of, tiered_at, tiered_kinks
 
 SIGN_TEST_LEVEL = Fraction(1, 8)
 """How often a challenger no better than the default may, by chance alone, win the paired
@@ -75,6 +75,25 @@ class _Line:
             return [(a + b * n, b) for a, b in self.lines]
         objective, pairs, loads, slowdown = self.tier
         return [tiered_at(objective, d, w, n, loads=loads, slowdown=slowdown) for d, w in pairs]
+
+    def pieces(self) -> tuple[list[tuple[Fraction, Fraction]], list[Fraction]]:
+        """``(lines, kinks)``: lines ``(a, b)`` (cost ``a + b·n``) that hold each round's cost
+        piecewise, and the call counts where a tiered round changes slope. A plain point's are
+        its round lines and no kinks; a tiered round is a line between two of its kinks."""
+        if self.tier is None:
+            return list(self.lines), []
+        objective, pairs, loads, slowdown = self.tier
+        lines: list[tuple[Fraction, Fraction]] = []
+        kinks: set[Fraction] = set()
+        for d, w in pairs:
+            ks = tiered_kinks(objective, d, w, loads=loads, slowdown=slowdown)
+            kinks.update(ks)
+            edges = [Fraction(0), *ks]
+            probes = [(a + b) / 2 for a, b in zip(edges, edges[1:])] + [edges[-1] + 1]
+            for n in probes:
+                value, slope = tiered_at(objective, d, w, n, loads=loads, slowdown=slowdown)
+                lines.append((value - slope * n, slope))
+        return lines, sorted(kinks)
 
     def key(self, n: Fraction) -> tuple[Fraction, Fraction]:
         """(median cost at n, its slope just above n): comparing these orders points by
@@ -263,16 +282,17 @@ def pareto_front(points: Sequence[Point | Mapping[str, Any]]) -> list[Point]:
 
 
 def _breakpoints(lines: list[_Line]) -> list[Fraction]:
-    """Every call count > 0 where two round lines (or a median of two) cross: the winner
-    can change only there."""
+    """Every call count > 0 where two round lines (or a median of two) cross, and where a tiered
+    round changes slope (:meth:`_Line.pieces`): the winner can change only there."""
     all_lines = set()
+    xs = {Fraction(0)}
     for ln in lines:
-        all_lines.update(ln.lines)
+        ls, kinks = ln.pieces()
+        all_lines.update(ls)
+        xs.update(k for k in kinks if k > 0)
         if len(ln.lines) % 2 == 0:  # an even count's median follows the mean of two lines
-            ls = ln.lines
             all_lines.update(((a + c) / 2, (b + d) / 2) for i, (a, b) in enumerate(ls) for (c, d) in ls[i + 1 :])
     ordered = sorted(all_lines)
-    xs = {Fraction(0)}
     for i, (a, b) in enumerate(ordered):
         for c, d in ordered[i + 1 :]:
             if b != d:
@@ -290,6 +310,7 @@ def crossover_intervals(
     default: Config | Mapping[str, Any] | None = None,
     processes: int = 1,
     compilation_cache: bool = False,
+    tier_up: bool = False,
 ) -> list[dict[str, Any]]:
     """The call counts for which each config is the winner: ``[from_calls, to_calls)``.
 
@@ -305,6 +326,8 @@ def crossover_intervals(
         processes, compilation_cache: the objective's processes and whether later ones load the
             executable from JAX's persistent cache (:meth:`Objective.line`; N is each process's calls).
         default: the default config (a ``Config`` or its dict), whose point the challengers must beat.
+        tier_up: with ``default``, charge a config that qualifies for tier-up its tiered cost
+            (`autotune.select._tiered`), as a study tuned for ``@at.autotuned(tier_up=True)`` does.
 
     Returns:
         ``[{"config": Config, "from_calls": a, "to_calls": b}, ...]`` ordered by call
@@ -328,14 +351,17 @@ def crossover_intervals(
         runtime_weight=runtime_weight,
         processes=processes,
         compilation_cache=compilation_cache,
+        tier_up=tier_up,
     )
-    lines = _lines(as_points(points), objective)
-    dflt = _find_default(lines, None if default is None else Config.from_dict(default))
+    chosen_default = None if default is None else Config.from_dict(default)
+    lines = _lines(as_points(points), objective, chosen_default)
+    dflt = _find_default(lines, chosen_default)
     breaks = _breakpoints(lines)
     # The winner is constant between breakpoints: judge each stretch at its midpoint, in
     # floats (fast); then check every resulting stretch exactly and redo it all exactly if
-    # floats were fooled by a near-tie.
-    for exact in (False, True):
+    # floats were fooled by a near-tie. Tiered costs are judged exactly only.
+    tiered = any(ln.tier is not None for ln in lines)
+    for exact in (True,) if tiered else (False, True):
         out: list[dict[str, Any]] = []
         current = None
         for i, x in enumerate(breaks):

@@ -51,6 +51,7 @@ __all__ = [
     "tiered_at",
     "tiered_cost",
     "tiered_figures",
+    "tiered_kinks",
 ]
 
 MIN_RATIO = 2.0
@@ -160,6 +161,27 @@ def _one_process(
         return cw * (c_d + ready - n * per) + rw * n * per, (rw - cw) * per
     k = ready / per if per > 0 else Fraction(0)
     return cw * c_d + rw * (ready + (n - k) * r_w), rw * r_w
+
+
+def tiered_kinks(
+    objective: Any,
+    default: tuple[float, float],
+    winner: tuple[float, float],
+    *,
+    loads: tuple[float | None, float | None] = (None, None),
+    slowdown: float = DEFAULT_SLOWDOWN,
+) -> list[Fraction]:
+    """The call counts where :func:`tiered_at`'s cost changes slope (the winner takes over from the
+    default: ``ready / (s·r_d)``, for the first process and for the later ones), exactly, sorted;
+    between two of them the tiered cost is a line in N."""
+    s = Fraction(slowdown)
+    (c_d, r_d), (c_w, r_w) = (tuple(Fraction(x) for x in pair) for pair in (default, winner))
+    pairs = [(c_d, c_w)]
+    if objective.processes > 1:
+        cached = objective.compilation_cache and None not in loads
+        pairs.append((Fraction(loads[0]), Fraction(loads[1])) if cached else (c_d, c_w))
+    per = s * r_d
+    return sorted({(c2 - c1) / per for c1, c2 in pairs if c2 > c1 and per > 0})
 
 
 def tiered_at(

@@ -156,3 +156,46 @@ def test_a_slowdown_travels_with_the_point_and_a_bad_one_is_refused():
     for bad in (0.5, float("nan"), "fast"):
         with pytest.raises(ValueError, match="slowdown"):
             Point(DEFAULT, 0.1, 0.01, slowdown=bad)
+
+
+def probes(intervals):
+    """Call counts inside and at the edges of every interval."""
+    out = []
+    for it in intervals:
+        a, b = it["from_calls"], it["to_calls"]
+        out += [a, a * 1.000001 + 1e-9, (a + b) / 2 if b != float("inf") else a * 2 + 10]
+    return out
+
+
+@pytest.mark.parametrize("slowdown", [None, 1.0, 3.0])
+def test_tiered_crossover_intervals_name_the_winner_the_rule_picks_at_every_call_count(slowdown):
+    from autotune.select import best_at, crossover_intervals
+
+    scan4 = Config({"l": {"repr": "scan", "unroll": 4}})
+    points = [
+        Point(DEFAULT, 0.1, 0.01, slowdown=slowdown),
+        Point(UNROLLED, 2.1, 0.001),  # qualifies: served by the default while it compiles
+        Point(scan4, 0.15, 0.006),  # does not (50 ms more): its plain line
+    ]
+    tiered = crossover_intervals(points, default=DEFAULT, tier_up=True)
+    plain = crossover_intervals(points, default=DEFAULT)
+    assert tiered != plain  # the unrolled winner takes over earlier when it need not stall
+    start = {it["config"]: it["from_calls"] for it in tiered}
+    assert start[UNROLLED] < {it["config"]: it["from_calls"] for it in plain}[UNROLLED]
+    for n in probes(tiered) + [1, 10, 100, 150, 250, 400, 1000, 1e5]:
+        goal = Objective(expected_calls=max(n, 1e-9), tier_up=True)
+        assert best_at(tiered, n) == winner(points, goal, DEFAULT).config, n
+
+
+def test_tiered_crossovers_follow_paired_rounds_too():
+    from autotune.select import best_at, crossover_intervals
+
+    points = [
+        Point(DEFAULT, 0.1, 0.01, rounds=[(0.1, 0.01), (0.11, 0.0105), (0.09, 0.0098)]),
+        Point(UNROLLED, 2.1, 0.001, rounds=[(2.0, 0.001), (2.2, 0.0011), (2.1, 0.0009)]),
+    ]
+    tiered = crossover_intervals(points, default=DEFAULT, tier_up=True)
+    assert [it["config"] for it in tiered] == [DEFAULT, UNROLLED]
+    for n in probes(tiered) + [50, 200, 300]:
+        goal = Objective(expected_calls=max(n, 1e-9), tier_up=True)
+        assert best_at(tiered, n) == winner(points, goal, DEFAULT).config, n
