@@ -442,6 +442,15 @@ def tier_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def write(a: argparse.Namespace, result: dict[str, Any], page: str) -> None:
+    """``result`` as JSON to ``--json`` and ``page`` to ``--out``, each where given."""
+    for path, text in ((a.json, json.dumps(result, indent=2)), (a.out, page)):
+        if path:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            with open(path, "w") as fh:
+                fh.write(text + "\n")
+
+
 def commit() -> str | None:
     """The checkout's commit, ``+changes`` when its working tree differs from it."""
     try:
@@ -575,11 +584,7 @@ def main(argv: list[str] | None = None) -> int:
         result["tier_up"] = [bench_tier(name, path, a, say) for name, path in scripts(a)]
         result["load_at_end"] = round(os.getloadavg()[0], 2)
         print(tier_table(result))
-        for path, text in ((a.json, json.dumps(result, indent=2)), (a.out, tier_markdown(result))):
-            if path:  # --out was ignored here before: the page was written by hand
-                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-                with open(path, "w") as fh:
-                    fh.write(text + "\n")
+        write(a, result, tier_markdown(result))
         return 0
     for name, path in scripts(a):
         try:
@@ -588,11 +593,7 @@ def main(argv: list[str] | None = None) -> int:
             say(f"{name}: skipped ({exc})")
     result["load_at_end"] = round(os.getloadavg()[0], 2)
     print(table(result))
-    for path, text in ((a.json, json.dumps(result, indent=2)), (a.out, markdown(result))):
-        if path:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            with open(path, "w") as fh:
-                fh.write(text + "\n")
+    write(a, result, markdown(result))
     return 0
 
 

@@ -13,6 +13,7 @@ load stretches the first, not the second, which the objective charges
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import time
@@ -22,6 +23,7 @@ from typing import Any
 
 import jax
 
+from autotune.measuring._beside import compiling
 from autotune.measuring._measurement import Measurement as Measurement  # the value this module produces
 from autotune.measuring._timing import Timing, check_mode, time_calls
 from autotune.program import _compat
@@ -254,12 +256,7 @@ class Executable:
         """Time the runtime again (``timing`` as :func:`time_calls` takes it, its mode included): the
         new runtime figures and the mode they were charged in, the kept compile figures. With
         ``beside``, while a thread compiles a stand-in program (`autotune.measuring._beside`)."""
-        if beside:
-            from autotune.measuring._beside import compiling
-
-            with compiling():
-                t = time_compiled(self.compiled, self.args, self.kwargs, donating=self.donating, **timing)
-        else:
+        with compiling() if beside else contextlib.nullcontext():
             t = time_compiled(self.compiled, self.args, self.kwargs, donating=self.donating, **timing)
         return self.measurement.replace(
             run_s=t.run_s, run_iqr_s=t.iqr_s, reps=t.reps, run_p10_s=t.p10_s, timing=t.mode, outputs=None

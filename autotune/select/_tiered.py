@@ -163,6 +163,20 @@ def _one_process(
     return cw * c_d + rw * (ready + (n - k) * r_w), rw * r_w
 
 
+def _compiles(
+    objective: Any, c_d: Fraction, c_w: Fraction, loads: tuple[float | None, float | None]
+) -> list[tuple[Fraction, Fraction, int]]:
+    """``(default's compile, winner's compile, how many processes pay them)``: the first process
+    compiles both; every later one (``objective.processes``) loads them from JAX's cache when the
+    objective has it on and both loads are known, else compiles again (:meth:`Objective.line`)."""
+    out = [(c_d, c_w, 1)]
+    if objective.processes > 1:
+        cached = objective.compilation_cache and None not in loads
+        again = (Fraction(loads[0]), Fraction(loads[1])) if cached else (c_d, c_w)
+        out.append((*again, objective.processes - 1))
+    return out
+
+
 def tiered_kinks(
     objective: Any,
     default: tuple[float, float],
@@ -174,14 +188,9 @@ def tiered_kinks(
     """The call counts where :func:`tiered_at`'s cost changes slope (the winner takes over from the
     default: ``ready / (s·r_d)``, for the first process and for the later ones), exactly, sorted;
     between two of them the tiered cost is a line in N."""
-    s = Fraction(slowdown)
-    (c_d, r_d), (c_w, r_w) = (tuple(Fraction(x) for x in pair) for pair in (default, winner))
-    pairs = [(c_d, c_w)]
-    if objective.processes > 1:
-        cached = objective.compilation_cache and None not in loads
-        pairs.append((Fraction(loads[0]), Fraction(loads[1])) if cached else (c_d, c_w))
-    per = s * r_d
-    return sorted({(c2 - c1) / per for c1, c2 in pairs if c2 > c1 and per > 0})
+    (c_d, r_d), (c_w, _) = (tuple(Fraction(x) for x in pair) for pair in (default, winner))
+    per = Fraction(slowdown) * r_d
+    return sorted({(c2 - c1) / per for c1, c2, _ in _compiles(objective, c_d, c_w, loads) if c2 > c1 and per > 0})
 
 
 def tiered_at(
@@ -209,12 +218,10 @@ def tiered_at(
     """
     s = Fraction(slowdown)
     (c_d, r_d), (c_w, r_w) = (tuple(Fraction(x) for x in pair) for pair in (default, winner))
-    value, slope = _one_process((c_d, r_d), (c_w, r_w), n, s, objective)
-    if objective.processes > 1:
-        cached = objective.compilation_cache and None not in loads
-        again_d, again_w = (Fraction(loads[0]), Fraction(loads[1])) if cached else (c_d, c_w)
-        v, sl = _one_process((again_d, r_d), (again_w, r_w), n, s, objective)
-        value, slope = value + (objective.processes - 1) * v, slope + (objective.processes - 1) * sl
+    value, slope = Fraction(0), Fraction(0)
+    for d, w, times in _compiles(objective, c_d, c_w, loads):
+        v, sl = _one_process((d, r_d), (w, r_w), n, s, objective)
+        value, slope = value + times * v, slope + times * sl
     return value, slope
 
 

@@ -43,10 +43,7 @@ def measure_slowdown(
     if not objective.tier_up or theirs is None or not any(tiers(p, theirs, objective) for p in points):
         return points, []
     if not _times_beside(runner):
-        return points, [
-            f"tier-up: this runner's retime() takes no beside=, so the slowdown of the default's calls beside "
-            f"a compile was not measured; {DEFAULT_SLOWDOWN} is charged"
-        ]
+        return points, [_not_measured("this runner's retime() takes no beside=")]
     alone: list[float] = []
     beside: list[float] = []
     for _ in range(ROUNDS):
@@ -55,20 +52,21 @@ def measure_slowdown(
             a = runner.retime(theirs.config)
             b = runner.retime(theirs.config, beside=True)
         except Exception as exc:  # a failed measurement of s must not fail the study (Interrupted is not caught)
-            return points, [
-                f"tier-up: timing the default's calls beside a compile failed ({error_text(exc)}); "
-                f"{DEFAULT_SLOWDOWN} is charged"
-            ]
+            return points, [_not_measured(f"timing them failed ({error_text(exc)})")]
         if a is None or b is None:
-            return points, [
-                "tier-up: the default's executable was no longer kept, so the slowdown of its calls beside "
-                f"a compile was not measured; {DEFAULT_SLOWDOWN} is charged"
-            ]
+            return points, [_not_measured("the default's executable was no longer kept")]
         alone.append(a.run_cost_s)
         beside.append(b.run_cost_s)
     base = statistics.median(alone)
     s = max(1.0, statistics.median(beside) / base) if base > 0 else 1.0
     return [p.replace(slowdown=s) if p is theirs else p for p in points], []
+
+
+def _not_measured(why: str) -> str:
+    return (
+        f"tier-up: the slowdown of the default's calls beside a compile was not measured ({why}); "
+        f"{DEFAULT_SLOWDOWN} is charged"
+    )
 
 
 def _times_beside(runner: Runner) -> bool:
