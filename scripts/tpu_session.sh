@@ -7,7 +7,10 @@
 #   bash scripts/tpu_session.sh bench-one accel_rnn --grid-max 8   # benchmarks/bench.py on one study, about
 #                                        # 5 min at full size (two do not fit a command); arguments after a
 #                                        # part go to its benchmark (--xla off: one approach less). The four:
-#                                        # accel_rnn, accel_tiny_scan, accel_bf16_layers, accel_rk4
+#                                        # accel_rnn, accel_tiny_scan, accel_bf16_layers, accel_rk4 (about 9 min
+#                                        # with --xla off and TRIAL_TIMEOUT=30)
+#   bash scripts/tpu_session.sh builders accel_rk4 # benchmarks/builders.py: tuning wall with 4 builders vs none
+#                                        # (about 2.5 min)
 #   bash scripts/tpu_session.sh e2e      # benchmarks/e2e.py: accel_tiny_scan, 20,000 calls, whole processes (~4.5 min)
 #   bash scripts/tpu_session.sh e2e-tier # benchmarks/e2e.py --tier-up: a winner that compiles for seconds (not run yet:
 #                                        # at ~20 s a TPU process, its 18 processes do not fit one command)
@@ -87,7 +90,12 @@ print("warnings:", len(ours)); print(ours[0][:400] if ours else "")
 print("winner", r.best_config, f"default/best {r.default_cost / r.best_cost:.3f}", f"in {time.monotonic() - t0:.1f} s")
 PY
     ;;
+builders)
+    study=${1:?builders needs a study name}; shift
+    "$PY" -m benchmarks.builders --study "studies/$study.py" --builders 4 --trials 6 --trial-timeout 20 \
+        --json "$OUT/builders-$study.json" "$@" 2>&1 | tee "$OUT/builders-$study.log"
+    ;;
 probe) timeout 150 "$PY" -m benchmarks.tpu_rnn_probe "$@" --json "$OUT/rnn-probe.json" 2>&1 | tee "$OUT/rnn-probe.log" ;;
 xla) timeout 150 "$PY" -m benchmarks.tpu_xla_probe --json "$OUT/xla-probe.json" 2>&1 | tail -20 ;;
-*) echo "tpu_session.sh: unknown part '$part' (check, probe, notebook, xla, bench-one NAME, e2e, e2e-tier)" >&2; exit 2 ;;
+*) echo "tpu_session.sh: unknown part '$part' (check, probe, notebook, xla, bench-one NAME, builders NAME, e2e, e2e-tier)" >&2; exit 2 ;;
 esac

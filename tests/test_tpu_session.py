@@ -52,3 +52,13 @@ def test_bench_one_runs_one_study_with_the_arguments_after_it_and_streams_its_pr
     assert [s["study"] for s in result["studies"]] == ["accel_rnn"]
     assert result["settings"]["grid_max"] == 4 and not result["partial"]
     assert "grid" in (tmp_path / "tpu-accel_rnn.log").read_text()  # the progress lines, not --quiet
+
+
+@pytest.mark.slow
+def test_the_builders_part_tunes_a_study_with_and_without_builders(tmp_path):
+    r = session("builders", tmp_path, "accel_rk4", "--trials", "2", "--builders", "2")
+    assert r.returncode == 0, r.stderr
+    result = json.loads((tmp_path / "builders-accel_rk4.json").read_text())
+    assert [row["builders"] for row in result["rows"]] == [0, 2]
+    assert result["wall_ratio"] > 0 and "compiles in" in result["rows"][1]["compiled_in"][0]
+    assert "wall with 2 builders" in (tmp_path / "builders-accel_rk4.log").read_text()
