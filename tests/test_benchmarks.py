@@ -81,3 +81,22 @@ def test_the_beside_benchmark_times_the_default_alone_beside_the_stand_in_and_be
     assert all(v == {"repr": "for"} for v in row["config"].values()) and row["config"]
     assert row["alone_s"] > 0 and row["stand_in"] >= 1.0 and row["winner"] >= 1.0
     assert "| lambda_returns:advantages |" in r.stdout
+
+
+def test_the_tier_routes_benchmark_splits_the_winners_build_and_times_processes_with_a_child(tmp_path):
+    """``python -m benchmarks.tier_routes``: one build, one process of each mode; the shape of what it writes."""
+    import json
+
+    from _repo import python
+
+    out = tmp_path / "routes.json"
+    args = ("--study", "lambda_returns", "--repeats", "1", "--runs", "1", "--calls", "2", "--json", str(out))
+    r = python("-m", "benchmarks.tier_routes", *args, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(out.read_text())
+    assert result["study"] == "lambda_returns"
+    assert all(result["phases"][k] > 0 for k in ("trace_s", "lower_s", "compile_s", "default_compile_s"))
+    (row,) = result["spawn"]
+    assert row["calls"] == 2 and row["alone_s"] > 0 and row["with_child_s"] > 0
+    assert row["ratio"] == row["with_child_s"] / row["alone_s"]
+    assert "| 2 |" in r.stdout and "compile s" in r.stdout
