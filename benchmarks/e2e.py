@@ -25,6 +25,12 @@ found room.
     python -m benchmarks.e2e --study kalman --runs 9
     python -m benchmarks.e2e --study real_flax_lstm  # a real_* study (needs the examples extra)
 
+``--tier-up`` instead tunes each study once with ``autotune tune --tier-up`` (the entry a
+``tier_up=True`` decorator reads) and runs whole processes at each ``--tier-calls`` count: plain
+``jax.jit``, the decorator, and the decorator with ``tier_up=True``, alternating. The decorators
+keep the study's ``expected_calls``; with ``--told`` each process tells them the calls it makes
+(``expected_calls`` = its call count), so they re-pick from the entry's points for that count.
+
 Writes ``docs/results/e2e.json`` and ``docs/results/e2e.md`` (``--json``, ``--out``), shape
 ``{"jax", "device", "date", "commit", "settings", "scripts": [{"script", "path", "functions",
 "tuning_wall_s", "runs": {"plain": [run], "tuned": [run]}, "median": {mode: run}, "ratio":
@@ -59,7 +65,8 @@ MODES = ("plain", "tuned")
 MARK = "E2E_RESULT "
 
 # What a user's script does, timed from its first line. argv: mode, study file, calls (0: the
-# decorator's expected_calls), verify (1: after the timing, say which config each call used).
+# decorator's expected_calls), verify (1: after the timing, say which config each call used), told
+# (1: the decorators of the tuned and tiered modes are told the calls it makes, expected_calls=calls).
 CHILD = (
     r'''
 import time
@@ -67,6 +74,7 @@ t0 = time.perf_counter()
 import importlib.util, json, os, sys
 import jax
 mode, path, calls, verify = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+told = {"expected_calls": calls} if len(sys.argv) > 5 and sys.argv[5] == "1" and calls else {}
 name = os.path.splitext(os.path.basename(path))[0]
 spec = importlib.util.spec_from_file_location(name, path)
 module = sys.modules[name] = importlib.util.module_from_spec(spec)
@@ -75,7 +83,8 @@ work = []
 for item in module.examples():
     fn, args, kwargs = item[0], item[1], (item[2] if len(item) > 2 else {})
     ctl = getattr(fn, "autotune", fn)
-    f = {"tuned": fn, "tiered": ctl.with_options(tier_up=True) if mode == "tiered" else None}.get(mode) or \
+    tuned = ctl.with_options(**told) if told and mode == "tuned" else fn
+    f = {"tuned": tuned, "tiered": ctl.with_options(tier_up=True, **told) if mode == "tiered" else None}.get(mode) or \
         jax.jit(ctl.fun, **ctl.jit_kwargs)
     work.append((f, ctl, args, kwargs, calls or int(ctl.expected_calls)))
 jax.block_until_ready([(a, k) for _, _, a, k, _ in work])
@@ -87,7 +96,8 @@ for f, _, a, k, n in work:
         out = f(*a, **k)
     jax.block_until_ready(out)
 t3 = time.perf_counter()
-res = {"import_s": t1 - t0, "first_call_s": t2 - t1, "calls_s": t3 - t2, "calls": [w[4] for w in work]}
+res = {"import_s": t1 - t0, "first_call_s": t2 - t1, "calls_s": t3 - t2, "calls": [w[4] for w in work],
+       "expected_calls": [getattr(getattr(f, "autotune", f), "expected_calls", None) for f, *_ in work]}
 if mode == "tiered":
     res["tier"] = [[f.key, [getattr(sl, "state", None) for sl in f._tier.slots.values()]] for f, *_ in work]
 if verify and mode == "tuned":
@@ -126,8 +136,9 @@ def child_env(tmp: str) -> dict[str, str]:
     return env
 
 
-def tune(path: str, tmp: str, a: argparse.Namespace) -> tuple[list[dict[str, Any]], float]:
-    """Tune ``path`` once with the CLI into the temporary cache; its functions and the wall."""
+def tune(path: str, tmp: str, a: argparse.Namespace, *extra: str) -> tuple[list[dict[str, Any]], float]:
+    """Tune ``path`` once with the CLI (``extra``: more of its options) into the temporary cache;
+    its functions and the wall."""
     cmd = [
         sys.executable,
         "-m",
@@ -144,6 +155,7 @@ def tune(path: str, tmp: str, a: argparse.Namespace) -> tuple[list[dict[str, Any
         cmd += ["--trials", str(a.trials)]
     if a.run_seconds is not None:
         cmd += ["--run-seconds", str(a.run_seconds)]
+    cmd += extra
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env(tmp), stdin=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
@@ -183,10 +195,11 @@ def legend(config: dict[str, Any]) -> dict[str, str]:
     return {sid: f"s{k}" for k, sid in enumerate(sorted(s for s in config if "@" in s), 1)}
 
 
-def run_once(mode: str, path: str, tmp: str, calls: int, verify: bool = False) -> dict[str, Any]:
+def run_once(mode: str, path: str, tmp: str, calls: int, verify: bool = False, told: bool = False) -> dict[str, Any]:
     """One whole process; ``wall_s`` is from its start to its exit, as the parent saw it, and
-    ``cpu_s`` the CPU seconds it used (user + system, all threads): what load moves less."""
-    cmd = [sys.executable, "-c", CHILD, mode, path, str(calls), "1" if verify else "0"]
+    ``cpu_s`` the CPU seconds it used (user + system, all threads): what load moves less. With
+    ``told``, the decorators are told the ``calls`` the process makes (their ``expected_calls``)."""
+    cmd = [sys.executable, "-c", CHILD, mode, path, str(calls), "1" if verify else "0", "1" if told else "0"]
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env(tmp), stdin=subprocess.DEVNULL)
@@ -332,20 +345,20 @@ def bench_tier(name: str, path: str, a: argparse.Namespace, say) -> dict[str, An
     """Whole processes at several call counts: plain jax.jit, tuned, tuned with tier-up,
     alternating (the order rotates each run); medians and the median per-run ratios."""
     tmp = tempfile.mkdtemp(prefix=f"e2e-tier-{name}-")
-    say(f"{name}: tuning with `autotune tune` ...")
-    functions, tuning_wall = tune(path, tmp, a)
+    say(f"{name}: tuning with `autotune tune --tier-up` ...")
+    functions, tuning_wall = tune(path, tmp, a, "--tier-up")  # the entry a tier_up=True decorator reads
     for f in functions:
         say(f"  {f['function']}: {f['winner']} ({f['tuned_speedup']:.3f}x the default's cost)")
     entries = stored_entries(tmp)
     per_calls = []
     for calls in a.tier_calls:
         for mode in TIER_MODES:
-            run_once(mode, path, tmp, calls)  # untimed: warms the file cache
+            run_once(mode, path, tmp, calls, told=a.told)  # untimed: warms the file cache
         runs: dict[str, list[dict[str, Any]]] = {m: [] for m in TIER_MODES}
         for i in range(a.runs):
             order = TIER_MODES[i % 3 :] + TIER_MODES[: i % 3]
             for mode in order:
-                runs[mode].append(run_once(mode, path, tmp, calls))
+                runs[mode].append(run_once(mode, path, tmp, calls, told=a.told))
         keys = ("wall_s", "cpu_s", "first_call_s", "calls_s")
         median = {m: {k: statistics.median(r[k] for r in runs[m]) for k in keys} for m in TIER_MODES}
         ratio = {
@@ -427,7 +440,13 @@ def tier_markdown(result: dict[str, Any]) -> str:
         f"load average {result['load_at_start']} at start, {result.get('load_at_end')} at the end. Generated by "
         f"`python -m benchmarks.e2e --tier-up` ({st['runs']} alternating runs per mode after one untimed run of "
         "each; medians). Target: tier-up's wall <= the better of plain and tuned "
-        f"x {TIER_TARGET} at every call count.",
+        f"x {TIER_TARGET} at every call count."
+        + (
+            " The tuned and tier-up decorators were told each process's call count (`--told`: "
+            "`expected_calls` = the calls it makes), so they re-pick from the entry's points for it."
+            if st.get("told")
+            else " The decorators keep the study's `expected_calls` at every call count."
+        ),
         "",
         tier_table(result),
         "",
@@ -551,6 +570,11 @@ def main(argv: list[str] | None = None) -> int:
         default="10,100,1000,10000,100000",
         help="call counts for --tier-up (comma-separated; default 10,100,1000,10000,100000)",
     )
+    p.add_argument(
+        "--told",
+        action="store_true",
+        help="with --tier-up: tell the tuned and tier-up decorators each process's call count (expected_calls)",
+    )
     a = p.parse_args(argv)
     a.tier_calls = [int(c) for c in a.tier_calls.split(",") if c.strip()]
     a.runs = a.runs or (5 if a.quick else 7)
@@ -577,6 +601,7 @@ def main(argv: list[str] | None = None) -> int:
             "trials": a.trials,
             "run_seconds": a.run_seconds,
             "target": TARGET,
+            "told": a.told,
         },
         "scripts": [],
     }

@@ -231,6 +231,17 @@ def test_e2e_tier_up_mode_times_the_three_modes_and_the_slowdown_beside_the_winn
     assert "| lambda_returns | 10 |" in out_md.read_text()
 
 
+def test_e2e_told_processes_tell_the_decorators_the_calls_they_make(tmp_path):
+    """``--told``: the tuned and tier-up processes' decorators take the process's call count as
+    their ``expected_calls``; without it they keep the study's (20,000 for lambda_returns)."""
+    from benchmarks.e2e import run_once
+
+    path = os.path.join(ROOT, "studies", "lambda_returns.py")
+    for mode in ("tuned", "tiered"):
+        assert run_once(mode, path, str(tmp_path), 3, told=True)["expected_calls"] == [3]
+        assert run_once(mode, path, str(tmp_path), 3)["expected_calls"] == [20_000]
+
+
 @pytest.mark.slow
 def test_final_measure_runs_every_config_in_separate_fresh_processes():
     """The final judgement's samples come from K processes of their own, none of them this one,

@@ -1,7 +1,9 @@
 """Tier-up (``@at.autotuned(tier_up=True)``): never wait for the tuned compile.
 
-A call signature whose cached winner compiles much slower than the default
-(`autotune.select._tiered.qualifies`, on the entry's stored compile costs) gets a `Slot`. The
+A call signature whose cached winner compiles much slower than the default, and for which
+serving the default while it compiles costs less at the decorator's ``expected_calls`` than
+compiling it up front (`autotune.select._tiered.entry_pays`, on the entry's stored figures), gets
+a `Slot`. The
 decision is made inside the decorator's own trace of its first call (`Tier.decides`, from
 `Autotuned._traced_under`): the one trace that looks the entry up emits the default config for
 the decorator's jit, and a daemon thread compiles the winner from the same traced program
@@ -9,8 +11,8 @@ the decorator's jit, and a daemon thread compiles the winner from the same trace
 traced once, as under the plain decorator. Its calls run the default until the executable is
 built; the first call after it runs the winner, and so do all later ones. A call never waits for
 the background compile (at exit, one under way is joined: see `_join_at_exit`). A signature
-without an entry, or whose winner compiles about as fast as the default, takes the decorator's
-usual path.
+without an entry, whose winner compiles about as fast as the default, or for which tiering does
+not pay, takes the decorator's usual path.
 
 A background failure leaves the default running for that signature and warns once
 (RuntimeWarning). The thread is a daemon; a process that ends while the winner compiles waits
@@ -214,7 +216,7 @@ class Tier:
             return False
         local.traced = True
         try:
-            if not qualifying(lookup):
+            if not qualifying(lookup, self.ctl.objective):
                 return False
             with self.lock:
                 slot = self.by_signature.get(lookup.signature)
@@ -261,7 +263,7 @@ class Tier:
             if slot is not None:
                 return slot
             lookup = self.ctl._lookup(program, signature)
-            if not qualifying(lookup):
+            if not qualifying(lookup, self.ctl.objective):
                 return None
             with self.lock:
                 slot = self.by_signature.get(signature)
@@ -279,11 +281,13 @@ class Tier:
         return self.slots.get(_call_key(args, kwargs))
 
 
-def qualifying(lookup: Any) -> bool:
-    """Whether a lookup's cached winner compiles slow enough against the default to be tiered
-    (`autotune.select._tiered.qualifies` on the entry's stored compile costs)."""
+def qualifying(lookup: Any, objective: Any) -> bool:
+    """Whether a lookup's cached winner is tiered under the decorator's ``objective``: it compiles
+    slow enough against the default, and serving the default while it compiles costs less at
+    ``expected_calls`` than compiling it up front (`autotune.select._tiered.entry_pays`, on the
+    entry's stored figures)."""
     if lookup.source != "cache" or lookup.entry is None:
         return False
-    from autotune.select._tiered import entry_tiered
+    from autotune.select._tiered import entry_pays
 
-    return entry_tiered(lookup.entry, 1.0) is not None
+    return entry_pays(lookup.entry, objective)

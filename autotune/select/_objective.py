@@ -33,9 +33,10 @@ class Objective:
         compilation_cache: JAX's persistent compilation cache is on where it runs, so processes
             after the first load the executable instead of compiling it.
         tier_up: the function runs with ``@at.autotuned(tier_up=True)``: a config whose compile
-            qualifies (`autotune.select._tiered.qualifies`) is charged the tiered cost, the default
-            serving while it compiles beside it (`autotune.select._tiered.tiered_at`), not its
-            compile as a stall. The winner rule (`autotune.select._rule`) reads it.
+            qualifies (`autotune.select._tiered.qualifies`) is charged what tier-up costs: the
+            default serving while it compiles beside it where that is cheaper than compiling it
+            up front, else the up-front compile (`autotune.select._tiered.charged_at`). The
+            winner rule (`autotune.select._rule`) reads it.
 
     Example::
 

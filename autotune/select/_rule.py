@@ -14,7 +14,7 @@ from autotune.program._config import Config
 from autotune.select._objective import Objective
 from autotune.select._point import Point
 from autotune.select._range import in_range as _in_range
-from autotune.select._tiered import qualifies, slowdown_of, tiered_at, tiered_kinks
+from autotune.select._tiered import charged_at, charged_kinks, qualifies, slowdown_of
 
 SIGN_TEST_LEVEL = Fraction(1, 8)
 """How often a challenger no better than the default may, by chance alone, win the paired
@@ -49,7 +49,8 @@ def _rounds(point: Point) -> tuple[tuple[float, float], ...]:
 class _Line:
     """One point under one objective: its round lines, as exact fractions; under an objective with
     ``tier_up``, a point whose compile qualifies against ``default`` (the default's point) is charged
-    the tiered cost instead (`autotune.select._tiered.tiered_at`, each round against the default's
+    what tier-up costs instead (`autotune.select._tiered.charged_at`: the tiered cost where tiering
+    pays, else the up-front compile's; each round against the default's
     round of the same index, or its medians when the rounds do not pair)."""
 
     __slots__ = ("point", "text", "lines", "paired", "index", "tier")
@@ -74,7 +75,7 @@ class _Line:
         if self.tier is None:
             return [(a + b * n, b) for a, b in self.lines]
         objective, pairs, loads, slowdown = self.tier
-        return [tiered_at(objective, d, w, n, loads=loads, slowdown=slowdown) for d, w in pairs]
+        return [charged_at(objective, d, w, n, loads=loads, slowdown=slowdown) for d, w in pairs]
 
     def pieces(self) -> tuple[list[tuple[Fraction, Fraction]], list[Fraction]]:
         """``(lines, kinks)``: lines ``(a, b)`` (cost ``a + b·n``) that hold each round's cost
@@ -86,12 +87,12 @@ class _Line:
         lines: list[tuple[Fraction, Fraction]] = []
         kinks: set[Fraction] = set()
         for d, w in pairs:
-            ks = tiered_kinks(objective, d, w, loads=loads, slowdown=slowdown)
+            ks = charged_kinks(objective, d, w, loads=loads, slowdown=slowdown)
             kinks.update(ks)
             edges = [Fraction(0), *ks]
             probes = [(a + b) / 2 for a, b in zip(edges, edges[1:])] + [edges[-1] + 1]
             for n in probes:
-                value, slope = tiered_at(objective, d, w, n, loads=loads, slowdown=slowdown)
+                value, slope = charged_at(objective, d, w, n, loads=loads, slowdown=slowdown)
                 lines.append((value - slope * n, slope))
         return lines, sorted(kinks)
 
@@ -162,9 +163,14 @@ def cost(point: Point, objective: Objective, default: Point | None = None) -> fl
 def tiered_cost_of(point: Point, default: Point | None, objective: Objective) -> float | None:
     """What ``point`` costs under ``objective`` with tier-up (whether or not the objective has
     ``tier_up``), or None when tier-up would not apply to it (no default point, the default itself,
-    or a compile that does not qualify): the tables' "tiered" column and ``best --json``'s ``tiered_cost``."""
+    a compile that does not qualify, or tiering that costs no less than compiling it up front at
+    the objective's call count: `autotune.select._tiered.pays`): the tables' "tiered" column and
+    ``best --json``'s ``tiered_cost``."""
     goal = objective if objective.tier_up else dataclasses.replace(objective, tier_up=True)
-    return cost(point, goal, default) if tiers(point, default, goal) else None
+    if not tiers(point, default, goal):
+        return None
+    charged = cost(point, goal, default)  # the cheaper of tiering and the up-front compile
+    return charged if charged < cost(point, dataclasses.replace(goal, tier_up=False)) else None
 
 
 def ranked(points: Sequence[Point], objective: Objective, default: Config | None = None) -> list[Point]:

@@ -8,9 +8,8 @@ what the compile costs the calls that run beside it.
 
 The tiered cost of N calls (one process), :func:`tiered_cost`::
 
-    ready = max(0, C_w − C_d)               the background compile starts with the default's
-                                            compile: the winner is ready C_w − C_d after the
-                                            default's first call can run
+    ready = C_w                             the winner is ready C_w after the default's first call
+                                            can run: no credit for the two compiles overlapping
     k     = min(N, ready / (s·r_d))         calls the default serves while the winner compiles
     wait  = max(0, ready − N·s·r_d)         the rest of the compile, waited for at exit when the
                                             N calls end before the winner is ready
@@ -20,19 +19,25 @@ The tiered cost of N calls (one process), :func:`tiered_cost`::
 ``r_d``, ``r_w`` their run costs per call, ``s >= 1`` the slowdown of the default's calls while a
 compile runs beside them (measured by the study on the default's executable,
 `autotune.study._slowdown`, and kept on the default's point; on the CPU the compile takes a core
-from the program's threads, beside an accelerator it may cost the calls nothing). The winner's
-compile CPU is charged only through ``s`` and ``ready``: on a machine with a core to spare it
-costs the program nothing else. The compile thread keeps its normal priority: at the lowest, a
-program whose calls keep every core busy starves it, and the faster winner arrives later.
-When N calls finish before the winner is ready (``k = N``) the process waits at exit for the
-compile under way (`autotune.jit._tier`: on CPython a daemon thread still inside XLA when the
-interpreter finalizes aborts the process), so a short run pays the winner's whole compile, as
-compiling it up front would, without the winner's faster calls.
+from the program's threads, beside an accelerator it may cost the calls nothing). The compile
+thread keeps its normal priority: at the lowest, a program whose calls keep every core busy
+starves it, and the faster winner arrives later.
 
-Tier-up never costs more than the winner compiled up front plus ``(s − 1)·k·r_d`` (the calls it
-serves are ones the up-front compile would have spent waiting);
-at many calls it approaches the winner's cost, and near the crossover of the two configs' own
-costs it is below both.
+Why no overlap: the background compile starts with the default's, and where a core is spare the
+winner is ready ``C_w − C_d`` after the default's first call. On a host without one (2 cores,
+docs/results/tier-up.md) the two compiles and the Python that traces them share the cores: at
+1,000 calls of ``demo_unroll`` tier-up cost 0.067 s more than compiling the winner up front,
+where crediting the overlap predicted 0.003 s less and this form predicts 0.073 s more. The
+model errs towards compiling up front, which is what a program gets when tier-up does not pay.
+
+So tiering pays only when the calls the default serves are worth more than its compile: the
+tiered cost beats the winner compiled up front (``cw·C_w + rw·N·r_w``) by ``rw·k·r_w − cw·C_d``
+once the winner is in. :func:`pays` says where; the decorator tiers a signature only there
+(`autotune.jit._tier`), and the winner rule charges a qualifying point the cheaper of the two
+(`autotune.select._rule`). When N calls finish before the winner is ready (``k = N``) the process
+waits at exit for the compile under way (`autotune.jit._tier`: on CPython a daemon thread still
+inside XLA when the interpreter finalizes aborts the process), so a short run pays the default's
+compile and the winner's: there tier-up never pays, and the winner compiles up front.
 """
 
 from __future__ import annotations
@@ -46,6 +51,10 @@ __all__ = [
     "MIN_RATIO",
     "MIN_SECONDS",
     "TierFigures",
+    "charged_at",
+    "charged_kinks",
+    "entry_pays",
+    "pays",
     "qualifies",
     "slowdown_of",
     "tiered_at",
@@ -115,7 +124,7 @@ def tiered_figures(
             raise ValueError(f"tiered_cost: {name}={value!r} must be >= 0.")
     if not slowdown >= 1:
         raise ValueError(f"tiered_cost: slowdown={slowdown!r} must be >= 1 (a compile beside never speeds calls up).")
-    ready = max(0.0, winner_compile_s - default_compile_s)
+    ready = winner_compile_s
     per_call = slowdown * default_run_s
     if calls == 0:
         k = 0.0
@@ -142,8 +151,8 @@ def tiered_cost(
 
     Example::
 
-        >>> round(tiered_cost(0.1, 0.01, 2.1, 0.001, calls=1000, slowdown=1.0), 6)  # k = 200 calls
-        2.9
+        >>> round(tiered_cost(0.1, 0.01, 2.1, 0.001, calls=1000, slowdown=1.0), 6)  # k = 210 calls
+        2.99
     """
     return tiered_figures(default_compile_s, default_run_s, winner_compile_s, winner_run_s, calls, **options).cost
 
@@ -155,7 +164,7 @@ def _one_process(
     ``(compile, run)`` of the default and of the winner."""
     (c_d, r_d), (c_w, r_w) = default, winner
     cw, rw = Fraction(objective.compile_weight), Fraction(objective.runtime_weight)
-    ready, per = max(Fraction(0), c_w - c_d), s * r_d
+    ready, per = c_w, s * r_d
     if ready > 0 and (per == 0 or n < ready / per):  # the default still serves just above n,
         # and a process ending at n waits at exit for the rest of the compile
         return cw * (c_d + ready - n * per) + rw * n * per, (rw - cw) * per
@@ -190,7 +199,7 @@ def tiered_kinks(
     between two of them the tiered cost is a line in N."""
     (c_d, r_d), (c_w, _) = (tuple(Fraction(x) for x in pair) for pair in (default, winner))
     per = Fraction(slowdown) * r_d
-    return sorted({(c2 - c1) / per for c1, c2, _ in _compiles(objective, c_d, c_w, loads) if c2 > c1 and per > 0})
+    return sorted({c2 / per for _, c2, _ in _compiles(objective, c_d, c_w, loads) if c2 > 0 and per > 0})
 
 
 def tiered_at(
@@ -214,7 +223,7 @@ def tiered_at(
 
         >>> from autotune.select._objective import Objective
         >>> [float(x) for x in tiered_at(Objective(), (0.1, 0.01), (2.1, 0.001), Fraction(1000), slowdown=1.0)]
-        [2.9, 0.001]
+        [2.99, 0.001]
     """
     s = Fraction(slowdown)
     (c_d, r_d), (c_w, r_w) = (tuple(Fraction(x) for x in pair) for pair in (default, winner))
@@ -225,20 +234,100 @@ def tiered_at(
     return value, slope
 
 
-def entry_tiered(entry: Any, calls: float, **options: Any) -> TierFigures | None:
-    """The tiered figures of a cache entry's winner for ``calls`` calls, or None when tier-up
-    would not apply to it (no default point, the winner is the default, or it does not
-    :func:`qualify <qualifies>`)."""
+def _up_front(
+    objective: Any, winner: tuple[float, float], loads: tuple[float | None, float | None]
+) -> tuple[Fraction, Fraction]:
+    return objective.line(winner[0], winner[1], loads[1])
+
+
+def pays(
+    objective: Any,
+    default: tuple[float, float],
+    winner: tuple[float, float],
+    n: Fraction,
+    *,
+    loads: tuple[float | None, float | None] = (None, None),
+    slowdown: float = DEFAULT_SLOWDOWN,
+) -> bool:
+    """THE tier-up decision: whether serving the default while the winner compiles costs less at
+    ``n`` calls per process (:func:`tiered_at`) than compiling the winner up front
+    (:meth:`Objective.line`); a tie compiles up front. The decorator tiers a signature only where
+    this holds at its ``expected_calls`` (`autotune.jit._tier`).
+
+    Example::
+
+        >>> from autotune.select._objective import Objective
+        >>> slow_compile = ((0.1, 0.01), (2.1, 0.005))  # 0.1 s to save 5 ms a call served
+        >>> [pays(Objective(), *slow_compile, Fraction(n), slowdown=1.0) for n in (10, 100, 10_000)]
+        [False, True, True]
+    """
+    a, b = _up_front(objective, winner, loads)
+    return tiered_at(objective, default, winner, n, loads=loads, slowdown=slowdown)[0] < a + b * n
+
+
+def charged_at(
+    objective: Any,
+    default: tuple[float, float],
+    winner: tuple[float, float],
+    n: Fraction,
+    *,
+    loads: tuple[float | None, float | None] = (None, None),
+    slowdown: float = DEFAULT_SLOWDOWN,
+) -> tuple[Fraction, Fraction]:
+    """What the winner rule charges a qualifying point under tier-up: ``(cost at n, slope just
+    above n)`` of what the decorator does there (:func:`pays`): the tiered cost where tiering pays,
+    else the winner compiled up front."""
+    a, b = _up_front(objective, winner, loads)
+    tiered = tiered_at(objective, default, winner, n, loads=loads, slowdown=slowdown)
+    return tiered if tiered[0] < a + b * n else min((a + b * n, b), tiered)
+
+
+def charged_kinks(
+    objective: Any,
+    default: tuple[float, float],
+    winner: tuple[float, float],
+    *,
+    loads: tuple[float | None, float | None] = (None, None),
+    slowdown: float = DEFAULT_SLOWDOWN,
+) -> list[Fraction]:
+    """The call counts where :func:`charged_at` changes slope, exactly, sorted: the tiered cost's
+    kinks (:func:`tiered_kinks`) and where it crosses the up-front line; between two of them the
+    charged cost is a line in N."""
+    ks = tiered_kinks(objective, default, winner, loads=loads, slowdown=slowdown)
+    a_u, b_u = _up_front(objective, winner, loads)
+    edges = [Fraction(0), *ks]
+    out = set(ks)
+    for i, lo in enumerate(edges):
+        hi = edges[i + 1] if i + 1 < len(edges) else None
+        probe = (lo + hi) / 2 if hi is not None else lo + 1
+        value, slope = tiered_at(objective, default, winner, probe, loads=loads, slowdown=slowdown)
+        a_t = value - slope * probe
+        if slope != b_u:
+            cross = (a_u - a_t) / (slope - b_u)
+            if cross > lo and (hi is None or cross < hi):
+                out.add(cross)
+    return sorted(out)
+
+
+def entry_pays(entry: Any, objective: Any) -> bool:
+    """Whether the decorator tiers a cache entry's winner under ``objective`` (its own, with
+    ``tier_up``): the entry has the default's point, its winner is another config whose compile
+    :func:`qualifies`, and tiering :func:`pays` at ``objective.expected_calls``, on the stored
+    medians and the default's measured ``slowdown``."""
     from autotune.program._config import Config
 
     default, points, config = entry.default_point, entry.points, Config.from_dict(entry.config)
     # `_rule.point_of`, which imports this module: the config's point, or one that holds it
     winner = next((p for p in points if p.config == config), None) or next((p for p in points if p.holds(config)), None)
     if default is None or winner is None or winner.config == default.config:
-        return None
+        return False
     if not qualifies(default.compile_cost_s, winner.compile_cost_s):
-        return None
-    options.setdefault("slowdown", slowdown_of(default))
-    return tiered_figures(
-        default.compile_cost_s, default.run_cost_s, winner.compile_cost_s, winner.run_cost_s, calls, **options
+        return False
+    return pays(
+        objective,
+        (default.compile_cost_s, default.run_cost_s),
+        (winner.compile_cost_s, winner.run_cost_s),
+        Fraction(objective.expected_calls),
+        loads=(default.load_cost_s, winner.load_cost_s),
+        slowdown=slowdown_of(default),
     )

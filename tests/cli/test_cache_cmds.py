@@ -10,6 +10,7 @@ from _points import (  # binary-exact: crossovers at 512, 4,096
     FOR,
     RETUNE,
     SCAN,
+    THREE,
     UNROLL,
     entry,
     put_entry,
@@ -169,11 +170,14 @@ def test_best_shows_the_tiered_cost_of_a_winner_that_qualifies_for_tier_up(tmp_p
     from autotune.select._tiered import tiered_cost
 
     db = str(tmp_path / "c.db")
-    put_entry(tmp_path / "c.db", default_config=SCAN.to_dict())  # UNROLL compiles 3 s, the default 1 s
+    # UNROLL compiles 3 s, the default 1 s; beside the compile the default's calls run at full speed
+    # (s = 1), so the 384 calls it serves (1.5 s of UNROLL's) repay its own compile
+    pareto = [dataclasses.replace(p, slowdown=1.0) if p.config == SCAN else p for p in THREE]
+    put_entry(tmp_path / "c.db", default_config=SCAN.to_dict(), pareto=[p.to_json() for p in pareto])
     assert cli.main(["best", "--cache", db, "--json"]) == 0
     (e,) = json.loads(capsys.readouterr().out)
     assert e["config"] == UNROLL.to_dict()
-    assert e["tiered_cost"] == pytest.approx(tiered_cost(1.0, 2.0**-7, 3.0, 2.0**-8, 1000))
+    assert e["tiered_cost"] == pytest.approx(tiered_cost(1.0, 2.0**-7, 3.0, 2.0**-8, 1000, slowdown=1.0))
     assert cli.main(["best", "--cache", db]) == 0
     text = capsys.readouterr().out
     assert "tiered" in text and "tiered at 1,000" in text  # the best table and the crossover table
@@ -181,6 +185,15 @@ def test_best_shows_the_tiered_cost_of_a_winner_that_qualifies_for_tier_up(tmp_p
     assert cli.main(["best", "--cache", db, "--json", "--expected-calls", "10"]) == 0
     (e,) = json.loads(capsys.readouterr().out)
     assert e["config"] == SCAN.to_dict() and e["tiered_cost"] is None
+
+
+def test_best_json_has_a_null_tiered_cost_where_tiering_does_not_pay(tmp_path, capsys):
+    # s unmeasured (1.6): the default serves 240 calls beside UNROLL's 3 s compile, 0.94 s of
+    # UNROLL's, less than its own 1 s compile: tier_up=True would compile UNROLL up front
+    put_entry(tmp_path / "c.db", default_config=SCAN.to_dict())
+    assert cli.main(["best", "--cache", str(tmp_path / "c.db"), "--json"]) == 0
+    (e,) = json.loads(capsys.readouterr().out)
+    assert e["config"] == UNROLL.to_dict() and e["tiered_cost"] is None
 
 
 def test_best_json_has_a_null_tiered_cost_without_a_default(tmp_path, capsys):

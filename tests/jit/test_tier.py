@@ -61,6 +61,19 @@ def test_a_winner_that_compiles_about_as_fast_takes_the_usual_path(tmp_path):
     assert fn._last_lookup.source == "cache"  # the decorator's own trace applied the winner
 
 
+def test_a_winner_that_tiering_does_not_pay_for_compiles_up_front(tmp_path):
+    """Tier-up applies where it costs less than the winner's up-front compile at the decorator's
+    expected_calls (`_tiered.entry_pays`): not for a winner so fast that the 62 calls the default
+    serves beside its 1 s compile (62 µs of the winner's) are worth less than the default's 10 ms
+    compile. The decorator's own trace applies the winner, as without tier_up."""
+    path, x = tmp_path / "c.db", jnp.arange(4.0)
+    put_entry(path, x, winner_run_s=1e-6)
+    fn = make(path, expected_calls=1000)
+    np.testing.assert_allclose(fn(x), reference(x), rtol=1e-6)
+    assert fn._tier.slot_for(x) is None
+    assert fn._last_lookup.source == "cache" and fn._last_lookup.config == at.Config(FOR)
+
+
 @pytest.mark.parametrize("winner_compile_s", [1.0, 0.012], ids=["tiered", "usual"])
 def test_a_first_call_traces_the_function_as_often_as_the_plain_decorator(tmp_path, winner_compile_s):
     path, x = tmp_path / "c.db", jnp.arange(4.0)
@@ -125,7 +138,7 @@ def test_static_arguments_are_left_out_of_the_winner_call(tmp_path, hook):
         device=_keys.device_info(), config=FOR, sites={"l": {"kind": "loop", "length": 8, "has_ys": False}},
         measurements={}, objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
         cost=1.0, default_cost=2.0, default_config={},
-        pareto=[{"config": FOR, "compile_cost_s": 1.0, "run_cost_s": 1e-6},
+        pareto=[{"config": FOR, "compile_cost_s": 1.0, "run_cost_s": 5e-3},
                 {"config": {}, "compile_cost_s": 0.01, "run_cost_s": 1e-2}],
     )  # fmt: skip
     with at.Cache(str(path)) as c:

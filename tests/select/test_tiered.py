@@ -10,7 +10,7 @@ from autotune._errors import ConfigError
 from autotune.program._config import Config
 from autotune.select import Point, choose, tiered_cost_of, winner
 from autotune.select._objective import Objective
-from autotune.select._tiered import qualifies, tiered_at, tiered_cost, tiered_figures
+from autotune.select._tiered import charged_at, pays, qualifies, tiered_at, tiered_cost, tiered_figures
 
 # default: compiles in 0.1 s, 10 ms a call; winner: compiles in 2.1 s, 1 ms a call
 D_C, D_R, W_C, W_R = 0.1, 0.01, 2.1, 0.001
@@ -22,29 +22,31 @@ def plain(c, r, n):
 
 def test_the_default_serves_until_the_winner_is_ready():
     f = tiered_figures(D_C, D_R, W_C, W_R, 1000, slowdown=1.0)
-    assert f.ready_s == pytest.approx(2.0)  # the winner's compile started with the default's
-    assert f.served_by_default == pytest.approx(200)
-    assert f.cost == pytest.approx(D_C + 200 * D_R + 800 * W_R)
+    assert f.ready_s == pytest.approx(2.1)  # the winner's whole compile: no credit for overlapping the default's
+    assert f.served_by_default == pytest.approx(210)
+    assert f.cost == pytest.approx(D_C + 210 * D_R + 790 * W_R)
 
 
 def test_slowdown_charges_the_calls_beside_the_compile():
     f = tiered_figures(D_C, D_R, W_C, W_R, 1000, slowdown=2.0)
-    assert f.served_by_default == pytest.approx(100)  # each call takes 20 ms beside the compile
-    assert f.cost == pytest.approx(D_C + 100 * 2 * D_R + 900 * W_R)
+    assert f.served_by_default == pytest.approx(105)  # each call takes 20 ms beside the compile
+    assert f.cost == pytest.approx(D_C + 105 * 2 * D_R + 895 * W_R)
 
 
 def test_few_calls_finish_on_the_default_then_wait_at_exit_for_the_compile():
-    # 50 calls at 15 ms end 0.75 s into the 2 s left of the compile: the process waits 1.25 s at exit
-    assert tiered_cost(D_C, D_R, W_C, W_R, 50, slowdown=1.5) == pytest.approx(D_C + 50 * 1.5 * D_R + 1.25)
-    assert tiered_cost(D_C, D_R, W_C, W_R, 0) == pytest.approx(W_C)  # the whole compile, as up front
+    # 50 calls at 15 ms end 0.75 s into the 2.1 s of the compile: the process waits 1.35 s at exit
+    assert tiered_cost(D_C, D_R, W_C, W_R, 50, slowdown=1.5) == pytest.approx(D_C + 50 * 1.5 * D_R + 1.35)
+    assert tiered_cost(D_C, D_R, W_C, W_R, 0) == pytest.approx(D_C + W_C)  # both compiles, one after the other
 
 
-@pytest.mark.parametrize("n", [0, 1, 10, 100, 200, 500, 10**4, 10**6])
-def test_with_no_slowdown_it_never_costs_more_than_the_winner_compiled_up_front(n):
+@pytest.mark.parametrize("n", [0, 1, 10, 99, 100, 101, 210, 500, 10**4, 10**6])
+def test_tiering_saves_the_winner_calls_the_default_serves_less_the_defaults_compile(n):
+    # against the winner compiled up front: tier-up pays C_d and saves min(N, k) winner calls (k = 210)
     t = tiered_cost(D_C, D_R, W_C, W_R, n, slowdown=1.0)
-    assert t <= plain(W_C, W_R, n) + 1e-12
-    if n >= 200:  # past the compile (2 s of 10 ms calls) it is below the up-front compile
-        assert t < plain(W_C, W_R, n)
+    assert t - plain(W_C, W_R, n) == pytest.approx(D_C - min(n, 210) * W_R)
+    assert pays(Objective(), (D_C, D_R), (W_C, W_R), Fraction(n), slowdown=1.0) == (n > 100)
+    charged, _ = charged_at(Objective(), (D_C, D_R), (W_C, W_R), Fraction(n), slowdown=1.0)
+    assert float(charged) == pytest.approx(min(t, plain(W_C, W_R, n)))
 
 
 def test_the_exact_form_charges_the_exit_wait_too():
@@ -61,7 +63,7 @@ def test_near_the_crossover_it_is_below_both():
 
 def test_weights_apply_to_compile_and_calls():
     t = tiered_cost(D_C, D_R, W_C, W_R, 1000, slowdown=1.0, compile_weight=2.0, runtime_weight=3.0)
-    assert t == pytest.approx(2 * D_C + 3 * (200 * D_R + 800 * W_R))
+    assert t == pytest.approx(2 * D_C + 3 * (210 * D_R + 790 * W_R))
 
 
 def test_bad_figures_are_refused():
@@ -81,7 +83,7 @@ def test_which_winners_qualify():
 
 DEFAULT, UNROLLED = Config(), Config({"l": {"repr": "for"}})
 # the winner runs 10% faster but compiles 2 s more: a stall of 2 s costs more than it saves at 1000
-# calls (11.1 s against 10.1 s), served beside the default it does not (about 9.39 s)
+# calls (11.1 s against 10.1 s), served beside the default it does not (about 10.02 s)
 POINTS = [Point(DEFAULT, 0.1, 0.01), Point(UNROLLED, 2.1, 0.009)]
 
 
@@ -134,19 +136,21 @@ def test_tier_up_is_kept_in_the_objectives_json_only_when_on():
 
 def test_the_default_points_measured_slowdown_is_the_s_the_rule_charges():
     # r_w close to r_d: the calls the default serves while the winner compiles decide the pick.
-    # At 100 calls, s = 1 serves 20 of them (the winner is cheaper), s = 4 only 5 (the default is).
+    # At 100 calls, s = 1 serves 30 of them (the winner is cheaper), s = 4 only 7.5 (the default is).
     def pick(slowdown):
         points = [Point(DEFAULT, 0.1, 0.01, slowdown=slowdown), Point(UNROLLED, 0.3, 0.009)]
         return winner(points, Objective(expected_calls=100, tier_up=True), DEFAULT).config
 
     assert pick(1.0) == UNROLLED
     assert pick(4.0) == DEFAULT
-    assert pick(None) == UNROLLED  # DEFAULT_SLOWDOWN (1.6): 12.5 calls served
+    assert pick(None) == DEFAULT  # DEFAULT_SLOWDOWN (1.6): 18.75 calls served, 1.131 s against 1.1 s
     goal = Objective(expected_calls=100, tier_up=True)
     d = Point(DEFAULT, 0.1, 0.01, slowdown=4.0)
-    assert tiered_cost_of(Point(UNROLLED, 0.3, 0.009), d, goal) == pytest.approx(
-        tiered_cost(0.1, 0.01, 0.3, 0.009, 100, slowdown=4.0)
-    )
+    # at s = 4 tiering (1.2325 s) costs more than compiling up front (1.2 s): the decorator would not tier
+    assert tiered_cost(0.1, 0.01, 0.3, 0.009, 100, slowdown=4.0) == pytest.approx(1.2325)
+    assert tiered_cost_of(Point(UNROLLED, 0.3, 0.009), d, goal) is None  # so no tiered cost to show
+    fast = Point(DEFAULT, 0.1, 0.01, slowdown=1.0)
+    assert tiered_cost_of(Point(UNROLLED, 0.3, 0.009), fast, goal) == pytest.approx(1.03)  # tiered
 
 
 def test_a_slowdown_travels_with_the_point_and_a_bad_one_is_refused():
@@ -179,9 +183,12 @@ def test_tiered_crossover_intervals_name_the_winner_the_rule_picks_at_every_call
     ]
     tiered = crossover_intervals(points, default=DEFAULT, tier_up=True)
     plain = crossover_intervals(points, default=DEFAULT)
-    assert tiered != plain  # the unrolled winner takes over earlier when it need not stall
-    start = {it["config"]: it["from_calls"] for it in tiered}
-    assert start[UNROLLED] < {it["config"]: it["from_calls"] for it in plain}[UNROLLED]
+    if slowdown == 3.0:  # 70 calls served (70 ms of the winner's) do not repay the default's 0.1 s compile
+        assert tiered == plain  # so the rule charges the up-front compile, as the decorator would do
+    else:
+        assert tiered != plain  # the unrolled winner takes over earlier when it need not stall
+        start = {it["config"]: it["from_calls"] for it in tiered}
+        assert start[UNROLLED] < {it["config"]: it["from_calls"] for it in plain}[UNROLLED]
     for n in probes(tiered) + [1, 10, 100, 150, 250, 400, 1000, 1e5]:
         goal = Objective(expected_calls=max(n, 1e-9), tier_up=True)
         assert best_at(tiered, n) == winner(points, goal, DEFAULT).config, n
@@ -199,3 +206,22 @@ def test_tiered_crossovers_follow_paired_rounds_too():
     for n in probes(tiered) + [50, 200, 300]:
         goal = Objective(expected_calls=max(n, 1e-9), tier_up=True)
         assert best_at(tiered, n) == winner(points, goal, DEFAULT).config, n
+
+
+def test_the_charged_cost_switches_from_up_front_to_tiered_where_tiering_starts_to_pay():
+    from autotune.select import best_at, crossover_intervals
+    from autotune.select._tiered import charged_kinks
+
+    d, w = (0.1, 0.01), (2.1, 0.005)  # k = 210 calls served; they repay the default's 0.1 s from 20 calls on
+    assert [float(k) for k in charged_kinks(Objective(), d, w, slowdown=1.0)] == pytest.approx([20, 210])
+    for n, tiered in ((19, False), (21, True), (500, True)):
+        assert pays(Objective(), d, w, Fraction(n), slowdown=1.0) is tiered
+    points = [
+        Point(DEFAULT, *d, slowdown=1.0),
+        Point(UNROLLED, *w),
+        Point(Config({"l": {"repr": "scan", "unroll": 4}}), 0.3, 0.008),
+    ]
+    intervals = crossover_intervals(points, default=DEFAULT, tier_up=True)
+    for n in probes(intervals) + [1, 19, 20, 21, 100, 210, 211, 1000]:
+        goal = Objective(expected_calls=max(n, 1e-9), tier_up=True)
+        assert best_at(intervals, n) == winner(points, goal, DEFAULT).config, n
