@@ -11,9 +11,10 @@
 #                                        # with --xla off and TRIAL_TIMEOUT=30)
 #   bash scripts/tpu_session.sh builders accel_rk4 # benchmarks/builders.py: tuning wall with 4 builders vs none
 #                                        # (about 2.5 min)
+#   bash scripts/tpu_session.sh tier-probe # benchmarks/tpu_tier_probe.py: is there a workload where tier-up pays here?
 #   bash scripts/tpu_session.sh e2e      # benchmarks/e2e.py: accel_tiny_scan, 20,000 calls, whole processes (~4.5 min)
-#   bash scripts/tpu_session.sh e2e-tier # benchmarks/e2e.py --tier-up: a winner that compiles for seconds (not run yet:
-#                                        # at ~20 s a TPU process, its 18 processes do not fit one command)
+#   bash scripts/tpu_session.sh e2e-tier # benchmarks/e2e.py --tier-up on tier_sampler at full size, 100,000 calls, one
+#                                        # run of each mode (not run yet: about 8 min)
 #   bash scripts/tpu_session.sh notebook # a process that holds the chip tunes in-process (one warning)
 #   bash scripts/tpu_session.sh xla      # benchmarks/tpu_xla_probe.py: which compile options the TPU takes
 #
@@ -65,7 +66,9 @@ e2e)
         | tee "$OUT/tpu-e2e.log"
     ;;
 e2e-tier)
-    "$PY" -m benchmarks.e2e --tier-up --study accel_bf16_layers --runs 2 --tier-calls 100,1000,10000 \
+    # tier_sampler at full size: the written-out loop compiles 8 s and, tiered, beats every config compiled up front
+    # from about 100,000 calls (tier-probe); a process there takes about 65 s, so one run of each mode fits a command
+    "$PY" -m benchmarks.e2e --tier-up --study tier_sampler --runs 1 --tier-calls 100000 \
         --json "$OUT/tpu-tier.json" --out "$OUT/tpu-tier.md" "$@" 2>&1 | tee "$OUT/tpu-tier.log"
     ;;
 notebook)
@@ -95,7 +98,8 @@ builders)
     "$PY" -m benchmarks.builders --study "studies/$study.py" --builders 4 --trials 6 --trial-timeout 20 \
         --json "$OUT/builders-$study.json" "$@" 2>&1 | tee "$OUT/builders-$study.log"
     ;;
+tier-probe) timeout 240 "$PY" -m benchmarks.tpu_tier_probe --json "$OUT/tier-probe.json" "$@" 2>&1 | tee "$OUT/tier-probe.log" ;;
 probe) timeout 150 "$PY" -m benchmarks.tpu_rnn_probe "$@" --json "$OUT/rnn-probe.json" 2>&1 | tee "$OUT/rnn-probe.log" ;;
 xla) timeout 150 "$PY" -m benchmarks.tpu_xla_probe --json "$OUT/xla-probe.json" 2>&1 | tail -20 ;;
-*) echo "tpu_session.sh: unknown part '$part' (check, probe, notebook, xla, bench-one NAME, builders NAME, e2e, e2e-tier)" >&2; exit 2 ;;
+*) echo "tpu_session.sh: unknown part '$part' (check, probe, tier-probe, notebook, xla, bench-one NAME, builders NAME, e2e, e2e-tier)" >&2; exit 2 ;;
 esac

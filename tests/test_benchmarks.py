@@ -100,3 +100,19 @@ def test_the_tier_routes_benchmark_splits_the_winners_build_and_times_processes_
     assert row["calls"] == 2 and row["alone_s"] > 0 and row["with_child_s"] > 0
     assert row["ratio"] == row["with_child_s"] / row["alone_s"]
     assert "| 2 |" in r.stdout and "compile s" in r.stdout
+
+
+def test_the_tpu_tier_probe_times_three_configs_and_says_whether_tiering_pays(tmp_path):
+    """``python -m benchmarks.tpu_tier_probe --small``: the rows and the verdict it writes."""
+    import json
+
+    from _repo import python
+
+    out = tmp_path / "tier-probe.json"
+    r = python("-m", "benchmarks.tpu_tier_probe", "--small", "--calls", "2", "--json", str(out), cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(out.read_text())
+    assert [row["config"] for row in result["rows"]] == ["scan×1", "scan×8", "for"]
+    assert all(row["compile_s"] > 0 and row["run_s"] > 0 for row in result["rows"])
+    (v,) = result["verdicts"]
+    assert isinstance(v["pays"], bool) and v["for_speedup"] > 0 and "tiering pays" in r.stdout

@@ -1,0 +1,148 @@
+"""Is there a tier-up workload on this device? The sampler of ``studies/tier_sampler.py`` by size.
+
+Tier-up pays where the winner's calls are not much cheaper than the default's and its compile is
+long (`autotune.select._tiered.pays`: the calls the default serves while the winner compiles
+must be worth more, at the winner's price, than the default's compile). This probe jits the
+sampler's step loop (constant-foldable schedule plus a matmul per step) at a few sizes as
+``scan×1`` (the default), ``scan×8`` and ``for``, compiles each once (wall seconds of lower and
+compile) and times 100 calls back to back (one wait, median of 5 rounds), then compares, at
+10,000, 100,000 and 1,000,000 calls, ``for`` served by the tiered default with ``s = 1`` (a
+device with spare host cores) against the cheapest config compiled up front.
+
+    python -m benchmarks.tpu_tier_probe --json out.json     # on the device
+    python -m benchmarks.tpu_tier_probe --small             # CPU-sized, for a test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from fractions import Fraction
+
+# (steps, state width, hidden, batch)
+SHAPES = [(48, 1024, 64, 16), (48, 65536, 256, 64), (128, 65536, 512, 128), (48, 1 << 18, 1024, 256)]
+SMALL_SHAPES = [(8, 256, 16, 4)]
+CONFIGS = [("scan×1", {}), ("scan×8", {"steps": {"repr": "scan", "unroll": 8}}), ("for", {"steps": {"repr": "for"}})]
+
+
+def sampler(steps: int, dim: int, hidden: int):
+    import jax.numpy as jnp
+    import numpy as np
+
+    import autotune as at
+
+    times = np.linspace(1.0, 1.0 / steps, steps, dtype=np.float32)
+    freqs = np.exp(-np.log(10_000.0) * np.arange(dim // 2, dtype=np.float32) / (dim // 2)).astype(np.float32)
+
+    def step(carry, t):
+        x, h, w = carry
+        alpha = jnp.cos(0.5 * jnp.pi * t) ** 2
+        emb = jnp.concatenate([jnp.sin(1000.0 * t * freqs), jnp.cos(1000.0 * t * freqs)])
+        x = jnp.sqrt(alpha) * x + 0.05 * jnp.sqrt(1.0 - alpha) * emb
+        h = jnp.tanh(h @ w + x[:hidden][None, :])
+        return (x, h, w), None
+
+    def f(x, h, w):
+        return at.loop(step, (x, h, w), times, name="steps")[0][:2]
+
+    return f
+
+
+def probe(shape: tuple[int, int, int, int], calls: int) -> list[dict]:
+    import jax
+    import numpy as np
+
+    import autotune as at
+
+    steps, dim, hidden, batch = shape
+    f = sampler(steps, dim, hidden)
+    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(0), 3)
+    args = (
+        jax.random.normal(k1, (dim,)),
+        jax.random.normal(k2, (batch, hidden)),
+        jax.random.normal(k3, (hidden, hidden)) / np.sqrt(hidden),
+    )
+    rows = []
+    for name, config in CONFIGS:
+        jitted = jax.jit(at.with_config(f, config))
+        t0 = time.perf_counter()
+        compiled = jitted.lower(*args).compile()
+        compile_s = time.perf_counter() - t0
+        jax.block_until_ready(compiled(*args))
+        rounds = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                out = compiled(*args)
+            jax.block_until_ready(out)
+            rounds.append((time.perf_counter() - t0) / calls)
+        rows.append({"shape": list(shape), "config": name, "compile_s": compile_s, "run_s": statistics.median(rounds)})
+    return rows
+
+
+def verdict(rows: list[dict], calls: tuple[int, ...] = (10_000, 100_000, 1_000_000)) -> dict:
+    """Per call count, ``for`` served by the tiered default (s = 1: a device with spare host cores)
+    against the cheapest config compiled up front; ``pays``: whether tiering ``for`` beats compiling
+    it up front at the first count (`autotune.select._tiered.pays`)."""
+    from autotune.select._objective import Objective
+    from autotune.select._tiered import pays, tiered_at
+
+    by = {r["config"]: r for r in rows}
+    d, w = by["scan×1"], by["for"]
+    dw = ((d["compile_s"], d["run_s"]), (w["compile_s"], w["run_s"]))
+    at_calls = []
+    for n in calls:
+        tiered, _ = tiered_at(Objective(expected_calls=n), *dw, Fraction(n), slowdown=1.0)
+        best = min(rows, key=lambda r: r["compile_s"] + n * r["run_s"])
+        cost = best["compile_s"] + n * best["run_s"]
+        at_calls.append(
+            {"calls": n, "tiered_for_s": float(tiered), "best_up_front": best["config"], "best_up_front_s": cost}
+        )
+    return {
+        "shape": d["shape"],
+        "for_speedup": d["run_s"] / w["run_s"] if w["run_s"] > 0 else None,
+        "compile_ratio": w["compile_s"] / d["compile_s"] if d["compile_s"] > 0 else None,
+        "pays": pays(Objective(expected_calls=calls[0]), *dw, Fraction(calls[0]), slowdown=1.0),
+        "at_calls": at_calls,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--small", action="store_true", help="one CPU-sized shape (tests)")
+    p.add_argument("--calls", type=int, default=100, help="calls per timing round (default 100)")
+    p.add_argument("--json", help="write the rows and verdicts here")
+    a = p.parse_args(argv)
+    import jax
+
+    rows, verdicts = [], []
+    for shape in SMALL_SHAPES if a.small else SHAPES:
+        got = probe(shape, a.calls)
+        rows += got
+        v = verdict(got)
+        verdicts.append(v)
+        for r in got:
+            print(
+                f"{shape} {r['config']:7s} compile {r['compile_s']:7.3f} s  run {r['run_s'] * 1e6:9.1f} µs", flush=True
+            )
+        print(f"{shape} for: {v['for_speedup']:.2f}x faster, compiles {v['compile_ratio']:.1f}x longer", flush=True)
+        for x in v["at_calls"]:
+            wins = x["tiered_for_s"] < x["best_up_front_s"]
+            print(
+                f"  {x['calls']:>9,} calls: tier-up of for {x['tiered_for_s']:9.3f} s; the best up front "
+                f"{x['best_up_front']} {x['best_up_front_s']:9.3f} s; tiering pays: {wins}",
+                flush=True,
+            )
+    if a.json:
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+        with open(a.json, "w") as fh:
+            json.dump({"device": jax.devices()[0].device_kind, "rows": rows, "verdicts": verdicts}, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
