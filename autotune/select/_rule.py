@@ -14,7 +14,7 @@ from autotune.program._config import Config
 from autotune.select._objective import Objective
 from autotune.select._point import Point
 from autotune.select._range import in_range as _in_range
-from autotune.select._tiered import charged_at, charged_kinks, qualifies, slowdown_of
+from autotune.select._tiered import charged_at, charged_kinks, pays, qualifies, slowdown_of
 
 SIGN_TEST_LEVEL = Fraction(1, 8)
 """How often a challenger no better than the default may, by chance alone, win the paired
@@ -67,8 +67,8 @@ class _Line:
             theirs = _rounds(default)
             medians = (default.compile_cost_s, default.run_cost_s)
             pairs = theirs if len(theirs) == len(rounds) else [medians] * len(rounds)
-            loads = (default.load_cost_s, point.load_cost_s)
-            self.tier = (objective, list(zip(pairs, rounds)), loads, slowdown_of(default))
+            figures = _tier_figures(default, point)
+            self.tier = (objective, list(zip(pairs, rounds)), figures["loads"], figures["slowdown"])
 
     def at(self, n: Fraction) -> list[tuple[Fraction, Fraction]]:
         """Each round's (cost at n, its slope just above n)."""
@@ -125,6 +125,31 @@ def tiers(point: Point, default: Point | None, objective: Objective) -> bool:
         and default is not None
         and point.config != default.config
         and qualifies(default.compile_cost_s, point.compile_cost_s)
+    )
+
+
+def _tier_figures(default: Point, point: Point) -> dict[str, Any]:
+    """The tiered cost's ``loads`` and ``s`` for ``point`` against the default's point, as
+    `autotune.select._tiered` takes them."""
+    return {"loads": (default.load_cost_s, point.load_cost_s), "slowdown": slowdown_of(default)}
+
+
+def entry_pays(entry: Any, objective: Objective) -> bool:
+    """Whether the decorator tiers a cache entry's winner under ``objective`` (its own, with
+    ``tier_up``): the winner is charged the tiered cost (:func:`tiers`: another config than the
+    default, whose compile qualifies) and tiering :func:`~autotune.select._tiered.pays` at
+    ``objective.expected_calls``, on the stored medians and the default's measured ``slowdown``."""
+    default = entry.default_point
+    winner = point_of(entry.points, Config.from_dict(entry.config))
+    if winner is None or not tiers(winner, default, objective):
+        return False
+    assert default is not None
+    return pays(
+        objective,
+        (default.compile_cost_s, default.run_cost_s),
+        (winner.compile_cost_s, winner.run_cost_s),
+        Fraction(objective.expected_calls),
+        **_tier_figures(default, winner),
     )
 
 

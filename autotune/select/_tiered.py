@@ -53,7 +53,6 @@ __all__ = [
     "TierFigures",
     "charged_at",
     "charged_kinks",
-    "entry_pays",
     "pays",
     "qualifies",
     "slowdown_of",
@@ -237,7 +236,24 @@ def tiered_at(
 def _up_front(
     objective: Any, winner: tuple[float, float], loads: tuple[float | None, float | None]
 ) -> tuple[Fraction, Fraction]:
+    """The winner compiled up front as a line ``(a, b)`` in N (:meth:`Objective.line`)."""
     return objective.line(winner[0], winner[1], loads[1])
+
+
+def _costs(
+    objective: Any,
+    default: tuple[float, float],
+    winner: tuple[float, float],
+    n: Fraction,
+    loads: tuple[float | None, float | None],
+    slowdown: float,
+) -> tuple[tuple[Fraction, Fraction], tuple[Fraction, Fraction], bool]:
+    """``(tiered, up front, tiered is cheaper)`` at ``n``, each ``(cost, slope just above n)``:
+    the comparison :func:`pays` and :func:`charged_at` share (a tie compiles up front)."""
+    a, b = _up_front(objective, winner, loads)
+    tiered = tiered_at(objective, default, winner, n, loads=loads, slowdown=slowdown)
+    up_front = (a + b * n, b)
+    return tiered, up_front, tiered[0] < up_front[0]
 
 
 def pays(
@@ -261,8 +277,7 @@ def pays(
         >>> [pays(Objective(), *slow_compile, Fraction(n), slowdown=1.0) for n in (10, 100, 10_000)]
         [False, True, True]
     """
-    a, b = _up_front(objective, winner, loads)
-    return tiered_at(objective, default, winner, n, loads=loads, slowdown=slowdown)[0] < a + b * n
+    return _costs(objective, default, winner, n, loads, slowdown)[2]
 
 
 def charged_at(
@@ -277,9 +292,8 @@ def charged_at(
     """What the winner rule charges a qualifying point under tier-up: ``(cost at n, slope just
     above n)`` of what the decorator does there (:func:`pays`): the tiered cost where tiering pays,
     else the winner compiled up front."""
-    a, b = _up_front(objective, winner, loads)
-    tiered = tiered_at(objective, default, winner, n, loads=loads, slowdown=slowdown)
-    return tiered if tiered[0] < a + b * n else min((a + b * n, b), tiered)
+    tiered, up_front, cheaper = _costs(objective, default, winner, n, loads, slowdown)
+    return tiered if cheaper else min(up_front, tiered)
 
 
 def charged_kinks(
@@ -307,27 +321,3 @@ def charged_kinks(
             if cross > lo and (hi is None or cross < hi):
                 out.add(cross)
     return sorted(out)
-
-
-def entry_pays(entry: Any, objective: Any) -> bool:
-    """Whether the decorator tiers a cache entry's winner under ``objective`` (its own, with
-    ``tier_up``): the entry has the default's point, its winner is another config whose compile
-    :func:`qualifies`, and tiering :func:`pays` at ``objective.expected_calls``, on the stored
-    medians and the default's measured ``slowdown``."""
-    from autotune.program._config import Config
-
-    default, points, config = entry.default_point, entry.points, Config.from_dict(entry.config)
-    # `_rule.point_of`, which imports this module: the config's point, or one that holds it
-    winner = next((p for p in points if p.config == config), None) or next((p for p in points if p.holds(config)), None)
-    if default is None or winner is None or winner.config == default.config:
-        return False
-    if not qualifies(default.compile_cost_s, winner.compile_cost_s):
-        return False
-    return pays(
-        objective,
-        (default.compile_cost_s, default.run_cost_s),
-        (winner.compile_cost_s, winner.run_cost_s),
-        Fraction(objective.expected_calls),
-        loads=(default.load_cost_s, winner.load_cost_s),
-        slowdown=slowdown_of(default),
-    )

@@ -63,7 +63,7 @@ def test_a_winner_that_compiles_about_as_fast_takes_the_usual_path(tmp_path):
 
 def test_a_winner_that_tiering_does_not_pay_for_compiles_up_front(tmp_path):
     """Tier-up applies where it costs less than the winner's up-front compile at the decorator's
-    expected_calls (`_tiered.entry_pays`): not for a winner so fast that the 62 calls the default
+    expected_calls (`_rule.entry_pays`): not for a winner so fast that the 62 calls the default
     serves beside its 1 s compile (62 µs of the winner's) are worth less than the default's 10 ms
     compile. The decorator's own trace applies the winner, as without tier_up."""
     path, x = tmp_path / "c.db", jnp.arange(4.0)
