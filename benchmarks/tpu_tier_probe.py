@@ -3,7 +3,8 @@
 Tier-up pays where the winner's calls are not much cheaper than the default's and its compile is
 long (`autotune.select._tiered.pays`: the calls the default serves while the winner compiles
 must be worth more, at the winner's price, than the default's compile). This probe jits the
-sampler's step loop (constant-foldable schedule plus a matmul per step) at a few sizes as
+study's own sampler (its ``make_step`` and ``init``: a constant-foldable schedule plus a matmul
+per step) at a few sizes as
 ``scan×1`` (the default), ``scan×8`` and ``for``, compiles each once (wall seconds of lower and
 compile) and times 100 calls back to back (one wait, median of 5 rounds), then compares, at
 10,000, 100,000 and 1,000,000 calls, ``for`` served by the tiered default with ``s = 1`` (a
@@ -23,49 +24,28 @@ import sys
 import time
 from fractions import Fraction
 
+from benchmarks._studies import study_path
+
 # (steps, state width, hidden, batch)
 SHAPES = [(48, 1024, 64, 16), (48, 65536, 256, 64), (128, 65536, 512, 128), (48, 1 << 18, 1024, 256)]
 SMALL_SHAPES = [(8, 256, 16, 4)]
 CONFIGS = [("scan×1", {}), ("scan×8", {"steps": {"repr": "scan", "unroll": 8}}), ("for", {"steps": {"repr": "for"}})]
 
 
-def sampler(steps: int, dim: int, hidden: int):
-    import jax.numpy as jnp
-    import numpy as np
+def probe(shape: tuple[int, int, int, int], calls: int) -> list[dict]:
+    import jax
 
     import autotune as at
+    from autotune.record._studyfile import load_module
 
-    times = np.linspace(1.0, 1.0 / steps, steps, dtype=np.float32)
-    freqs = np.exp(-np.log(10_000.0) * np.arange(dim // 2, dtype=np.float32) / (dim // 2)).astype(np.float32)
-
-    def step(carry, t):
-        x, h, w = carry
-        alpha = jnp.cos(0.5 * jnp.pi * t) ** 2
-        emb = jnp.concatenate([jnp.sin(1000.0 * t * freqs), jnp.cos(1000.0 * t * freqs)])
-        x = jnp.sqrt(alpha) * x + 0.05 * jnp.sqrt(1.0 - alpha) * emb
-        h = jnp.tanh(h @ w + x[:hidden][None, :])
-        return (x, h, w), None
+    study = load_module(study_path("tier_sampler"))  # its sampler, at this probe's sizes
+    steps, dim, hidden, batch = shape
+    step, times = study.make_step(steps, dim, hidden)
 
     def f(x, h, w):
         return at.loop(step, (x, h, w), times, name="steps")[0][:2]
 
-    return f
-
-
-def probe(shape: tuple[int, int, int, int], calls: int) -> list[dict]:
-    import jax
-    import numpy as np
-
-    import autotune as at
-
-    steps, dim, hidden, batch = shape
-    f = sampler(steps, dim, hidden)
-    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(0), 3)
-    args = (
-        jax.random.normal(k1, (dim,)),
-        jax.random.normal(k2, (batch, hidden)),
-        jax.random.normal(k3, (hidden, hidden)) / np.sqrt(hidden),
-    )
+    args = study.init(0, dim, hidden, batch)
     rows = []
     for name, config in CONFIGS:
         jitted = jax.jit(at.with_config(f, config))

@@ -31,29 +31,37 @@ if SIZE not in ("small", "full"):
 STEPS, DIM, HIDDEN, BATCH = (48, 1024, 64, 16) if SIZE == "small" else (48, 1 << 18, 1024, 256)
 # about where compiling the written-out loop up front pays back (small), where tiering it pays (full)
 EXPECTED_CALLS = 5_000 if SIZE == "small" else 100_000
-TIMES = np.linspace(1.0, 1.0 / STEPS, STEPS, dtype=np.float32)
-FREQS = np.exp(-np.log(10_000.0) * np.arange(DIM // 2, dtype=np.float32) / (DIM // 2)).astype(np.float32)
 
 
-def step(carry, t):
-    x, h, w = carry
-    alpha = jnp.cos(0.5 * jnp.pi * t) ** 2
-    embedding = jnp.concatenate([jnp.sin(1000.0 * t * FREQS), jnp.cos(1000.0 * t * FREQS)])
-    x = jnp.sqrt(alpha) * x + 0.05 * jnp.sqrt(1.0 - alpha) * embedding
-    h = jnp.tanh(h @ w + x[:HIDDEN][None, :])
-    return (x, h, w), None
+def make_step(steps: int, dim: int, hidden: int):
+    """``(step, times)`` of the sampler at these sizes (``benchmarks.tpu_tier_probe`` times other sizes)."""
+    times = np.linspace(1.0, 1.0 / steps, steps, dtype=np.float32)
+    freqs = np.exp(-np.log(10_000.0) * np.arange(dim // 2, dtype=np.float32) / (dim // 2)).astype(np.float32)
+
+    def step(carry, t):
+        x, h, w = carry
+        alpha = jnp.cos(0.5 * jnp.pi * t) ** 2
+        embedding = jnp.concatenate([jnp.sin(1000.0 * t * freqs), jnp.cos(1000.0 * t * freqs)])
+        x = jnp.sqrt(alpha) * x + 0.05 * jnp.sqrt(1.0 - alpha) * embedding
+        h = jnp.tanh(h @ w + x[:hidden][None, :])
+        return (x, h, w), None
+
+    return step, times
+
+
+STEP, TIMES = make_step(STEPS, DIM, HIDDEN)
 
 
 @at.autotuned(expected_calls=EXPECTED_CALLS)
 def sample(x, h, w):
-    x, h, _ = at.loop(step, (x, h, w), TIMES, name="steps")[0]
+    x, h, _ = at.loop(STEP, (x, h, w), TIMES, name="steps")[0]
     return x, h
 
 
-def init(seed: int = 0):
+def init(seed: int = 0, dim: int = DIM, hidden: int = HIDDEN, batch: int = BATCH):
     k1, k2, k3 = jax.random.split(jax.random.PRNGKey(seed), 3)
-    w = jax.random.normal(k3, (HIDDEN, HIDDEN)) / np.sqrt(HIDDEN)
-    return jax.random.normal(k1, (DIM,)), jax.random.normal(k2, (BATCH, HIDDEN)), w
+    w = jax.random.normal(k3, (hidden, hidden)) / np.sqrt(hidden)
+    return jax.random.normal(k1, (dim,)), jax.random.normal(k2, (batch, hidden)), w
 
 
 def examples():
