@@ -1,5 +1,6 @@
 """The bench's report: the summary and targets over the studies, the markdown tables, the
-machine line, and re-labelling a saved result (``--render``), old key names included.
+machine line, and re-labelling a saved result (``--render``), old key names included; and what
+the smaller benchmarks write beside their tables (:func:`run_facts`, :func:`write_json`).
 
 A leaf of ``benchmarks.bench`` beside ``benchmarks._study_run``: it imports only
 ``benchmarks._studies``.
@@ -314,6 +315,28 @@ def machine_line() -> str:
     now = loadavg()
     load = f", load average at start {now[0]:.1f}" if now else ""
     return f"{platform.system()} {platform.machine()}, {cpu}, {os.cpu_count()} logical CPUs{load}"
+
+
+def run_facts() -> dict[str, str]:
+    """Where and when a benchmark ran: ``jax`` (its version), ``device`` (the first device's
+    kind), ``machine`` and ``date`` (UTC), the first keys of the JSON it writes."""
+    import datetime as _dt
+
+    import jax
+
+    return {
+        "jax": jax.__version__,
+        "device": jax.devices()[0].device_kind,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def write_json(path: str, result: dict[str, Any]) -> None:
+    """``result`` as indented JSON at ``path``, its folder made where missing."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(json.dumps(result, indent=2) + "\n")
 
 
 def loadavg() -> list[float] | None:

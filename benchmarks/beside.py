@@ -17,16 +17,14 @@ Prints a table; ``--json`` writes ``{"jax", "device", "machine", "date", "rounds
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
-import os
-import platform
 import statistics
 import sys
 import threading
 from typing import Any
 
 from benchmarks._studies import study_path
+from benchmarks._tables import run_facts, write_json
 
 
 def written_out(sites: list[Any]) -> dict[str, Any]:
@@ -87,7 +85,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--target-s", type=float, default=0.2, help="seconds of calls per timing (default 0.2)")
     p.add_argument("--json", help="write the results as JSON here")
     a = p.parse_args(argv)
-    import jax
 
     from autotune.record._studyfile import load_examples
 
@@ -104,17 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['stand_in']:.3f} | {r['winner']:.3f} |"
         )
     if a.json:
-        result = {
-            "jax": jax.__version__,
-            "device": jax.devices()[0].device_kind,
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-            "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "rounds": a.rounds,
-            "functions": rows,
-        }
-        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
-        with open(a.json, "w") as fh:
-            fh.write(json.dumps(result, indent=2) + "\n")
+        write_json(a.json, {**run_facts(), "rounds": a.rounds, "functions": rows})
     return 0
 
 

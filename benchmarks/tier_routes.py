@@ -14,7 +14,7 @@ and a thread still inside it when the interpreter finalizes aborts the process. 
 
     python -m benchmarks.tier_routes --study demo_unroll --runs 5 --calls 10,1000 --json out.json
 
-Prints two tables; ``--json`` writes ``{"jax", "machine", "date", "study", "phases": {"trace_s",
+Prints two tables; ``--json`` writes ``{"jax", "device", "machine", "date", "study", "phases": {"trace_s",
 "lower_s", "compile_s", "default_lower_s", "default_compile_s"}, "spawn": [{"calls", "alone_s",
 "with_child_s", "ratio"}]}`` (whole-process medians in seconds).
 """
@@ -22,10 +22,7 @@ Prints two tables; ``--json`` writes ``{"jax", "machine", "date", "study", "phas
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
-import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -33,6 +30,7 @@ import time
 from typing import Any
 
 from benchmarks._studies import ROOT, study_path
+from benchmarks._tables import run_facts, write_json
 
 # One whole process: import JAX and the study, jit its first function's default, make N calls.
 # With "child", a process importing JAX starts first, as a builder would at the program's start.
@@ -131,7 +129,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", default="10,1000", help="call counts of the spawn part, comma-separated")
     p.add_argument("--json", help="write the results as JSON here")
     a = p.parse_args(argv)
-    import jax
 
     calls = [int(c) for c in a.calls.split(",") if c.strip()]
     ph = phases(a.study, a.repeats)
@@ -146,17 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"| {r['calls']:,} | {r['alone_s']:.3f} | {r['with_child_s']:.3f} | {r['ratio']:.3f} |")
     if a.json:
-        result = {
-            "jax": jax.__version__,
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-            "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "study": a.study,
-            "phases": ph,
-            "spawn": rows,
-        }
-        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
-        with open(a.json, "w") as fh:
-            fh.write(json.dumps(result, indent=2) + "\n")
+        write_json(a.json, {**run_facts(), "study": a.study, "phases": ph, "spawn": rows})
     return 0
 
 

@@ -17,14 +17,13 @@ device with spare host cores) against the cheapest config compiled up front.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
 import time
 from fractions import Fraction
 
 from benchmarks._studies import study_path
+from benchmarks._tables import run_facts, write_json
 
 # (steps, state width, hidden, batch)
 SHAPES = [(48, 1024, 64, 16), (48, 65536, 256, 64), (128, 65536, 512, 128), (48, 1 << 18, 1024, 256)]
@@ -97,7 +96,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", type=int, default=100, help="calls per timing round (default 100)")
     p.add_argument("--json", help="write the rows and verdicts here")
     a = p.parse_args(argv)
-    import jax
 
     rows, verdicts = [], []
     for shape in SMALL_SHAPES if a.small else SHAPES:
@@ -118,9 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     if a.json:
-        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
-        with open(a.json, "w") as fh:
-            json.dump({"device": jax.devices()[0].device_kind, "rows": rows, "verdicts": verdicts}, fh, indent=2)
+        write_json(a.json, {**run_facts(), "rows": rows, "verdicts": verdicts})
     return 0
 
 
