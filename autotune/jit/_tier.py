@@ -3,8 +3,7 @@
 A call signature whose cached winner compiles much slower than the default, and for which
 serving the default while it compiles costs less at the decorator's ``expected_calls`` than
 compiling it up front (`autotune.select._rule.entry_pays`, on the entry's stored figures), gets
-a `Slot`. The
-decision is made inside the decorator's own trace of its first call (`Tier.decides`, from
+a `Slot`. The decision is made inside the decorator's own trace of its first call (`Tier.decides`, from
 `Autotuned._traced_under`): the one trace that looks the entry up emits the default config for
 the decorator's jit, and a daemon thread compiles the winner from the same traced program
 (replayed under the winner's config, with its XLA options: `Tier._builder`), so the function is
