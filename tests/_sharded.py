@@ -176,7 +176,7 @@ def case_keys() -> dict:
 
 def case_codec() -> dict:
     """Shardings as JSON: each comes back equal here; the test decodes them with fewer devices."""
-    from jax.sharding import AxisType, SingleDeviceSharding
+    from jax.sharding import AxisType, make_single_device_sharding
 
     from autotune.measuring._codec import decode_tree, encode_tree
 
@@ -187,7 +187,7 @@ def case_codec() -> dict:
         "rows": jax.device_put(x, NamedSharding(m, P("a", None))),
         "both": jax.device_put(x, NamedSharding(m, P(("a", "b")))),
         "explicit": jax.device_put(x, NamedSharding(explicit, P(None, "a"))),
-        "device3": jax.device_put(x, SingleDeviceSharding(jax.devices()[3])),
+        "device3": jax.device_put(x, make_single_device_sharding(jax.devices()[3])),
         "loose": jnp.ones(3),
         "host": np.ones(2),
     }

@@ -69,14 +69,16 @@ def encode_sharding(x: Any, where: str = "an argument") -> dict[str, Any] | None
         'single'
     """
     import jax
-    from jax.sharding import NamedSharding, SingleDeviceSharding
+    from jax.sharding import NamedSharding
+
+    from autotune.program import _compat
 
     if not isinstance(x, jax.Array) or not getattr(x, "committed", False):
         return None
     if not getattr(x, "is_fully_addressable", True):
         raise _not_portable(f"{where} spans devices of several processes, which one worker process cannot hold")
     s = x.sharding
-    if isinstance(s, SingleDeviceSharding):
+    if _compat.is_single_device_sharding(s):
         (device,) = s.device_set
         out = {"kind": "single", "device": int(device.id), "platform": device.platform, "memory_kind": s.memory_kind}
     elif isinstance(s, NamedSharding):
@@ -123,11 +125,13 @@ def decode_sharding(d: dict[str, Any], meshes: dict | None = None) -> Any:
     (``meshes`` caches rebuilt meshes by their JSON). Raises ``NotPortable`` when a device is missing."""
     import json
 
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from autotune.program import _compat
 
     if d["kind"] == "single":
         (device,) = _devices(d["platform"], [int(d["device"])])
-        return SingleDeviceSharding(device, memory_kind=d.get("memory_kind"))
+        return _compat.single_device_sharding(device, memory_kind=d.get("memory_kind"))
     m = d["mesh"]
     key = json.dumps(m, sort_keys=True)
     mesh = (meshes or {}).get(key)

@@ -229,6 +229,23 @@ def bind_like(eqn: Any, params: dict[str, Any], invals: list[Any]) -> list[Any]:
     return out if eqn.primitive.multiple_results else [out]
 
 
+# --- shardings --------------------------------------------------------------------------------
+
+
+def is_single_device_sharding(sharding: Any) -> bool:
+    """Whether ``sharding`` places an array on one device. jax 0.12.1 deprecated the class
+    ``SingleDeviceSharding`` for this predicate; 0.10 has only the class."""
+    test = getattr(jax.sharding, "is_single_device_sharding", None)
+    if test is not None:
+        return bool(test(sharding))
+    return isinstance(sharding, jax.sharding.SingleDeviceSharding)
+
+
+def single_device_sharding(device: Any, memory_kind: str | None = None) -> Any:
+    """A sharding that places an array on ``device`` (both JAX lines have this maker)."""
+    return jax.sharding.make_single_device_sharding(device, memory_kind=memory_kind)
+
+
 # --- caches ------------------------------------------------------------------------------------
 
 

@@ -178,6 +178,22 @@ def test_bind_like_replays_an_equation_in_its_source_context():
     assert _compat.user_frame(again) == _compat.user_frame(eqn)
 
 
+def test_single_device_shardings_are_made_and_recognised_without_a_deprecation_warning():
+    """jax 0.12.1 deprecated the class SingleDeviceSharding; both helpers avoid it on every line."""
+    import warnings
+
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        one = _compat.single_device_sharding(jax.devices()[0])
+        assert _compat.is_single_device_sharding(one)
+        assert _compat.is_single_device_sharding(jax.device_put(X, jax.devices()[0]).sharding)
+        mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("a",))
+        assert not _compat.is_single_device_sharding(NamedSharding(mesh, PartitionSpec("a")))
+    assert jax.device_put(X, one).sharding.device_set == {jax.devices()[0]}
+
+
 def test_no_persistent_cache_restores_the_flag():
     before = jax.config.jax_enable_compilation_cache
     with _compat.no_persistent_cache():
