@@ -345,3 +345,42 @@ def loadavg() -> list[float] | None:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
         return None
+
+
+# A verdict needs this many paired runs: with fewer, the resampled medians are the runs themselves.
+MIN_VERDICT_RUNS = 3
+
+
+def median_interval(values: list[float], level: float = 0.9, resamples: int = 2000) -> tuple[float, float]:
+    """A ``level`` bootstrap interval of the median of ``values`` (a fixed seed: the same runs
+    give the same interval). Whole processes on a shared host spread ±10%, so a median of five
+    alone cannot say whether a 2% target holds; the interval says whether the runs could."""
+    import random
+
+    rng = random.Random(0)
+    n = len(values)
+    meds = sorted(statistics.median(rng.choices(values, k=n)) for _ in range(resamples))
+    tail = (1.0 - level) / 2.0
+    return meds[int(tail * (resamples - 1))], meds[int((1.0 - tail) * (resamples - 1))]
+
+
+def verdict(ratios: list[float], target: float, level: float = 0.9) -> dict[str, Any]:
+    """Whether paired ratios (one per run, lower is better) meet ``ratio <= target``: ``met``
+    when the interval of their median lies at or below it, ``not met`` when above it, otherwise
+    ``undecided`` (the runs cannot tell at this noise: run more), also with fewer than
+    :data:`MIN_VERDICT_RUNS` runs.
+
+    Example::
+
+        >>> verdict([0.95, 0.97, 0.96, 0.98, 0.94], 1.02)["verdict"]
+        'met'
+        >>> verdict([0.9, 1.1, 1.0, 0.95, 1.08], 1.02)["verdict"]
+        'undecided'
+    """
+    lo, hi = median_interval(ratios, level) if ratios else (float("nan"), float("nan"))
+    if len(ratios) < MIN_VERDICT_RUNS:
+        word = "undecided"
+    else:
+        word = "met" if hi <= target else "not met" if lo > target else "undecided"
+    median = statistics.median(ratios) if ratios else None
+    return {"median": median, "interval": [lo, hi], "level": level, "verdict": word}

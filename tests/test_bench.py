@@ -2,6 +2,7 @@
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -212,6 +213,50 @@ def test_e2e_bench_smallest_mode_writes_its_table_and_json(tmp_path):
     assert "| lambda_returns |" in out_md.read_text() and "| lambda_returns |" in proc.stdout
 
 
+def test_a_verdict_needs_the_runs_spread_to_lie_on_one_side_of_the_target():
+    """benchmarks._tables.verdict: met / not met only when the bootstrap interval of the paired
+    ratios' median lies wholly at or below / above the target; the same runs, the same interval."""
+    assert _tables.verdict([0.95, 0.97, 0.96, 0.98, 0.94], 1.02)["verdict"] == "met"
+    assert _tables.verdict([1.05, 1.10, 1.07, 1.12, 1.06], 1.02)["verdict"] == "not met"
+    spread = [0.90, 1.10, 1.00, 0.95, 1.08]  # a median of 1.0 that five noisy runs cannot place
+    v = _tables.verdict(spread, 1.02)
+    assert v["verdict"] == "undecided" and v["median"] == 1.0
+    assert v["interval"][0] < 1.02 < v["interval"][1] and v["interval"] == _tables.verdict(spread, 1.02)["interval"]
+    assert _tables.verdict([0.5, 0.5], 1.02)["verdict"] == "undecided"  # two runs decide nothing
+
+
+def test_e2e_judges_tier_up_on_paired_runs_and_rejudges_a_saved_result(tmp_path):
+    """benchmarks.e2e.judge pairs each tier-up run with the run of the mode whose median is lower;
+    ``--judge`` re-judges a saved result written before the verdicts (docs/results holds some)."""
+    from benchmarks.e2e import judge
+
+    def runs(*walls):
+        return [{"wall_s": w} for w in walls]
+
+    faster = {"plain": runs(5.0, 5.2, 5.1, 5.3, 5.0), "tuned": runs(5.1, 5.0, 5.4, 5.2, 5.1)}
+    faster["tiered"] = runs(4.5, 4.6, 4.4, 4.7, 4.5)
+    median = {m: {"wall_s": statistics.median(r["wall_s"] for r in v)} for m, v in faster.items()}
+    j = judge(faster, median)
+    assert j["over_better"]["mode"] == "plain" and j["over_better"]["verdict"] == "met" and j["below_both"]
+    # the same tier-up runs against a better mode that sometimes wins: the spread cannot tell
+    close = {**faster, "plain": runs(4.3, 4.9, 4.5, 4.2, 4.6)}
+    median["plain"] = {"wall_s": 4.5}
+    j = judge(close, median)
+    assert j["over_better"]["verdict"] == "undecided" and not j["met"] and not j["below_both"]
+
+    saved = json.loads(open(os.path.join(ROOT, "docs", "results", "tier-up-sampler.json")).read())
+    assert "over_better" not in saved["tier_up"][0]["per_calls"][0]
+    path = tmp_path / "saved.json"
+    path.write_text(json.dumps(saved))
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.e2e", "--judge", str(path)], capture_output=True, text=True, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| tier_sampler |")]
+    assert len(rows) == len(saved["tier_up"][0]["per_calls"]) and all("interval" not in r for r in rows)
+    assert all(r.split("|")[-3].strip() in ("met", "**not met**", "undecided") for r in rows)
+
+
 @pytest.mark.slow
 def test_e2e_tier_up_mode_times_the_three_modes_and_the_slowdown_beside_the_winners_compile(tmp_path):
     """benchmarks.e2e --tier-up for one study, one run, ten calls: every mode timed, the slowdown
@@ -226,9 +271,11 @@ def test_e2e_tier_up_mode_times_the_three_modes_and_the_slowdown_beside_the_winn
     (row,) = st["per_calls"]
     assert row["calls"] == 10 and all(len(row["runs"][m]) == 1 for m in ("plain", "tuned", "tiered"))
     assert row["tiered_over_best"] > 0 and set(row["ratio"]) == {"tiered/plain", "tiered/tuned"}
+    # one run decides nothing: the target's verdict waits for the runs' spread
+    assert row["over_better"]["verdict"] == "undecided" and row["met"] is False and row["below_both"] is False
     (s,) = st["slowdown"]
     assert s["function"] == "lambda_returns:advantages" and s["slowdown"] >= 1.0 and s["alone_s"] > 0
-    assert "| lambda_returns | 10 |" in out_md.read_text()
+    assert "| lambda_returns | 10 |" in out_md.read_text() and "| undecided | no |" in out_md.read_text()
 
 
 def test_e2e_told_processes_tell_the_decorators_the_calls_they_make(tmp_path):
