@@ -5,7 +5,8 @@ Only the lowered program crosses, so closures work. A multi-device program cross
 its arguments go with their meshes and shardings (``_shardings``), and the worker places
 them on the devices with the same ids before it compiles. Programs ``jax.export`` cannot
 serialise (host callbacks, custom calls without a stability guarantee, several devices
-that the arguments do not name) raise :class:`CannotExport`; the runner then imports the
+that the arguments do not name), or would change (closed-over constants ``jax.jit`` passes as
+arguments, jax >= 0.12, which ``jax.export`` embeds), raise :class:`CannotExport`; the runner then imports the
 function in the worker instead (when it has a :class:`~autotune.worker.Location`) or
 measures in-process.
 """
@@ -103,6 +104,14 @@ def export(stages: Stages, call: Call, timing: dict, platform: str | None = None
 
     from autotune.program import _compat
 
+    if stages.hoisted_constants:
+        # XLA folds an embedded constant (a schedule's sines, say) and cannot fold an argument:
+        # the worker would time a program the decorator's jax.jit never runs (10x apart, measured).
+        raise CannotExport(
+            f"jax.jit passes its {stages.hoisted_constants} closed-over constant(s) larger than "
+            "jax_embedded_constants_max_bytes to the program as arguments, and jax.export would embed "
+            "them, so the worker would measure another program"
+        )
     flat, platforms = False, (platform,) if platform else None
     leaves, tree = jax.tree_util.tree_flatten(call.dynamic())
     with _compat.no_persistent_cache():

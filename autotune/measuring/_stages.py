@@ -59,6 +59,8 @@ class Stages:
     lower_cpu_s: float | None = None
     compile_cpu_s: float | None = None
     xla: XlaChoice | None = None  # the config's XLA options (jit_options), hashed with the program
+    # closed-over constants jax.jit passes as arguments (jax >= 0.12); jax.export would embed them
+    hoisted_constants: int = 0
 
 
 def program_hash(lowered: Any, xla_flags: dict[str, Any] | None = None) -> str:
@@ -66,7 +68,10 @@ def program_hash(lowered: Any, xla_flags: dict[str, Any] | None = None) -> str:
     emit the same program, whatever their site choices were. A config's XLA options
     (``xla_flags``) build another executable from the same text, so they are hashed with it;
     without any, the hash is the text's alone."""
-    text = lowered.as_text()
+    return _text_hash(lowered.as_text(), xla_flags)
+
+
+def _text_hash(text: str, xla_flags: dict[str, Any] | None) -> str:
     if xla_flags:
         text += "\n// xla options: " + repr(sorted(xla_flags.items()))
     return hashlib.sha256(text.encode()).hexdigest()
@@ -108,7 +113,9 @@ def time_stages(
     # platforms: lower for a device this process does not open (a trace-only parent, autotune.measuring._host)
     stages.lowered = stages.traced.lower(lowering_platforms=platforms) if platforms else stages.traced.lower()
     stages.lower_s, stages.lower_cpu_s = time.perf_counter() - t0, time.process_time() - c0
-    stages.program_hash = program_hash(stages.lowered, xla.flags() if xla else None)
+    text = stages.lowered.as_text()
+    stages.program_hash = _text_hash(text, xla.flags() if xla else None)
+    stages.hoisted_constants = _compat.hoisted_constants(text)
     if on_lowered is not None:
         stages.reused = on_lowered(stages)
         if stages.reused is not None:

@@ -246,6 +246,17 @@ def single_device_sharding(device: Any, memory_kind: str | None = None) -> Any:
     return jax.sharding.make_single_device_sharding(device, memory_kind=memory_kind)
 
 
+def hoisted_constants(lowered_text: str) -> int:
+    """How many closed-over constants a program lowered by ``jax.jit`` takes as arguments.
+
+    From jax 0.12 (``jax_use_simplified_jaxpr_constants``), ``jax.jit`` passes every constant
+    larger than ``jax_embedded_constants_max_bytes`` (1 KB) to the executable as an argument,
+    marked ``jax.const`` in the lowered text, so XLA cannot fold it; ``jax.export`` embeds it in
+    the module, where XLA can. jax 0.10 embeds every constant: always 0 there.
+    """
+    return lowered_text.count("jax.const = true")
+
+
 # --- caches ------------------------------------------------------------------------------------
 
 

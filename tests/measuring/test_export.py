@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _hoisting import HOISTING, TABLE_STUDY, run_python
 
 import autotune as at
 from autotune.measuring._export import CannotExport, args_message, donated_leaves, export, outputs_of, trace_and_lower
@@ -76,3 +77,31 @@ def test_donated_leaves_follow_jit(jit_kwargs, want):
     args, kwargs = ((jnp.ones(2), jnp.ones(2)), 3, jnp.ones(2)), {"k": jnp.ones(2)}
     jit_kwargs = {"static_argnums": 1, **jit_kwargs}
     assert donated_leaves(at.Call(f, args, kwargs, jit_kwargs)) == want
+
+
+def test_a_program_whose_constants_jit_passes_as_arguments_is_not_exported(tmp_path):
+    """jax.export embeds the constants jax.jit hoists, and XLA folds only embedded ones: the worker
+    would time another program than the decorator runs (demo_unroll's `for` on jax 0.12.1: 16 µs
+    exported against 200 µs under jax.jit). Without hoisting the same program is exported."""
+    (tmp_path / "table_study.py").write_text(TABLE_STUDY)
+    code = """
+import sys
+from autotune.measuring._export import CannotExport, export, trace_and_lower
+from autotune.measuring._runner import stage_guard
+from autotune.program._config import Config
+from autotune.record._studyfile import load_examples
+import autotune as at
+(ex,) = load_examples(sys.argv[1])
+call = at.Call(ex.fn.fun, ex.args)
+st = trace_and_lower(call, Config({"l": {"repr": "for"}}), stage_guard(None))
+try:
+    print("exported", st.hoisted_constants, export(st, call, {}).request["mode"])
+except CannotExport as exc:
+    print("refused", st.hoisted_constants, exc)
+"""
+    path = str(tmp_path / "table_study.py")
+    hoisted = run_python(code, path, env=HOISTING).split()
+    assert hoisted[0] == "refused" and int(hoisted[1]) >= 1, hoisted
+    assert "closed-over constant(s) larger than jax_embedded_constants_max_bytes" in " ".join(hoisted)
+    embedded = run_python(code, path, env={"JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS": "0"}).split()
+    assert embedded == ["exported", "0", "export"], embedded

@@ -3,6 +3,7 @@ such as host callbacks) and study files; warm reuse, re-timing kept executables,
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import textwrap
@@ -11,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _hoisting import HOISTING, TABLE_STUDY, run_python
 from _presets import STEADY
 from _procs import gone
 
@@ -278,3 +280,34 @@ def test_a_closed_runner_and_bad_options_say_so():
     kept.close()
     with pytest.raises(StudyError, match="does not exist"):
         WorkerRunner.for_study_file("/nonexistent/study.py")
+
+
+def test_constants_jit_passes_as_arguments_send_the_study_file_to_the_worker(tmp_path):
+    """Where jax.jit hoists a closed-over constant (jax >= 0.12; the variable turns it on for
+    jax 0.10 too), export would embed it and the worker would time another program: the runner
+    sends the study file instead, and the worker measures the program jax.jit lowers here."""
+    (tmp_path / "table_study.py").write_text(TABLE_STUDY)
+    code = """
+import sys, json
+import numpy as np
+import autotune as at
+from autotune.measuring._export import trace_and_lower
+from autotune.measuring._protocol import Location
+from autotune.measuring._runner import stage_guard
+from autotune.measuring._worker_runner import WorkerRunner
+from autotune.program._config import Config
+from autotune.record._studyfile import load_examples
+(ex,) = load_examples(sys.argv[1])
+call = at.Call(ex.fn.fun, ex.args)
+here = trace_and_lower(call, Config({"l": {"repr": "for"}}), stage_guard(None)).program_hash
+timing = {"target_s": 0.02, "min_reps": 3, "warmup": 1}
+with WorkerRunner(call, timing, location=Location.study_file(sys.argv[1], 0)) as runner:
+    m = runner.measure({"l": {"repr": "for"}})
+    out = {"mode": runner.mode, "isolated": runner.isolated, "reason": runner.import_reason,
+           "same_program": m.program_hash == here,
+           "same_outputs": bool(np.allclose(m.outputs[0], np.asarray(ex.fn(*ex.args)), rtol=1e-6))}
+print(json.dumps(out))
+"""
+    out = json.loads(run_python(code, str(tmp_path / "table_study.py"), env=HOISTING).splitlines()[-1])
+    assert out["mode"] == "study" and out["isolated"], out
+    assert "closed-over constant" in out["reason"] and out["same_program"] and out["same_outputs"], out
