@@ -80,6 +80,8 @@ def test_the_beside_benchmark_times_the_default_alone_beside_the_stand_in_and_be
     assert row["function"] == "lambda_returns:advantages"
     assert all(v == {"repr": "for"} for v in row["config"].values()) and row["config"]
     assert row["alone_s"] > 0 and row["stand_in"] >= 1.0 and row["winner"] >= 1.0
+    assert row["build_alone_s"] > 0 and row["build_beside_s"] > 0  # the compiles' side too
+    assert row["stand_in_compile"] >= 1.0 and row["winner_compile"] >= 1.0
     assert "| lambda_returns:advantages |" in r.stdout
 
 

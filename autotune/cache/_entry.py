@@ -37,12 +37,13 @@ UNRANGED_WHY = (
 _REQUIRED = tuple("function_key fingerprint signature device config sites measurements objective cost".split())
 _OPTIONAL = ("default_cost", "pareto", "study_name", "created_at", "default_config", "complete_range", "retune")
 _POINT_KEYS = tuple(
-    "config compile_cost_s run_cost_s rounds confirmed equivalent load_cost_s load_measured slowdown".split()
+    "config compile_cost_s run_cost_s rounds confirmed equivalent load_cost_s load_measured slowdown "
+    "compile_slowdown".split()
 )
 """What an entry keeps of a :class:`autotune.select.Point` (older entries spell the seconds
 ``compile_s`` and ``run_s``: read as these, see ``Point.LEGACY_KEYS``; ``load_cost_s``, what a later
 process pays with the compilation cache on, re-picks ``best --processes``; ``slowdown``, the
-default's calls beside a compile, re-picks with tier-up)."""
+default's calls beside a compile, and ``compile_slowdown``, a compile beside them, re-pick with tier-up)."""
 _RANGE_KEYS = ("from_calls", "to_calls", "why")
 
 
@@ -370,8 +371,9 @@ def _point(name: str, value: Any, sites: Mapping[str, Mapping[str, Any]]) -> dic
         out["load_cost_s"] = v.number(f"{name}.load_cost_s", item["load_cost_s"], minimum=0)
     if "load_measured" in item:
         out["load_measured"] = v.flag(f"{name}.load_measured", item["load_measured"])
-    if "slowdown" in item:
-        out["slowdown"] = v.number(f"{name}.slowdown", item["slowdown"], minimum=1)
+    for k in ("slowdown", "compile_slowdown"):
+        if k in item:
+            out[k] = v.number(f"{name}.{k}", item[k], minimum=1)
     if "rounds" in item:
         out["rounds"] = _rounds(f"{name}.rounds", item["rounds"])
     if "equivalent" in item:  # configs that lowered to this point's program (one contender)

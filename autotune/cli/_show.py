@@ -106,10 +106,15 @@ def show_result(out, fn, result, *, wide: bool = False, timing: str | None = Non
         say(out, f"compilation cache: {note}", wide=wide)
     theirs = _select.point_of(result.confirmed, result.default_config) if goal.tier_up else None
     if theirs is not None and theirs.slowdown is not None:
+        stretch = (
+            f", and a compile took {theirs.compile_slowdown:.2f}x longer beside them"
+            if theirs.compile_slowdown is not None
+            else ""
+        )
         say(
             out,
-            f"tier-up: the default's calls ran {theirs.slowdown:.2f}x slower beside a compile (measured; "
-            "the tiered cost charges them so while the winner compiles)",
+            f"tier-up: the default's calls ran {theirs.slowdown:.2f}x slower beside a compile{stretch} (measured; "
+            "the tiered cost charges both while the winner compiles)",
             wide=wide,
         )
     if goal.shared and any(p.load_measured for p in result.confirmed):

@@ -9,16 +9,22 @@ program; how far its figure is from the winner's own is measured (:func:`_stand_
 for the runner's own backend (a TPU worker compiles for its chip, as the decorator's thread would
 in the user's process). A stand-in that cannot compile there fails the block with
 :class:`BesideFailed` rather than time the calls alone.
+
+The block also measures the other side: how much longer the stand-in compiles beside the calls
+than alone (:attr:`Compiles.stretch`). On a host whose cores the calls keep busy (the CPU as the
+device) the compile waits for them, and a winner compiled beside the default arrives that much
+later (the tiered cost's ``c``); beside an accelerator's calls it runs on spare host cores.
 """
 
 from __future__ import annotations
 
 import contextlib
+import statistics
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["BesideFailed", "compiled_beside", "compiling"]
+__all__ = ["BesideFailed", "Compiles", "compiled_beside", "compiling"]
 
 _finished = [0]  # stand-in compiles finished in this process
 
@@ -56,29 +62,57 @@ def _stand_in(k: int) -> Any:
     return jax.jit(stand_in).lower(jax.ShapeDtypeStruct((1024,), jnp.float32))
 
 
+class Compiles:
+    """What :func:`compiling` yields: called, how many stand-in compiles have finished; the wall
+    seconds of each compiled while the block ran (``beside_s``) and, once the block has ended, of
+    one compiled alone right after it (``alone_s``)."""
+
+    def __init__(self) -> None:
+        self.alone_s: float | None = None
+        self.beside_s: list[float] = []
+        self.finished = 0
+
+    def __call__(self) -> int:
+        return self.finished
+
+    @property
+    def stretch(self) -> float | None:
+        """The median compile beside the calls over the compile alone (at least 1); None before
+        a compile beside them has finished."""
+        if not self.beside_s or not self.alone_s:
+            return None
+        return max(1.0, statistics.median(self.beside_s) / self.alone_s)
+
+
 @contextlib.contextmanager
-def compiling() -> Iterator[Callable[[], int]]:
+def compiling() -> Iterator[Compiles]:
     """While the block runs, a thread compiles the stand-in program back to back; yields a
-    function that says how many compiles have finished. Leaving the block waits for the compile
-    under way (a daemon thread inside XLA at interpreter exit aborts the process).
+    :class:`Compiles` (called: how many compiles have finished). Leaving the block waits for the
+    compile under way (a daemon thread inside XLA at interpreter exit aborts the process), then
+    compiles one stand-in alone, the baseline of :attr:`Compiles.stretch`.
 
     Example::
 
         >>> with compiling() as done:
         ...     pass
-        >>> done() >= 0
+        >>> done() >= 0 and done.alone_s > 0
         True
     """
+    import time
+
     stop, started = threading.Event(), threading.Event()
-    count = [0]
     failed: list[BaseException] = []
+    compiles = Compiles()
 
     def loop() -> None:
         started.set()
         try:
             while not stop.is_set():
-                _stand_in(count[0]).compile()
-                count[0] += 1
+                t = time.perf_counter()
+                _stand_in(compiles.finished).compile()
+                compiles.finished += 1
+                if not stop.is_set():  # a compile the block's calls ran beside all along
+                    compiles.beside_s.append(time.perf_counter() - t)
                 _finished[0] += 1
         except Exception as exc:  # reported when the block ends: the calls were not timed beside a compile
             failed.append(exc)
@@ -87,9 +121,12 @@ def compiling() -> Iterator[Callable[[], int]]:
     thread.start()
     started.wait()
     try:
-        yield lambda: count[0]
+        yield compiles
     finally:
         stop.set()
         thread.join()
     if failed:
         raise BesideFailed(f"the stand-in program did not compile beside the calls: {failed[0]!r}"[:500])
+    t0 = time.perf_counter()  # after the block: a process's first compile also pays XLA's start
+    _stand_in(compiles.finished).compile()
+    compiles.alone_s = time.perf_counter() - t0

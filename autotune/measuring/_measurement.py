@@ -61,6 +61,8 @@ class Measurement:
             asked for, except ``"steady"`` where ``"device"`` was asked and the platform's profile
             has no device time (the CPU). A record without it reads as ``"blocking"``, the way
             runtimes were timed before the mode was kept.
+        compile_stretch: on a re-timing beside a compile (``retime(beside=True)``), how many times
+            longer a stand-in program compiled beside these calls than alone (at least 1); else None.
     """
 
     trace_s: float
@@ -80,6 +82,7 @@ class Measurement:
     run_p10_s: float | None = None
     load_cost_s: float | None = None
     timing: str = "steady"
+    compile_stretch: float | None = None
 
     @property
     def run_cost_s(self) -> float:
@@ -135,6 +138,7 @@ class Measurement:
             "run_p10_s": self.run_p10_s,
             "load_cost_s": self.load_cost_s,
             "timing": self.timing,
+            "compile_stretch": self.compile_stretch,
         }
 
     @classmethod
@@ -152,6 +156,7 @@ class Measurement:
             program_hash=d.get("program_hash"),
             **{k: None if d.get(k) is None else float(d[k]) for k in OPTIONAL_SECONDS},
             timing=str(d.get("timing") or OLDER_TIMING),
+            compile_stretch=None if d.get("compile_stretch") is None else float(d["compile_stretch"]),
         )
 
     def replace(self, **changes: Any) -> Measurement:

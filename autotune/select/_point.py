@@ -68,6 +68,9 @@ class Point:
         slowdown: on the default's point of a study tuned for tier-up, the measured slowdown ``s``
             of its calls while a compile runs beside them (`autotune.study._slowdown`; the tiered
             cost's ``s``); None when not measured (then ``DEFAULT_SLOWDOWN`` is charged).
+        compile_slowdown: on the same point, how many times longer a compile took beside its calls
+            than alone (the tiered cost's ``c``, measured with ``s``); None when not measured
+            (then ``DEFAULT_COMPILE_SLOWDOWN`` is charged).
 
     Example::
 
@@ -89,6 +92,7 @@ class Point:
     load_cost_s: float | None = None
     load_measured: bool = False
     slowdown: float | None = None
+    compile_slowdown: float | None = None
 
     def __post_init__(self):
         if not isinstance(self.config, Config):
@@ -102,14 +106,17 @@ class Point:
             object.__setattr__(self, "load_measured", self.measurement.load_cost_s is not None)
         if self.load_cost_s is not None:
             object.__setattr__(self, "load_cost_s", _seconds("load_cost_s", self.load_cost_s))
-        if self.slowdown is not None:
+        for name in ("slowdown", "compile_slowdown"):
+            value = getattr(self, name)
+            if value is None:
+                continue
             try:
-                s = float(self.slowdown)
+                s = float(value)
             except (TypeError, ValueError):
                 s = math.nan
             if not (math.isfinite(s) and s >= 1):
-                raise ValueError(f"A point's slowdown={self.slowdown!r} must be a finite number >= 1.")
-            object.__setattr__(self, "slowdown", s)
+                raise ValueError(f"A point's {name}={value!r} must be a finite number >= 1.")
+            object.__setattr__(self, name, s)
 
     def holds(self, config: Config) -> bool:
         """Whether ``config`` is this point's config or one that lowered to its program."""
@@ -140,6 +147,8 @@ class Point:
             out["load_measured"] = True
         if self.slowdown is not None:
             out["slowdown"] = self.slowdown
+        if self.compile_slowdown is not None:
+            out["compile_slowdown"] = self.compile_slowdown
         if self.measurement is not None:
             out["measurement"] = self.measurement.to_dict()
         return out
@@ -171,6 +180,7 @@ class Point:
             load_cost_s=d.get("load_cost_s"),
             load_measured=bool(d.get("load_measured", False)),
             slowdown=d.get("slowdown"),
+            compile_slowdown=d.get("compile_slowdown"),
         )
 
     def replace(self, **changes: Any) -> Point:

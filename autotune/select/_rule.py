@@ -14,7 +14,7 @@ from autotune.program._config import Config
 from autotune.select._objective import Objective
 from autotune.select._point import Point
 from autotune.select._range import in_range as _in_range
-from autotune.select._tiered import charged_at, charged_kinks, pays, qualifies, slowdown_of
+from autotune.select._tiered import charged_at, charged_kinks, compile_slowdown_of, pays, qualifies, slowdown_of
 
 SIGN_TEST_LEVEL = Fraction(1, 8)
 """How often a challenger no better than the default may, by chance alone, win the paired
@@ -67,15 +67,14 @@ class _Line:
             theirs = _rounds(default)
             medians = (default.compile_cost_s, default.run_cost_s)
             pairs = theirs if len(theirs) == len(rounds) else [medians] * len(rounds)
-            figures = _tier_figures(default, point)
-            self.tier = (objective, list(zip(pairs, rounds)), figures["loads"], figures["slowdown"])
+            self.tier = (objective, list(zip(pairs, rounds)), _tier_figures(default, point))
 
     def at(self, n: Fraction) -> list[tuple[Fraction, Fraction]]:
         """Each round's (cost at n, its slope just above n)."""
         if self.tier is None:
             return [(a + b * n, b) for a, b in self.lines]
-        objective, pairs, loads, slowdown = self.tier
-        return [charged_at(objective, d, w, n, loads=loads, slowdown=slowdown) for d, w in pairs]
+        objective, pairs, figures = self.tier
+        return [charged_at(objective, d, w, n, **figures) for d, w in pairs]
 
     def pieces(self) -> tuple[list[tuple[Fraction, Fraction]], list[Fraction]]:
         """``(lines, kinks)``: lines ``(a, b)`` (cost ``a + b·n``) that hold each round's cost
@@ -83,16 +82,16 @@ class _Line:
         its round lines and no kinks; a tiered round is a line between two of its kinks."""
         if self.tier is None:
             return list(self.lines), []
-        objective, pairs, loads, slowdown = self.tier
+        objective, pairs, figures = self.tier
         lines: list[tuple[Fraction, Fraction]] = []
         kinks: set[Fraction] = set()
         for d, w in pairs:
-            ks = charged_kinks(objective, d, w, loads=loads, slowdown=slowdown)
+            ks = charged_kinks(objective, d, w, **figures)
             kinks.update(ks)
             edges = [Fraction(0), *ks]
             probes = [(a + b) / 2 for a, b in zip(edges, edges[1:])] + [edges[-1] + 1]
             for n in probes:
-                value, slope = charged_at(objective, d, w, n, loads=loads, slowdown=slowdown)
+                value, slope = charged_at(objective, d, w, n, **figures)
                 lines.append((value - slope * n, slope))
         return lines, sorted(kinks)
 
@@ -129,16 +128,21 @@ def tiers(point: Point, default: Point | None, objective: Objective) -> bool:
 
 
 def _tier_figures(default: Point, point: Point) -> dict[str, Any]:
-    """The tiered cost's ``loads`` and ``s`` for ``point`` against the default's point, as
+    """The tiered cost's ``loads``, ``s`` and ``c`` for ``point`` against the default's point, as
     `autotune.select._tiered` takes them."""
-    return {"loads": (default.load_cost_s, point.load_cost_s), "slowdown": slowdown_of(default)}
+    return {
+        "loads": (default.load_cost_s, point.load_cost_s),
+        "slowdown": slowdown_of(default),
+        "compile_slowdown": compile_slowdown_of(default),
+    }
 
 
 def entry_pays(entry: Any, objective: Objective) -> bool:
     """Whether the decorator tiers a cache entry's winner under ``objective`` (its own, with
     ``tier_up``): the winner is charged the tiered cost (:func:`tiers`: another config than the
     default, whose compile qualifies) and tiering :func:`~autotune.select._tiered.pays` at
-    ``objective.expected_calls``, on the stored medians and the default's measured ``slowdown``."""
+    ``objective.expected_calls``, on the stored medians and the default's measured ``slowdown``
+    and ``compile_slowdown``."""
     default = entry.default_point
     winner = point_of(entry.points, Config.from_dict(entry.config))
     if winner is None or not tiers(winner, default, objective):

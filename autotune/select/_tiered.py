@@ -8,7 +8,7 @@ what the compile costs the calls that run beside it.
 
 The tiered cost of N calls (one process), :func:`tiered_cost`::
 
-    ready = C_w                             the winner is ready C_w after the default's first call
+    ready = c·C_w                           the winner is ready c·C_w after the default's first call
                                             can run: no credit for the two compiles overlapping
     k     = min(N, ready / (s·r_d))         calls the default serves while the winner compiles
     wait  = max(0, ready − N·s·r_d)         the rest of the compile, waited for at exit when the
@@ -17,9 +17,13 @@ The tiered cost of N calls (one process), :func:`tiered_cost`::
 
 ``C_d``, ``C_w`` are the compile costs (trace + lower + compile) of the default and the winner,
 ``r_d``, ``r_w`` their run costs per call, ``s >= 1`` the slowdown of the default's calls while a
-compile runs beside them (measured by the study on the default's executable,
-`autotune.study._slowdown`, and kept on the default's point; on the CPU the compile takes a core
-from the program's threads, beside an accelerator it may cost the calls nothing). The compile
+compile runs beside them and ``c >= 1`` how many times longer a compile takes beside those calls
+than alone (both measured by the study on the default's executable, `autotune.study._slowdown`,
+and kept on the default's point; on the CPU the compile and the calls share the cores, beside an
+accelerator the compile has the host's spare cores and the calls may not feel it). On the 2-core
+CPU the written-out loop of `studies/tier_sampler.py` built 1.6× longer beside the default's
+calls than alone: told 5,000 calls, the model without ``c`` tiered it and the process ran 4% slower
+than not tiering (docs/results/tier-up.md). The compile
 thread keeps its normal priority: at the lowest, a program whose calls keep every core busy
 starves it, and the faster winner arrives later.
 
@@ -47,12 +51,14 @@ from fractions import Fraction
 from typing import Any
 
 __all__ = [
+    "DEFAULT_COMPILE_SLOWDOWN",
     "DEFAULT_SLOWDOWN",
     "MIN_RATIO",
     "MIN_SECONDS",
     "TierFigures",
     "charged_at",
     "charged_kinks",
+    "compile_slowdown_of",
     "pays",
     "qualifies",
     "slowdown_of",
@@ -71,6 +77,21 @@ DEFAULT_SLOWDOWN = 1.6
 the slowdown of the default's calls beside a compile when the two share the CPU's cores, as
 measured on a 2-core host (docs/results/tier-up.md). Pessimistic where the calls run on an
 accelerator and the compile on spare host cores: an entry tuned before the study measured it."""
+
+
+DEFAULT_COMPILE_SLOWDOWN = 1.0
+"""``c`` where none was measured (an entry tuned before the study measured it): the winner's compile
+taken at its length alone, as the model did before; re-tuning measures it. Measured, it is 1.6 for
+`studies/tier_sampler.py`'s written-out loop beside the default's calls on a 2-core host
+(docs/results/tier-up.md), and near 1 beside an accelerator, whose calls leave the host's cores to
+the compile."""
+
+
+def compile_slowdown_of(default: Any) -> float:
+    """The ``c`` to charge against the default's point ``default``: its measured
+    ``compile_slowdown`` (`autotune.study._slowdown`), else :data:`DEFAULT_COMPILE_SLOWDOWN`."""
+    c = getattr(default, "compile_slowdown", None)
+    return DEFAULT_COMPILE_SLOWDOWN if c is None else float(c)
 
 
 def slowdown_of(default: Any) -> float:
@@ -108,6 +129,7 @@ def tiered_figures(
     calls: float,
     *,
     slowdown: float = DEFAULT_SLOWDOWN,
+    compile_slowdown: float = 1.0,
     compile_weight: float = 1.0,
     runtime_weight: float = 1.0,
 ) -> TierFigures:
@@ -123,7 +145,11 @@ def tiered_figures(
             raise ValueError(f"tiered_cost: {name}={value!r} must be >= 0.")
     if not slowdown >= 1:
         raise ValueError(f"tiered_cost: slowdown={slowdown!r} must be >= 1 (a compile beside never speeds calls up).")
-    ready = winner_compile_s
+    if not compile_slowdown >= 1:
+        raise ValueError(
+            f"tiered_cost: compile_slowdown={compile_slowdown!r} must be >= 1 (calls beside never speed a compile up)."
+        )
+    ready = compile_slowdown * winner_compile_s
     per_call = slowdown * default_run_s
     if calls == 0:
         k = 0.0
@@ -157,13 +183,18 @@ def tiered_cost(
 
 
 def _one_process(
-    default: tuple[Fraction, Fraction], winner: tuple[Fraction, Fraction], n: Fraction, s: Fraction, objective: Any
+    default: tuple[Fraction, Fraction],
+    winner: tuple[Fraction, Fraction],
+    n: Fraction,
+    s: Fraction,
+    c: Fraction,
+    objective: Any,
 ) -> tuple[Fraction, Fraction]:
     """(tiered cost of one process's ``n`` calls, its slope just above ``n``), exactly:
     ``(compile, run)`` of the default and of the winner."""
     (c_d, r_d), (c_w, r_w) = default, winner
     cw, rw = Fraction(objective.compile_weight), Fraction(objective.runtime_weight)
-    ready, per = c_w, s * r_d
+    ready, per = c * c_w, s * r_d
     if ready > 0 and (per == 0 or n < ready / per):  # the default still serves just above n,
         # and a process ending at n waits at exit for the rest of the compile
         return cw * (c_d + ready - n * per) + rw * n * per, (rw - cw) * per
@@ -192,13 +223,14 @@ def tiered_kinks(
     *,
     loads: tuple[float | None, float | None] = (None, None),
     slowdown: float = DEFAULT_SLOWDOWN,
+    compile_slowdown: float = 1.0,
 ) -> list[Fraction]:
     """The call counts where :func:`tiered_at`'s cost changes slope (the winner takes over from the
     default: ``ready / (s·r_d)``, for the first process and for the later ones), exactly, sorted;
     between two of them the tiered cost is a line in N."""
     (c_d, r_d), (c_w, _) = (tuple(Fraction(x) for x in pair) for pair in (default, winner))
-    per = Fraction(slowdown) * r_d
-    return sorted({c2 / per for _, c2, _ in _compiles(objective, c_d, c_w, loads) if c2 > 0 and per > 0})
+    per, c = Fraction(slowdown) * r_d, Fraction(compile_slowdown)
+    return sorted({c * c2 / per for _, c2, _ in _compiles(objective, c_d, c_w, loads) if c2 > 0 and per > 0})
 
 
 def tiered_at(
@@ -209,6 +241,7 @@ def tiered_at(
     *,
     loads: tuple[float | None, float | None] = (None, None),
     slowdown: float = DEFAULT_SLOWDOWN,
+    compile_slowdown: float = 1.0,
 ) -> tuple[Fraction, Fraction]:
     """THE tiered cost under an :class:`~autotune.select._objective.Objective`, as the winner rule
     takes it: ``(cost at n calls per process, its slope just above n)``, in exact arithmetic.
@@ -224,11 +257,11 @@ def tiered_at(
         >>> [float(x) for x in tiered_at(Objective(), (0.1, 0.01), (2.1, 0.001), Fraction(1000), slowdown=1.0)]
         [2.99, 0.001]
     """
-    s = Fraction(slowdown)
+    s, c = Fraction(slowdown), Fraction(compile_slowdown)
     (c_d, r_d), (c_w, r_w) = (tuple(Fraction(x) for x in pair) for pair in (default, winner))
     value, slope = Fraction(0), Fraction(0)
     for d, w, times in _compiles(objective, c_d, c_w, loads):
-        v, sl = _one_process((d, r_d), (w, r_w), n, s, objective)
+        v, sl = _one_process((d, r_d), (w, r_w), n, s, c, objective)
         value, slope = value + times * v, slope + times * sl
     return value, slope
 
@@ -247,11 +280,12 @@ def _costs(
     n: Fraction,
     loads: tuple[float | None, float | None],
     slowdown: float,
+    compile_slowdown: float,
 ) -> tuple[tuple[Fraction, Fraction], tuple[Fraction, Fraction], bool]:
     """``(tiered, up front, tiered is cheaper)`` at ``n``, each ``(cost, slope just above n)``:
     the comparison :func:`pays` and :func:`charged_at` share (a tie compiles up front)."""
     a, b = _up_front(objective, winner, loads)
-    tiered = tiered_at(objective, default, winner, n, loads=loads, slowdown=slowdown)
+    tiered = tiered_at(objective, default, winner, n, loads=loads, slowdown=slowdown, compile_slowdown=compile_slowdown)
     up_front = (a + b * n, b)
     return tiered, up_front, tiered[0] < up_front[0]
 
@@ -264,6 +298,7 @@ def pays(
     *,
     loads: tuple[float | None, float | None] = (None, None),
     slowdown: float = DEFAULT_SLOWDOWN,
+    compile_slowdown: float = 1.0,
 ) -> bool:
     """THE tier-up decision: whether serving the default while the winner compiles costs less at
     ``n`` calls per process (:func:`tiered_at`) than compiling the winner up front
@@ -277,7 +312,7 @@ def pays(
         >>> [pays(Objective(), *slow_compile, Fraction(n), slowdown=1.0) for n in (10, 100, 10_000)]
         [False, True, True]
     """
-    return _costs(objective, default, winner, n, loads, slowdown)[2]
+    return _costs(objective, default, winner, n, loads, slowdown, compile_slowdown)[2]
 
 
 def charged_at(
@@ -288,11 +323,12 @@ def charged_at(
     *,
     loads: tuple[float | None, float | None] = (None, None),
     slowdown: float = DEFAULT_SLOWDOWN,
+    compile_slowdown: float = 1.0,
 ) -> tuple[Fraction, Fraction]:
     """What the winner rule charges a qualifying point under tier-up: ``(cost at n, slope just
     above n)`` of what the decorator does there (:func:`pays`): the tiered cost where tiering pays,
     else the winner compiled up front."""
-    tiered, up_front, cheaper = _costs(objective, default, winner, n, loads, slowdown)
+    tiered, up_front, cheaper = _costs(objective, default, winner, n, loads, slowdown, compile_slowdown)
     return tiered if cheaper else min(up_front, tiered)
 
 
@@ -303,18 +339,21 @@ def charged_kinks(
     *,
     loads: tuple[float | None, float | None] = (None, None),
     slowdown: float = DEFAULT_SLOWDOWN,
+    compile_slowdown: float = 1.0,
 ) -> list[Fraction]:
     """The call counts where :func:`charged_at` changes slope, exactly, sorted: the tiered cost's
     kinks (:func:`tiered_kinks`) and where it crosses the up-front line; between two of them the
     charged cost is a line in N."""
-    ks = tiered_kinks(objective, default, winner, loads=loads, slowdown=slowdown)
+    ks = tiered_kinks(objective, default, winner, loads=loads, slowdown=slowdown, compile_slowdown=compile_slowdown)
     a_u, b_u = _up_front(objective, winner, loads)
     edges = [Fraction(0), *ks]
     out = set(ks)
     for i, lo in enumerate(edges):
         hi = edges[i + 1] if i + 1 < len(edges) else None
         probe = (lo + hi) / 2 if hi is not None else lo + 1
-        value, slope = tiered_at(objective, default, winner, probe, loads=loads, slowdown=slowdown)
+        value, slope = tiered_at(
+            objective, default, winner, probe, loads=loads, slowdown=slowdown, compile_slowdown=compile_slowdown
+        )
         a_t = value - slope * probe
         if slope != b_u:
             cross = (a_u - a_t) / (slope - b_u)

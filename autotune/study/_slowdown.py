@@ -6,9 +6,12 @@ serves while the winner compiles beside it at ``s`` times its own per-call cost.
 the host (its cores, its load) and on how much CPU the calls take, so :func:`measure_slowdown`
 measures it after confirmation, on the runner that measured the study: :data:`ROUNDS` rounds,
 each timing the default's kept executable alone and then beside a compile
-(`autotune.measuring._beside`); ``s`` = median beside / median alone, at least 1. It runs only
-when some confirmed point qualifies (otherwise ``s`` decides nothing), and the figure goes on the
-default's point (`Point.slowdown`), where the winner rule, the cache and the tables read it.
+(`autotune.measuring._beside`); ``s`` = median beside / median alone, at least 1. The same
+rounds give ``c``, how many times longer the stand-in compiled beside the calls than alone (the
+median of the rounds' ``compile_stretch``, at least 1): the winner, compiled beside the default's
+calls, is ready ``c·C_w`` after they start. It runs only when some confirmed point qualifies
+(otherwise neither decides anything), and the figures go on the default's point
+(`Point.slowdown`, `Point.compile_slowdown`), where the winner rule, the cache and the tables read them.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from autotune.program._config import Config
 from autotune.select import Point
 from autotune.select._objective import Objective
 from autotune.select._rule import point_of, tiers
-from autotune.select._tiered import DEFAULT_SLOWDOWN
+from autotune.select._tiered import DEFAULT_COMPILE_SLOWDOWN, DEFAULT_SLOWDOWN
 
 ROUNDS = 3
 """Rounds of (alone, beside) timings of the default's executable; their medians give ``s``."""
@@ -46,6 +49,7 @@ def measure_slowdown(
         return points, [_not_measured("this runner's retime() takes no beside=")]
     alone: list[float] = []
     beside: list[float] = []
+    stretch: list[float] = []
     for _ in range(ROUNDS):
         check()
         try:
@@ -57,12 +61,21 @@ def measure_slowdown(
             return points, [_not_measured("the default's executable was no longer kept")]
         alone.append(a.run_cost_s)
         beside.append(b.run_cost_s)
+        if b.compile_stretch is not None:
+            stretch.append(b.compile_stretch)
     base = statistics.median(alone)
     s = max(1.0, statistics.median(beside) / base) if base > 0 else 1.0
-    return [p.replace(slowdown=s) if p is theirs else p for p in points], []
+    c = max(1.0, statistics.median(stretch)) if stretch else None
+    notes = [] if c is not None else [_not_measured("no compile finished beside the calls", "c")]
+    return [p.replace(slowdown=s, compile_slowdown=c) if p is theirs else p for p in points], notes
 
 
-def _not_measured(why: str) -> str:
+def _not_measured(why: str, which: str = "s") -> str:
+    if which == "c":
+        return (
+            f"tier-up: how much longer a compile takes beside the default's calls was not measured ({why}); "
+            f"{DEFAULT_COMPILE_SLOWDOWN} is charged"
+        )
     return (
         f"tier-up: the slowdown of the default's calls beside a compile was not measured ({why}); "
         f"{DEFAULT_SLOWDOWN} is charged"

@@ -323,8 +323,10 @@ def test_tier_up_says_the_measured_slowdown_and_json_keeps_it_on_the_defaults_po
     assert r.returncode == 0, r.stderr
     (line,) = [ln for ln in r.stdout.splitlines() if "tier-up: the default's calls ran" in ln]
     shown = float(re.search(r"ran ([0-9.]+)x slower", line).group(1))
+    stretch = float(re.search(r"a compile took ([0-9.]+)x longer beside them", line).group(1))
     r = run("best", "--json", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     (entry,) = json.loads(r.stdout)
     (theirs,) = [p for p in entry["pareto"] if p["config"] == entry["default_config"]]
     assert theirs["slowdown"] >= 1.0 and round(theirs["slowdown"], 2) == shown
+    assert theirs["compile_slowdown"] >= 1.0 and round(theirs["compile_slowdown"], 2) == stretch

@@ -3,6 +3,7 @@ beside them (tier-up's slowdown), in this process and in a worker."""
 
 from __future__ import annotations
 
+import statistics
 import threading
 
 import jax.numpy as jnp
@@ -28,7 +29,37 @@ def test_compiling_compiles_again_and_again_until_the_block_ends_and_leaves_no_t
     with _beside.compiling() as done:
         assert wait_until(lambda: done() >= 2, timeout=60)  # a fresh program each time: JAX keeps none
         assert len(beside_threads()) == 1
+        assert done.alone_s is None and done.stretch is None  # the baseline comes after the block
     assert beside_threads() == []
+    # compiles that ran within the block, each timed, and one alone after it: their ratio
+    assert len(done.beside_s) >= 1 and all(t > 0 for t in done.beside_s) and done.alone_s > 0
+    assert done.stretch == max(1.0, statistics.median(done.beside_s) / done.alone_s)
+
+
+@pytest.mark.timing
+def test_a_compile_beside_calls_that_keep_the_cores_busy_reads_a_stretch_above_one():
+    """The stretch is what the block's calls cost the compile: calls that keep every core busy
+    (a NumPy matmul per thread, outside the GIL) make a stand-in compile longer than alone."""
+    import os
+
+    import numpy as np
+
+    stop = threading.Event()
+
+    def burn():
+        a = np.ones((256, 256))
+        while not stop.is_set():
+            a @ a
+
+    burners = [threading.Thread(target=burn) for _ in range(2 * (os.cpu_count() or 1))]
+    with _beside.compiling() as done:
+        for b in burners:
+            b.start()
+        assert wait_until(lambda: len(done.beside_s) >= 2, timeout=120)
+        stop.set()
+        for b in burners:
+            b.join()
+    assert done.stretch > 1.0, (done.beside_s, done.alone_s)
 
 
 def test_the_in_process_runner_times_a_kept_executable_beside_a_compile():
@@ -39,8 +70,11 @@ def test_the_in_process_runner_times_a_kept_executable_beside_a_compile():
         beside = runner.retime({}, beside=True)
         assert _beside.compiled_beside() > before  # the calls were timed while it compiled
         assert beside is not None and beside.run_s > 0 and beside.compile_s == first.compile_s
+        assert beside.compile_stretch is not None and beside.compile_stretch >= 1.0  # a compile beside them ended
         alone = _beside.compiled_beside()
-        assert runner.retime({}) is not None and _beside.compiled_beside() == alone  # not without beside
+        again = runner.retime({})
+        assert again is not None and _beside.compiled_beside() == alone  # not without beside
+        assert again.compile_stretch is None
         assert runner.retime({"l": {"repr": "for"}}, beside=True) is None  # never measured: not kept
 
 
@@ -51,6 +85,7 @@ def test_the_worker_times_its_kept_executable_beside_a_compile():
         pid = runner.pid
         beside = runner.retime({}, beside=True)
         assert beside is not None and beside.run_s > 0 and beside.compile_s == first.compile_s
+        assert beside.compile_stretch is not None and beside.compile_stretch >= 1.0  # crossed the protocol
         assert runner.pid == pid  # the same warm worker answered
     assert beside_threads() == []  # this process compiled nothing beside
 

@@ -66,6 +66,45 @@ def test_weights_apply_to_compile_and_calls():
     assert t == pytest.approx(2 * D_C + 3 * (210 * D_R + 790 * W_R))
 
 
+def test_a_compile_slowed_beside_the_calls_readies_the_winner_later():
+    # c = 1.5: the 2.1 s compile takes 3.15 s beside the default's calls, which serve 315 of them
+    f = tiered_figures(D_C, D_R, W_C, W_R, 1000, slowdown=1.0, compile_slowdown=1.5)
+    assert f.ready_s == pytest.approx(3.15) and f.served_by_default == pytest.approx(315)
+    assert f.cost == pytest.approx(D_C + 315 * D_R + 685 * W_R)
+    # against the winner compiled up front: tier-up now also pays the (c − 1)·C_w it waits longer
+    for n in (0, 50, 500, 10**5):
+        t = tiered_cost(D_C, D_R, W_C, W_R, n, slowdown=1.0, compile_slowdown=1.5)
+        assert t - plain(W_C, W_R, n) == pytest.approx(D_C + 0.5 * W_C - min(n, 315) * W_R)
+        exact, _ = tiered_at(Objective(), (D_C, D_R), (W_C, W_R), Fraction(n), slowdown=1.0, compile_slowdown=1.5)
+        assert float(exact) == pytest.approx(t)
+    # c = 1.05 moves where tiering starts to pay from 100 calls to 205; c = 1.2 it never does
+    assert [
+        pays(Objective(), (D_C, D_R), (W_C, W_R), Fraction(n), slowdown=1.0, compile_slowdown=1.05) for n in (200, 210)
+    ] == [False, True]
+    assert not any(
+        pays(Objective(), (D_C, D_R), (W_C, W_R), Fraction(n), slowdown=1.0, compile_slowdown=1.2) for n in (100, 10**6)
+    )
+    with pytest.raises(ValueError, match="compile_slowdown"):
+        tiered_cost(D_C, D_R, W_C, W_R, 10, compile_slowdown=0.9)
+
+
+def test_the_default_points_measured_compile_slowdown_is_the_c_the_rule_charges():
+    # 35 calls: the default costs 0.45 s, the winner compiled up front 0.475 s. Tiered, the default
+    # serves 30 calls while it compiles in 0.3 s (c = 1): 0.425 s; at c = 1.6, as on the 2-core CPU,
+    # the compile outlasts the 35 calls and the process waits for it at exit: 0.58 s
+    def pick(c):
+        points = [Point(DEFAULT, 0.1, 0.01, slowdown=1.0, compile_slowdown=c), Point(UNROLLED, 0.3, 0.005)]
+        return winner(points, Objective(expected_calls=35, tier_up=True), DEFAULT).config
+
+    assert pick(1.0) == UNROLLED and pick(1.6) == DEFAULT
+    assert pick(None) == UNROLLED  # an entry tuned before c was measured: DEFAULT_COMPILE_SLOWDOWN, 1
+    p = Point(DEFAULT, 0.1, 0.01, compile_slowdown=1.5)
+    assert p.to_json()["compile_slowdown"] == 1.5 and Point.from_json(p.to_json()) == p
+    assert "compile_slowdown" not in Point(DEFAULT, 0.1, 0.01).to_json()
+    with pytest.raises(ValueError, match="compile_slowdown"):
+        Point(DEFAULT, 0.1, 0.01, compile_slowdown=0.5)
+
+
 def test_bad_figures_are_refused():
     with pytest.raises(ValueError, match="slowdown"):
         tiered_cost(D_C, D_R, W_C, W_R, 10, slowdown=0.5)
@@ -83,8 +122,9 @@ def test_which_winners_qualify():
 
 DEFAULT, UNROLLED = Config(), Config({"l": {"repr": "for"}})
 # the winner runs 10% faster but compiles 2 s more: a stall of 2 s costs more than it saves at 1000
-# calls (11.1 s against 10.1 s), served beside the default it does not (about 10.02 s)
-POINTS = [Point(DEFAULT, 0.1, 0.01), Point(UNROLLED, 2.1, 0.009)]
+# calls (11.1 s against 10.1 s), served beside the default it does not (about 10.02 s). The
+# default's point says the compile ran as fast beside its calls as alone (c = 1: an accelerator's).
+POINTS = [Point(DEFAULT, 0.1, 0.01, compile_slowdown=1.0), Point(UNROLLED, 2.1, 0.009)]
 
 
 def test_a_tier_up_objective_charges_a_qualifying_winner_its_tiered_cost():

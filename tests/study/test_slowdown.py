@@ -39,14 +39,17 @@ def test_a_tier_up_study_measures_the_slowdown_and_the_cache_keeps_it(tmp_path):
     theirs = point_of(r.confirmed, r.default_config)
     assert any(tiers(p, theirs, r.objective) for p in r.confirmed)  # `for` qualifies for tier-up
     assert theirs.slowdown is not None and theirs.slowdown >= 1.0
+    assert theirs.compile_slowdown is not None and theirs.compile_slowdown >= 1.0
     assert [p.config for p in r.confirmed if p.slowdown is not None] == [r.default_config]
+    assert [p.config for p in r.confirmed if p.compile_slowdown is not None] == [r.default_config]
     lookup = fn.config_for(jnp.ones(8))  # the stored entry, read back from the SQLite file
     assert lookup.source == "cache" and lookup.entry.default_point.slowdown == pytest.approx(theirs.slowdown)
+    assert lookup.entry.default_point.compile_slowdown == pytest.approx(theirs.compile_slowdown)
 
 
 def test_a_study_without_tier_up_measures_none(tmp_path):
     _, r = tuned(tmp_path, tier_up=False)
-    assert all(p.slowdown is None for p in r.confirmed)
+    assert all(p.slowdown is None and p.compile_slowdown is None for p in r.confirmed)
 
 
 def measured_runner():
@@ -62,6 +65,7 @@ def test_the_slowdown_is_measured_on_the_defaults_kept_executable():
     with measured_runner() as runner:
         points, notes = measure_slowdown(runner, POINTS, DEFAULT, Objective(1000, tier_up=True))
     assert notes == [] and points[0].slowdown >= 1.0 and points[1] == POINTS[1] and points[1].slowdown is None
+    assert points[0].compile_slowdown >= 1.0 and points[1].compile_slowdown is None
 
 
 def test_nothing_is_measured_without_tier_up_or_a_point_that_qualifies():
