@@ -21,6 +21,8 @@ def examples():
     return [(with_table, (jnp.ones(3),))]
 """
 HOISTING = {"JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS": "1"}  # jax >= 0.12's default; jax 0.10 reads it at import
+# Every constant embedded, on any line: a documented limit (the flag above is marked temporary).
+EMBEDDING = {"JAX_EMBEDDED_CONSTANTS_MAX_BYTES": str(1 << 30)}
 
 
 def run_python(code: str, *args: str, env: dict[str, str]) -> str:

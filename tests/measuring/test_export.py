@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _hoisting import HOISTING, TABLE_STUDY, run_python
+from _hoisting import EMBEDDING, HOISTING, TABLE_STUDY, run_python
 
 import autotune as at
 from autotune.measuring._export import CannotExport, args_message, donated_leaves, export, outputs_of, trace_and_lower
@@ -103,5 +103,5 @@ except CannotExport as exc:
     hoisted = run_python(code, path, env=HOISTING).split()
     assert hoisted[0] == "refused" and int(hoisted[1]) >= 1, hoisted
     assert "closed-over constant(s) larger than jax_embedded_constants_max_bytes" in " ".join(hoisted)
-    embedded = run_python(code, path, env={"JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS": "0"}).split()
+    embedded = run_python(code, path, env=EMBEDDING).split()
     assert embedded == ["exported", "0", "export"], embedded
