@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import statistics
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -98,8 +99,6 @@ def compiling() -> Iterator[Compiles]:
         >>> done() >= 0 and done.alone_s > 0
         True
     """
-    import time
-
     stop, started = threading.Event(), threading.Event()
     failed: list[BaseException] = []
     compiles = Compiles()

@@ -68,15 +68,11 @@ class Stages:
     hoisted_constants: int = 0
 
 
-def program_hash(lowered: Any, xla_flags: dict[str, Any] | None = None) -> str:
-    """sha256 of a lowered program's text (without debug locations): equal for configs that
-    emit the same program, whatever their site choices were. A config's XLA options
-    (``xla_flags``) build another executable from the same text, so they are hashed with it;
-    without any, the hash is the text's alone."""
-    return _text_hash(lowered.as_text(), xla_flags)
-
-
-def _text_hash(text: str, xla_flags: dict[str, Any] | None) -> str:
+def program_hash(text: str, xla_flags: dict[str, Any] | None = None) -> str:
+    """sha256 of a lowered program's text (``lowered.as_text()``, without debug locations): equal
+    for configs that emit the same program, whatever their site choices were. A config's XLA
+    options (``xla_flags``) build another executable from the same text, so they are hashed with
+    it; without any, the hash is the text's alone."""
     if xla_flags:
         text += "\n// xla options: " + repr(sorted(xla_flags.items()))
     return hashlib.sha256(text.encode()).hexdigest()
@@ -119,7 +115,7 @@ def time_stages(
     stages.lowered = stages.traced.lower(lowering_platforms=platforms) if platforms else stages.traced.lower()
     stages.lower_s, stages.lower_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     text = stages.lowered.as_text()
-    stages.program_hash = _text_hash(text, xla.flags() if xla else None)
+    stages.program_hash = program_hash(text, xla.flags() if xla else None)
     stages.hoisted_constants = _compat.hoisted_constants(text)
     if on_lowered is not None:
         stages.reused = on_lowered(stages)

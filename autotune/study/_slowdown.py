@@ -66,20 +66,18 @@ def measure_slowdown(
     base = statistics.median(alone)
     s = max(1.0, statistics.median(beside) / base) if base > 0 else 1.0
     c = max(1.0, statistics.median(stretch)) if stretch else None
-    notes = [] if c is not None else [_not_measured("no compile finished beside the calls", "c")]
+    notes = [] if c is not None else [_compile_not_measured("no compile finished beside the calls")]
     return [p.replace(slowdown=s, compile_slowdown=c) if p is theirs else p for p in points], notes
 
 
-def _not_measured(why: str, which: str = "s") -> str:
-    if which == "c":
-        return (
-            f"tier-up: how much longer a compile takes beside the default's calls was not measured ({why}); "
-            f"{DEFAULT_COMPILE_SLOWDOWN} is charged"
-        )
-    return (
-        f"tier-up: the slowdown of the default's calls beside a compile was not measured ({why}); "
-        f"{DEFAULT_SLOWDOWN} is charged"
-    )
+def _not_measured(
+    why: str, what: str = "the slowdown of the default's calls beside a compile", charged: float = DEFAULT_SLOWDOWN
+) -> str:
+    return f"tier-up: {what} was not measured ({why}); {charged} is charged"
+
+
+def _compile_not_measured(why: str) -> str:
+    return _not_measured(why, "how much longer a compile takes beside the default's calls", DEFAULT_COMPILE_SLOWDOWN)
 
 
 def _times_beside(runner: Runner) -> bool:
