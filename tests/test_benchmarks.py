@@ -85,6 +85,24 @@ def test_the_beside_benchmark_times_the_default_alone_beside_the_stand_in_and_be
     assert "| lambda_returns:advantages |" in r.stdout
 
 
+def test_the_levers_benchmark_times_calls_beside_lowering_at_each_interval_and_beside_each_compile_option(tmp_path):
+    """``python -m benchmarks.beside_levers``: one round, short timings; the shape of what it writes."""
+    import json
+
+    from _repo import python
+
+    out = tmp_path / "levers.json"
+    args = ("--study", "demo_unroll", "--rounds", "1", "--target-s", "0.01", "--intervals", "0.001")
+    r = python("-m", "benchmarks.beside_levers", *args, "--json", str(out), cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(out.read_text())["functions"]
+    assert row["function"] == "demo_unroll:sample" and row["config"] == {"steps": {"repr": "for"}}
+    assert set(row["lower"]) == {"5 ms (default)", "1 ms"} and set(row["compile"]) == {"none", "split 1"}
+    assert all(v["s"] > 0 and v["lower_stretch"] > 0 for v in row["lower"].values())
+    assert all(v["s"] > 0 for v in row["compile"].values()) and row["alone_s"] > 0
+    assert "switch interval 1 ms" in r.stdout and "options: split 1" in r.stdout
+
+
 def test_the_tier_routes_benchmark_splits_the_winners_build_and_times_processes_with_a_child(tmp_path):
     """``python -m benchmarks.tier_routes``: one build, one process of each mode; the shape of what it writes."""
     import json
