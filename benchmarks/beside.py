@@ -105,14 +105,20 @@ def measure(fn: Any, args: tuple, kwargs: dict, config: dict[str, Any], rounds: 
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parser(doc: str) -> argparse.ArgumentParser:
+    """The options this benchmark shares with ``benchmarks.beside_levers``: which study, which
+    winner, how many rounds, how long each timing, where the JSON goes."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     p.add_argument("--study", default="demo_unroll", help="a study under studies/ (default demo_unroll)")
     p.add_argument("--config", help="the winner's config as JSON (default: every site written out, `for`)")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--target-s", type=float, default=0.2, help="seconds of calls per timing (default 0.2)")
     p.add_argument("--json", help="write the results as JSON here")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser(__doc__).parse_args(argv)
 
     from autotune.record._studyfile import load_examples
 

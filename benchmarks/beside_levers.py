@@ -23,7 +23,6 @@ Prints a table; ``--json`` writes ``{"jax", "device", "machine", "date", "rounds
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -34,7 +33,7 @@ from typing import Any
 
 from benchmarks._studies import study_path
 from benchmarks._tables import run_facts, write_json
-from benchmarks.beside import written_out
+from benchmarks.beside import parser, written_out
 
 DEFAULT_OPTIONS = '{"split 1": {"xla_cpu_parallel_codegen_split_count": 1}}'
 
@@ -135,14 +134,9 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--study", default="demo_unroll", help="a study under studies/ (default demo_unroll)")
-    p.add_argument("--config", help="the winner's config as JSON (default: every site written out, `for`)")
-    p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--target-s", type=float, default=0.2, help="seconds of calls per timing (default 0.2)")
+    p = parser(__doc__)
     p.add_argument("--intervals", default="0.0005,0.0001", help="switch intervals to try, seconds (comma-separated)")
     p.add_argument("--options", default=DEFAULT_OPTIONS, help="XLA compile options to try: JSON {label: options}")
-    p.add_argument("--json", help="write the results as JSON here")
     a = p.parse_args(argv)
 
     from autotune.record._studyfile import load_examples
