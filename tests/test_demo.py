@@ -3,7 +3,8 @@
 The demo (scripts/demo.py) tunes studies/demo_unroll.py with the real CLI and asks
 ``autotune best`` for a few calls and for a million: the plain scan compiles fastest,
 the unrolled loop (its schedule folded at compile time) runs several times faster. With
-jax >= 0.12 the loop's table is an argument, nothing is folded, and the scan stays (README).
+jax >= 0.12 the loop's table is an argument, nothing is folded, and the scan stays
+(docs/index.md, "What `make demo` shows").
 """
 
 import json
@@ -25,7 +26,7 @@ def test_demo_winner_changes_with_the_call_count_and_a_fresh_process_uses_it(tmp
     demo.run(demo.AUTOTUNE + ["tune", demo.STUDY, "--json"], env, show=False)
     few, many = demo.winner(env, demo.FEW_CALLS), demo.winner(env, demo.MANY_CALLS)
     if table_is_an_argument():
-        # jax >= 0.12 (README): the written-out loop's sines are computed at run time, and it runs
+        # jax >= 0.12 (docs/index.md): the written-out loop's sines are computed at run time, and it runs
         # slower than the scan under jax.jit. The tuner measures that program, not the exported
         # one that folds them (16 µs against 200), so it never picks the loop.
         assert "for" not in (json.loads(few)["steps"]["repr"], json.loads(many)["steps"]["repr"]), (few, many)
@@ -46,10 +47,8 @@ def table_is_an_argument() -> bool:
 
     import autotune as at
     from autotune.program import _compat
+    from autotune.record._studyfile import load_examples
 
-    sys.path.insert(0, os.path.join(ROOT, "studies"))
-    import demo_unroll
-
-    (x,) = demo_unroll.init()
-    written_out = at.with_config(demo_unroll.sample.autotune.fun, at.Config.from_dict({"steps": {"repr": "for"}}))
-    return _compat.hoisted_constants(jax.jit(written_out).lower(x).as_text()) > 0
+    (ex,) = load_examples(demo.STUDY)
+    written_out = at.with_config(ex.fn.fun, at.Config.from_dict({"steps": {"repr": "for"}}))
+    return _compat.hoisted_constants(jax.jit(written_out).lower(*ex.args).as_text()) > 0
