@@ -1,6 +1,5 @@
 """The house's loaded machine: one core kept busy by a child process, in one place for the
-benchmarks (``bench.py --burner``, ``load_clock.py``, ``stable_winners.py``) and the
-loaded-machine test (tests/study/test_stable.py).
+benchmarks (``bench.py --burner``) and the loaded-machine test (tests/study/test_stable.py).
 
     >>> with burner() as proc:
     ...     pass  # measure here, beside a busy core

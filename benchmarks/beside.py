@@ -106,8 +106,8 @@ def measure(fn: Any, args: tuple, kwargs: dict, config: dict[str, Any], rounds: 
 
 
 def parser(doc: str) -> argparse.ArgumentParser:
-    """The options this benchmark shares with ``benchmarks.beside_levers``: which study, which
-    winner, how many rounds, how long each timing, where the JSON goes."""
+    """The options: which study, which winner, how many rounds, how long each timing, where the
+    JSON goes."""
     p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     p.add_argument("--study", default="demo_unroll", help="a study under studies/ (default demo_unroll)")
     p.add_argument("--config", help="the winner's config as JSON (default: every site written out, `for`)")

@@ -3,7 +3,6 @@
 # (each fits the 10-minute limit of one command); results go to $OUT (default: out/).
 #
 #   bash scripts/tpu_session.sh check    # the chip, the wheels, one CLI study measured in its worker
-#   bash scripts/tpu_session.sh probe    # benchmarks/tpu_rnn_probe.py: where a recurrent cell's unroll pays
 #   bash scripts/tpu_session.sh bench-one accel_rnn --grid-max 8   # benchmarks/bench.py on one study, about
 #                                        # 5 min at full size (two do not fit a command); arguments after a
 #                                        # part go to its benchmark (--xla off: one approach less). The four:
@@ -11,7 +10,6 @@
 #                                        # with --xla off and TRIAL_TIMEOUT=30)
 #   bash scripts/tpu_session.sh builders accel_rk4 # benchmarks/builders.py: tuning wall with 4 builders vs none
 #                                        # (about 2.5 min)
-#   bash scripts/tpu_session.sh tier-probe # benchmarks/tpu_tier_probe.py: is there a workload where tier-up pays here?
 #   bash scripts/tpu_session.sh e2e      # benchmarks/e2e.py: accel_tiny_scan, 20,000 calls, whole processes (~4.5 min)
 #   bash scripts/tpu_session.sh e2e-tier # benchmarks/e2e.py --tier-up on tier_sampler at full size, 100,000 calls, one
 #                                        # run of each mode (not run yet: about 8 min)
@@ -67,7 +65,8 @@ e2e)
     ;;
 e2e-tier)
     # tier_sampler at full size: the written-out loop compiles 8 s and, tiered, beats every config compiled up front
-    # from about 100,000 calls (tier-probe); a process there takes about 65 s, so one run of each mode fits a command
+    # from about 100,000 calls (docs/results/tpu.md, "A workload for tier-up on the chip"); a process there takes
+    # about 65 s, so one run of each mode fits a command
     "$PY" -m benchmarks.e2e --tier-up --study tier_sampler --runs 1 --tier-calls 100000 \
         --json "$OUT/tpu-tier.json" --out "$OUT/tpu-tier.md" "$@" 2>&1 | tee "$OUT/tpu-tier.log"
     ;;
@@ -98,8 +97,6 @@ builders)
     "$PY" -m benchmarks.builders --study "studies/$study.py" --builders 4 --trials 6 --trial-timeout 20 \
         --json "$OUT/builders-$study.json" "$@" 2>&1 | tee "$OUT/builders-$study.log"
     ;;
-tier-probe) timeout 240 "$PY" -m benchmarks.tpu_tier_probe --json "$OUT/tier-probe.json" "$@" 2>&1 | tee "$OUT/tier-probe.log" ;;
-probe) timeout 150 "$PY" -m benchmarks.tpu_rnn_probe "$@" --json "$OUT/rnn-probe.json" 2>&1 | tee "$OUT/rnn-probe.log" ;;
 xla) timeout 150 "$PY" -m benchmarks.tpu_xla_probe --json "$OUT/xla-probe.json" 2>&1 | tail -20 ;;
-*) echo "tpu_session.sh: unknown part '$part' (check, probe, tier-probe, notebook, xla, bench-one NAME, builders NAME, e2e, e2e-tier)" >&2; exit 2 ;;
+*) echo "tpu_session.sh: unknown part '$part' (check, notebook, xla, bench-one NAME, builders NAME, e2e, e2e-tier)" >&2; exit 2 ;;
 esac

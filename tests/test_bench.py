@@ -278,6 +278,7 @@ def test_e2e_tier_up_mode_times_the_three_modes_and_the_slowdown_beside_the_winn
     assert "| lambda_returns | 10 |" in out_md.read_text() and "| undecided | no |" in out_md.read_text()
 
 
+@pytest.mark.slow
 def test_e2e_told_processes_tell_the_decorators_the_calls_they_make(tmp_path):
     """``--told``: the tuned and tier-up processes' decorators take the process's call count as
     their ``expected_calls``; without it they keep the study's (20,000 for lambda_returns)."""
