@@ -4,13 +4,15 @@ Checks that need nothing but the files and the package: the README is a short fr
 starts with the two commands; every relative link (and its anchor) resolves; the CLI reference
 names exactly the commands and options of the real parser; the API reference covers every
 public name of ``autotune`` and every ``::: path`` in it imports; every page is in the site's
-nav; the README's quickstart runs as a script and prints what the README shows. When MkDocs is
-installed (the ``docs`` extra, as in CI) the site is also built with ``--strict``.
+nav; every module, script, study and test a page names exists; the README's quickstart runs as a
+script and prints what the README shows. When MkDocs is installed (the ``docs`` extra, as in CI)
+the site is also built with ``--strict``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import inspect
 import re
@@ -310,3 +312,83 @@ def test_every_extra_the_install_sections_name_exists():
         named = {x for group in named for x in group.split(",")}
         assert named, f"{page.name} names no extra"
         assert named <= extras, f"{page.name} names extras pyproject.toml lacks: {sorted(named - extras)}"
+
+
+# ---------------------------------------------------------------------------- the modules the pages name
+
+DOTTED = re.compile(r"(?<![\w./-])((?:autotune|benchmarks)(?:\.\w+)+)")
+PATH = re.compile(r"(?<![\w./-])((?:autotune|benchmarks|scripts|studies|tests)/[\w./*-]*[\w*/])")
+# a module of autotune by its short name: `_keys.program_key`, `study/_guard.py`, `select/_tiered.pays`
+# (`_x`, one letter, is docs/architecture.md's placeholder in its grammar)
+PRIVATE = re.compile(r"`(?!autotune/|benchmarks/)((?:\w+/)*_[a-z]\w+)(?:\.py(?=`))?(?:\.(\w+))?[\w.]*`")
+AT_COMMIT = re.compile(r"`?\s+at commit ([0-9a-f]{7,40})\b")  # a removed script, named where it lies
+
+
+def dotted_missing(dotted: str) -> bool:
+    """Whether the longest prefix of ``dotted`` that is a module of this tree lacks the next name."""
+    parts = dotted.split(".")
+    path, i = ROOT / parts[0], 1
+    while i < len(parts) and ((path / parts[i] / "__init__.py").exists() or (path / f"{parts[i]}.py").exists()):
+        path, i = path / parts[i], i + 1
+    return i < len(parts) and not hasattr(importlib.import_module(".".join(parts[:i])), parts[i])
+
+
+def path_missing(path: str) -> bool:
+    pattern = re.sub(r"\b[A-Z][A-Z_]*\b", "*", path.rstrip("/"))  # studies/NAME.py: a placeholder
+    return not any(ROOT.glob(pattern)) and not any(ROOT.glob(pattern + ".py"))
+
+
+def private_missing(module: str, name: str | None) -> bool:
+    at = ROOT / "autotune"
+    found = [at / module, at / f"{module}.py"] if "/" in module else [*at.rglob(module), *at.rglob(f"{module}.py")]
+    mods = [importlib.import_module(".".join(p.relative_to(ROOT).with_suffix("").parts)) for p in found if p.exists()]
+    return not mods or (name is not None and not any(hasattr(m, name) for m in mods))
+
+
+@functools.cache
+def held_at(commit: str, path: str) -> bool:
+    """Whether ``commit`` holds ``path`` (true where this clone lacks the commit: a shallow CI checkout)."""
+    git = lambda *args: subprocess.run(["git", *args], cwd=ROOT, capture_output=True).returncode == 0  # noqa: E731
+    return not git("cat-file", "-e", f"{commit}^{{commit}}") or git("cat-file", "-e", f"{commit}:{path}")
+
+
+def unresolved(page: Path) -> list[str]:
+    """The modules, scripts, studies and tests ``page`` names that this tree lacks. A script that
+    left the tree is named once as ``path`` followed by ``at commit C``, which commit C must hold;
+    the page may then quote it (``python -m benchmarks.name ...``)."""
+    text = page.read_text(encoding="utf-8")
+    found = [
+        (m.group(1), as_path(m.group(1)), missing, AT_COMMIT.match(text, m.end()))
+        for regex, missing, as_path in (
+            (DOTTED, dotted_missing, lambda n: n.replace(".", "/") + ".py"),
+            (PATH, path_missing, lambda n: n),
+        )
+        for m in regex.finditer(text)
+    ]
+    held = {path for _, path, _, at in found if at and held_at(at.group(1), path)}
+    bad = [name for name, path, missing, at in found if path not in held and (at or missing(name))]
+    return bad + [m.group(1) for m in PRIVATE.finditer(text) if private_missing(m.group(1), m.group(2))]
+
+
+@pytest.mark.parametrize("page", [README, *pages()], ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_module_and_script_a_page_names_exists(page):
+    bad = unresolved(page)
+    assert not bad, f"{page.relative_to(ROOT)} names modules or files this tree lacks: {sorted(set(bad))}"
+
+
+def test_a_made_up_module_or_script_on_a_page_is_caught(tmp_path):
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    page = tmp_path / "architecture.md"
+    page.write_text(
+        "`autotune.select._nope`, `autotune.select._tiered.nope`, benchmarks.nope, `benchmarks/nope.py`,\n"
+        "scripts/nope.sh, studies/nope.py, autotune/study/_nope.py.\n\n| rule | `_nope` |\n| rule | `study/_nope` |\n"
+        f"`benchmarks/never.py` at commit {head}.\n"
+        "These exist: `autotune.select._tiered.pays`, benchmarks.e2e.beside_winner, `benchmarks/bench.py`,\n"
+        "`studies/NAME.py`, `_keys.program_key`, `select/_tiered.pays`, `benchmarks/bench.py` at commit "
+        f"{head}, `benchmarks/gone.py` at commit 0000000 (a commit this clone lacks), python -m benchmarks.gone.\n",
+        encoding="utf-8",
+    )
+    made_up = "autotune.select._nope autotune.select._tiered.nope benchmarks.nope benchmarks/nope.py scripts/nope.sh"
+    made_up += " studies/nope.py autotune/study/_nope.py benchmarks/never.py _nope study/_nope"
+    assert unresolved(page) == made_up.split()
+    assert private_missing("_keys", "nope") and private_missing("select/_tiered", "nope")
