@@ -10,8 +10,8 @@ projections are independent of ``h``, and an unrolled body lets XLA schedule
 ``k`` of them off the dependent chain and pay the loop's per-iteration cost
 once per ``k`` steps: what ``unroll`` trades against a longer compile. On a
 TPU v5e this shape gains about 1.3x in steady-state runtime at unroll 8-32 for
-a 2-6x longer compile (docs/results/tpu.md, "The recurrent cell by shape";
-``python -m benchmarks.tpu_rnn_probe`` re-measures it), so at 10,000 calls a
+a 2-6x longer compile (docs/results/tpu.md, "The recurrent cell by shape": the
+probe's script is ``benchmarks/tpu_rnn_probe.py`` at commit f38b122), so at 10,000 calls a
 moderate unroll (2-8) is about 1.1x cheaper than the default, compile included;
 on the CPU at the small size the compile dominates and the default stands.
 

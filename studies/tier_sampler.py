@@ -14,7 +14,7 @@ Site: the ``steps`` loop (an ``at.loop``), 48 steps over a 1,024-wide state and 
 Size: ``AUTOTUNE_STUDY_SIZE=small`` (the default, above) or ``full`` for a TPU v5e: a
 262,144-wide state and a 256×1,024 hidden state at 100,000 calls, where the written-out loop runs
 1.27× faster than the scan and compiles 20× longer (8.3 s), and tiering it was 8% below every
-config compiled up front (`benchmarks.tpu_tier_probe`, docs/results/tpu.md).
+config compiled up front (docs/results/tpu.md, "A workload for tier-up on the chip").
 """
 
 import os
@@ -34,7 +34,7 @@ EXPECTED_CALLS = 5_000 if SIZE == "small" else 100_000
 
 
 def make_step(steps: int, dim: int, hidden: int):
-    """``(step, times)`` of the sampler at these sizes (``benchmarks.tpu_tier_probe`` times other sizes)."""
+    """``(step, times)`` of the sampler at these sizes (the tier-up probe of docs/results/tpu.md timed four)."""
     times = np.linspace(1.0, 1.0 / steps, steps, dtype=np.float32)
     freqs = np.exp(-np.log(10_000.0) * np.arange(dim // 2, dtype=np.float32) / (dim // 2)).astype(np.float32)
 
