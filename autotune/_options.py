@@ -232,8 +232,8 @@ def split_keywords(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``keywords`` split into (tune options, the function's keyword arguments).
 
-    A name of :class:`TuneOptions` is an option (as it always was: it wins over a parameter
-    of the same name); a parameter of ``fn`` goes to ``fn``; anything else is a
+    A name of :class:`TuneOptions` is an option (it wins over a parameter of ``fn`` of the
+    same name); a parameter of ``fn`` goes to ``fn``; anything else is a
     :class:`StudyError` naming the nearest option. ``extra``: more names ``api`` takes.
     """
     options, kwargs = {}, {}

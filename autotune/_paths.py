@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, quote, quote_plus, unquote
 
 ENV_CACHE = "AUTOTUNE_CACHE"
 ENV_STORAGE = "AUTOTUNE_STORAGE"
@@ -62,6 +64,70 @@ _USERINFO_RE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s'\"]*):(?
 _QUERY_RE = re.compile(
     r"(?P<head>[?&;\s](?:" + "|".join(_SECRET_QUERY_KEYS) + r")=)(?P<secret>[^&\s'\"]*)", re.IGNORECASE
 )
+# A database URL as SQLAlchemy's make_url reads one (its pattern): the parts are taken and shown
+# here with the standard library, exactly as SQLAlchemy's URL shows them with the password hidden
+# (tests/test_paths.py compares the two), so that only autotune.cache imports SQLAlchemy.
+_URL_RE = re.compile(
+    r"(?P<name>[\w+]+)://(?:(?P<username>[^:/]*)(?::(?P<password>[^@]*))?@)?"
+    r"(?:(?:\[(?P<ipv6host>[^/?]+)\]|(?P<ipv4host>[^/:?]+))?(?::(?P<port>[^/?]*))?)?"
+    r"(?:/(?P<database>[^?]*))?(?:\?(?P<query>.*))?"
+)
+
+
+@dataclass(frozen=True)
+class _Url:
+    """A database URL's parts, as SQLAlchemy's ``URL`` holds them (unquoted)."""
+
+    driver: str
+    username: str | None
+    password: str | None
+    host: str | None
+    port: int | None
+    database: str | None
+    query: dict[str, list[str]]
+
+    def shown(self) -> str:
+        """The URL with its password as ``***`` (``URL.render_as_string(hide_password=True)``)."""
+        text = self.driver + "://"
+        if self.username is not None:
+            text += quote(self.username, safe=" +") + (":***" if self.password is not None else "") + "@"
+        if self.host is not None:
+            text += f"[{self.host}]" if ":" in self.host else self.host
+        if self.port is not None:
+            text += f":{self.port}"
+        if self.database is not None:
+            text += "/" + quote(self.database, safe=" +/")
+        if self.query:
+            pairs = (f"{quote_plus(k)}={quote_plus(v)}" for k in sorted(self.query) for v in self.query[k])
+            text += "?" + "&".join(pairs)
+        return text
+
+
+def _parse_url(text: str) -> _Url | None:
+    """The parts of URL ``text``, or None where SQLAlchemy's make_url refuses it (or its port)."""
+    m = _URL_RE.match(text)
+    if m is None:
+        return None
+    query: dict[str, list[str]] = {}
+    for key, value in parse_qsl(m["query"] or ""):
+        query.setdefault(key, []).append(value)
+    port = m["port"]
+    if port is not None:
+        try:
+            port = int(port)
+        except ValueError:
+            return None
+    username, password, database = (
+        None if v is None else unquote(v) for v in m.group("username", "password", "database")
+    )
+    return _Url(m["name"], username, password, m["ipv4host"] or m["ipv6host"], port, database, query)
+
+
+def _text_of(url: Any) -> Any:
+    """A SQLAlchemy ``URL`` (anything with ``render_as_string``, as `autotune.cache` hands one) as
+    its full text; anything else as it is."""
+    render = getattr(url, "render_as_string", None)
+    return render(hide_password=False) if callable(render) else url
 
 
 def redact(url: Any) -> str:
@@ -83,27 +149,21 @@ def redact(url: Any) -> str:
         >>> redact("postgresql+psycopg://u:p%40ss@h:5432/db?sslmode=require")
         'postgresql+psycopg://u:***@h:5432/db?sslmode=require'
     """
-    from sqlalchemy.engine import URL, make_url
-    from sqlalchemy.exc import ArgumentError
-
     shown = getattr(url, "display_url", None)
     if isinstance(shown, str):
         return shown
+    url = _text_of(url)
     if isinstance(url, os.PathLike):
         url = os.fspath(url)
-    if isinstance(url, str):
-        if "://" not in url:
-            return redact_text(url)
-        try:
-            url = make_url(url)
-        except (ArgumentError, ValueError):
-            return redact_text(url)
-    if not isinstance(url, URL):
+    if not isinstance(url, str):
         return redact_text(str(url))
-    path = sqlite_file(url)
+    parsed = _parse_url(url) if "://" in url else None
+    if parsed is None:
+        return redact_text(url)
+    path = _sqlite_path(parsed.driver, parsed.database)
     if path is not None:
         return f"sqlite:///{path}"
-    return _QUERY_RE.sub(lambda m: f"{m['head']}***", url.render_as_string(hide_password=True))
+    return _QUERY_RE.sub(lambda m: f"{m['head']}***", parsed.shown())
 
 
 def redact_text(text: str, url: Any = None) -> str:
@@ -127,29 +187,33 @@ def storage_file(url: str) -> str | None:
 
 
 def sqlite_file(url: Any) -> str | None:
-    """Absolute path of a SQLite file URL, or None (not SQLite, in-memory or a ``file:`` URI)."""
-    if url.get_backend_name() != "sqlite":
+    """Absolute path of a SQLite file URL (a SQLAlchemy ``URL``), or None (not SQLite, in-memory
+    or a ``file:`` URI)."""
+    return _sqlite_path(url.drivername, url.database)
+
+
+def _sqlite_path(driver: str, database: str | None) -> str | None:
+    if driver.split("+")[0] != "sqlite":
         return None
-    db = url.database or ""
+    db = database or ""
     if db in ("", ":memory:") or db.startswith("file:"):
         return None
     return os.path.abspath(os.path.expanduser(db))
 
 
 def _password_of(url: Any) -> str | None:
-    from sqlalchemy.engine import URL, make_url
-    from sqlalchemy.exc import ArgumentError
-
     if url is None:
         return None
-    if not isinstance(url, URL):
-        try:
-            url = make_url(os.fspath(url))
-        except (ArgumentError, ValueError, TypeError):
-            m = _USERINFO_RE.search(str(url))
-            return m["secret"] if m else None
-    pw = url.password
-    return None if pw is None else str(pw)
+    url = _text_of(url)
+    try:
+        text = os.fspath(url)
+    except TypeError:
+        text = None
+    parsed = _parse_url(text) if isinstance(text, str) else None
+    if parsed is None:
+        m = _USERINFO_RE.search(str(url))
+        return m["secret"] if m else None
+    return parsed.password
 
 
 def make_private_dirs(path: str | os.PathLike) -> None:

@@ -319,6 +319,7 @@ def test_final_measure_runs_every_config_in_separate_fresh_processes():
     assert len(each) == 2 and median == pytest.approx((each[0] + each[1]) / 2)
 
 
+@pytest.mark.timing  # "the bench goes on" is a wall-clock bound
 def test_a_final_process_past_its_timeout_is_killed_and_recorded_as_failed():
     """A final-measure process that outlives ``timeout_s`` (a config compiling for minutes on an
     accelerator) is stopped: the bench goes on and says which process failed and why."""

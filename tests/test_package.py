@@ -10,9 +10,18 @@ import tomllib
 import _repo
 from _package_graph import ROOT, imports_of, modules
 
-# A module is one idea, read in one sitting: at most this many lines of code. Docstrings, comments
-# and blank lines do not count, so explaining a module never forces a split of it.
-MAX_CODE_LINES = 400
+# A module is one idea, read in one sitting: at most this many lines, every line counted (the
+# design's words: "every module <= 400 lines").
+MAX_LINES = 400
+# TEMPORARY: modules over MAX_LINES raw lines that other branches are splitting; meanwhile each is held
+# to MAX_LINES lines of code (docstrings, comments and blank lines not counted). The lead removes
+# this allowance after merging those branches.
+OVER_MAX_LINES_FOR_NOW = {
+    "autotune.jit._decorator",
+    "autotune.select._rule",
+    "autotune.cache._entry",
+    "autotune.measuring._worker_runner",
+}
 
 
 def test_there_is_no_import_cycle_deferred_imports_counted():
@@ -65,8 +74,7 @@ def test_only_one_module_imports_optuna_and_only_the_cache_imports_sqlalchemy():
             if any(n.split(".")[0] == "sqlalchemy" for n in names):
                 sqlalchemy_users.append(name)
     assert sorted(set(optuna_users)) == ["autotune.study._optuna"]
-    # _paths shows URLs (redacted) for the study storage as well as the cache: it parses them with SQLAlchemy.
-    assert all(n.startswith("autotune.cache") or n == "autotune._paths" for n in sqlalchemy_users), sqlalchemy_users
+    assert sqlalchemy_users and all(n.startswith("autotune.cache.") for n in sqlalchemy_users), sqlalchemy_users
 
 
 def code_lines(path: str) -> int:
@@ -94,8 +102,12 @@ def test_code_lines_skip_docstrings_comments_and_blanks(tmp_path):
 
 
 def test_every_module_is_one_idea_that_fits_one_sitting():
-    long = {name: n for name, path in modules().items() if (n := code_lines(path)) > MAX_CODE_LINES}
-    assert not long, f"modules over {MAX_CODE_LINES} lines of code (split by idea, not by count): {long}"
+    mods = modules()
+    lines = {name: len(open(path).read().splitlines()) for name, path in mods.items()}
+    long = {name: n for name, n in lines.items() if n > MAX_LINES and name not in OVER_MAX_LINES_FOR_NOW}
+    assert not long, f"modules over {MAX_LINES} lines (split by idea, not by count): {long}"
+    code = {name: n for name in OVER_MAX_LINES_FOR_NOW if (n := code_lines(mods[name])) > MAX_LINES}
+    assert not code, f"modules over {MAX_LINES} lines of code: {code}"
     undocumented = [name for name, path in modules().items() if not ast.get_docstring(ast.parse(open(path).read()))]
     assert not undocumented, f"modules without a docstring that says what their one idea is: {undocumented}"
 

@@ -74,3 +74,87 @@ def test_private_files_are_0600_whatever_the_umask(tmp_path, umask_000):
     _paths.write_private(other, b"new")  # replaced atomically by a private file
     assert other.read_bytes() == b"new" and mode(other) == 0o600
     assert sorted(p.name for p in (tmp_path / "new").iterdir()) == ["data.bin"]  # no temp file left
+
+
+def sqlalchemy_shows(url):
+    """A location as SQLAlchemy shows it, password hidden: what `_paths.redact` shows without it."""
+    from sqlalchemy.engine import URL, make_url
+    from sqlalchemy.exc import ArgumentError
+
+    if isinstance(url, str):
+        if "://" not in url:
+            return _paths.redact_text(url)
+        try:
+            url = make_url(url)
+        except (ArgumentError, ValueError):
+            return _paths.redact_text(url)
+    assert isinstance(url, URL)
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        if not url.database.startswith("file:"):
+            return "sqlite:///" + os.path.abspath(os.path.expanduser(url.database))
+    return _paths._QUERY_RE.sub(lambda m: f"{m['head']}***", url.render_as_string(hide_password=True))
+
+
+URLS = [
+    "postgresql://me:pw@db.example/autotune",
+    "postgresql+psycopg://u:p%40ss@h:5432/db?sslmode=require",
+    "postgresql://u%3Ax%40y:p%2Fw@h/d%20b?application_name=a%20b&sslmode=require&password=x",
+    "postgresql://u@h/db?b=2&a=1&b=1&pwd=k&empty=",
+    "postgresql://:secret@h/db",
+    "postgresql://u:@h/db",
+    "postgresql://u@[::1]:5432/db",
+    "postgresql://u@[host]/db",
+    "mysql+pymysql://u:p@h:3306/db?charset=utf8mb4",
+    "postgresql://me:pw@host:notaport/db",
+    "postgresql://me:pw@host:/db",
+    "postgresql://h:+5_0/db",
+    "postgresql://",
+    "postgresql:///db",
+    "sqlite://",
+    "sqlite:///:memory:",
+    "sqlite:///relative/c.db",
+    "sqlite:///~/c.db",
+    "sqlite:////tmp/a b/c.db",
+    "sqlite:////tmp/a%20b/c.db?mode=ro",
+    "sqlite:///file:x.db?mode=ro&uri=true",
+    "sqlite+pysqlite:////tmp/x.db",
+    "not a url://x",
+    "/tmp/plain/path.db",
+    "",
+]
+
+
+@pytest.mark.parametrize("url", URLS)
+def test_redact_shows_a_url_as_sqlalchemy_does(url):
+    from sqlalchemy.engine import make_url
+
+    assert _paths.redact(url) == sqlalchemy_shows(url)
+    parsed = _paths._parse_url(url)
+    if "://" in url and parsed is not None:
+        assert _paths.redact(make_url(url)) == sqlalchemy_shows(make_url(url))  # a SQLAlchemy URL, as the cache has
+        assert _paths._password_of(url) == make_url(url).password
+
+
+def test_redact_parses_any_text_as_sqlalchemy_does():
+    """Texts drawn from the characters a URL is made of: the parse agrees with SQLAlchemy's on each."""
+    import random
+
+    rng = random.Random(45)
+    pieces = ["postgresql", "+psycopg", "sqlite", "://", ":", "@", "/", "?", "&", "=", "[", "]", "%40", "%2F", "%"]
+    pieces += ["u", "pw", "h", "5432", "db", "password", "a b", "~", "x", "+", ";", "#", "::1", "file:"]
+    for _ in range(3000):
+        head = rng.choice(["", "postgresql://", "sqlite:///"])
+        text = head + "".join(rng.choice(pieces) for _ in range(rng.randint(1, 14)))
+        assert _paths.redact(text) == sqlalchemy_shows(text), text
+        assert _paths._password_of(text) == password_seen_by_sqlalchemy(text), text
+
+
+def password_seen_by_sqlalchemy(text):
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(text).password
+    except (ArgumentError, ValueError):
+        m = _paths._USERINFO_RE.search(text)
+        return m["secret"] if m else None

@@ -20,37 +20,33 @@ NOT_FOR_HELPERS = ("workers", "json", "wide", "storage", "reconfirm") + HELPER_O
 nothing, and gets its storage through the environment (a password in argv would show in ``ps``)."""
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
+def _number(name: str, kind: type, least: float, above: bool = False, word: str = "") -> Callable[[str], Any]:
+    """An argparse type called ``name``: a whole number (``kind`` int) or a finite one (float), at
+    least ``least`` (more than it where ``above``); ``word`` is a value the option takes besides."""
+
+    def check(text: str) -> Any:
+        if word and text == word:
+            return text
+        try:
+            value = kind(text)
+        except ValueError:
+            number = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is {f'neither {word} nor' if word else 'not'} {number}"
+            ) from None
+        if (kind is float and not math.isfinite(value)) or value < least or (above and value == least):
+            bound = f"at least {least}" if kind is int else f"a finite number {'>' if above else '>='} {least:g}"
+            raise argparse.ArgumentTypeError(f"{text!r} must be {f'{word} or ' if word else ''}{bound}")
+        return value
+
+    check.__name__ = name
+    return check
 
 
-def builders_count(text: str) -> int | str:
-    """``--builders``: ``auto`` or a whole number >= 0."""
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is neither auto nor a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be auto or at least 0")
-    return value
-
-
-def nonneg_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
-    return value
+positive_int = _number("positive_int", int, 1)
+builders_count = _number("builders_count", int, 0, word="auto")  # --builders: auto or K >= 0
+nonneg_float = _number("nonneg_float", float, 0)
+positive_float = _number("positive_float", float, 0, above=True)  # --run-seconds: no sampling times nothing
 
 
 def duration(text: str) -> float:
@@ -212,7 +208,7 @@ def _tune_parser(sub) -> None:
         p,
         (
             "--run-seconds",
-            nonneg_float,
+            positive_float,
             "S",
             "seconds of runtime sampling per trial (default 0.5; more for noisy machines)",
         ),

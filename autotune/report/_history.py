@@ -198,6 +198,10 @@ def figure_history(rep: StudyReport):
         def retimed(row: dict[str, Any]) -> str:  # its line is the side-by-side figure, not a trial's
             return " as confirmation re-timed it side by side" if Config.from_dict(row["config"]) in confirmed else ""
 
+        def cost_line(row: dict[str, Any], name: str, **style: Any) -> None:
+            label = f"{name}, {_display.cost(row['cost'])}{retimed(row)}"
+            ax.axhline(row["cost"], label=label, **style)
+
         if rep.chosen is not None:
             chosen = Config.from_dict(rep.chosen["config"])
             own = [t for t in scored if Config.from_dict(t.config) == chosen]
@@ -212,13 +216,7 @@ def figure_history(rep: StudyReport):
                     zorder=4,
                     label=f"the chosen config's trial{'s' * (len(own) > 1)} (one measurement)",
                 )
-            ax.axhline(
-                rep.chosen["cost"],
-                color="goldenrod",
-                lw=1.2,
-                ls="-.",
-                label=f"chosen, {_display.cost(rep.chosen['cost'])}{retimed(rep.chosen)}",
-            )
+            cost_line(rep.chosen, "chosen", color="goldenrod", lw=1.2, ls="-.")
             if retimed(rep.chosen):
                 ax.annotate(
                     "chosen: re-timed in confirmation",
@@ -232,13 +230,7 @@ def figure_history(rep: StudyReport):
                     color="#8a6d0b",
                 )
         if rep.default is not None:
-            ax.axhline(
-                rep.default["cost"],
-                color="#555555",
-                lw=1.0,
-                ls=":",
-                label=f"default, {_display.cost(rep.default['cost'])}{retimed(rep.default)}",
-            )
+            cost_line(rep.default, "default", color="#555555", lw=1.0, ls=":")
         shown = [t.cost for t in scored] + [r["cost"] for r in (rep.chosen, rep.default) if r is not None]
         log = wants_log(shown, 10.0)
         if log:

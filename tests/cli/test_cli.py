@@ -83,6 +83,7 @@ def test_errors_are_one_line_with_exit_2(folder, args, message):
     [
         (["tune", "tiny_study.py", "--trials", "zero"], "'zero' is not a whole number"),
         (["tune", "tiny_study.py", "--expected-calls", "-5"], "must be a finite number"),
+        (["tune", "tiny_study.py", "--run-seconds", "0"], "'0' must be a finite number > 0"),
     ],
 )
 def test_bad_options_are_one_line_with_exit_2(folder, args, message):

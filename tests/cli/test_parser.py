@@ -115,6 +115,37 @@ def test_timing_takes_one_of_the_three_modes(capsys):
     assert exc.value.code == 2 and "'wall' is not one of steady, blocking, device" in capsys.readouterr().err
 
 
+def test_run_seconds_must_be_more_than_zero(capsys):
+    assert build_parser().parse_args(["tune", "s.py", "--run-seconds", "0.02"]).run_seconds == 0.02
+    for bad in ("0", "-0.5", "nan", "soon"):
+        with pytest.raises(SystemExit) as exc:
+            build_parser().parse_args(["tune", "s.py", "--run-seconds", bad])
+        err = capsys.readouterr().err
+        assert (
+            exc.value.code == 2
+            and err.count("\n") == 1
+            and err.startswith("autotune tune: error: argument --run-seconds")
+        )
+        said = "is not a number" if bad == "soon" else "must be a finite number > 0"
+        assert f"{bad!r} {said}" in err, err
+
+
+def test_numbers_are_refused_with_what_they_must_be(capsys):
+    for flag, bad, said in [
+        ("--trials", "0", "'0' must be at least 1"),
+        ("--trials", "1.5", "'1.5' is not a whole number"),
+        ("--builders", "-1", "'-1' must be auto or at least 0"),
+        ("--builders", "some", "'some' is neither auto nor a whole number"),
+        ("--timeout", "-1", "'-1' must be a finite number >= 0"),
+        ("--timeout", "inf", "'inf' must be a finite number >= 0"),
+    ]:
+        with pytest.raises(SystemExit) as exc:
+            build_parser().parse_args(["tune", "s.py", flag, bad])
+        assert exc.value.code == 2 and f"argument {flag}: {said}." in capsys.readouterr().err
+    a = build_parser().parse_args(["tune", "s.py", "--builders", "auto", "--timeout", "0", "--trials", "1"])
+    assert (a.builders, a.timeout, a.trials) == ("auto", 0.0, 1)
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [

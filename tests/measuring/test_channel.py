@@ -85,6 +85,7 @@ def _start(slow_study: Path, how: str) -> tuple[subprocess.Popen, int]:
     return proc, int(line)
 
 
+@pytest.mark.timing  # "at once" is a wall-clock bound on the parent's exit
 @pytest.mark.parametrize("how", ["latch", "own-latch"])
 def test_sigterm_during_a_slow_compile_kills_the_worker_at_once_and_the_parent_exits_143(slow_study, how):
     proc, worker = _start(slow_study, how)

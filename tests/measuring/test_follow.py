@@ -79,6 +79,7 @@ def study_file(tmp_path):
     return path
 
 
+@pytest.mark.timing  # "at the trial timeout" is a wall-clock bound on the kill
 def test_a_compile_that_explodes_is_killed_at_the_trial_timeout(study_file):
     with WorkerRunner.for_study_file(study_file, timing=STEADY, trial_timeout=2.0) as runner:
         runner.measure({})  # the rolled loop fits easily
@@ -130,6 +131,7 @@ def test_out_of_memory_under_the_cap_is_oom_and_the_worker_replaced():
         assert gone(pid) and runner.pid not in (None, pid) and runner.restarts == 1
 
 
+@pytest.mark.timing  # "once it cannot win" is a wall-clock bound on the kill
 def test_pruning_kills_a_compile_once_it_cannot_win(study_file):
     with WorkerRunner.for_study_file(study_file, timing=STEADY, prune_grace_s=0.0) as runner:
         fits = runner.measure({}, compile_budget_s=30.0)  # under budget: measured as usual

@@ -175,16 +175,18 @@ def test_in_process_trial_past_its_deadline_is_reported_at_the_deadline(tmp_path
         from autotune.measuring._runner import InProcessRunner, TrialFailed
         from autotune.program._call import Call
 
+        traced = []
+
         def slow(x):
             time.sleep(30)  # a trace (or compile) that outlives the deadline by far
+            traced.append(True)
             return x + 1
 
         runner = InProcessRunner(Call(slow, (jnp.ones(2),)), {"target_s": 0.01}, trial_timeout=1.0)
-        t0 = time.monotonic()
         try:
             runner.measure(None)
         except TrialFailed as exc:
-            print(exc.state, round(time.monotonic() - t0) < 15, runner.abandoned)
+            print(exc.state, traced == [], runner.abandoned)  # reported while the trace still ran
         """,
     )
     r = python(prog, env=repo_env())

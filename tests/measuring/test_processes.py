@@ -159,6 +159,7 @@ def test_best_re_picks_for_processes_and_the_cache_from_a_stored_entry(tmp_path,
     assert "8 (cache on)" in capsys.readouterr().out  # the table shows the processes where not 1
 
 
+@pytest.mark.timing  # a measured load against a measured compile
 def test_a_tune_for_processes_with_the_cache_measures_real_loads_below_the_compile(tmp_path):
     """The one real load measurement: each confirmed config compiled into a temporary persistent
     cache in one fresh process and loaded in a second; a load is cheaper than the compile."""

@@ -36,6 +36,7 @@ def scenario(case: str, home: Path, devices: int | None = 8, stdin: str | None =
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # measured runtimes of three programs, compared
 def test_a_sharded_step_is_measured_in_the_worker_as_the_user_runs_it(tmp_path):
     out = scenario("tune", tmp_path)
     assert out["devices"] == 8
