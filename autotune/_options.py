@@ -202,7 +202,7 @@ class Plumbing:
         before_finish: called before the confirmation (waits for helpers).
         retune: the command that re-tunes this function, ``{calls}`` standing for the call count.
         location: where a worker process can import the function from (a
-            :class:`autotune.worker.Location`), for programs ``jax.export`` cannot carry.
+            :class:`autotune.measuring.process.Location`), for programs ``jax.export`` cannot carry.
         store: write the winner into the cache (``fn.tune`` does; ``at.tune`` has no cache).
     """
 

@@ -4,7 +4,7 @@ the cache and for 8 with it.
 
 Per config, ``--samples`` times each (medians): trace + lower + compile and the per-call seconds
 (``autotune.measuring._stages``, caches cleared, CPU seconds), and the load of its executable from a
-persistent cache (``autotune.measuring._load_probe.measure_load``: compiled in one fresh process, loaded in a
+persistent cache (``autotune.measuring.process._load_probe.measure_load``: compiled in one fresh process, loaded in a
 second, the cache hit checked). A later process with the cache pays R = trace + lower + load.
 The table lists the figures and the crossover intervals of each setting; the JSON has everything.
 
@@ -29,8 +29,8 @@ SETTINGS = (("1 process", 1, False), ("8, cache off", 8, False), ("8, cache on",
 
 
 def measure_study(name: str, samples: int) -> tuple[list[dict], dict]:
-    from autotune.measuring._load_probe import measure_load
     from autotune.measuring._stages import measure
+    from autotune.measuring.process._load_probe import measure_load
     from autotune.program import _keys
     from autotune.program._call import Call
     from autotune.program._space import Space

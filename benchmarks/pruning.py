@@ -33,7 +33,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import autotune as at  # noqa: E402
-from autotune.measuring._worker_runner import WorkerRunner  # noqa: E402
+from autotune.measuring.process._worker_runner import WorkerRunner  # noqa: E402
 
 FAST = {"target_s": 0.05, "min_reps": 3, "warmup": 1}
 

@@ -55,8 +55,8 @@ def main() -> int:
     import jax.numpy as jnp
     import numpy as np
 
-    from autotune.measuring._builders import BuilderPool
-    from autotune.measuring._channel import worker_env
+    from autotune.measuring.process._builders import BuilderPool
+    from autotune.measuring.process._channel import worker_env
     from autotune.program._keys import device_info
     from autotune.worker._child import load_executable
 

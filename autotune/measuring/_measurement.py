@@ -56,7 +56,7 @@ class Measurement:
         run_p10_s: the 10th percentile of the per-call seconds (None in older records).
         load_cost_s: what a later process pays with JAX's persistent compilation cache on: trace +
             lower + the load of the cached executable, CPU seconds, the load measured in a fresh
-            process (``autotune.measuring._load_probe``); None where not measured (see :attr:`load_charged_s`).
+            process (``autotune.measuring.process._load_probe``); None where not measured (see :attr:`load_charged_s`).
         timing: the timing mode the runtime figures were charged in (:data:`TIMING_MODES`): the mode
             asked for, except ``"steady"`` where ``"device"`` was asked and the platform's profile
             has no device time (the CPU). A record without it reads as ``"blocking"``, the way

@@ -3,7 +3,7 @@
 for re-timing, and the in-process runner.
 
 ``tune(runner=...)`` accepts any object with this interface; the default is a worker
-process (:class:`autotune.worker.WorkerRunner`), which adds time limits, memory caps and
+process (:class:`autotune.measuring.process.WorkerRunner`), which adds time limits, memory caps and
 crash containment. A runner never raises for a config that merely fails: it raises
 :class:`TrialFailed` with the outcome, and the study records it and goes on.
 """
@@ -84,9 +84,9 @@ class Runner(Protocol):
         to use (an in-process runner), and a runner without it is never renewed.
     ``measure_load(config) -> Load`` (optional)
         With several processes and JAX's persistent compilation cache on, how long a later process
-        takes to load ``config``'s executable from the cache (:class:`autotune.measuring._load_probe.Load`).
+        takes to load ``config``'s executable from the cache (:class:`autotune.measuring.process._load_probe.Load`).
         A runner without it that measures on this machine (a worker, or in-process) gets
-        :func:`autotune.measuring._load_probe.measure_load` (two fresh processes); any other gets the
+        :func:`autotune.measuring.process._load_probe.measure_load` (two fresh processes); any other gets the
         estimate, trace + lower, with a note.
     ``prefetch(configs)`` (optional)
         The configs the search will measure next (the grid's next few, else the one about to be

@@ -27,8 +27,8 @@ import sys
 from typing import Any
 
 from autotune._errors import error_text
-from autotune.measuring._builders import TPU_TOPOLOGIES
-from autotune.measuring._protocol import OOM_WORDS, PROTOCOL, Event, Op
+from autotune.measuring.process._builders import TPU_TOPOLOGIES
+from autotune.measuring.process._protocol import OOM_WORDS, PROTOCOL, Event, Op
 from autotune.worker._child import serving_stdout
 
 

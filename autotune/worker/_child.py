@@ -23,10 +23,7 @@ import time
 from typing import Any
 
 from autotune._errors import StudyError, error_text
-from autotune.measuring._codec import array_leaves, decode_array, decode_tree, digest, encode_array, jax_leaves
-from autotune.measuring._protocol import OOM_WORDS, PROTOCOL, Event, Location, Mode, Op, import_location
 from autotune.measuring._runner import ExecutableStore
-from autotune.measuring._shardings import place, placement
 from autotune.measuring._stages import (
     Executable,
     Stages,
@@ -37,6 +34,9 @@ from autotune.measuring._stages import (
     run_measurement,
     time_stages,
 )
+from autotune.measuring.process._codec import array_leaves, decode_array, decode_tree, digest, encode_array, jax_leaves
+from autotune.measuring.process._protocol import OOM_WORDS, PROTOCOL, Event, Location, Mode, Op, import_location
+from autotune.measuring.process._shardings import place, placement
 from autotune.program._config import Config
 
 

@@ -23,7 +23,7 @@ from autotune.measuring._runner import (
     stage_guard,
 )
 from autotune.measuring._stages import measure_executable
-from autotune.measuring._worker_runner import WorkerRunner
+from autotune.measuring.process._worker_runner import WorkerRunner
 
 FOR = {"l": {"repr": "for"}}
 

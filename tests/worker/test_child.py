@@ -10,9 +10,9 @@ import time
 import pytest
 from _procs import ignores
 
-from autotune.measuring._channel import WorkerProcess, worker_env
-from autotune.measuring._policy import jax_env
-from autotune.measuring._protocol import PROTOCOL
+from autotune.measuring.process._channel import WorkerProcess, worker_env
+from autotune.measuring.process._policy import jax_env
+from autotune.measuring.process._protocol import PROTOCOL
 
 STUDY = textwrap.dedent("""
     import jax, jax.numpy as jnp

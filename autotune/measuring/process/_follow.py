@@ -18,10 +18,10 @@ from typing import Any
 
 from autotune import _interrupt
 from autotune._errors import MAX_ERROR_TEXT
-from autotune.measuring._channel import Dead, WorkerProcess
-from autotune.measuring._protocol import Event, Mode, Op
 from autotune.measuring._runner import TrialFailed
 from autotune.measuring._stages import Measurement
+from autotune.measuring.process._channel import Dead, WorkerProcess
+from autotune.measuring.process._protocol import Event, Mode, Op
 
 
 @dataclass
@@ -245,7 +245,7 @@ def load_inputs(
     """Send the worker its inputs (``message``, by ``mode``) and return their digest, which must
     equal ``digest`` (the first worker's) when given. Raises :class:`TrialFailed` ("error"), or
     :class:`Misplaced` when the worker's ``placement`` of the arguments is not the given one."""
-    from autotune.measuring._shardings import differs
+    from autotune.measuring.process._shardings import differs
 
     seen = (worker.ready or {}).get("device_ids") or ()
     if placement is not None and not set(placement["devices"]) <= set(seen):

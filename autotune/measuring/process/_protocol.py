@@ -171,7 +171,7 @@ def load_import_message(loc: Location, call: Call) -> tuple[dict[str, Any], str]
     cannot cross as JSON."""
     import json
 
-    from autotune.measuring._codec import NotPortable, array_leaves, digest, encode_tree
+    from autotune.measuring.process._codec import NotPortable, array_leaves, digest, encode_tree
 
     args, kwargs, jit_kwargs = call.args, call.kwargs, call.jit_kwargs
     message = {

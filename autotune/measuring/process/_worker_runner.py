@@ -26,14 +26,14 @@ from typing import Any
 
 from autotune import _interrupt
 from autotune._errors import StudyError
-from autotune.measuring._channel import WorkerProcess
-from autotune.measuring._codec import decode_array
-from autotune.measuring._exported import ExportHost, _FellBack
-from autotune.measuring._follow import latch, request_reply, retime_in
-from autotune.measuring._policy import CompilePolicy
-from autotune.measuring._protocol import CARRIED_JIT_OPTIONS, Location, Mode, Op
 from autotune.measuring._runner import RECENT, InProcessRunner, TrialFailed
 from autotune.measuring._stages import TIMING_OPTIONS, Measurement, Stages, reuse
+from autotune.measuring.process._channel import WorkerProcess
+from autotune.measuring.process._codec import decode_array
+from autotune.measuring.process._exported import ExportHost, _FellBack
+from autotune.measuring.process._follow import latch, request_reply, retime_in
+from autotune.measuring.process._policy import CompilePolicy
+from autotune.measuring.process._protocol import CARRIED_JIT_OPTIONS, Location, Mode, Op
 from autotune.program._call import Call
 from autotune.program._config import Config
 
@@ -53,7 +53,7 @@ class WorkerOptions:
             this long. None (default): the time the last worker took to start (killing a compile
             that would end sooner than a new worker starts costs more than it saves; 0: at once).
         python: the worker's interpreter (default: this one).
-        policy: the :class:`~autotune.worker.CompilePolicy` (default: from the platform; on
+        policy: the :class:`~autotune.measuring.process.CompilePolicy` (default: from the platform; on
             GPU a fresh worker for every trial that compiles).
         recent: how many recent configs' executables the worker keeps for ``retime``.
         builders: builder processes that compile export-mode configs while the worker measures
@@ -131,7 +131,9 @@ class WorkerRunner(ExportHost):
             )
         options = replace(options or WorkerOptions(), **settings)
         if location is not None and not isinstance(location, Location):
-            raise StudyError(f"WorkerRunner(location={location!r}): pass an autotune.worker.Location or None.")
+            raise StudyError(
+                f"WorkerRunner(location={location!r}): pass an autotune.measuring.process.Location or None."
+            )
         self.call, self.options = call, options
         self.timing = {k: v for k, v in dict(timing or {}).items() if k in TIMING_OPTIONS}
         self.trial_timeout, self.trial_memory_gb = options.trial_timeout, options.trial_memory_gb

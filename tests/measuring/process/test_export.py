@@ -9,8 +9,15 @@ import pytest
 from _hoisting import EMBEDDING, HOISTING, TABLE_STUDY, run_python
 
 import autotune as at
-from autotune.measuring._export import CannotExport, args_message, donated_leaves, export, outputs_of, trace_and_lower
 from autotune.measuring._runner import TrialFailed, stage_guard
+from autotune.measuring.process._export import (
+    CannotExport,
+    args_message,
+    donated_leaves,
+    export,
+    outputs_of,
+    trace_and_lower,
+)
 from autotune.program._config import Config
 
 
@@ -38,7 +45,7 @@ def test_a_config_is_traced_lowered_and_exported_with_its_timings_and_hash():
 
 
 def _npy(a):
-    from autotune.measuring._codec import encode_array
+    from autotune.measuring.process._codec import encode_array
 
     return encode_array(a)["npy"]
 
@@ -86,7 +93,7 @@ def test_a_program_whose_constants_jit_passes_as_arguments_is_not_exported(tmp_p
     (tmp_path / "table_study.py").write_text(TABLE_STUDY)
     code = """
 import sys
-from autotune.measuring._export import CannotExport, export, trace_and_lower
+from autotune.measuring.process._export import CannotExport, export, trace_and_lower
 from autotune.measuring._runner import stage_guard
 from autotune.program._config import Config
 from autotune.record._studyfile import load_examples

@@ -7,7 +7,7 @@ them on the devices with the same ids before it compiles. Programs ``jax.export`
 serialise (host callbacks, custom calls without a stability guarantee, several devices
 that the arguments do not name), or would change (closed-over constants ``jax.jit`` passes as
 arguments, jax >= 0.12, which ``jax.export`` embeds), raise :class:`CannotExport`; the runner then imports the
-function in the worker instead (when it has a :class:`~autotune.worker.Location`) or
+function in the worker instead (when it has a :class:`~autotune.measuring.process.Location`) or
 measures in-process.
 """
 
@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from autotune._errors import error_text
-from autotune.measuring._codec import encode_array
-from autotune.measuring._protocol import Mode, Op
 from autotune.measuring._runner import TrialFailed
-from autotune.measuring._shardings import encode_sharding
 from autotune.measuring._stages import Stages, compile_config, dynamic_args, jit_option_set
+from autotune.measuring.process._codec import encode_array
+from autotune.measuring.process._protocol import Mode, Op
+from autotune.measuring.process._shardings import encode_sharding
 from autotune.program._call import Call
 from autotune.program._config import Config
 from autotune.program._xla import jit_options
@@ -187,7 +187,7 @@ def outputs_of(exported: Any, encoded: list, out_tree: Any = None) -> Any:
     """The outputs the worker sent back, in the function's output tree."""
     import jax
 
-    from autotune.measuring._codec import decode_array
+    from autotune.measuring.process._codec import decode_array
 
     tree = out_tree if out_tree is not None else exported.out_tree
     outputs = [decode_array(d) for d in encoded or []]

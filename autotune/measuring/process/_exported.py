@@ -23,10 +23,12 @@ from typing import Any
 
 from autotune import _interrupt
 from autotune._errors import StudyError
-from autotune.measuring._builders import TPU_TOPOLOGIES, Build, BuilderPool, auto_count
-from autotune.measuring._channel import worker_env
-from autotune.measuring._codec import NotPortable
-from autotune.measuring._export import (
+from autotune.measuring._runner import TrialFailed, stage_guard
+from autotune.measuring._stages import Measurement, Stages, reuse
+from autotune.measuring.process._builders import TPU_TOPOLOGIES, Build, BuilderPool, auto_count
+from autotune.measuring.process._channel import worker_env
+from autotune.measuring.process._codec import NotPortable
+from autotune.measuring.process._export import (
     CannotExport,
     Exported,
     args_message,
@@ -35,12 +37,10 @@ from autotune.measuring._export import (
     outputs_of,
     trace_and_lower,
 )
-from autotune.measuring._policy import jax_env
-from autotune.measuring._protocol import Event, Mode, Op
-from autotune.measuring._runner import TrialFailed, stage_guard
-from autotune.measuring._shardings import placement
-from autotune.measuring._slot import WorkerHost
-from autotune.measuring._stages import Measurement, Stages, reuse
+from autotune.measuring.process._policy import jax_env
+from autotune.measuring.process._protocol import Event, Mode, Op
+from autotune.measuring.process._shardings import placement
+from autotune.measuring.process._slot import WorkerHost
 from autotune.program._call import Call
 from autotune.program._config import Config
 
@@ -85,7 +85,7 @@ def _figures(st: Stages) -> Stages:
 
 
 class ExportHost(WorkerHost):
-    """Export mode for :class:`~autotune.worker.WorkerRunner` (which sets the attributes)."""
+    """Export mode for :class:`~autotune.measuring.process.WorkerRunner` (which sets the attributes)."""
 
     call: Call | None
     timing: dict
@@ -120,7 +120,7 @@ class ExportHost(WorkerHost):
             self._drop(self._prepared.pop(key))
         if not wanted or self._closed or self.fallback_reason is not None or self.mode != Mode.EXPORT:
             return
-        from autotune.measuring._follow import latch
+        from autotune.measuring.process._follow import latch
 
         with latch():
             try:
@@ -380,8 +380,8 @@ class ExportHost(WorkerHost):
         if loc.is_study_file:
             self.mode, self.study_file, self.index = Mode.STUDY, loc.file, loc.index
         else:
-            from autotune.measuring._codec import jax_leaves
-            from autotune.measuring._protocol import load_import_message
+            from autotune.measuring.process._codec import jax_leaves
+            from autotune.measuring.process._protocol import load_import_message
 
             try:
                 self._import_request, self._input_digest = load_import_message(loc, self.call)

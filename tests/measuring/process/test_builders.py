@@ -23,10 +23,10 @@ from _procs import gone
 from _repo import ROOT
 
 import autotune as at
-from autotune.measuring._builders import BuilderPool, auto_count
-from autotune.measuring._channel import worker_env
 from autotune.measuring._runner import TrialFailed
-from autotune.measuring._worker_runner import WorkerRunner
+from autotune.measuring.process._builders import BuilderPool, auto_count
+from autotune.measuring.process._channel import worker_env
+from autotune.measuring.process._worker_runner import WorkerRunner
 
 CPU = {"platform": "cpu", "device_kind": "cpu", "device_count": 1}
 V5E = {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 1}
@@ -169,7 +169,7 @@ def test_nothing_is_left_running_when_the_parent_exits_without_closing():
         """
         import jax.numpy as jnp
         import autotune as at
-        from autotune.measuring import WorkerRunner
+        from autotune.measuring.process import WorkerRunner
         f = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=8, name="l")[0]
         r = WorkerRunner(at.Call(f, (jnp.ones(4),)), {"target_s": 0.01}, builders=2)
         r.prefetch([{}, {"l": {"repr": "for"}}])

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune._errors import error_text
-from autotune.measuring._channel import worker_env
-from autotune.measuring._export import CannotExport, export, trace_and_lower
-from autotune.measuring._policy import jax_env
 from autotune.measuring._runner import InProcessRunner, TrialFailed
-from autotune.measuring._worker_runner import WorkerRunner
+from autotune.measuring.process._channel import worker_env
+from autotune.measuring.process._export import CannotExport, export, trace_and_lower
+from autotune.measuring.process._policy import jax_env
+from autotune.measuring.process._worker_runner import WorkerRunner
 from autotune.program._call import Call
 from autotune.program._config import Config
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune import _interrupt
-from autotune.measuring._channel import Dead, WorkerProcess
-from autotune.measuring._protocol import PROTOCOL, Event, Op
 from autotune.measuring._runner import TrialFailed
+from autotune.measuring.process._channel import Dead, WorkerProcess
+from autotune.measuring.process._protocol import PROTOCOL, Event, Op
 
 MODULE = "autotune.worker._build_child"
 POLL_S = 0.05  # how often a wait re-checks the deadlines

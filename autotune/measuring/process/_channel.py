@@ -13,10 +13,11 @@ import sys
 import tempfile
 import time
 import weakref
+from pathlib import Path
 from typing import Any
 
 from autotune import _interrupt
-from autotune.measuring._protocol import OOM_WORDS, PROTOCOL, Event
+from autotune.measuring.process._protocol import OOM_WORDS, PROTOCOL, Event
 
 _SIGNAL_WORDS = {
     "SIGSEGV": "segmentation fault",
@@ -204,7 +205,7 @@ class WorkerProcess:
 def ready_problem(event: dict[str, Any] | None, startup_timeout: float) -> tuple[str, str] | None:
     """What is wrong with a new worker's first event, as (state, reason), or None when it is
     ready to serve this process (same protocol, same platform)."""
-    from autotune.measuring._policy import platform
+    from autotune.measuring.process._policy import platform
 
     if event is None:
         return "timeout", f"the worker process did not import JAX within {startup_timeout:g} s"
@@ -226,7 +227,7 @@ def _drain(fd: int) -> None:
 
 def worker_env(extra: dict[str, str]) -> dict[str, str]:
     """The worker's environment: this one, the autotune package importable, ``extra`` on top."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # above autotune/
+    root = str(Path(__file__).resolve().parents[__name__.count(".")])  # the folder above autotune/
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # the parent may hold the GPU too
