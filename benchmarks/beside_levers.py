@@ -63,6 +63,7 @@ def measure(
     import jax
 
     import autotune as at
+    from autotune.measuring._sampling import Sampling
     from autotune.measuring._timing import time_calls
 
     ctl = getattr(ex.fn, "autotune", ex.fn)
@@ -71,7 +72,7 @@ def measure(
     jax.block_until_ready(default(*args, **kwargs))
 
     def steady() -> float:
-        return time_calls(lambda: default(*args, **kwargs), target_s=target_s, mode="steady").run_s
+        return time_calls(lambda: default(*args, **kwargs), Sampling(mode="steady", target_s=target_s)).run_s
 
     def lower() -> Any:  # a fresh function each time: JAX keeps what it lowered and compiled
         return jax.jit(at.with_config(ctl.fun, config), **ctl.jit_kwargs).lower(*args, **kwargs)

@@ -84,6 +84,7 @@ def case_tune(rounds: int = 7) -> dict:
     process (interleaved, so a change in the machine's load falls on all three). Each figure
     is the least of its rounds: on a loaded machine a round is only ever slowed down, so the
     least is the one nearest the program's own runtime."""
+    from autotune.measuring._sampling import Sampling
     from autotune.measuring._stages import measure_executable
     from autotune.measuring.process._protocol import Location
     from autotune.measuring.process._shardings import placement
@@ -97,8 +98,9 @@ def case_tune(rounds: int = 7) -> dict:
         "whole_bytes": sum(x.nbytes for x in jax.tree_util.tree_leaves(args)),
         "trial": _tune(args),
     }
-    sharded, exe_sharded = measure_executable(at.Call(fn, args), None, timing=TIMING)
-    one, exe_one = measure_executable(at.Call(fn, jax.tree_util.tree_map(np.asarray, args)), None, timing=TIMING)
+    sampling = Sampling.of(TIMING)
+    sharded, exe_sharded = measure_executable(at.Call(fn, args), None, sampling=sampling)
+    one, exe_one = measure_executable(at.Call(fn, jax.tree_util.tree_map(np.asarray, args)), None, sampling=sampling)
     out["sharded_memory"], out["one_device_memory"] = sharded.memory, one.memory
     times: dict[str, list[float]] = {"worker": [], "sharded": [], "one_device": []}
     modes = {}
@@ -113,8 +115,8 @@ def case_tune(rounds: int = 7) -> dict:
             }
             for _ in range(rounds if name == "export" else 0):
                 times["worker"].append(runner.retime({}).run_s)
-                times["sharded"].append(exe_sharded.retime(**TIMING).run_s)
-                times["one_device"].append(exe_one.retime(**TIMING).run_s)
+                times["sharded"].append(exe_sharded.retime(sampling).run_s)
+                times["one_device"].append(exe_one.retime(sampling).run_s)
     out["modes"], out["times"] = modes, times
     out["least"] = {k: min(v) for k, v in times.items()}
     out["loss"] = float(step(*args)[0])
