@@ -109,6 +109,9 @@ class WorkerProcess:
         )
         self._finalizer = weakref.finalize(self, kill_group, self.proc)
         self.buf = b""
+        self.received = 0  # bytes read from it so far (a sign of life while it sends a large event)
+        self._signs: tuple[float | None, int] = (None, 0)  # what quiet_s last saw
+        self._active_at = self.spawned_at
         self.ready: dict[str, Any] | None = None  # the "ready" event, once received
         self.loaded = False  # it has the function / the inputs
         self.compiled = 0  # trials it has compiled
@@ -156,11 +159,36 @@ class WorkerProcess:
             if not chunk:
                 raise Dead()
             self.buf += chunk
+            self.received += len(chunk)
         line, self.buf = self.buf.split(b"\n", 1)
         try:
             return json.loads(line)
         except ValueError:
             return {"event": "noise", "text": line[:200].decode("utf-8", "replace")}
+
+    def cpu_s(self) -> float | None:
+        """Its CPU seconds so far (user + system, every thread), None where unknown (no ``/proc``)."""
+        try:
+            with open(f"/proc/{self.pid}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def watch(self) -> float | None:
+        """Start counting :meth:`quiet_s` from now; its CPU seconds now."""
+        cpu = self.cpu_s()
+        self._signs, self._active_at = (cpu, self.received), time.monotonic()
+        return cpu
+
+    def quiet_s(self, now: float) -> float:
+        """Seconds since it last showed a sign of progress (CPU seconds used, bytes sent), or since
+        :meth:`watch`: a process stopped (SIGSTOP) or blocked shows none. Where its CPU seconds cannot
+        be read, the bytes alone count."""
+        signs = (self.cpu_s(), self.received)
+        if signs != self._signs:
+            self._signs, self._active_at = signs, now
+        return now - self._active_at
 
     def stderr_tail(self, n: int = 1500) -> str:
         """The last few non-empty lines the worker wrote to stderr, on one line."""
