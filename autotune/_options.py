@@ -14,17 +14,16 @@ import dataclasses
 import difflib
 import inspect
 import math
-import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from autotune._errors import StudyError, warn_user_once
-from autotune.measuring._measurement import TIMING_MODES, timing_mode_error
+from autotune.measuring._sampling import NAMES as SAMPLING_NAMES
+from autotune.measuring._sampling import TIMING_MODES, Sampling, timing_mode_error
 
 SAMPLERS = ("auto", "tpe", "grid", "random", "nsga2")
 SEARCHES = ("cost", "pareto")
-TIMING_KEYS = ("mode", "warmup", "min_reps", "max_reps", "target_s")  # `_measure.TIMING_OPTIONS`, kept light here
 
 
 def _positive(value: Any) -> bool:
@@ -56,7 +55,9 @@ class TuneOptions:
             serves one request at a time; ``"device"``: the device's own time from JAX's profiler,
             the steady state where the platform gives none) and the sampling options of
             :func:`autotune.measure` (``warmup``, ``min_reps``, ``max_reps``, ``target_s``);
-            a mode alone as a string (``timing="blocking"``); default None: the defaults.
+            a mode alone as a string (``timing="blocking"``), or an
+            :class:`autotune.measuring.Sampling`; default None: the defaults. The options hold
+            it as one frozen :class:`~autotune.measuring.Sampling` (None stays None).
         trial_timeout: seconds one trial may take in the worker process (default None).
         trial_memory_gb: the worker process's memory cap in GiB (default None).
         isolate: ``"auto"`` (default) measures in a worker process (in-process, with one
@@ -101,7 +102,7 @@ class TuneOptions:
     reconfirm: bool = False
     rtol: float | None = None
     atol: float | None = None
-    timing: Mapping[str, Any] | str | None = None  # a mode alone is read as {"mode": ...}
+    timing: Sampling | Mapping[str, Any] | str | None = None  # held as a Sampling (a mode alone: its mode)
     trial_timeout: float | None = None
     trial_memory_gb: float | None = None
     isolate: bool | str = "auto"
@@ -140,23 +141,23 @@ class TuneOptions:
             raise StudyError(f"trial_memory_gb={self.trial_memory_gb!r} must be a number of GiB > 0, or None.")
         if self.timing is not None:
             timing = {"mode": self.timing} if isinstance(self.timing, str) else self.timing
-            if not isinstance(timing, Mapping):
+            if not isinstance(timing, (Mapping, Sampling)):
                 raise StudyError(
-                    f"timing={self.timing!r} must be a dict of {list(TIMING_KEYS)}, a timing mode alone "
+                    f"timing={self.timing!r} must be a dict of {list(SAMPLING_NAMES)}, a timing mode alone "
                     f"({', '.join(map(repr, TIMING_MODES))}), or None."
                 )
-            if "mode" in timing and timing["mode"] not in TIMING_MODES:
+            if isinstance(timing, Mapping) and "mode" in timing and timing["mode"] not in TIMING_MODES:
                 raise StudyError(f"timing: {timing_mode_error(timing['mode'])}")
-            # a frozen value holds no dict that could change under it
-            object.__setattr__(self, "timing", types.MappingProxyType(dict(sorted(timing.items()))))
+            # built once, here: a frozen value, which no caller's dict changing later can change
+            object.__setattr__(self, "timing", Sampling.of(timing))
 
     def replace(self, **changes: Any) -> TuneOptions:
         """A copy with ``changes`` (validated like the original)."""
         return dataclasses.replace(self, **changes)
 
     def timing_dict(self) -> dict[str, Any]:
-        """``timing`` as a fresh dict (empty for None), as runners take it."""
-        return dict(self.timing or {})
+        """``timing``'s fields that differ from the defaults, as a fresh dict (empty for None)."""
+        return {} if self.timing is None else self.timing.to_dict()
 
     def goal(self, objective: Any) -> Any:
         """``objective`` (an :class:`autotune.Objective`) as these options tune it: with ``tier_up``
@@ -166,10 +167,7 @@ class TuneOptions:
     @property
     def timing_mode(self) -> str:
         """The timing mode asked for (``"steady"`` unless ``timing`` names another)."""
-        return str((self.timing or {}).get("mode", "steady"))
-
-    def __hash__(self) -> int:
-        return hash(tuple((f.name, _hashable(getattr(self, f.name))) for f in dataclasses.fields(self)))
+        return Sampling.of(self.timing).mode
 
     def __str__(self) -> str:
         changed = [
@@ -180,12 +178,8 @@ class TuneOptions:
         return f"TuneOptions({', '.join(changed)})"
 
 
-def _hashable(value: Any) -> Any:
-    return tuple(value.items()) if isinstance(value, Mapping) else value
-
-
 def _shown(value: Any) -> str:
-    return repr(dict(value)) if isinstance(value, Mapping) else repr(value)
+    return repr(value.to_dict()) if isinstance(value, Sampling) else repr(value)
 
 
 OPTION_NAMES = tuple(f.name for f in dataclasses.fields(TuneOptions))
@@ -202,7 +196,7 @@ class Plumbing:
         before_finish: called before the confirmation (waits for helpers).
         retune: the command that re-tunes this function, ``{calls}`` standing for the call count.
         location: where a worker process can import the function from (a
-            :class:`autotune.worker.Location`), for programs ``jax.export`` cannot carry.
+            :class:`autotune.measuring.process.Location`), for programs ``jax.export`` cannot carry.
         store: write the winner into the cache (``fn.tune`` does; ``at.tune`` has no cache).
     """
 

@@ -94,7 +94,7 @@ def grid_configs(space, grid_max: int, seed: int) -> tuple[list, bool]:
 def grid_runner(ctl, ex, timing: dict, a: argparse.Namespace):
     """The grid's runner: a worker process, as the tuner's (this process only traces and lowers;
     on a TPU the worker owns the chip), closed before the tuner starts its own."""
-    from autotune.measuring._worker_runner import WorkerRunner
+    from autotune.measuring.process._worker_runner import WorkerRunner
     from autotune.program._call import Call
 
     call = Call(ctl.fun, ex.args, ex.kwargs, ctl.jit_kwargs)

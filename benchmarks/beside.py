@@ -43,6 +43,7 @@ def measure(fn: Any, args: tuple, kwargs: dict, config: dict[str, Any], rounds: 
 
     import autotune as at
     from autotune.measuring import _beside
+    from autotune.measuring._sampling import Sampling
     from autotune.measuring._timing import time_calls
 
     ctl = getattr(fn, "autotune", fn)
@@ -50,7 +51,7 @@ def measure(fn: Any, args: tuple, kwargs: dict, config: dict[str, Any], rounds: 
     jax.block_until_ready(default(*args, **kwargs))
 
     def steady() -> float:
-        return time_calls(lambda: default(*args, **kwargs), target_s=target_s, mode="steady").run_s
+        return time_calls(lambda: default(*args, **kwargs), Sampling(mode="steady", target_s=target_s)).run_s
 
     def build() -> float:  # a fresh function each time: nothing cached
         t = time.perf_counter()

@@ -32,6 +32,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from autotune.measuring import _stages as _measure  # noqa: E402
+from autotune.measuring._sampling import Sampling  # noqa: E402
 from autotune.program._config import Config, SiteChoice  # noqa: E402
 from autotune.program._jitargs import dynamic_args  # noqa: E402
 
@@ -109,7 +110,7 @@ def sample(fun, args, kwargs, jit_kwargs, config, options, target_s: float) -> t
     merged["compiler_options"] = {**options, **dict(jit_kwargs.get("compiler_options") or {})}
     stages = _measure.compile_config(fun, args, kwargs, config, jit_kwargs=merged)
     dyn_args, dyn_kwargs = dynamic_args(fun, tuple(args), dict(kwargs), merged)
-    timing = _measure.time_compiled(stages.compiled, dyn_args, dyn_kwargs, target_s=target_s, min_reps=5)
+    timing = _measure.time_compiled(stages.compiled, dyn_args, dyn_kwargs, Sampling(target_s=target_s, min_reps=5))
     return stages.trace_cpu_s + stages.lower_cpu_s, stages.compile_cpu_s, timing[3]
 
 

@@ -84,10 +84,11 @@ def case_tune(rounds: int = 7) -> dict:
     process (interleaved, so a change in the machine's load falls on all three). Each figure
     is the least of its rounds: on a loaded machine a round is only ever slowed down, so the
     least is the one nearest the program's own runtime."""
-    from autotune.measuring._protocol import Location
-    from autotune.measuring._shardings import placement
+    from autotune.measuring._sampling import Sampling
     from autotune.measuring._stages import measure_executable
-    from autotune.measuring._worker_runner import WorkerRunner
+    from autotune.measuring.process._protocol import Location
+    from autotune.measuring.process._shardings import placement
+    from autotune.measuring.process._worker_runner import WorkerRunner
 
     args = inputs(mesh())
     fn = step.autotune.fun
@@ -97,8 +98,9 @@ def case_tune(rounds: int = 7) -> dict:
         "whole_bytes": sum(x.nbytes for x in jax.tree_util.tree_leaves(args)),
         "trial": _tune(args),
     }
-    sharded, exe_sharded = measure_executable(at.Call(fn, args), None, timing=TIMING)
-    one, exe_one = measure_executable(at.Call(fn, jax.tree_util.tree_map(np.asarray, args)), None, timing=TIMING)
+    sampling = Sampling.of(TIMING)
+    sharded, exe_sharded = measure_executable(at.Call(fn, args), None, sampling=sampling)
+    one, exe_one = measure_executable(at.Call(fn, jax.tree_util.tree_map(np.asarray, args)), None, sampling=sampling)
     out["sharded_memory"], out["one_device_memory"] = sharded.memory, one.memory
     times: dict[str, list[float]] = {"worker": [], "sharded": [], "one_device": []}
     modes = {}
@@ -113,8 +115,8 @@ def case_tune(rounds: int = 7) -> dict:
             }
             for _ in range(rounds if name == "export" else 0):
                 times["worker"].append(runner.retime({}).run_s)
-                times["sharded"].append(exe_sharded.retime(**TIMING).run_s)
-                times["one_device"].append(exe_one.retime(**TIMING).run_s)
+                times["sharded"].append(exe_sharded.retime(sampling).run_s)
+                times["one_device"].append(exe_one.retime(sampling).run_s)
     out["modes"], out["times"] = modes, times
     out["least"] = {k: min(v) for k, v in times.items()}
     out["loss"] = float(step(*args)[0])
@@ -125,7 +127,7 @@ def case_fallback() -> dict:
     """A worker that cannot see the call's 8 devices: the study measures in-process, warning once."""
     args = inputs(mesh())
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"  # what a new worker inherits
-    from autotune.measuring._shardings import placement
+    from autotune.measuring.process._shardings import placement
 
     return {"placement": placement(jax.tree_util.tree_leaves(args)), "trial": _tune(args)}
 
@@ -133,7 +135,7 @@ def case_fallback() -> dict:
 def case_config_devices() -> dict:
     """Devices set with jax.config, not XLA_FLAGS: the worker is started with the same count."""
     jax.config.update("jax_num_cpu_devices", 4)
-    from autotune.measuring._worker_runner import WorkerRunner
+    from autotune.measuring.process._worker_runner import WorkerRunner
 
     m = mesh((4,), ("data",))
     x = jax.device_put(jnp.ones((64, 16)), NamedSharding(m, P("data")))
@@ -178,7 +180,7 @@ def case_codec() -> dict:
     """Shardings as JSON: each comes back equal here; the test decodes them with fewer devices."""
     from jax.sharding import AxisType, make_single_device_sharding
 
-    from autotune.measuring._codec import decode_tree, encode_tree
+    from autotune.measuring.process._codec import decode_tree, encode_tree
 
     m = mesh((2, 4), ("a", "b"))
     explicit = Mesh(m.devices, ("a", "b"), axis_types=(AxisType.Explicit, AxisType.Auto))
@@ -204,7 +206,7 @@ def case_codec() -> dict:
 
 def case_decode() -> dict:
     """Decode the codec case's JSON (read from stdin) in a process with fewer devices."""
-    from autotune.measuring._codec import NotPortable, decode_tree
+    from autotune.measuring.process._codec import NotPortable, decode_tree
 
     wire = json.loads(sys.stdin.read())
     try:

@@ -5,10 +5,11 @@ exist, or an import against its order (deferred imports count) fails here, namin
 The block's grammar (written at the top of the page, for whoever edits it):
 
 - a layer is a line indented by two spaces: its names in the first column (separated by ", ";
-  ``_x`` a top-level module, ``pkg/`` a package, ``__main__``), then two or more spaces and a
-  description; lines indented deeper continue the description;
-- a package's modules are named (``_x``) in its layer's description; a package may sit on
-  several lines (its ``__init__`` on the first), each of its modules named on one of them;
+  ``_x`` a top-level module, ``pkg/`` a package, ``pkg/sub/`` a subpackage, ``__main__``), then
+  two or more spaces and a description; lines indented deeper continue the description;
+- a package's own modules are named (``_x``) in its layer's description (a subpackage's on its
+  own line); a package may sit on several lines (its ``__init__`` on the first), each of its
+  modules named on one of them;
 - within a layer, imports go either way (test_package checks there is no cycle);
 - a module imports only modules of its own layer or of layers above it.
 """
@@ -59,14 +60,14 @@ def module_layers() -> tuple[dict[str, int], list[str], list[str]]:
         labels.append(", ".join(names))
         for name in names:
             if name.endswith("/"):
-                pkg = f"{TOP}.{name[:-1]}"
+                pkg = f"{TOP}.{name[:-1].replace('/', '.')}"
                 if pkg not in mods:
                     problems.append(f"the page lists the package {name}, but {pkg} does not exist")
                     continue
                 where.setdefault(pkg, i)  # a package on several lines: its __init__ is on the first
                 mentioned = set(_NAME.findall(description))
                 for mod in mods:
-                    if mod.startswith(pkg + ".") and mod.rsplit(".", 1)[1] in mentioned:
+                    if mod.rsplit(".", 1)[0] == pkg and mod.rsplit(".", 1)[1] in mentioned:
                         if mod in where:
                             problems.append(f"the page names {mod} on two lines of {name}: keep one")
                         where[mod] = i
@@ -87,7 +88,8 @@ def module_layers() -> tuple[dict[str, int], list[str], list[str]]:
             )
         else:
             problems.append(
-                f"the page does not list {mod}: name {parts[-1]} in the description of the {parts[1]}/ line "
+                f"the page does not list {mod}: name {parts[-1]} in the description of the "
+                f"{'/'.join(parts[1:-1])}/ line "
                 "in the code block of docs/architecture.md"
             )
     return where, labels, problems

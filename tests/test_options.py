@@ -39,7 +39,7 @@ def test_frozen_and_replace_validates():
     timing = {"target_s": 0.01}
     held = at.TuneOptions(timing=timing)
     timing["target_s"] = 9.0  # the caller's dict changing later does not change the options
-    assert held.timing["target_s"] == 0.01 and held.timing_dict() == {"target_s": 0.01}
+    assert held.timing.target_s == 0.01 and held.timing_dict() == {"target_s": 0.01}
     assert opts.replace(sampler="grid") == at.TuneOptions(n_trials=4, sampler="grid")
     with pytest.raises(at.StudyError, match="sampler='bogus' is not one of"):
         opts.replace(sampler="bogus")

@@ -9,7 +9,7 @@ from autotune import _display
 from autotune import select as _select
 from autotune._paths import redact
 from autotune.cli._tables import SiteNames, crossover_table, print_legend, result_table, say, trial_lines
-from autotune.measuring._measurement import TIMING_MODES
+from autotune.measuring._sampling import TIMING_MODES
 
 TIMING_TEXT = {
     "steady": "the steady state of back-to-back calls",

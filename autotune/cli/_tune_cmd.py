@@ -45,7 +45,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
         from autotune.cli._record import cmd_tune_recorded
 
         return cmd_tune_recorded(a, tune_options(a), processes_options(a))
-    from autotune.measuring._protocol import Location
+    from autotune.measuring.process._protocol import Location
 
     out, err = console(wide=a.wide), console(stderr=True)
     with stdout_to_stderr(a.json):  # the study file's own prints go to stderr under --json

@@ -43,12 +43,12 @@ def _stand_in(k: int) -> Any:
     """The ``k``-th stand-in program, traced and lowered afresh (a new function each time: JAX
     keeps the executable of a program it has compiled, keyed on the lowered module): 32 unrolled
     steps of a polynomial chain, which compiles in about 0.15 s on a 2-core CPU with jax 0.10 and
-    0.12. (A chain of sin and cos, the stand-in before, compiled 100x longer with jax 0.12.1,
-    14 s, and a block waits for the compile under way.) Its trace and lower hold the GIL for
-    about a tenth of that. The decorator's thread replays the winner's
-    whole program in Python before its compile, so the stand-in reads ``s`` low: 0-0.5 below the
-    winner's own compile on the 2-core CPU (docs/results/tier-up.md). A stand-in traced in Python
-    read it up to 1.7x too high for a program of 24 µs calls, whose dispatch needs the GIL."""
+    0.12. A polynomial, because a chain of sin and cos compiles 100x longer with jax 0.12.1 (14 s),
+    and a block waits for the compile under way. Its trace and lower hold the GIL for about a
+    tenth of that. The decorator's thread replays the winner's whole program in Python before its
+    compile, so the stand-in reads ``s`` low: 0-0.5 below the winner's own compile on the 2-core
+    CPU (docs/results/tier-up.md). A stand-in traced in Python reads it up to 1.7x too high for a
+    program of 24 µs calls, whose dispatch needs the GIL."""
     import jax
     import jax.numpy as jnp
 

@@ -20,20 +20,8 @@ STAGES = ("trace_s", "lower_s", "compile_s")
 
 OPTIONAL_SECONDS = ("trace_cpu_s", "lower_cpu_s", "compile_cpu_s", "run_p10_s", "load_cost_s")  # None in older records
 
-TIMING_MODES = ("steady", "blocking", "device")
-"""How a call's runtime is timed (:mod:`autotune.measuring._timing`): calls back to back (the default), each call
-waited for on its own, or the device's own time from the profiler."""
-
 OLDER_TIMING = "blocking"
 """The timing of a record written before the mode was kept: every call was waited for on its own."""
-
-
-def timing_mode_error(value: Any) -> str:
-    """The one sentence for a timing mode that is none of :data:`TIMING_MODES`."""
-    return (
-        f"{value!r} is not a timing mode: use 'steady' (calls dispatched back to back, the default), "
-        "'blocking' (each call waited for on its own) or 'device' (the device's own time from the profiler)."
-    )
 
 
 @dataclass(frozen=True)
@@ -56,11 +44,13 @@ class Measurement:
         run_p10_s: the 10th percentile of the per-call seconds (None in older records).
         load_cost_s: what a later process pays with JAX's persistent compilation cache on: trace +
             lower + the load of the cached executable, CPU seconds, the load measured in a fresh
-            process (``autotune.measuring._load_probe``); None where not measured (see :attr:`load_charged_s`).
-        timing: the timing mode the runtime figures were charged in (:data:`TIMING_MODES`): the mode
-            asked for, except ``"steady"`` where ``"device"`` was asked and the platform's profile
-            has no device time (the CPU). A record without it reads as ``"blocking"``, the way
-            runtimes were timed before the mode was kept.
+            process (``autotune.measuring.process._load_probe``); None where not measured (see
+            :attr:`load_charged_s`).
+        timing: the timing mode the runtime figures were charged in
+            (:data:`autotune.measuring._sampling.TIMING_MODES`): the mode asked for, except
+            ``"steady"`` where ``"device"`` was asked and the platform's profile has no device time
+            (the CPU). A record without it reads as ``"blocking"``, the way runtimes were timed
+            before the mode was kept.
         compile_stretch: on a re-timing beside a compile (``retime(beside=True)``), how many times
             longer a stand-in program compiled beside these calls than alone (at least 1); else None.
     """

@@ -1,9 +1,9 @@
 """How a study gets a config measured: the `Runner` contract, the failures a runner reports
-(`TrialFailed`, with an `Outcome` of ``_outcome``), the store of compiled executables kept
-for re-timing, and the in-process runner.
+(`TrialFailed`, with an `Outcome` of ``_outcome``), and the in-process runner, which keeps its
+compiled executables for re-timing in an ``_executables.ExecutableStore``.
 
 ``tune(runner=...)`` accepts any object with this interface; the default is a worker
-process (:class:`autotune.worker.WorkerRunner`), which adds time limits, memory caps and
+process (:class:`autotune.measuring.process.WorkerRunner`), which adds time limits, memory caps and
 crash containment. A runner never raises for a config that merely fails: it raises
 :class:`TrialFailed` with the outcome, and the study records it and goes on.
 """
@@ -11,14 +11,15 @@ crash containment. A runner never raises for a config that merely fails: it rais
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from autotune import _interrupt
 from autotune._errors import AutotuneError, error_text
+from autotune.measuring._executables import RECENT, ExecutableStore
 from autotune.measuring._outcome import Outcome as Outcome  # defined below the runner; the study publishes it
-from autotune.measuring._stages import TIMING_OPTIONS, Executable, Measurement, Stages, measure_executable
+from autotune.measuring._sampling import Sampling
+from autotune.measuring._stages import Measurement, OnLowered, Stages, measure_executable
 from autotune.program._call import Call
 from autotune.program._config import Config
 
@@ -84,9 +85,9 @@ class Runner(Protocol):
         to use (an in-process runner), and a runner without it is never renewed.
     ``measure_load(config) -> Load`` (optional)
         With several processes and JAX's persistent compilation cache on, how long a later process
-        takes to load ``config``'s executable from the cache (:class:`autotune.measuring._load_probe.Load`).
+        takes to load ``config``'s executable from the cache (:class:`autotune.measuring.process._load_probe.Load`).
         A runner without it that measures on this machine (a worker, or in-process) gets
-        :func:`autotune.measuring._load_probe.measure_load` (two fresh processes); any other gets the
+        :func:`autotune.measuring.process._load_probe.measure_load` (two fresh processes); any other gets the
         estimate, trace + lower, with a note.
     ``prefetch(configs)`` (optional)
         The configs the search will measure next (the grid's next few, else the one about to be
@@ -101,11 +102,7 @@ class Runner(Protocol):
     isolated: bool
 
     def measure(
-        self,
-        config: Config,
-        *,
-        compile_budget_s: float | None = None,
-        on_lowered: Callable[[str], Measurement | None] | None = None,
+        self, config: Config, *, compile_budget_s: float | None = None, on_lowered: OnLowered | None = None
     ) -> Measurement: ...
 
     def retime(self, config: Config, *, beside: bool = False) -> Measurement | None: ...
@@ -113,10 +110,6 @@ class Runner(Protocol):
     def retain(self, configs: Iterable[Config]) -> None: ...
 
     def close(self) -> None: ...
-
-
-RECENT = 8
-"""How many of the most recently measured configs a runner keeps compiled for ``retime``."""
 
 
 def stage_guard(
@@ -162,91 +155,54 @@ def stage_guard(
     return check
 
 
-class ExecutableStore:
-    """The compiled executables of the last ``recent`` configs measured, plus the ones
-    named by :meth:`retain`, so their runtime can be timed again without compiling.
+class RunnerBase:
+    """What the runners here share: the :class:`Runner` contract's ``measure``, ``retime`` and
+    ``retain`` read their configs (a :class:`Config`, its dict, or None for the default) once and hand
+    them to the runner's own ``_measure``, ``_retime`` and ``_retain`` (configs' JSON keys); and a
+    runner is its own context manager (``close`` on leaving)."""
 
-    Keys are configs' JSON (``Config.to_json()``). Configs that lowered to the same
-    program share one executable (by program hash).
-    """
+    def measure(
+        self,
+        config: Config | dict | None,
+        *,
+        compile_budget_s: float | None = None,
+        on_lowered: OnLowered | None = None,
+    ) -> Measurement:
+        """Measure ``config`` (the :class:`Runner` contract)."""
+        return self._measure(Config.from_dict(config), compile_budget_s, on_lowered)
 
-    def __init__(self, recent: int = RECENT):
-        self.recent = recent
-        self._programs: dict[str, Executable] = {}
-        self._configs: OrderedDict[str, tuple[str, Measurement]] = OrderedDict()
-        self._pinned: set[str] = set()
+    def retime(self, config: Config | dict | None, *, beside: bool = False) -> Measurement | None:
+        """Time ``config``'s kept executable again (the :class:`Runner` contract)."""
+        return self._retime(Config.from_dict(config), beside)
 
-    def __len__(self) -> int:
-        return len(self._configs)
+    def retain(self, configs: Iterable[Config | dict]) -> None:
+        """Keep only these configs' executables for :meth:`retime`."""
+        self._retain([Config.from_dict(c).to_json() for c in configs])
 
-    def __contains__(self, key: str) -> bool:
-        return key in self._configs
+    def _measure(self, config: Config, compile_budget_s: float | None, on_lowered: OnLowered | None) -> Measurement:
+        raise NotImplementedError
 
-    def put(self, key: str, executable: Executable) -> None:
-        """Keep ``executable`` for config ``key``."""
-        m = executable.measurement
-        program = m.program_hash or key
-        self._programs[program] = executable
-        self._remember(key, program, m)
+    def _retime(self, config: Config, beside: bool) -> Measurement | None:
+        raise NotImplementedError
 
-    def program(self, program_hash: str | None) -> Executable | None:
-        """The kept executable of a program, by hash, or None."""
-        return self._programs.get(program_hash) if program_hash is not None else None
+    def _retain(self, keys: list[str]) -> None:
+        raise NotImplementedError
 
-    def alias(self, key: str, measurement: Measurement) -> None:
-        """Config ``key`` reused the program of an earlier config (the same program hash)."""
-        if measurement.program_hash in self._programs:
-            self._remember(key, measurement.program_hash, measurement.replace(outputs=None))
+    def close(self) -> None:
+        raise NotImplementedError
 
-    def _remember(self, key: str, program: str, m: Measurement) -> None:
-        self._configs[key] = (program, m)
-        self._configs.move_to_end(key)
-        loose = [k for k in self._configs if k not in self._pinned]
-        for k in loose[: max(0, len(loose) - self.recent)]:
-            del self._configs[k]
-        self._sweep()
+    def __enter__(self) -> Any:
+        return self
 
-    def retain(self, keys: Iterable[str]) -> None:
-        """Keep only the configs ``keys`` (those still held); drop every other."""
-        self._pinned = set(keys)
-        for k in [k for k in self._configs if k not in self._pinned]:
-            del self._configs[k]
-        self._sweep()
-
-    def _sweep(self) -> None:
-        used = {program for program, _ in self._configs.values()}
-        for program in [p for p in self._programs if p not in used]:
-            del self._programs[program]
-
-    def retime(self, key: str, *, beside: bool = False, **timing: Any) -> Measurement | None:
-        """Time config ``key``'s kept executable again (see :meth:`Executable.retime`; ``beside``: while
-        a compile runs beside the calls), as measured for ``key``; None if it is not kept."""
-        held = self._configs.get(key)
-        if held is None:
-            return None
-        program, m = held
-        return (
-            self._programs[program]
-            .retime(beside=beside, **timing)
-            .replace(
-                trace_s=m.trace_s,
-                lower_s=m.lower_s,
-                trace_cpu_s=m.trace_cpu_s,
-                lower_cpu_s=m.lower_cpu_s,
-                config=m.config,
-            )
-        )
-
-    def clear(self) -> None:
-        self._programs.clear()
-        self._configs.clear()
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 # A trial measured in-process on a compile deadline gets this much beyond it for its runtime sampling.
 SAMPLING_SLACK_S = 5.0
 
 
-class InProcessRunner:
+class InProcessRunner(RunnerBase):
     """Measures configs in this process (no isolation: a crash is the study's).
 
     The compile budget is checked after tracing and after lowering. With ``trial_timeout``
@@ -257,7 +213,8 @@ class InProcessRunner:
 
     Arguments:
         call: the function, its example arguments and ``jax.jit`` options (:class:`autotune.Call`).
-        timing: runtime sampling options (``mode``, ``warmup``, ``min_reps``, ``max_reps``, ``target_s``).
+        timing: how runtime is sampled: a :class:`~autotune.measuring._sampling.Sampling`, a mapping of its
+            fields (``mode``, ``warmup``, ``min_reps``, ``max_reps``, ``target_s``), a mode alone, or None.
         recent: how many recent configs' executables are kept for ``retime``.
         trial_timeout: seconds one trial may take before it is reported as a timeout; None for no limit.
 
@@ -274,7 +231,12 @@ class InProcessRunner:
     isolated = False
 
     def __init__(
-        self, call: Call, timing: dict | None = None, *, recent: int = RECENT, trial_timeout: float | None = None
+        self,
+        call: Call,
+        timing: Sampling | Mapping[str, Any] | str | None = None,
+        *,
+        recent: int = RECENT,
+        trial_timeout: float | None = None,
     ):
         if not isinstance(call, Call):
             raise TypeError(
@@ -282,7 +244,7 @@ class InProcessRunner:
                 "autotune.Call(fn, args, kwargs, jit_kwargs)."
             )
         self.call = call
-        self.timing = {k: v for k, v in dict(timing or {}).items() if k in TIMING_OPTIONS}
+        self.sampling = Sampling.of(timing)
         self.store = ExecutableStore(recent)
         self.trial_timeout = trial_timeout
         self.abandoned = 0  # trials left running past their deadline
@@ -293,8 +255,7 @@ class InProcessRunner:
         if self.trial_timeout is not None:
             return self.trial_timeout, "timeout"
         if compile_budget_s is not None:
-            target = float(self.timing.get("target_s", 0.5))
-            return compile_budget_s + 4 * target + SAMPLING_SLACK_S, "pruned"
+            return compile_budget_s + 4 * self.sampling.target_s + SAMPLING_SLACK_S, "pruned"
         return None, "timeout"
 
     def _on_deadline(self, work: Callable[[], Any], compile_budget_s: float | None) -> Any:
@@ -334,21 +295,14 @@ class InProcessRunner:
             raise box["error"]
         return box["value"]
 
-    def measure(
-        self,
-        config: Config | dict | None,
-        *,
-        compile_budget_s: float | None = None,
-        on_lowered: Callable[[str], Measurement | None] | None = None,
-    ) -> Measurement:
-        config = Config.from_dict(config)
+    def _measure(self, config: Config, compile_budget_s: float | None, on_lowered: OnLowered | None) -> Measurement:
         _interrupt.check()
         try:
             m, exe = self._on_deadline(
                 lambda: measure_executable(
                     self.call,
                     config,
-                    timing=self.timing,
+                    sampling=self.sampling,
                     keep_outputs=True,
                     on_stage=stage_guard(compile_budget_s),
                     on_lowered=on_lowered,
@@ -365,9 +319,9 @@ class InProcessRunner:
             self.store.alias(config.to_json(), m)
         return m
 
-    def retime(self, config: Config | dict | None, *, beside: bool = False) -> Measurement | None:
+    def _retime(self, config: Config, beside: bool) -> Measurement | None:
         _interrupt.check()
-        return self.store.retime(Config.from_dict(config).to_json(), beside=beside, **self.timing)
+        return self.store.retime(config.to_json(), self.sampling, beside=beside)
 
     def start(self) -> None:
         """Nothing to start in this process (the worker runner starts its process here)."""
@@ -376,14 +330,8 @@ class InProcessRunner:
         """There is no other process to measure in: False."""
         return False
 
-    def retain(self, configs: Iterable[Config | dict]) -> None:
-        self.store.retain(Config.from_dict(c).to_json() for c in configs)
+    def _retain(self, keys: list[str]) -> None:
+        self.store.retain(keys)
 
     def close(self) -> None:
         self.store.clear()
-
-    def __enter__(self) -> InProcessRunner:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()

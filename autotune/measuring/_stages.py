@@ -4,7 +4,8 @@ This is the one timing implementation. :func:`measure` (``at.measure``), the in-
 runner, the worker process in every mode and the benchmark scripts all time through the
 primitives here: :func:`time_stages` (trace, lower, hash, compile), :func:`compile_config`
 (the same with JAX's caches cleared and the persistent cache off), :func:`time_calls`
-(adaptive runtime sampling in a timing mode, :mod:`autotune.measuring._timing`) and
+(adaptive runtime sampling as a :class:`~autotune.measuring._sampling.Sampling` says,
+:mod:`autotune.measuring._timing`) and
 :func:`run_measurement` (a :class:`Measurement` from compiled stages). Each stage is timed in
 wall seconds and in the process's CPU seconds (all threads: XLA compiles on threads of its own);
 load stretches the first, not the second, which the objective charges
@@ -25,16 +26,14 @@ import jax
 
 from autotune.measuring._beside import compiling
 from autotune.measuring._measurement import Measurement as Measurement  # the value this module produces
-from autotune.measuring._timing import Timing, check_mode, time_calls
+from autotune.measuring._sampling import DEFAULT, Sampling
+from autotune.measuring._timing import Stopwatch, Timing, time_calls
 from autotune.program import _compat
 from autotune.program._call import Call
 from autotune.program._config import Config
 from autotune.program._jitargs import donates, dynamic_args, jit_option_set  # noqa: F401 (imported from here too)
 from autotune.program._rewrite import with_config
 from autotune.program._xla import XlaChoice, jit_options
-
-# What runners pass on to time_calls (in this process and in the worker's trial and retime requests).
-TIMING_OPTIONS = ("mode", "warmup", "min_reps", "max_reps", "target_s")
 
 FRESH_BYTES = 256 * 2**20
 """The most bytes of fresh input copies made at once for a donating program (they are made before a
@@ -162,6 +161,21 @@ def compile_config(
         )
 
 
+def compile_call(call: Call, config: Config | None = None, **options: Any) -> Stages:
+    """:func:`compile_config` of ``call``'s function, arguments and ``jax.jit`` options (``options``:
+    the rest of its keywords)."""
+    return compile_config(call.function, call.args, call.kwargs, config, jit_kwargs=call.jit_kwargs, **options)
+
+
+LOWERED_FIGURES = ("trace_s", "lower_s", "trace_cpu_s", "lower_cpu_s", "program_hash")
+"""What a config's trace and lower give, in the names :class:`Stages` and :class:`Measurement` share."""
+
+
+def lowered_figures(stages: Any) -> dict[str, Any]:
+    """The :data:`LOWERED_FIGURES` of ``stages`` (or of a measurement), by name."""
+    return {name: getattr(stages, name) for name in LOWERED_FIGURES}
+
+
 def _memory(compiled) -> dict[str, int]:
     try:
         stats = compiled.memory_analysis()
@@ -186,52 +200,58 @@ def _copy(x):
     return x.copy() if isinstance(x, jax.Array) else x
 
 
-def time_compiled(compiled: Any, args: tuple, kwargs: dict, *, donating: bool = False, **timing: Any) -> Timing:
+def time_compiled(
+    compiled: Any,
+    args: tuple,
+    kwargs: dict,
+    sampling: Sampling = DEFAULT,
+    *,
+    donating: bool = False,
+    stopwatch: Stopwatch | None = None,
+) -> Timing:
     """The :class:`autotune.measuring._timing.Timing` (median s, IQR s, reps, p10 s, the mode charged, the last
-    call's outputs) of calling ``compiled`` on the dynamic ``args``/``kwargs``, ``timing`` as
-    :func:`time_calls` takes it. With ``donating`` every call gets its own fresh copies of the
-    inputs, made before the clock starts (at most :data:`FRESH_BYTES` of them at once)."""
+    call's outputs) of calling ``compiled`` on the dynamic ``args``/``kwargs``, sampled as ``sampling``
+    says (``stopwatch``: as :func:`time_calls` takes it). With ``donating`` every call gets its own
+    fresh copies of the inputs, made before the clock starts (at most :data:`FRESH_BYTES` of them at once)."""
     if not donating:
-        return time_calls(lambda: compiled(*args, **kwargs), **timing)
+        return time_calls(lambda: compiled(*args, **kwargs), sampling, stopwatch=stopwatch)
     leaves = [x for x in jax.tree_util.tree_leaves((args, kwargs)) if isinstance(x, jax.Array)]
     size = sum(int(x.nbytes) for x in leaves)
-    timing["max_batch"] = max(1, min(int(timing.get("max_batch", 1000)), FRESH_BYTES // max(size, 1)))
     return time_calls(
         lambda inputs: compiled(*inputs[0], **inputs[1]),
+        sampling,
         fresh=lambda: jax.tree_util.tree_map(_copy, (args, kwargs)),
-        **timing,
+        stopwatch=stopwatch,
+        max_batch=max(1, min(1000, FRESH_BYTES // max(size, 1))),
     )
+
+
+def run_figures(t: Timing) -> dict[str, Any]:
+    """A timing's runtime figures, by the names of :class:`Measurement`'s fields."""
+    return {"run_s": t.run_s, "run_iqr_s": t.iqr_s, "reps": t.reps, "run_p10_s": t.p10_s, "timing": t.mode}
 
 
 def run_measurement(
     stages: Stages,
     args: tuple,
     kwargs: dict,
+    sampling: Sampling = DEFAULT,
     *,
     config: Config | None = None,
     donating: bool = False,
     keep_outputs: bool = False,
-    **timing: Any,
 ) -> Measurement:
-    """Time the runtime of compiled ``stages`` and return the whole :class:`Measurement`."""
-    t = time_compiled(stages.compiled, args, kwargs, donating=donating, **timing)
+    """Time the runtime of compiled ``stages`` as ``sampling`` says and return the whole :class:`Measurement`."""
+    t = time_compiled(stages.compiled, args, kwargs, sampling, donating=donating)
     return Measurement(
-        trace_s=stages.trace_s,
-        lower_s=stages.lower_s,
+        **lowered_figures(stages),
         compile_s=stages.compile_s,
-        run_s=t.run_s,
-        run_iqr_s=t.iqr_s,
-        reps=t.reps,
+        compile_cpu_s=stages.compile_cpu_s,
+        **run_figures(t),
         config=Config() if config is None else config,
         memory=_memory(stages.compiled),
         flops=_flops(stages.compiled),
-        program_hash=stages.program_hash,
         outputs=t.outputs if keep_outputs else None,
-        trace_cpu_s=stages.trace_cpu_s,
-        lower_cpu_s=stages.lower_cpu_s,
-        compile_cpu_s=stages.compile_cpu_s,
-        run_p10_s=t.p10_s,
-        timing=t.mode,
     )
 
 
@@ -239,20 +259,13 @@ def reuse(earlier: Measurement, stages: Stages, config: Config) -> Measurement:
     """The measurement of a config that lowered to the same program as ``earlier``'s:
     its own trace and lower seconds, the earlier one's compile, runtime, memory, flops
     and outputs."""
-    return earlier.replace(
-        trace_s=stages.trace_s,
-        lower_s=stages.lower_s,
-        config=config,
-        program_hash=stages.program_hash,
-        trace_cpu_s=stages.trace_cpu_s,
-        lower_cpu_s=stages.lower_cpu_s,
-    )
+    return earlier.replace(config=config, **lowered_figures(stages))
 
 
 @dataclass
 class Executable:
     """A compiled config kept for re-timing: the executable, its dynamic arguments and the
-    measurement taken when it was compiled (see ``autotune.measuring._runner.ExecutableStore``)."""
+    measurement taken when it was compiled (see ``autotune.measuring._executables.ExecutableStore``)."""
 
     compiled: Any
     args: tuple
@@ -260,40 +273,40 @@ class Executable:
     donating: bool
     measurement: Measurement
 
-    def retime(self, *, beside: bool = False, **timing: Any) -> Measurement:
-        """Time the runtime again (``timing`` as :func:`time_calls` takes it, its mode included): the
-        new runtime figures and the mode they were charged in, the kept compile figures. With
-        ``beside``, while a thread compiles a stand-in program (`autotune.measuring._beside`); the
-        calls go on, untimed, until a stand-in has compiled beside them all along (at most
-        :data:`BESIDE_CALLS_S`), and ``compile_stretch`` says how much longer that took than alone."""
+    def retime(self, sampling: Sampling = DEFAULT, *, beside: bool = False) -> Measurement:
+        """Time the runtime again as ``sampling`` says (its mode included): the new runtime figures
+        and the mode they were charged in, the kept compile figures. With ``beside``, while a thread
+        compiles a stand-in program (`autotune.measuring._beside`); the calls go on, untimed, until a
+        stand-in has compiled beside them all along (at most :data:`BESIDE_CALLS_S`), and
+        ``compile_stretch`` says how much longer that took than alone."""
         with compiling() if beside else contextlib.nullcontext() as compiles:
-            t = time_compiled(self.compiled, self.args, self.kwargs, donating=self.donating, **timing)
+            t = time_compiled(self.compiled, self.args, self.kwargs, sampling, donating=self.donating)
             end = time.monotonic() + BESIDE_CALLS_S
             while compiles is not None and not compiles.beside_s and time.monotonic() < end:
-                time_compiled(self.compiled, self.args, self.kwargs, donating=self.donating, **timing)
+                time_compiled(self.compiled, self.args, self.kwargs, sampling, donating=self.donating)
         return self.measurement.replace(
-            run_s=t.run_s,
-            run_iqr_s=t.iqr_s,
-            reps=t.reps,
-            run_p10_s=t.p10_s,
-            timing=t.mode,
-            outputs=None,
-            compile_stretch=None if compiles is None else compiles.stretch,
+            **run_figures(t), outputs=None, compile_stretch=None if compiles is None else compiles.stretch
         )
+
+
+OnLowered = Callable[[str], Measurement | None]
+"""The ``on_lowered`` hook of a measure: called with the program hash after lowering; a
+:class:`Measurement` it returns (an earlier config with the same program) is reused instead of compiling."""
 
 
 def measure_executable(
     call: Call,
     config: Config | None = None,
     *,
-    timing: dict[str, Any] | None = None,
+    sampling: Sampling = DEFAULT,
     clear_caches: bool = True,
     keep_outputs: bool = False,
     on_stage: Callable[[str, Stages], None] | None = None,
-    on_lowered: Callable[[str], Measurement | None] | None = None,
+    on_lowered: OnLowered | None = None,
 ) -> tuple[Measurement, Executable | None]:
-    """:func:`measure` of ``call``, also returning the :class:`Executable` (None when
-    ``on_lowered`` handed back an earlier measurement and nothing was compiled).
+    """:func:`measure` of ``call``, its runtime sampled as ``sampling`` says, also returning the
+    :class:`Executable` (None when ``on_lowered`` handed back an earlier measurement and nothing
+    was compiled).
 
     ``on_stage(name, stages)`` is called after ``"trace"`` and after ``"lower"`` (before
     ``on_lowered``), e.g. to stop a config over its compile budget.
@@ -309,27 +322,12 @@ def measure_executable(
             on_stage("lower", st)
         return None if on_lowered is None else on_lowered(st.program_hash)
 
-    stages = compile_config(
-        call.function,
-        call.args,
-        call.kwargs,
-        config,
-        jit_kwargs=call.jit_kwargs,
-        clear_caches=clear_caches,
-        on_traced=traced,
-        on_lowered=lowered,
-    )
+    stages = compile_call(call, config, clear_caches=clear_caches, on_traced=traced, on_lowered=lowered)
     if stages.reused is not None:
         return reuse(stages.reused, stages, config), None
     dyn_args, dyn_kwargs = call.dynamic()
     m = run_measurement(
-        stages,
-        dyn_args,
-        dyn_kwargs,
-        config=config,
-        donating=call.donating,
-        keep_outputs=keep_outputs,
-        **dict(timing or {}),
+        stages, dyn_args, dyn_kwargs, sampling, config=config, donating=call.donating, keep_outputs=keep_outputs
     )
     return m, Executable(stages.compiled, dyn_args, dyn_kwargs, call.donating, m.replace(outputs=None))
 
@@ -341,14 +339,14 @@ def measure(
     config: Config | dict | None = None,
     *,
     jit_kwargs: dict[str, Any] | None = None,
-    warmup: int = 2,
-    min_reps: int = 5,
-    max_reps: int = 2000,
-    target_s: float = 0.5,
-    timing_mode: str = "steady",
+    warmup: int = DEFAULT.warmup,
+    min_reps: int = DEFAULT.min_reps,
+    max_reps: int = DEFAULT.max_reps,
+    target_s: float = DEFAULT.target_s,
+    timing_mode: str = DEFAULT.mode,
     clear_caches: bool = True,
     keep_outputs: bool = False,
-    on_lowered: Callable[[str], Measurement | None] | None = None,
+    on_lowered: OnLowered | None = None,
 ) -> Measurement:
     """Compile ``fn`` under ``config`` and time every stage.
 
@@ -357,7 +355,8 @@ def measure(
         args, kwargs: example inputs; static ones as ``jit_kwargs`` declares.
         config: the config to measure; None measures the default.
         jit_kwargs: keyword arguments for ``jax.jit`` (``static_argnums``, ``donate_argnums``...).
-        warmup, min_reps, max_reps, target_s: runtime sampling, see :func:`time_calls`.
+        warmup, min_reps, max_reps, target_s: runtime sampling (:class:`~autotune.measuring._sampling.Sampling`,
+            whose defaults these are; :func:`time_calls` says what each means).
         timing_mode: how a call is timed: ``"steady"`` (calls dispatched back to back, the
             default), ``"blocking"`` (each call waited for on its own) or ``"device"`` (the
             device's own time from JAX's profiler; the steady state where the platform gives
@@ -380,11 +379,11 @@ def measure(
         >>> m.compile_s > 0 and m.run_s > 0
         True
     """
-    timing = dict(mode=check_mode(timing_mode), warmup=warmup, min_reps=min_reps, max_reps=max_reps, target_s=target_s)
+    sampling = Sampling(mode=timing_mode, warmup=warmup, min_reps=min_reps, max_reps=max_reps, target_s=target_s)
     return measure_executable(
         Call(fn, args, kwargs, jit_kwargs),
         Config.from_dict(config),  # a user's dict is read once, here
-        timing=timing,
+        sampling=sampling,
         clear_caches=clear_caches,
         keep_outputs=keep_outputs,
         on_lowered=on_lowered,

@@ -2,7 +2,7 @@
 
 Calling a compiled program dispatches it and returns at once; the device runs it later, and
 waiting for its outputs costs a round trip between host and device. What one call is charged
-depends on the mode (``TuneOptions(timing=...)``, ``autotune tune --timing``):
+depends on the mode (:attr:`Sampling.mode`; ``TuneOptions(timing=...)``, ``autotune tune --timing``):
 
 ``"steady"`` (the default)
     After warm-up, K calls are dispatched back to back and the clock stops once the last one's
@@ -22,9 +22,10 @@ depends on the mode (``TuneOptions(timing=...)``, ``autotune tune --timing``):
     ``"steady"``.
 
 On an accelerator the round trip can be several times a small program's device time; timed
-blocking, a loop's unroll win mostly disappears into it. ``min_reps`` and ``max_reps`` bound
-the samples (a batch in steady mode, a call or a batch of blocked calls in blocking mode, a call
-in device mode); the ``reps`` reported counts the calls timed.
+blocking, a loop's unroll win mostly disappears into it. ``min_reps`` and ``max_reps`` (of the
+:class:`~autotune.measuring._sampling.Sampling`) bound the samples (a batch in steady mode, a call
+or a batch of blocked calls in blocking mode, a call in device mode); the ``reps`` reported counts
+the calls timed.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from autotune._errors import StudyError, warn_once
-from autotune.measuring._measurement import TIMING_MODES, timing_mode_error
+from autotune._errors import warn_once
+from autotune.measuring._sampling import DEFAULT, Sampling
 
 STEADY_BATCH_S = 0.02
 """How long a steady batch lasts at least (by default): the one round trip it pays (a fraction of a
@@ -67,13 +68,6 @@ class Timing(NamedTuple):
     outputs: Any = None
 
 
-def check_mode(mode: Any) -> str:
-    """``mode`` if it is one of :data:`autotune.measuring._measurement.TIMING_MODES`, else a :class:`StudyError`."""
-    if mode not in TIMING_MODES:
-        raise StudyError(timing_mode_error(mode))
-    return mode
-
-
 def quartiles(samples: Sequence[float]) -> tuple[float, float, float]:
     """(median, IQR, 10th percentile). Inclusive quantiles: the default (exclusive) method
     extrapolates below the fastest sample, and a few samples with one slow outlier gave a
@@ -96,34 +90,29 @@ class Stopwatch:
 
 def time_calls(
     call: Callable[..., Any],
+    sampling: Sampling = DEFAULT,
     *,
-    mode: str = "steady",
     fresh: Callable[[], Any] | None = None,
     stopwatch: Stopwatch | None = None,
-    warmup: int = 2,
-    min_reps: int = 5,
-    max_reps: int = 2000,
-    target_s: float = 0.5,
     min_sample_s: float | None = None,
     max_batch: int = 1000,
 ) -> Timing:
-    """Seconds per call of ``call`` in the timing ``mode`` (see the module's docstring).
+    """Seconds per call of ``call``, sampled as ``sampling`` says (its mode: see the module's docstring).
 
     Arguments:
         call: dispatches one call and returns its outputs without waiting for them; it takes
             one argument, a set of inputs from ``fresh``, when ``fresh`` is given.
+        sampling: the mode, the warm-up calls (each waited for, before anything is timed), the
+            bounds on the number of samples and about how long they take in all (:class:`Sampling`).
         fresh: makes a fresh set of inputs for one call (donated buffers are used up by a
             call). The inputs of a sample are made, and waited for, before its clock starts.
         stopwatch: how outputs are waited for and seconds read (:class:`Stopwatch`; None: the default).
-        warmup: calls (each waited for) before anything is timed.
-        min_reps, max_reps: bounds on the number of samples.
-        target_s: about how long the samples take in all.
         min_sample_s: how long a sample lasts at least; None: :data:`STEADY_BATCH_S` for a steady
             batch (shortened to ``target_s / min_reps`` when the whole sampling is meant to be
             shorter), :data:`BLOCKING_BATCH_S` for blocked calls.
         max_batch: the most calls in one sample (also how many fresh input sets exist at once).
     """
-    check_mode(mode)
+    mode, target_s, max_reps = sampling.mode, sampling.target_s, sampling.max_reps
     stopwatch = stopwatch or Stopwatch()
     block = stopwatch.block
     if block is None:
@@ -131,9 +120,9 @@ def time_calls(
 
         block = jax.block_until_ready
     run = _Calls(call, block, fresh, stopwatch.clock)
-    for _ in range(warmup):
+    for _ in range(sampling.warmup):
         run.batch(1)
-    max_batch, min_reps = max(1, int(max_batch)), max(1, int(min_reps))
+    max_batch, min_reps = max(1, int(max_batch)), max(1, int(sampling.min_reps))
     if mode == "blocking":
         min_sample_s = BLOCKING_BATCH_S if min_sample_s is None else min_sample_s
         return run.blocking(min_reps, max_reps, target_s, min_sample_s, max_batch)

@@ -4,7 +4,7 @@ When several processes will run the function and JAX's
 persistent compilation cache is on (:attr:`Objective.shared`), the processes after the first pay
 a confirmed point's ``load_cost_s`` instead of its compile. Every point carries the estimate
 (trace + lower); :func:`measure_loads` then measures the real load (a compile into a temporary
-cache, a load in a fresh process: ``autotune.measuring._load_probe``) of the contenders that decide, once
+cache, a load in a fresh process: ``autotune.measuring.process._load_probe``) of the contenders that decide, once
 each: the cheapest :data:`LOAD_TOP`, the winner and the default, again while the ranking under
 the measured loads brings an unmeasured one up, at most :data:`MAX_LOADS`.
 """
@@ -37,7 +37,7 @@ def measure_loads(
     docstring), and notes for people (a load not measured, a cache that missed); the points as
     they are when the objective does not load from a cache (one process, or the cache off).
 
-    ``load(config)`` returns an :class:`autotune.measuring._load_probe.Load` (``load_s``: the CPU seconds
+    ``load(config)`` returns an :class:`autotune.measuring.process._load_probe.Load` (``load_s``: the CPU seconds
     of the cached load alone; ``compile_cpu_s``: of the compile that wrote it; ``note``)."""
     if not objective.shared:
         return points, []

@@ -81,8 +81,8 @@ def default_runner(call: Call, options: TuneOptions, location: Any = None):
         if options.trial_timeout is not None or options.trial_memory_gb is not None:
             raise StudyError("trial_timeout and trial_memory_gb need a worker process; drop isolate=False.")
         return InProcessRunner(call, options.timing_dict())
-    from autotune.measuring._protocol import Location
-    from autotune.measuring._worker_runner import WorkerRunner
+    from autotune.measuring.process._protocol import Location
+    from autotune.measuring.process._worker_runner import WorkerRunner
 
     if location is None:  # a module-level function: a worker can import it if jax.export cannot carry it
         location = Location.of(call.function)
@@ -359,7 +359,7 @@ def _search_and_confirm(
                 for note in slowdown_notes:
                     warnings.warn(f"autotune: {note}", RuntimeWarning, stacklevel=2)
             if goal.shared:
-                from autotune.measuring._load_probe import loader
+                from autotune.measuring.process._load_probe import loader
 
                 runner.close()  # the loads run in fresh processes, which need the device this worker holds
                 bar.update(status="measuring the load of the contenders from a persistent compilation cache")

@@ -27,8 +27,7 @@ import sys
 from typing import Any
 
 from autotune._errors import error_text
-from autotune.measuring._builders import TPU_TOPOLOGIES
-from autotune.measuring._protocol import OOM_WORDS, PROTOCOL, Event, Op
+from autotune.measuring.process._protocol import PROTOCOL, TPU_TOPOLOGIES, Event, Op, error_event
 from autotune.worker._child import serving_stdout
 
 
@@ -179,15 +178,7 @@ class Builder:
                 else:
                     self.emit(event=Event.ERROR, id=req.get("id"), type="ProtocolError", message=f"unknown op {op!r}")
             except Exception as exc:  # noqa: BLE001 - everything goes back to the parent
-                oom = isinstance(exc, MemoryError) or any(w in str(exc).lower() for w in OOM_WORDS[:4])
-                self.emit(
-                    event=Event.ERROR,
-                    id=req.get("id"),
-                    type=type(exc).__name__,
-                    message=error_text(exc, with_type=False),
-                    phase="compile",
-                    oom=oom,
-                )
+                self.emit(**error_event(exc, req.get("id"), "compile"))
 
 
 def main(argv: list[str] | None = None) -> int:

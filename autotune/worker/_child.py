@@ -22,21 +22,24 @@ import threading
 import time
 from typing import Any
 
-from autotune._errors import StudyError, error_text
-from autotune.measuring._codec import array_leaves, decode_array, decode_tree, digest, encode_array, jax_leaves
-from autotune.measuring._protocol import OOM_WORDS, PROTOCOL, Event, Location, Mode, Op, import_location
-from autotune.measuring._runner import ExecutableStore
-from autotune.measuring._shardings import place, placement
+from autotune._errors import StudyError
+from autotune.measuring._executables import ExecutableStore
+from autotune.measuring._sampling import Sampling
 from autotune.measuring._stages import (
+    LOWERED_FIGURES,
     Executable,
     Stages,
     compile_config,
     donates,
     dynamic_args,
+    lowered_figures,
     reuse,
     run_measurement,
     time_stages,
 )
+from autotune.measuring.process._codec import array_leaves, decode_array, decode_tree, digest, encode_array, jax_leaves
+from autotune.measuring.process._protocol import PROTOCOL, Event, Location, Mode, Op, error_event, import_location
+from autotune.measuring.process._shardings import place, placement
 from autotune.program._config import Config
 
 
@@ -106,15 +109,7 @@ class Child:
             except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
-                oom = isinstance(exc, MemoryError) or any(w in str(exc).lower() for w in OOM_WORDS[:4])
-                self.emit(
-                    event=Event.ERROR,
-                    id=req.get("id"),
-                    type=type(exc).__name__,
-                    message=error_text(exc, with_type=False),
-                    phase=self.phase,
-                    oom=oom,
-                )
+                self.emit(**error_event(exc, req.get("id"), self.phase))
             self.phase = "idle"
 
     # -- getting the function and its inputs ------------------------------------------------
@@ -162,18 +157,7 @@ class Child:
                 kept = self.store.program(stages.program_hash)
                 if kept is not None:
                     self.store.alias(key, reuse(kept.measurement, stages, config))
-                self.emit(
-                    event=Event.RESULT,
-                    id=rid,
-                    skipped=True,
-                    measurement={
-                        "trace_s": stages.trace_s,
-                        "lower_s": stages.lower_s,
-                        "program_hash": stages.program_hash,
-                        "trace_cpu_s": stages.trace_cpu_s,
-                        "lower_cpu_s": stages.lower_cpu_s,
-                    },
-                )
+                self.emit(event=Event.RESULT, id=rid, skipped=True, measurement=lowered_figures(stages))
                 return
             dyn_args, dyn_kwargs = dynamic_args(self.fn, self.args, self.kwargs, self.jit_kwargs)
             donating = donates(self.jit_kwargs)
@@ -197,11 +181,8 @@ class Child:
         except Exception as exc:  # noqa: BLE001 - the parent compiles here instead
             self.emit(event=Event.REFUSED, id=rid, message=error_text(exc))
             return
-        stages = Stages(None, compiled=compiled, compile_s=float(req["compile_s"]))
+        stages = _parents_figures(Stages(None, compiled=compiled, compile_s=float(req["compile_s"])), req)
         stages.compile_cpu_s = req.get("compile_cpu_s")
-        stages.trace_s, stages.lower_s = float(req["trace_s"]), float(req["lower_s"])
-        stages.trace_cpu_s, stages.lower_cpu_s = req.get("trace_cpu_s"), req.get("lower_cpu_s")  # the parent's
-        stages.program_hash = req.get("program_hash")
         config = Config.from_dict(req.get("config"))
         load_s = time.perf_counter() - t0
         self._run_and_reply(
@@ -218,15 +199,8 @@ class Child:
         rid = req["id"]
         self.emit(event=Event.COMPILE_END, id=rid, compile_s=stages.compile_s)
         self.phase = "run"
-        m = run_measurement(
-            stages,
-            dyn_args,
-            dyn_kwargs,
-            config=config,
-            donating=donating,
-            keep_outputs=True,
-            **dict(req.get("timing") or {}),
-        )
+        sampling = Sampling.of(req.get("sampling"))
+        m = run_measurement(stages, dyn_args, dyn_kwargs, sampling, config=config, donating=donating, keep_outputs=True)
         key = config.to_json()
         self.store.put(key, Executable(stages.compiled, dyn_args, dyn_kwargs, donating, m.replace(outputs=None)))
         encoded = [encode_array(x) for x in jax.tree_util.tree_leaves(m.outputs)] if req.get("keep_outputs") else []
@@ -283,14 +257,11 @@ class Child:
                 self.phase = "compile"
 
             stages = time_stages(jax.jit(flat_call, **options), tuple(self.leaves), on_lowered=lowered)
-        stages.trace_s, stages.lower_s = float(req["trace_s"]), float(req["lower_s"])
-        stages.trace_cpu_s, stages.lower_cpu_s = req.get("trace_cpu_s"), req.get("lower_cpu_s")  # the parent's
-        stages.program_hash = req.get("program_hash")
-        return stages
+        return _parents_figures(stages, req)
 
     def retime(self, req: dict[str, Any]) -> None:
         self.phase = "run"
-        m = self.store.retime(req["key"], beside=bool(req.get("beside")), **dict(req.get("timing") or {}))
+        m = self.store.retime(req["key"], Sampling.of(req.get("sampling")), beside=bool(req.get("beside")))
         if m is None:
             self.emit(event=Event.GONE, id=req["id"])
         else:
@@ -299,6 +270,14 @@ class Child:
     def retain(self, req: dict[str, Any]) -> None:
         self.store.retain(req.get("keys") or [])
         self.emit(event=Event.RETAINED, id=req["id"], kept=len(self.store))
+
+
+def _parents_figures(stages: Stages, req: dict[str, Any]) -> Stages:
+    """``stages`` with the trace and lower figures and the program hash the parent sent (export
+    mode: the parent traced and lowered)."""
+    for name in LOWERED_FIGURES:
+        setattr(stages, name, req.get(name))
+    return stages
 
 
 def load_executable(payload: str, n_in: int, n_out: int, leaves: list) -> Any:

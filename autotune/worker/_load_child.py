@@ -2,7 +2,7 @@
 this fresh process with JAX's persistent compilation cache on in ``CACHE_DIR``, and print the
 compile's CPU and wall seconds and whether the cache served it, as one JSON line.
 
-Run twice on one directory by :func:`autotune.measuring._load_probe.measure_load`: the first process
+Run twice on one directory by :func:`autotune.measuring.process._load_probe.measure_load`: the first process
 compiles and writes the entry, the second loads it, as a later process of a user with the cache on.
 This module is an entry point, the top of the import graph (like ``_child``).
 """

@@ -14,7 +14,7 @@ from _wait import wait_until
 import autotune as at
 from autotune.measuring import _beside
 from autotune.measuring._runner import InProcessRunner
-from autotune.measuring._worker_runner import WorkerRunner
+from autotune.measuring.process._worker_runner import WorkerRunner
 
 
 def loop8(x):

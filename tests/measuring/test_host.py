@@ -48,7 +48,7 @@ def test_pin_leaves_the_device_to_workers_and_learns_it_from_them(tmp_path):
         import jax, jax.numpy as jnp
         from autotune.measuring import _host
         from autotune.program import _keys
-        from autotune.measuring import WorkerRunner
+        from autotune.measuring.process import WorkerRunner
         import autotune as at
 
         assert _host.pin() and _host.pinned()

@@ -192,7 +192,7 @@ def test_a_tune_for_processes_with_the_cache_measures_real_loads_below_the_compi
 
 
 def test_loads_are_measured_for_the_deciding_contenders_and_a_miss_is_charged_the_compile():
-    from autotune.measuring._load_probe import Load
+    from autotune.measuring.process._load_probe import Load
     from autotune.study._load_costs import measure_loads
 
     m = Measurement(0.1, 0.2, 1.0, 0.01, 0.0, 5, SCAN, trace_cpu_s=0.125, lower_cpu_s=0.125, compile_cpu_s=1.0)

@@ -1,4 +1,4 @@
-"""The Runner contract, trial outcomes, kept executables, and the in-process runner."""
+"""The Runner contract, trial outcomes, and the in-process runner (which keeps its executables)."""
 
 from __future__ import annotations
 
@@ -14,16 +14,15 @@ import autotune as at
 from autotune._interrupt import Interrupted, InterruptLatch
 from autotune.measuring._runner import (
     FAILURES,
-    RECENT,
-    ExecutableStore,
     InProcessRunner,
     Outcome,
     Runner,
     TrialFailed,
     stage_guard,
 )
+from autotune.measuring._sampling import Sampling
 from autotune.measuring._stages import measure_executable
-from autotune.measuring._worker_runner import WorkerRunner
+from autotune.measuring.process._worker_runner import WorkerRunner
 
 FOR = {"l": {"repr": "for"}}
 
@@ -76,24 +75,6 @@ def test_in_process_runner_retimes_kept_executables_and_drops_what_is_not_retain
         runner.retain([FOR])
         assert runner.retime({"l": {"repr": "scan", "unroll": 2}}) is None and runner.retime(FOR) is not None
         assert runner.retime(at.Config(FOR)).run_s > 0
-
-
-def test_the_store_keeps_recent_and_retained_configs_and_shares_one_program():
-    m = lambda h, c: at.Measurement(1, 1, 1, 1, 0, 1, config=at.Config(c), program_hash=h)  # noqa: E731
-    exe = lambda h, c: type("E", (), {"measurement": m(h, c)})()  # noqa: E731
-    store = ExecutableStore(recent=2)
-    store.put("a", exe("h1", {}))
-    store.alias("b", m("h1", FOR))  # b lowered to a's program
-    store.alias("z", m("nope", FOR))  # nothing kept under that hash: not remembered
-    assert "a" in store and "b" in store and "z" not in store and len(store) == 2
-    store.put("c", exe("h2", {}))  # a falls out; b still holds h1
-    assert "a" not in store and store.program("h1") is not None
-    store.retain(["c"])
-    assert list(store._configs) == ["c"] and store.program("h1") is None
-    for key in "defg":
-        store.put(key, exe(key, {}))
-    assert "c" in store and len(store) == 3  # retained ones stay beyond the recent bound
-    assert RECENT == 8
 
 
 def test_in_process_runner_shares_a_program_through_on_lowered():
@@ -165,8 +146,8 @@ def test_stage_guard_prunes_on_the_cpu_seconds_the_budget_is_in_not_the_wall_loa
 def test_measure_executable_keeps_donated_inputs_fresh_for_retiming():
     x = jnp.arange(4.0)
     call = at.Call(lambda v: v * 2.0, (x,), jit_kwargs={"donate_argnums": 0})
-    m, exe = measure_executable(call, timing=FAST, keep_outputs=True)
+    m, exe = measure_executable(call, sampling=Sampling.of(FAST), keep_outputs=True)
     assert exe.donating and not x.is_deleted()
-    again = exe.retime(**FAST)
+    again = exe.retime(Sampling.of(FAST))
     assert again.reps >= 3 and not x.is_deleted() and again.compile_s == m.compile_s
     np.testing.assert_allclose(m.outputs, np.arange(4.0) * 2)

@@ -463,11 +463,12 @@ def count(stretch, kind):
 
 
 def test_steady_dispatches_k_calls_back_to_back_and_waits_once_per_sample():
+    from autotune.measuring._sampling import Sampling
     from autotune.measuring._timing import Stopwatch, time_calls
 
     dev = Device(per_call=1e-3, round_trip=5e-4)
     watch = Stopwatch(dev.block, dev.clock)
-    t = time_calls(dev.call, stopwatch=watch, warmup=1, min_reps=3, target_s=0.1, min_sample_s=0.01)
+    t = time_calls(dev.call, Sampling(warmup=1, min_reps=3, target_s=0.1), stopwatch=watch, min_sample_s=0.01)
     assert t.mode == "steady"
     k = count(dev.timed()[-1], "call")  # calls in a batch: enough for one to last min_sample_s
     assert k * 1e-3 + 5e-4 >= 0.01 and k < 20
@@ -479,11 +480,12 @@ def test_steady_dispatches_k_calls_back_to_back_and_waits_once_per_sample():
 
 
 def test_blocking_waits_for_every_call_and_charges_it_the_round_trip():
+    from autotune.measuring._sampling import Sampling
     from autotune.measuring._timing import Stopwatch, time_calls
 
     dev = Device(per_call=1e-3, round_trip=5e-4)
     watch = Stopwatch(dev.block, dev.clock)
-    t = time_calls(dev.call, mode="blocking", stopwatch=watch, warmup=1, min_reps=3, target_s=0.02)
+    t = time_calls(dev.call, Sampling(mode="blocking", warmup=1, min_reps=3, target_s=0.02), stopwatch=watch)
     assert t.mode == "blocking" and t.reps >= 3
     for stretch in dev.timed():
         assert count(stretch, "call") == count(stretch, "block") >= 1
@@ -493,11 +495,13 @@ def test_blocking_waits_for_every_call_and_charges_it_the_round_trip():
 
 @pytest.mark.parametrize("mode", ["steady", "blocking"])
 def test_donated_inputs_are_made_fresh_for_every_call_before_the_clock_starts(mode):
+    from autotune.measuring._sampling import Sampling
     from autotune.measuring._timing import Stopwatch, time_calls
 
     dev = Device()
     watch = Stopwatch(dev.block, dev.clock)
-    t = time_calls(dev.call, mode=mode, fresh=dev.fresh, stopwatch=watch, warmup=1, min_reps=3, target_s=0.05)
+    sampling = Sampling(mode=mode, warmup=1, min_reps=3, target_s=0.05)
+    t = time_calls(dev.call, sampling, fresh=dev.fresh, stopwatch=watch)
     calls = [event for event in dev.log if event[0] == "call"]
     assert [event[1] for event in calls] == list(range(1, dev.made + 1))  # each input once, in the order made
     for stretch in dev.timed():
@@ -509,6 +513,7 @@ def test_donated_inputs_are_made_fresh_for_every_call_before_the_clock_starts(mo
 
 def test_the_seams_see_real_jax_calls_steady_waits_less_often_than_it_calls():
     import autotune.measuring._stages as measure
+    from autotune.measuring._sampling import Sampling
     from autotune.measuring._timing import Stopwatch
 
     compiled = jax.jit(lambda v: jnp.sin(v) * 2.0).lower(jnp.ones(16)).compile()
@@ -522,7 +527,7 @@ def test_the_seams_see_real_jax_calls_steady_waits_less_often_than_it_calls():
             return jax.block_until_ready(outputs)
 
         watch = Stopwatch(block)
-        t = measure.time_compiled(compiled, (jnp.ones(16),), {}, mode=mode, stopwatch=watch, **MEASURE_FAST)
+        t = measure.time_compiled(compiled, (jnp.ones(16),), {}, Sampling(mode=mode, **MEASURE_FAST), stopwatch=watch)
         np.testing.assert_allclose(t.outputs, np.sin(np.ones(16)) * 2.0, rtol=1e-6)
         assert t.mode == mode and t.reps >= 5
         if mode == "steady":
@@ -564,25 +569,26 @@ def test_device_timing_on_the_cpu_charges_the_steady_state_quietly():
 
 
 def test_retime_uses_the_mode_it_is_given_and_donation_keeps_the_callers_arrays():
+    from autotune.measuring._sampling import Sampling
     from autotune.measuring._stages import measure_executable
 
     x = jnp.linspace(0.0, 1.0, 4)
     call = at.Call(lambda v: v * 2.0, (x,), jit_kwargs={"donate_argnums": 0})
-    m, exe = measure_executable(call, timing={"mode": "blocking", **MEASURE_FAST})
+    m, exe = measure_executable(call, sampling=Sampling(mode="blocking", **MEASURE_FAST))
     assert m.timing == "blocking" and exe is not None
-    again = exe.retime(mode="steady", **MEASURE_FAST)
+    again = exe.retime(Sampling(mode="steady", **MEASURE_FAST))
     assert again.timing == "steady" and again.compile_s == m.compile_s and again.reps >= 5
     assert not x.is_deleted()
     np.testing.assert_allclose(x, np.linspace(0.0, 1.0, 4))
 
 
 def test_runners_pass_the_mode_on_as_the_options_spell_it():
-    from autotune._options import TIMING_KEYS
     from autotune.measuring._runner import InProcessRunner
-    from autotune.measuring._stages import TIMING_OPTIONS
+    from autotune.measuring._sampling import Sampling
 
-    assert set(TIMING_KEYS) == set(TIMING_OPTIONS) and "mode" in TIMING_OPTIONS
     options = at.TuneOptions(timing="blocking")
-    with InProcessRunner(at.Call(tiny, (jnp.ones(3),)), {**options.timing_dict(), **MEASURE_FAST}) as runner:
+    assert options.timing == Sampling(mode="blocking")  # the options hold the one frozen value runners take
+    with InProcessRunner(at.Call(tiny, (jnp.ones(3),)), options.timing.replace(**MEASURE_FAST)) as runner:
+        assert runner.sampling == Sampling(mode="blocking", **MEASURE_FAST)
         assert runner.measure(None).timing == "blocking"
         assert runner.retime(None).timing == "blocking"

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import autotune as at
+from autotune.measuring._sampling import Sampling
 from autotune.measuring._stages import measure_executable
 
 
@@ -48,7 +49,8 @@ def test_a_call_that_is_not_callable_says_so():
 def test_a_call_is_measured_as_jax_jit_runs_it():
     x = jnp.arange(3.0)
     call = at.Call(scaled, (x, 3), {"bias": jnp.float32(1.0)}, {"static_argnums": 1})
-    m, exe = measure_executable(call, at.Config({"l": {"repr": "for"}}), timing={"target_s": 0.01}, keep_outputs=True)
+    unrolled = at.Config({"l": {"repr": "for"}})
+    m, exe = measure_executable(call, unrolled, sampling=Sampling(target_s=0.01), keep_outputs=True)
     want = jax.jit(scaled, static_argnums=1)(x, 3, bias=jnp.float32(1.0))
     np.testing.assert_allclose(m.outputs, want, rtol=1e-6)
     assert exe is not None and m.compile_s > 0

@@ -96,7 +96,7 @@ def test_the_executable_is_built_with_the_options():
 
 
 def test_export_request_carries_the_options():
-    from autotune.measuring._export import export, trace_and_lower
+    from autotune.measuring.process._export import export, trace_and_lower
 
     def f(x):
         return jnp.cos(x) + 1.0

@@ -13,7 +13,8 @@ from autotune import select as _select
 from autotune.cache import Cache
 from autotune.select import pareto_front
 
-# Measured in this process: what these tests check is the study, not the worker (tests/measuring/test_worker_runner.py).
+# Measured in this process: what these tests check is the study, not the worker
+# (tests/measuring/process/test_worker_runner.py).
 IN_PROCESS = {"timing": STEADY, "confirm_rounds": 1, "isolate": False}
 
 

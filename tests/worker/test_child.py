@@ -10,9 +10,9 @@ import time
 import pytest
 from _procs import ignores
 
-from autotune.measuring._channel import WorkerProcess, worker_env
-from autotune.measuring._policy import jax_env
-from autotune.measuring._protocol import PROTOCOL
+from autotune.measuring.process._channel import WorkerProcess, worker_env
+from autotune.measuring.process._policy import jax_env
+from autotune.measuring.process._protocol import PROTOCOL
 
 STUDY = textwrap.dedent("""
     import jax, jax.numpy as jnp
@@ -91,7 +91,7 @@ def test_a_trial_reports_each_stage_and_waits_for_the_parent_after_lowering(work
             "id": 1,
             "mode": "study",
             "config": {},
-            "timing": TIMING,
+            "sampling": TIMING,
             "keep_outputs": True,
             "ask_lowered": True,
         }
@@ -104,18 +104,18 @@ def test_a_trial_reports_each_stage_and_waits_for_the_parent_after_lowering(work
     names = [e["event"] for e in events_until(worker, "result")]
     assert names == ["compile_start", "compile_end", "result"]
     # Second trial, same config: told to skip, it compiles nothing.
-    worker.send({"op": "trial", "id": 2, "mode": "study", "config": {}, "timing": TIMING, "ask_lowered": True})
+    worker.send({"op": "trial", "id": 2, "mode": "study", "config": {}, "sampling": TIMING, "ask_lowered": True})
     assert [e["event"] for e in events_until(worker, "lowered")] == ["started", "lowered"]
     worker.send({"op": "lowered_reply", "id": 2, "skip": True})
     result = read(worker)
     assert result["event"] == "result" and result["skipped"] and result["measurement"]["program_hash"]
     # Its executable is kept: re-time it, then drop it.
-    worker.send({"op": "retime", "id": 3, "key": "{}", "timing": TIMING})
+    worker.send({"op": "retime", "id": 3, "key": "{}", "sampling": TIMING})
     again = read(worker)
     assert again["event"] == "result" and again["measurement"]["reps"] >= 2
     worker.send({"op": "retain", "id": 4, "keys": []})
     assert read(worker) == {"event": "retained", "id": 4, "kept": 0}
-    worker.send({"op": "retime", "id": 5, "key": "{}", "timing": TIMING})
+    worker.send({"op": "retime", "id": 5, "key": "{}", "sampling": TIMING})
     assert read(worker) == {"event": "gone", "id": 5}
 
 

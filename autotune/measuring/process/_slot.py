@@ -1,4 +1,4 @@
-"""The worker-process half of :class:`~autotune.worker.WorkerRunner`: start a worker (or
+"""The worker-process half of :class:`~autotune.measuring.process.WorkerRunner`: start a worker (or
 keep the warm one), wait until it has imported JAX, load the call's inputs into it, and send
 one trial and follow it to its result. ``_worker_runner`` holds the Runner contract and the three
 ways a function gets into the worker (export mode: ``_exported``); this module only drives the process.
@@ -11,12 +11,12 @@ from typing import Any
 
 from autotune._errors import StudyError
 from autotune.measuring import _host
-from autotune.measuring._channel import Dead, WorkerProcess, ready_problem, worker_env
-from autotune.measuring._follow import Misplaced, TrialRun, follow, load_inputs
-from autotune.measuring._policy import CompilePolicy, compile_policy, jax_env, platform
-from autotune.measuring._protocol import Mode, Op
 from autotune.measuring._runner import TrialFailed
 from autotune.measuring._stages import Measurement
+from autotune.measuring.process._channel import Dead, WorkerProcess, ready_problem, worker_env
+from autotune.measuring.process._follow import Misplaced, TrialRun, follow, load_inputs
+from autotune.measuring.process._policy import CompilePolicy, compile_policy, jax_env, platform
+from autotune.measuring.process._protocol import Mode, Op
 
 # A worker refused a device another process holds: how long to keep trying, and how often.
 BUSY_RETRY_S, BUSY_PAUSE_S = 20.0, 1.0

@@ -13,10 +13,11 @@ import sys
 import tempfile
 import time
 import weakref
+from pathlib import Path
 from typing import Any
 
 from autotune import _interrupt
-from autotune.measuring._protocol import OOM_WORDS, PROTOCOL, Event
+from autotune.measuring.process._protocol import OOM_WORDS, PROTOCOL, Event
 
 _SIGNAL_WORDS = {
     "SIGSEGV": "segmentation fault",
@@ -108,6 +109,9 @@ class WorkerProcess:
         )
         self._finalizer = weakref.finalize(self, kill_group, self.proc)
         self.buf = b""
+        self.received = 0  # bytes read from it so far (a sign of life while it sends a large event)
+        self._signs: tuple[float | None, int] = (None, 0)  # what quiet_s last saw
+        self._active_at = self.spawned_at
         self.ready: dict[str, Any] | None = None  # the "ready" event, once received
         self.loaded = False  # it has the function / the inputs
         self.compiled = 0  # trials it has compiled
@@ -155,11 +159,36 @@ class WorkerProcess:
             if not chunk:
                 raise Dead()
             self.buf += chunk
+            self.received += len(chunk)
         line, self.buf = self.buf.split(b"\n", 1)
         try:
             return json.loads(line)
         except ValueError:
             return {"event": "noise", "text": line[:200].decode("utf-8", "replace")}
+
+    def cpu_s(self) -> float | None:
+        """Its CPU seconds so far (user + system, every thread), None where unknown (no ``/proc``)."""
+        try:
+            with open(f"/proc/{self.pid}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def watch(self) -> float | None:
+        """Start counting :meth:`quiet_s` from now; its CPU seconds now."""
+        cpu = self.cpu_s()
+        self._signs, self._active_at = (cpu, self.received), time.monotonic()
+        return cpu
+
+    def quiet_s(self, now: float) -> float:
+        """Seconds since it last showed a sign of progress (CPU seconds used, bytes sent), or since
+        :meth:`watch`: a process stopped (SIGSTOP) or blocked shows none. Where its CPU seconds cannot
+        be read, the bytes alone count."""
+        signs = (self.cpu_s(), self.received)
+        if signs != self._signs:
+            self._signs, self._active_at = signs, now
+        return now - self._active_at
 
     def stderr_tail(self, n: int = 1500) -> str:
         """The last few non-empty lines the worker wrote to stderr, on one line."""
@@ -204,7 +233,7 @@ class WorkerProcess:
 def ready_problem(event: dict[str, Any] | None, startup_timeout: float) -> tuple[str, str] | None:
     """What is wrong with a new worker's first event, as (state, reason), or None when it is
     ready to serve this process (same protocol, same platform)."""
-    from autotune.measuring._policy import platform
+    from autotune.measuring.process._policy import platform
 
     if event is None:
         return "timeout", f"the worker process did not import JAX within {startup_timeout:g} s"
@@ -226,7 +255,7 @@ def _drain(fd: int) -> None:
 
 def worker_env(extra: dict[str, str]) -> dict[str, str]:
     """The worker's environment: this one, the autotune package importable, ``extra`` on top."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # above autotune/
+    root = str(Path(__file__).resolve().parents[__name__.count(".")])  # the folder above autotune/
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # the parent may hold the GPU too

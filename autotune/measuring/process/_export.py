@@ -7,7 +7,7 @@ them on the devices with the same ids before it compiles. Programs ``jax.export`
 serialise (host callbacks, custom calls without a stability guarantee, several devices
 that the arguments do not name), or would change (closed-over constants ``jax.jit`` passes as
 arguments, jax >= 0.12, which ``jax.export`` embeds), raise :class:`CannotExport`; the runner then imports the
-function in the worker instead (when it has a :class:`~autotune.worker.Location`) or
+function in the worker instead (when it has a :class:`~autotune.measuring.process.Location`) or
 measures in-process.
 """
 
@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 
 from autotune._errors import error_text
-from autotune.measuring._codec import encode_array
-from autotune.measuring._protocol import Mode, Op
 from autotune.measuring._runner import TrialFailed
-from autotune.measuring._shardings import encode_sharding
-from autotune.measuring._stages import Stages, compile_config, dynamic_args, jit_option_set
+from autotune.measuring._sampling import Sampling
+from autotune.measuring._stages import Stages, compile_call, dynamic_args, jit_option_set, lowered_figures
+from autotune.measuring.process._codec import encode_array
+from autotune.measuring.process._protocol import Mode, Op
+from autotune.measuring.process._shardings import encode_sharding
 from autotune.program._call import Call
 from autotune.program._config import Config
 from autotune.program._xla import jit_options
@@ -76,12 +77,9 @@ def trace_and_lower(
     """Trace and lower ``call`` under ``config`` cold in this process, checking ``on_stage`` after
     each stage; for ``platform`` when the worker runs on another one than this process (None: this one's)."""
     try:
-        return compile_config(
-            call.function,
-            call.args,
-            call.kwargs,
+        return compile_call(
+            call,
             config,
-            jit_kwargs=call.jit_kwargs,
             compile=False,
             platforms=(platform,) if platform else None,
             on_traced=lambda st: on_stage("trace", st),
@@ -93,9 +91,9 @@ def trace_and_lower(
         raise TrialFailed("error", error_text(exc, first_line=False)) from exc
 
 
-def export(stages: Stages, call: Call, timing: dict, platform: str | None = None) -> Exported:
-    """Serialise the lowered program of ``call`` and build the trial request (without its ``id``),
-    for ``platform`` (None: this process's).
+def export(stages: Stages, call: Call, sampling: Sampling, platform: str | None = None) -> Exported:
+    """Serialise the lowered program of ``call`` and build the trial request (without its ``id``; its
+    runtime sampled as ``sampling`` says), for ``platform`` (None: this process's).
 
     Raises:
         CannotExport: with the reason, for a program that cannot cross as ``jax.export`` bytes.
@@ -144,15 +142,11 @@ def export(stages: Stages, call: Call, timing: dict, platform: str | None = None
         "op": Op.TRIAL,
         "mode": Mode.EXPORT,
         "program": base64.b64encode(bytes(program)).decode("ascii"),
-        "program_hash": stages.program_hash,
+        **lowered_figures(stages),
         "donate": donated_leaves(call),
-        # the config's XLA options merged with the user's (compile_config): the worker compiles with them
+        # the config's XLA options merged with the user's (compile_call): the worker compiles with them
         "compiler_options": jit_options(stages.xla, call.jit_kwargs).get("compiler_options"),
-        "trace_s": stages.trace_s,
-        "lower_s": stages.lower_s,
-        "trace_cpu_s": stages.trace_cpu_s,
-        "lower_cpu_s": stages.lower_cpu_s,
-        "timing": timing,
+        "sampling": sampling.to_dict(),
         "keep_outputs": True,
     }
     return Exported(stages, exported, request, out_tree)
@@ -187,7 +181,7 @@ def outputs_of(exported: Any, encoded: list, out_tree: Any = None) -> Any:
     """The outputs the worker sent back, in the function's output tree."""
     import jax
 
-    from autotune.measuring._codec import decode_array
+    from autotune.measuring.process._codec import decode_array
 
     tree = out_tree if out_tree is not None else exported.out_tree
     outputs = [decode_array(d) for d in encoded or []]

@@ -1,4 +1,4 @@
-"""autotune.measuring._slot: starting the worker when another process holds the device.
+"""autotune.measuring.process._slot: starting the worker when another process holds the device.
 
 On a device that admits one process (tests/fixtures/exclusive_device, as libtpu with a TPU
 chip), a worker that finds the device held by a process other than its parent waits for it

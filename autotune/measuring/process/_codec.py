@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune.measuring._shardings import NotPortable, encode_sharding, place
+from autotune.measuring.process._shardings import NotPortable, encode_sharding, place
 
 
 def encode_array(x: Any) -> dict[str, Any]:

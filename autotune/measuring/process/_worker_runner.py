@@ -20,20 +20,21 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from autotune import _interrupt
 from autotune._errors import StudyError
-from autotune.measuring._channel import WorkerProcess
-from autotune.measuring._codec import decode_array
-from autotune.measuring._exported import ExportHost, _FellBack
-from autotune.measuring._follow import latch, request_reply, retime_in
-from autotune.measuring._policy import CompilePolicy
-from autotune.measuring._protocol import CARRIED_JIT_OPTIONS, Location, Mode, Op
-from autotune.measuring._runner import RECENT, InProcessRunner, TrialFailed
-from autotune.measuring._stages import TIMING_OPTIONS, Measurement, Stages, reuse
+from autotune.measuring._runner import RECENT, InProcessRunner, RunnerBase, TrialFailed
+from autotune.measuring._sampling import Sampling
+from autotune.measuring._stages import LOWERED_FIGURES, Measurement, OnLowered, Stages, reuse
+from autotune.measuring.process._channel import WorkerProcess
+from autotune.measuring.process._codec import decode_array
+from autotune.measuring.process._exported import ExportHost, _FellBack
+from autotune.measuring.process._follow import latch, request_reply, retime_in
+from autotune.measuring.process._policy import CompilePolicy
+from autotune.measuring.process._protocol import CARRIED_JIT_OPTIONS, Location, Mode, Op
 from autotune.program._call import Call
 from autotune.program._config import Config
 
@@ -53,7 +54,7 @@ class WorkerOptions:
             this long. None (default): the time the last worker took to start (killing a compile
             that would end sooner than a new worker starts costs more than it saves; 0: at once).
         python: the worker's interpreter (default: this one).
-        policy: the :class:`~autotune.worker.CompilePolicy` (default: from the platform; on
+        policy: the :class:`~autotune.measuring.process.CompilePolicy` (default: from the platform; on
             GPU a fresh worker for every trial that compiles).
         recent: how many recent configs' executables the worker keeps for ``retime``.
         builders: builder processes that compile export-mode configs while the worker measures
@@ -86,14 +87,15 @@ class WorkerOptions:
             raise StudyError(f"WorkerRunner(builders={builders!r}): use 'auto' or a number of processes >= 0.")
 
 
-class WorkerRunner(ExportHost):
+class WorkerRunner(ExportHost, RunnerBase):
     """Measures configs in a worker process: the :class:`~autotune.measuring._runner.Runner` contract
     with time limits, a memory cap and crash containment.
 
     Arguments:
         call: the function, its example inputs and the ``jax.jit`` options (:class:`autotune.Call`);
             None for a study file (:meth:`for_study_file`).
-        timing: runtime sampling options (``mode``, ``warmup``, ``min_reps``, ``max_reps``, ``target_s``).
+        timing: how runtime is sampled: a :class:`~autotune.measuring._sampling.Sampling`, a mapping of its
+            fields (``mode``, ``warmup``, ``min_reps``, ``max_reps``, ``target_s``), a mode alone, or None.
         options: the worker's limits, timeouts and helpers (:class:`WorkerOptions`).
         location: where the worker can import the function from (:class:`Location`), used when
             ``jax.export`` cannot serialise the program (import mode).
@@ -112,7 +114,7 @@ class WorkerRunner(ExportHost):
     def __init__(
         self,
         call: Call | None,
-        timing: dict | None = None,
+        timing: Sampling | Mapping[str, Any] | str | None = None,
         options: WorkerOptions | None = None,
         *,
         location: Location | None = None,
@@ -131,9 +133,11 @@ class WorkerRunner(ExportHost):
             )
         options = replace(options or WorkerOptions(), **settings)
         if location is not None and not isinstance(location, Location):
-            raise StudyError(f"WorkerRunner(location={location!r}): pass an autotune.worker.Location or None.")
+            raise StudyError(
+                f"WorkerRunner(location={location!r}): pass an autotune.measuring.process.Location or None."
+            )
         self.call, self.options = call, options
-        self.timing = {k: v for k, v in dict(timing or {}).items() if k in TIMING_OPTIONS}
+        self.sampling = Sampling.of(timing)
         self.trial_timeout, self.trial_memory_gb = options.trial_timeout, options.trial_memory_gb
         self.strict = options.isolate is True
         self.startup_timeout, self.prune_grace_s = options.startup_timeout, options.prune_grace_s
@@ -169,7 +173,7 @@ class WorkerRunner(ExportHost):
             isolate=options.isolate,
             builders=options.builders,
         )
-        return cls(call, options.timing_dict(), limits, location=location)
+        return cls(call, options.timing, limits, location=location)
 
     @classmethod
     def for_study_file(cls, path: str | os.PathLike, index: int = 0, **options: Any) -> WorkerRunner:
@@ -198,18 +202,11 @@ class WorkerRunner(ExportHost):
         """False once this runner measures in-process (see ``fallback_reason``)."""
         return self.fallback_reason is None
 
-    def measure(
-        self,
-        config: Config | dict | None,
-        *,
-        compile_budget_s: float | None = None,
-        on_lowered: Callable[[str], Measurement | None] | None = None,
-    ) -> Measurement:
+    def _measure(self, config: Config, compile_budget_s: float | None, on_lowered: OnLowered | None) -> Measurement:
         """Measure ``config`` in the worker (the Runner contract in ``autotune.measuring._runner``): raises
         :class:`TrialFailed`, or ``Interrupted`` for a signal while waiting (the worker killed first)."""
         if self._closed:
             raise StudyError("This WorkerRunner is closed.")
-        config = Config.from_dict(config)
         if self.fallback_reason is None:
             with latch():
                 try:
@@ -227,14 +224,13 @@ class WorkerRunner(ExportHost):
                     raise
         return self._in_process().measure(config, compile_budget_s=compile_budget_s, on_lowered=on_lowered)
 
-    def retime(self, config: Config | dict | None, *, beside: bool = False) -> Measurement | None:
+    def _retime(self, config: Config, beside: bool) -> Measurement | None:
         """Time the runtime again on ``config``'s executable kept in the warm worker (one a
         builder compiled for it is loaded where the worker lacks it); None when it is gone
         (evicted, or the worker was replaced). ``beside``: while the worker compiles beside the
         calls (`autotune.measuring._beside`)."""
         if self._closed:
             raise StudyError("This WorkerRunner is closed.")
-        config = Config.from_dict(config)
         if self.fallback_reason is not None:
             return self._in_process().retime(config, beside=beside)
         worker = self._worker
@@ -244,20 +240,12 @@ class WorkerRunner(ExportHost):
         with latch():
             try:
                 _interrupt.check()
-                m = None
-                if held:
-                    self._trial_id += 1
-                    m = retime_in(
-                        worker, self._trial_id, config.to_json(), self.timing, self.trial_timeout, beside=beside
-                    )
+                m = self._retime_in(worker, config, beside) if held else None
                 if m is None:
                     loaded = self._retime_built(config)  # the builder's executable, now kept in the worker
                     if not beside or loaded is None or self._worker is None:
                         return loaded
-                    self._trial_id += 1
-                    m = retime_in(
-                        self._worker, self._trial_id, config.to_json(), self.timing, self.trial_timeout, beside=True
-                    )
+                    m = self._retime_in(self._worker, config, True)
                     if m is None:
                         return None
             except _FellBack:
@@ -270,6 +258,10 @@ class WorkerRunner(ExportHost):
                 self._discard()
                 raise
         return Measurement.from_dict(m).replace(config=config)
+
+    def _retime_in(self, worker: WorkerProcess, config: Config, beside: bool) -> dict[str, Any] | None:
+        self._trial_id += 1
+        return retime_in(worker, self._trial_id, config.to_json(), self.sampling, self.trial_timeout, beside)
 
     def device_info(self) -> dict[str, Any]:
         """The device trials run on (``_keys.device_info``'s fields). In a trace-only parent
@@ -308,12 +300,11 @@ class WorkerRunner(ExportHost):
         self._renewed = True
         return True
 
-    def retain(self, configs: Iterable[Config | dict]) -> None:
+    def _retain(self, keys: list[str]) -> None:
         """Keep only these configs' executables for :meth:`retime` (a worker that loaded nothing has none)."""
-        keys = [Config.from_dict(c).to_json() for c in configs]
         self._keep_only(keys)
         if self.fallback_reason is not None:
-            self._in_process().retain([Config.from_json(k) for k in keys])
+            self._in_process()._retain(keys)
             return
         if self._worker is not None and self._worker.loaded and self._worker.alive() and not self._closed:
             self._trial_id += 1
@@ -338,12 +329,6 @@ class WorkerRunner(ExportHost):
         if self._in_process_runner is not None:
             self._in_process_runner.close()
 
-    def __enter__(self) -> WorkerRunner:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
     # -- in-process fallback --------------------------------------------------------------
     def _fall_back(self, reason: str) -> _FellBack:
         from autotune.measuring import _host
@@ -361,12 +346,6 @@ class WorkerRunner(ExportHost):
                     else "Pass isolate='auto' to measure it in-process, or isolate=False."
                 )
             )
-        if self.strict:
-            self._discard()
-            raise StudyError(
-                f"Cannot measure this function in a worker process: {reason}. "
-                "Pass isolate='auto' to measure it in-process, or isolate=False."
-            )
         self.fallback_reason = reason
         deadline = "trial_timeout" if self.trial_timeout else "the compile budget"
         lost = f"; {deadline} is a deadline there (a trial past it is dropped and finishes in the background)" + (
@@ -383,7 +362,7 @@ class WorkerRunner(ExportHost):
             raise StudyError(f"The worker for {self.study_file} is unavailable: {self.fallback_reason}")
         if self._in_process_runner is None:
             self._in_process_runner = InProcessRunner(
-                self.call, self.timing, recent=self.recent, trial_timeout=self.trial_timeout
+                self.call, self.sampling, recent=self.recent, trial_timeout=self.trial_timeout
             )
         return self._in_process_runner
 
@@ -395,24 +374,12 @@ class WorkerRunner(ExportHost):
             "op": Op.TRIAL,
             "mode": self.mode,
             "config": config.to_dict(),
-            "timing": self.timing,
+            "sampling": self.sampling.to_dict(),
             "keep_outputs": True,
             "ask_lowered": on_lowered is not None,
         }
         done, reused = self._run(request, budget, started, parent_s=0.0, on_lowered=on_lowered)
         if done.get("skipped"):
-            m = done["measurement"]
-            return reuse(
-                reused,
-                Stages(
-                    None,
-                    trace_s=float(m["trace_s"]),
-                    lower_s=float(m["lower_s"]),
-                    program_hash=m.get("program_hash"),
-                    trace_cpu_s=m.get("trace_cpu_s"),
-                    lower_cpu_s=m.get("lower_cpu_s"),
-                ),
-                config,
-            )
+            return reuse(reused, Stages(None, **{k: done["measurement"].get(k) for k in LOWERED_FIGURES}), config)
         outputs = [decode_array(d) for d in done.get("outputs") or []]
         return Measurement.from_dict(done["measurement"]).replace(config=config, outputs=outputs)

@@ -20,9 +20,9 @@ from _procs import gone
 
 import autotune as at
 from autotune._errors import StudyError
-from autotune.measuring._channel import diagnose
 from autotune.measuring._runner import TrialFailed
-from autotune.measuring._worker_runner import WorkerRunner
+from autotune.measuring.process._channel import diagnose
+from autotune.measuring.process._worker_runner import WorkerRunner
 
 FOR = {"l": {"repr": "for"}}
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from autotune.program._call import Call
 
-PROTOCOL = 4
+PROTOCOL = 5
 
 
 class Op:
@@ -85,6 +85,9 @@ CARRIED_JIT_OPTIONS = frozenset(
     }
 )
 """The ``jax.jit`` options a worker can be given; any other means measuring in-process."""
+
+TPU_TOPOLOGIES = {"TPU v5 lite": "v5e:1x1", "TPU v5e": "v5e:1x1"}
+"""Device kind (as a single-chip worker reports it) -> the compile-only topology a builder compiles for."""
 
 OOM_WORDS = (
     "resource_exhausted",
@@ -165,13 +168,29 @@ class Location:
         return f"{self.module}:{self.qualname}"
 
 
+def error_event(exc: BaseException, rid: Any, phase: str) -> dict[str, Any]:
+    """The ``error`` event a worker or a builder sends for ``exc``, raised serving request ``rid``
+    in ``phase``: its type, its message and whether it ran out of memory."""
+    from autotune._errors import error_text
+
+    oom = isinstance(exc, MemoryError) or any(w in str(exc).lower() for w in OOM_WORDS[:4])
+    return {
+        "event": Event.ERROR,
+        "id": rid,
+        "type": type(exc).__name__,
+        "message": error_text(exc, with_type=False),
+        "phase": phase,
+        "oom": oom,
+    }
+
+
 def load_import_message(loc: Location, call: Call) -> tuple[dict[str, Any], str]:
     """The ``load_import`` request for ``loc`` and the arguments of ``call``, and the digest of their
     arrays (the worker must report the same). Raises ``NotPortable`` for arguments that
     cannot cross as JSON."""
     import json
 
-    from autotune.measuring._codec import NotPortable, array_leaves, digest, encode_tree
+    from autotune.measuring.process._codec import NotPortable, array_leaves, digest, encode_tree
 
     args, kwargs, jit_kwargs = call.args, call.kwargs, call.jit_kwargs
     message = {

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune._errors import error_text
-from autotune.measuring._channel import worker_env
-from autotune.measuring._export import CannotExport, export, trace_and_lower
-from autotune.measuring._policy import jax_env
 from autotune.measuring._runner import InProcessRunner, TrialFailed
-from autotune.measuring._worker_runner import WorkerRunner
+from autotune.measuring._sampling import Sampling
+from autotune.measuring.process._channel import worker_env
+from autotune.measuring.process._export import CannotExport, export, trace_and_lower
+from autotune.measuring.process._policy import jax_env
+from autotune.measuring.process._worker_runner import WorkerRunner
 from autotune.program._call import Call
 from autotune.program._config import Config
 
@@ -88,7 +89,7 @@ def measure_load(
     platform = None if target in (None, "cpu") else target  # a trace-only parent lowers for its device
     try:
         stages = trace_and_lower(call, config, lambda *_: None, platform=platform)
-        ex = export(stages, call, {}, platform=platform)
+        ex = export(stages, call, Sampling(), platform=platform)  # the load alone is timed: no runtime
     except (CannotExport, TrialFailed) as exc:
         return Load(None, note=f"load not measured: {exc}")
     if getattr(ex.exported, "nr_devices", 1) != 1:

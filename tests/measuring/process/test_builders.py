@@ -1,17 +1,21 @@
 """Builder processes: configs compiled in parallel processes and loaded by the worker, which only
 measures. Real processes and real JAX on the CPU: the pool compiles, the worker loads and its
 outputs equal jax.jit's; a grid study compiles nothing in the worker; a build past its deadline
-is killed and the pool goes on; a fresh worker loads instead of compiling; without builds the
-worker compiles and says why once."""
+is killed and the pool goes on; a builder that stops responding (SIGSTOP) is replaced past the
+default deadline and the worker compiles its config; a fresh worker loads instead of compiling;
+without builds the worker compiles and says why once."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 
 import jax
@@ -23,10 +27,10 @@ from _procs import gone
 from _repo import ROOT
 
 import autotune as at
-from autotune.measuring._builders import BuilderPool, auto_count
-from autotune.measuring._channel import worker_env
 from autotune.measuring._runner import TrialFailed
-from autotune.measuring._worker_runner import WorkerRunner
+from autotune.measuring.process._builders import STUCK_FLOOR_S, BuilderPool, auto_count
+from autotune.measuring.process._channel import worker_env
+from autotune.measuring.process._worker_runner import WorkerRunner
 
 CPU = {"platform": "cpu", "device_kind": "cpu", "device_count": 1}
 V5E = {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 1}
@@ -132,6 +136,36 @@ def test_a_build_past_its_deadline_is_killed_and_the_pool_goes_on():
         pool.close()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # without a deadline for a stuck builder, measuring waits for it forever
+def test_a_builder_that_stops_responding_is_replaced_and_the_worker_compiles_its_config():
+    x, bias = jnp.linspace(0.0, 1.0, 16), jnp.float32(1.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with WorkerRunner(at.Call(smooth, (x, bias)), FAST, builders=2) as runner:
+            runner.measure({})  # through a builder: the slowest build seen is short
+            stopped = [b.proc.pid for b in runner._pool._builders]
+            for pid in stopped:
+                os.kill(pid, signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                unrolled = runner.measure(FOR)  # no trial timeout: its builder is stuck past the default deadline
+                waited = time.monotonic() - started
+            finally:
+                for pid in stopped:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGCONT)
+            assert runner.compiled_in == {"builder": 1, "runner": 1} and unrolled.run_s > 0
+            fresh = [b.proc.pid for b in runner._pool._builders]
+            assert len(fresh) == 2 and len(set(fresh) - set(stopped)) == 1  # the stuck one replaced
+            stuck = (set(stopped) - set(fresh)).pop()
+            assert gone(stuck)
+    assert STUCK_FLOOR_S <= waited < STUCK_FLOOR_S + 120, waited
+    said = [str(w.message) for w in caught if "no sign of progress" in str(w.message)]
+    assert len(said) == 1 and "\n" not in said[0], said
+    assert f"builder pid {stuck} " in said[0] and "--trial-timeout" in said[0], said[0]
+
+
 def test_a_fresh_worker_loads_what_the_builders_compiled():
     x, bias = jnp.linspace(0.0, 1.0, 16), jnp.float32(1.0)
     with WorkerRunner(at.Call(smooth, (x, bias)), FAST, builders=1) as runner:
@@ -169,7 +203,7 @@ def test_nothing_is_left_running_when_the_parent_exits_without_closing():
         """
         import jax.numpy as jnp
         import autotune as at
-        from autotune.measuring import WorkerRunner
+        from autotune.measuring.process import WorkerRunner
         f = lambda x: at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=8, name="l")[0]
         r = WorkerRunner(at.Call(f, (jnp.ones(4),)), {"target_s": 0.01}, builders=2)
         r.prefetch([{}, {"l": {"repr": "for"}}])

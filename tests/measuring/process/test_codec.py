@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from autotune.measuring._codec import (
+from autotune.measuring.process._codec import (
     NotPortable,
     array_leaves,
     decode_array,
@@ -76,7 +76,7 @@ def test_values_that_cannot_cross_say_what_they_are():
 def test_a_committed_array_comes_back_on_its_device_and_a_missing_device_is_named():
     import jax
 
-    from autotune.measuring._shardings import decode_sharding, encode_sharding, placement
+    from autotune.measuring.process._shardings import decode_sharding, encode_sharding, placement
 
     device = jax.devices()[0]
     pinned = jax.device_put(jnp.arange(4.0), device)

@@ -9,8 +9,16 @@ import pytest
 from _hoisting import EMBEDDING, HOISTING, TABLE_STUDY, run_python
 
 import autotune as at
-from autotune.measuring._export import CannotExport, args_message, donated_leaves, export, outputs_of, trace_and_lower
 from autotune.measuring._runner import TrialFailed, stage_guard
+from autotune.measuring._sampling import Sampling
+from autotune.measuring.process._export import (
+    CannotExport,
+    args_message,
+    donated_leaves,
+    export,
+    outputs_of,
+    trace_and_lower,
+)
 from autotune.program._config import Config
 
 
@@ -25,7 +33,7 @@ STEP = at.Call(step, ARGS, KWARGS, JIT)
 def test_a_config_is_traced_lowered_and_exported_with_its_timings_and_hash():
     st = trace_and_lower(STEP, Config({"l": {"repr": "for"}}), stage_guard(None))
     assert st.compiled is None and st.trace_s > 0 and st.lower_s > 0 and len(st.program_hash) == 64
-    ex = export(st, STEP, {"target_s": 0.01})
+    ex = export(st, STEP, Sampling(target_s=0.01))
     req = ex.request
     assert req["mode"] == "export" and req["program_hash"] == st.program_hash
     assert (req["trace_s"], req["lower_s"]) == (st.trace_s, st.lower_s) and req["donate"] == [0]
@@ -38,7 +46,7 @@ def test_a_config_is_traced_lowered_and_exported_with_its_timings_and_hash():
 
 
 def _npy(a):
-    from autotune.measuring._codec import encode_array
+    from autotune.measuring.process._codec import encode_array
 
     return encode_array(a)["npy"]
 
@@ -56,7 +64,7 @@ def test_host_callbacks_cannot_be_exported():
     call = at.Call(doubled, (jnp.ones(2),))
     st = trace_and_lower(call, Config(), stage_guard(None))
     with pytest.raises(CannotExport, match="host_callbacks"):
-        export(st, call, {})
+        export(st, call, Sampling())
 
 
 @pytest.mark.parametrize(
@@ -86,8 +94,9 @@ def test_a_program_whose_constants_jit_passes_as_arguments_is_not_exported(tmp_p
     (tmp_path / "table_study.py").write_text(TABLE_STUDY)
     code = """
 import sys
-from autotune.measuring._export import CannotExport, export, trace_and_lower
+from autotune.measuring.process._export import CannotExport, export, trace_and_lower
 from autotune.measuring._runner import stage_guard
+from autotune.measuring._sampling import Sampling
 from autotune.program._config import Config
 from autotune.record._studyfile import load_examples
 import autotune as at
@@ -95,7 +104,7 @@ import autotune as at
 call = at.Call(ex.fn.fun, ex.args)
 st = trace_and_lower(call, Config({"l": {"repr": "for"}}), stage_guard(None))
 try:
-    print("exported", st.hoisted_constants, export(st, call, {}).request["mode"])
+    print("exported", st.hoisted_constants, export(st, call, Sampling()).request["mode"])
 except CannotExport as exc:
     print("refused", st.hoisted_constants, exc)
 """

@@ -3,8 +3,8 @@
 import jax.numpy as jnp
 
 import autotune as at
-from autotune.measuring._policy import CARRY_OVER_FLAGS, CompilePolicy, compile_policy, jax_env, platform
-from autotune.measuring._worker_runner import WorkerRunner
+from autotune.measuring.process._policy import CARRY_OVER_FLAGS, CompilePolicy, compile_policy, jax_env, platform
+from autotune.measuring.process._worker_runner import WorkerRunner
 
 
 def test_cpu_needs_nothing():

@@ -11,6 +11,9 @@ A builder is a process of its own, so a compile *can* be stopped: a build past t
 (the parent's trace + lower plus the builder's process CPU seconds, the figure the objective
 charges; wall seconds where the CPU time cannot be read) as ``pruned``, but never before
 ``grace`` seconds (as for a trial in the worker); the builder is replaced and the pool goes on.
+Without a trial timeout, a builder quiet on a build (no CPU seconds used, no bytes sent) for
+:data:`STUCK_FACTOR` times the slowest build seen, at least :data:`STUCK_FLOOR_S`, is stuck: it is
+replaced, the worker compiles the config, and one warning names it and the option that bounds a build.
 The parent is single-threaded: the pool advances (reads events, starts queued builds, applies
 the deadlines) whenever it is polled, which waiting on a build does.
 """
@@ -20,22 +23,21 @@ from __future__ import annotations
 import os
 import select
 import time
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from autotune import _interrupt
-from autotune.measuring._channel import Dead, WorkerProcess
-from autotune.measuring._protocol import PROTOCOL, Event, Op
 from autotune.measuring._runner import TrialFailed
+from autotune.measuring.process._channel import Dead, WorkerProcess
+from autotune.measuring.process._protocol import PROTOCOL, TPU_TOPOLOGIES, Event, Op
 
 MODULE = "autotune.worker._build_child"
 POLL_S = 0.05  # how often a wait re-checks the deadlines
 MAX_BUILDERS = 4  # builders="auto" starts at most this many
-
-
-TPU_TOPOLOGIES = {"TPU v5 lite": "v5e:1x1", "TPU v5e": "v5e:1x1"}
-"""Device kind (as a single-chip worker reports it) -> the compile-only topology a builder compiles for."""
+STUCK_FACTOR = 10.0  # a build this many times the slowest seen without any progress: its builder is stuck
+STUCK_FLOOR_S = 30.0  # ... and never sooner than this
 
 
 def auto_count(value: int | str, *, pinned: bool, device: dict[str, Any], cores: int | None = None) -> int:
@@ -59,16 +61,6 @@ def auto_count(value: int | str, *, pinned: bool, device: dict[str, Any], cores:
     if cores is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(MAX_BUILDERS, cores - 1))
-
-
-def process_cpu_s(pid: int) -> float | None:
-    """A process's CPU seconds so far (user + system, every thread), None where unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 @dataclass(eq=False)
@@ -135,6 +127,7 @@ class BuilderPool:
         self.budget: float | None = None  # the compile budget running builds are held to
         self.grace = 0.0
         self.built = 0
+        self.slowest_s = 0.0  # the longest a build took, from a builder taking it to its answer
         self._rid = 0
         self._queue: deque[Build] = deque()
         self._pending: dict[str, Build] = {}
@@ -267,7 +260,7 @@ class BuilderPool:
             self._rid += 1
             idle.rid, idle.build = self._rid, build
             build.started, build.pid = time.monotonic(), idle.proc.pid
-            build.cpu_at_start = process_cpu_s(idle.proc.pid)
+            build.cpu_at_start = idle.proc.watch()
             try:
                 idle.proc.send({**build.request, "id": self._rid, "target": self.target})
             except Dead:
@@ -287,6 +280,7 @@ class BuilderPool:
             return
         b.build = None
         if name == Event.BUILT:
+            self.slowest_s = max(self.slowest_s, time.monotonic() - (build.started or b.proc.spawned_at))
             build.result = event
             self.built += build is not self._probe
             if build is self._probe:
@@ -323,11 +317,17 @@ class BuilderPool:
 
     def _deadlines(self, now: float) -> None:
         for b in list(self._builders):
+            if b not in self._builders:  # the pool gave up meanwhile
+                return
             if not b.ready and now - b.proc.spawned_at > self.startup_timeout:
                 self._replace(b, f"it did not import JAX within {self.startup_timeout:g} s")
                 continue
             build = b.build
             if build is None or build.started is None:
+                continue
+            cpu, quiet = b.proc.cpu_s(), b.proc.quiet_s(now)
+            if self.trial_timeout is None and quiet >= self.stuck_after_s:
+                self._stuck(b, build, quiet)
                 continue
             ran = now - build.started
             if build is self._probe:
@@ -336,7 +336,6 @@ class BuilderPool:
                     self._give_up(f"a builder process cannot compile for {self._device()}: {build.error}")
                     return
                 continue
-            cpu = process_cpu_s(b.proc.pid)
             spent = build.parent_cpu_s + (cpu - build.cpu_at_start) if None not in (cpu, build.cpu_at_start) else None
             spent = build.parent_s + ran if spent is None else spent
             if self.trial_timeout is not None and ran >= self.trial_timeout:
@@ -361,6 +360,30 @@ class BuilderPool:
             b.build = None
             self._settled(build)
             self._replace(b)
+
+    @property
+    def stuck_after_s(self) -> float:
+        """Seconds without any progress after which a builder holding a build is stuck (no trial timeout)."""
+        return max(STUCK_FLOOR_S, STUCK_FACTOR * self.slowest_s)
+
+    def _stuck(self, b: _Builder, build: Build, idle_s: float) -> None:
+        """Abandon a stuck builder's build (the runner compiles it) and replace the builder; say so once."""
+        b.build = None
+        build.error = (
+            f"builder pid {b.proc.pid} showed no sign of progress for {idle_s:.0f} s (no CPU time used, nothing "
+            f"sent; the slowest build took {self.slowest_s:.2g} s)"
+        )
+        if build is self._probe:
+            self._give_up(f"{build.error} compiling a tiny program for {self._device()}")
+            return
+        self._settled(build)
+        self._replace(b)
+        warnings.warn(
+            f"autotune: {build.error} compiling a config: killed and replaced, and the worker compiles the config "
+            "instead; a trial timeout (--trial-timeout, trial_timeout=) bounds every build.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
     def _settled(self, build: Build) -> None:
         if self._pending.get(build.key) is build:

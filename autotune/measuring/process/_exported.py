@@ -23,10 +23,13 @@ from typing import Any
 
 from autotune import _interrupt
 from autotune._errors import StudyError
-from autotune.measuring._builders import TPU_TOPOLOGIES, Build, BuilderPool, auto_count
-from autotune.measuring._channel import worker_env
-from autotune.measuring._codec import NotPortable
-from autotune.measuring._export import (
+from autotune.measuring._runner import TrialFailed, stage_guard
+from autotune.measuring._sampling import Sampling
+from autotune.measuring._stages import Measurement, Stages, lowered_figures, reuse
+from autotune.measuring.process._builders import Build, BuilderPool, auto_count
+from autotune.measuring.process._channel import worker_env
+from autotune.measuring.process._codec import NotPortable
+from autotune.measuring.process._export import (
     CannotExport,
     Exported,
     args_message,
@@ -35,12 +38,10 @@ from autotune.measuring._export import (
     outputs_of,
     trace_and_lower,
 )
-from autotune.measuring._policy import jax_env
-from autotune.measuring._protocol import Event, Mode, Op
-from autotune.measuring._runner import TrialFailed, stage_guard
-from autotune.measuring._shardings import placement
-from autotune.measuring._slot import WorkerHost
-from autotune.measuring._stages import Measurement, Stages, reuse
+from autotune.measuring.process._policy import jax_env
+from autotune.measuring.process._protocol import TPU_TOPOLOGIES, Event, Mode, Op
+from autotune.measuring.process._shardings import placement
+from autotune.measuring.process._slot import WorkerHost
 from autotune.program._call import Call
 from autotune.program._config import Config
 
@@ -73,22 +74,11 @@ class Built:
     out_tree: Any
 
 
-def _figures(st: Stages) -> Stages:
-    return Stages(
-        None,
-        trace_s=st.trace_s,
-        lower_s=st.lower_s,
-        program_hash=st.program_hash,
-        trace_cpu_s=st.trace_cpu_s,
-        lower_cpu_s=st.lower_cpu_s,
-    )
-
-
 class ExportHost(WorkerHost):
-    """Export mode for :class:`~autotune.worker.WorkerRunner` (which sets the attributes)."""
+    """Export mode for :class:`~autotune.measuring.process.WorkerRunner` (which sets the attributes)."""
 
     call: Call | None
-    timing: dict
+    sampling: Sampling
     location: Any
     recent: int
     builders: int | str
@@ -120,7 +110,7 @@ class ExportHost(WorkerHost):
             self._drop(self._prepared.pop(key))
         if not wanted or self._closed or self.fallback_reason is not None or self.mode != Mode.EXPORT:
             return
-        from autotune.measuring._follow import latch
+        from autotune.measuring.process._follow import latch
 
         with latch():
             try:
@@ -197,7 +187,7 @@ class ExportHost(WorkerHost):
             event = self._pool.wait(prep.build, budget, grace)
             if event is not None:
                 out_tree = ex.out_tree if ex.out_tree is not None else ex.exported.out_tree
-                built = Built(event, _figures(stages), ex.request["donate"], out_tree)
+                built = Built(event, Stages(None, **lowered_figures(stages)), ex.request["donate"], out_tree)
                 m = self._load_built(config, built)
                 if m is not None:
                     self.compiled_in["builder"] += 1
@@ -226,7 +216,7 @@ class ExportHost(WorkerHost):
         except TrialFailed as exc:
             return Prepared(failed=exc)
         try:
-            ex = export(stages, self.call, self.timing, platform=platform)
+            ex = export(stages, self.call, self.sampling, platform=platform)
         except CannotExport as exc:
             self._switch_to_import(str(exc))
             return Prepared()
@@ -260,13 +250,9 @@ class ExportHost(WorkerHost):
             "compile_s": e["compile_s"],
             "compile_cpu_s": e.get("compile_cpu_s"),
             "config": config.to_dict(),
-            "program_hash": st.program_hash,
-            "trace_s": st.trace_s,
-            "lower_s": st.lower_s,
-            "trace_cpu_s": st.trace_cpu_s,
-            "lower_cpu_s": st.lower_cpu_s,
+            **lowered_figures(st),
             "donate": built.donate,
-            "timing": self.timing,
+            "sampling": self.sampling.to_dict(),
             "keep_outputs": keep_outputs,
         }
         done, _ = self._run(request, None, time.monotonic(), parent_s=st.trace_s + st.lower_s + e["compile_s"])
@@ -380,8 +366,8 @@ class ExportHost(WorkerHost):
         if loc.is_study_file:
             self.mode, self.study_file, self.index = Mode.STUDY, loc.file, loc.index
         else:
-            from autotune.measuring._codec import jax_leaves
-            from autotune.measuring._protocol import load_import_message
+            from autotune.measuring.process._codec import jax_leaves
+            from autotune.measuring.process._protocol import load_import_message
 
             try:
                 self._import_request, self._input_digest = load_import_message(loc, self.call)

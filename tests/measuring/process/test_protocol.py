@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from autotune.measuring._protocol import PROTOCOL, Event, Location, Op, import_location, unwrap
+from autotune.measuring.process._protocol import PROTOCOL, Event, Location, Op, import_location, unwrap
 
 MODULE = textwrap.dedent("""
     import jax.numpy as jnp

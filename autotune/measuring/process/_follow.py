@@ -18,10 +18,11 @@ from typing import Any
 
 from autotune import _interrupt
 from autotune._errors import MAX_ERROR_TEXT
-from autotune.measuring._channel import Dead, WorkerProcess
-from autotune.measuring._protocol import Event, Mode, Op
 from autotune.measuring._runner import TrialFailed
+from autotune.measuring._sampling import Sampling
 from autotune.measuring._stages import Measurement
+from autotune.measuring.process._channel import Dead, WorkerProcess
+from autotune.measuring.process._protocol import Event, Mode, Op
 
 
 @dataclass
@@ -206,13 +207,13 @@ def request_reply(
 
 
 def retime_in(
-    worker: WorkerProcess, rid: int, key: str, timing: dict, timeout_s: float | None, *, beside: bool = False
+    worker: WorkerProcess, rid: int, key: str, sampling: Sampling, timeout_s: float | None, beside: bool = False
 ) -> dict | None:
-    """Ask the worker to time config ``key``'s kept executable again (``beside``: while it compiles
-    beside the calls): the measurement dict, or None when it is not kept. Raises
+    """Ask the worker to time config ``key``'s kept executable again as ``sampling`` says (``beside``:
+    while it compiles beside the calls): the measurement dict, or None when it is not kept. Raises
     :class:`TrialFailed` (timeout, crash, error)."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    request = {"op": Op.RETIME, "id": rid, "key": key, "timing": timing}
+    request = {"op": Op.RETIME, "id": rid, "key": key, "sampling": sampling.to_dict()}
     if beside:
         request["beside"] = True
     event = request_reply(
@@ -245,7 +246,7 @@ def load_inputs(
     """Send the worker its inputs (``message``, by ``mode``) and return their digest, which must
     equal ``digest`` (the first worker's) when given. Raises :class:`TrialFailed` ("error"), or
     :class:`Misplaced` when the worker's ``placement`` of the arguments is not the given one."""
-    from autotune.measuring._shardings import differs
+    from autotune.measuring.process._shardings import differs
 
     seen = (worker.ready or {}).get("device_ids") or ()
     if placement is not None and not set(placement["devices"]) <= set(seen):

@@ -18,9 +18,9 @@ from _procs import gone
 
 import autotune as at
 from autotune._errors import StudyError
-from autotune.measuring._protocol import Location
 from autotune.measuring._runner import TrialFailed
-from autotune.measuring._worker_runner import WorkerOptions, WorkerRunner
+from autotune.measuring.process._protocol import Location
+from autotune.measuring.process._worker_runner import WorkerOptions, WorkerRunner
 from autotune.record._studyfile import load_examples
 
 FOR = {"l": {"repr": "for"}}
@@ -291,10 +291,10 @@ def test_constants_jit_passes_as_arguments_send_the_study_file_to_the_worker(tmp
 import sys, json
 import numpy as np
 import autotune as at
-from autotune.measuring._export import trace_and_lower
-from autotune.measuring._protocol import Location
+from autotune.measuring.process._export import trace_and_lower
+from autotune.measuring.process._protocol import Location
 from autotune.measuring._runner import stage_guard
-from autotune.measuring._worker_runner import WorkerRunner
+from autotune.measuring.process._worker_runner import WorkerRunner
 from autotune.program._config import Config
 from autotune.record._studyfile import load_examples
 (ex,) = load_examples(sys.argv[1])

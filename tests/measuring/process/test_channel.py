@@ -19,7 +19,7 @@ from _wait import wait_until
 
 import autotune as at
 from autotune._interrupt import Interrupted, InterruptLatch
-from autotune.measuring._worker_runner import WorkerRunner
+from autotune.measuring.process._worker_runner import WorkerRunner
 
 SLOW_STUDY = textwrap.dedent("""
     import jax.numpy as jnp
@@ -43,7 +43,7 @@ SLOW_STUDY = textwrap.dedent("""
 PARENT = textwrap.dedent("""
     import sys, time
     from autotune._interrupt import InterruptLatch, Interrupted
-    from autotune.measuring import WorkerRunner
+    from autotune.measuring.process import WorkerRunner
 
     path, how = sys.argv[1], sys.argv[2]
     runner = WorkerRunner.for_study_file(path, timing={"target_s": 0.01, "warmup": 1, "min_reps": 1})
