@@ -216,6 +216,15 @@ def _password_of(url: Any) -> str | None:
     return parsed.password
 
 
+def read_only_path(path: str) -> bool:
+    """Whether reads of ``path`` need the immutable read-only connection: the directory is
+    not writable and the ``-wal``/``-shm`` files are absent (SQLite cannot open a WAL
+    database read-only without them)."""
+    return not os.access(os.path.dirname(path), os.W_OK) and not (
+        os.path.exists(path + "-wal") and os.path.exists(path + "-shm")
+    )
+
+
 def make_private_dirs(path: str | os.PathLike) -> None:
     """Create directory ``path`` and any missing parents with mode 0700 (the umask does not apply).
 

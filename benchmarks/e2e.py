@@ -101,7 +101,7 @@ t3 = time.perf_counter()
 res = {"import_s": t1 - t0, "first_call_s": t2 - t1, "calls_s": t3 - t2, "calls": [w[4] for w in work],
        "expected_calls": [getattr(getattr(f, "autotune", f), "expected_calls", None) for f, *_ in work]}
 if mode == "tiered":
-    res["tier"] = [[f.key, [getattr(sl, "state", None) for sl in f._tier.slots.values()]] for f, *_ in work]
+    res["tier"] = [[f.key, [getattr(sl, "state", None) for sl in f.tier.slots.values()]] for f, *_ in work]
 if verify and mode == "tuned":
     res["lookups"] = [[ctl.key, (lk := ctl.config_for(*a, **k)).source, lk.config.to_dict()]
                       for _, ctl, a, k, _ in work]

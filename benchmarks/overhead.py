@@ -71,7 +71,7 @@ def child(mode: str, cache: str) -> None:
     jax.block_until_ready(fn(x, w))
     t4, c4 = time.perf_counter(), time.process_time()
     ctl = getattr(fn, "autotune", None)
-    lookup = ctl._last_lookup if ctl is not None else None
+    lookup = ctl.last_lookup if ctl is not None else None
     print(
         json.dumps(
             {

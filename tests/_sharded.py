@@ -167,9 +167,9 @@ def case_keys() -> dict:
     ):
         args = inputs(mesh(shape, axes), axes[0])
         _, tuned = _keys.program_key(step.autotune.fun, args, {}, {})
-        before = step.autotune._last_lookup
+        before = step.autotune.last_lookup
         step(*args)  # the decorator looks up when jit traces: once per mesh, not again for the same one
-        lookup = step.autotune._last_lookup
+        lookup = step.autotune.last_lookup
         out[name] = {"tuned": tuned, "called": None if lookup is before else lookup.signature}
     single = tuple(jax.tree_util.tree_map(np.asarray, inputs(mesh())))
     out["single"] = {"tuned": _keys.program_key(step.autotune.fun, single, {}, {})[1]}

@@ -15,10 +15,10 @@ def body(c, _):
     return c * 0.5 + 1.0, None
 
 
-def make(cache, tier_up=True, **kwargs):
+def make(cache, tier_up=True, length=8, **kwargs):
     @at.autotuned(cache=str(cache), key="tier:smooth", tier_up=tier_up, **kwargs)
     def smooth(x):
-        return at.loop(body, x, length=8, name="l")[0]
+        return at.loop(body, x, length=length, name="l")[0]
 
     return smooth
 
@@ -38,19 +38,20 @@ def reference(x):
     return jax.jit(lambda x: at.loop(body, x, length=8, name="l")[0])(x)
 
 
-def put_entry(cache, x, winner_compile_s=1.0, default_compile_s=0.01, winner_run_s=5e-3):
+def put_entry(cache, x, winner_compile_s=1.0, default_compile_s=0.01, winner_run_s=5e-3, length=8):
     """An entry for ``make(cache)`` on ``x`` whose winner (``for``) compiles ``winner_compile_s`` and
     runs ``winner_run_s`` a call, against the default's 10 ms: by default a winner that tier-up
     pays for (the calls the default serves while it compiles are worth more than the default's
-    compile), with ``winner_run_s=1e-6`` one it does not (62 calls served save 62 µs)."""
-    lookup = make(cache, tier_up=False).config_for(x)
+    compile), with ``winner_run_s=1e-6`` one it does not (62 calls served save 62 µs). ``length``: the
+    loop's trip count (written out by the winner: 3,000 steps take XLA seconds to compile)."""
+    lookup = make(cache, tier_up=False, length=length).config_for(x)
     entry = at.CacheEntry(
         function_key="tier:smooth",
         fingerprint=lookup.fingerprint,
         signature=lookup.signature,
         device=_keys.device_info(),
         config=FOR,
-        sites={"l": {"kind": "loop", "length": 8, "has_ys": False}},
+        sites={"l": {"kind": "loop", "length": length, "has_ys": False}},
         measurements={"run_s": winner_run_s},
         objective={"expected_calls": 1000, "compile_weight": 1.0, "runtime_weight": 1.0},
         cost=1.0,

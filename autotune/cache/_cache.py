@@ -65,6 +65,11 @@ class Cache:
         return self._db.display
 
     @property
+    def sqlite_path(self) -> str | None:
+        """The absolute path of the SQLite file this cache is, or None for another database."""
+        return self._db.path if self._db.backend == "sqlite" else None
+
+    @property
     def values_dir(self) -> str:
         """Where recorded argument values (``.npy``) live: ``<cache file>.values`` beside a
         SQLite file, else ``$XDG_CACHE_HOME/autotune/values-<hash of the URL without its password>``.
@@ -102,21 +107,15 @@ class Cache:
         device_key: str,
         *,
         objective: Objective | None = None,
-        expected_calls: float | None = None,
-        compile_weight: float | None = None,
-        runtime_weight: float | None = None,
-        processes: int | None = None,
-        compilation_cache: bool | None = None,
     ) -> CacheEntry | None:
         """Find the entry for an exact key.
 
         Arguments:
             function_key, fingerprint, signature, device_key: the cache key
                 (`device_key` as given by `CacheEntry.device_key`).
-            objective: re-pick for this whole objective (`_entry.repicked`, the one re-pick).
-            expected_calls, compile_weight, runtime_weight, processes, compilation_cache: without
-                ``objective``, when any is given, re-pick for these (the others keep the entry's);
-                ``entry.covers(expected_calls)`` tells whether the measurements cover that call count.
+            objective: re-pick the winner for this objective, whole (`_entry.repicked`, the one
+                re-pick); None keeps the entry's own. ``entry.covers(objective.expected_calls)``
+                tells whether the measurements cover that call count.
 
         Returns:
             The entry (or its re-picked copy), or None when there is none.
@@ -124,6 +123,12 @@ class Cache:
         Raises:
             CacheError: the cache exists but cannot be read, or the row is inconsistent
                 (its device JSON disagrees with its key, or its config with its sites).
+
+        Example::
+
+            >>> with Cache("/tmp/no-such-dir/cache.db") as cache:
+            ...     cache.lookup("m:f", "0" * 32, "sig", "cpu", objective=Objective(expected_calls=10)) is None
+            True
         """
         key = (function_key, fingerprint, signature, device_key)
 
@@ -133,10 +138,7 @@ class Cache:
             ).first()
             return None if row is None else _rows.entry_from_row(row._mapping, self._db.describe(True))
 
-        figures = dict(expected_calls=expected_calls, compile_weight=compile_weight, runtime_weight=runtime_weight)
-        return repicked(
-            self._read(body, None), objective, **figures, processes=processes, compilation_cache=compilation_cache
-        )
+        return repicked(self._read(body, None), objective)
 
     def entries(self, function_key: str | None = None, device_key: str | None = None) -> list[CacheEntry]:
         """List entries, ordered by function key then creation time (empty when the cache does not exist).

@@ -218,23 +218,18 @@ class CacheEntry:
         return self.with_choice(choice.config.to_dict(), choice.cost, objective)
 
 
-def repicked(entry: CacheEntry | None, objective: Objective | None = None, **figures: Any) -> CacheEntry | None:
+def repicked(entry: CacheEntry | None, objective: Objective | None = None) -> CacheEntry | None:
     """THE re-pick of a looked-up entry, for both readers (`Cache.lookup` and the decorator's
     `_fastread.Reader.lookup`): ``entry`` re-picked for ``objective`` (`CacheEntry.for_objective`),
-    or for the entry's own objective with the ``figures`` given replaced (`Objective.overridden`'s
-    keywords; None keeps one); as it is when neither is given, None for no entry.
+    as it is without one, None for no entry.
 
     Example::
 
         >>> repicked(None, Objective(expected_calls=10)) is None
         True
     """
-    if entry is None:
-        return None
-    if objective is None:
-        if all(v is None for v in figures.values()):
-            return entry
-        objective = entry.goal.overridden(**figures)
+    if entry is None or objective is None:
+        return entry
     return entry.for_objective(objective)
 
 

@@ -21,25 +21,15 @@ import os
 import sqlite3
 import sys
 import urllib.parse
-from collections.abc import Callable
 from typing import Any
 
-from autotune._paths import default_cache_location
+from autotune._paths import ENV_CACHE, default_cache_location, read_only_path, redact
 from autotune.cache._entry import CacheEntry, repicked
 from autotune.cache._layout import ENTRIES_TABLE, VERSION_TABLE, entry_columns, entry_from_row, readable
 from autotune.select._objective import Objective
 
 _UNREAD = object()
 """`_read` could not decide: `Cache` reads it (and says what is wrong, if anything is)."""
-
-
-def read_only_path(path: str) -> bool:
-    """Whether reads of ``path`` need the immutable read-only connection: the directory is
-    not writable and the ``-wal``/``-shm`` files are absent (SQLite cannot open a WAL
-    database read-only without them)."""
-    return not os.access(os.path.dirname(path), os.W_OK) and not (
-        os.path.exists(path + "-wal") and os.path.exists(path + "-shm")
-    )
 
 
 def sqlite_path(location: Any) -> str | None:
@@ -52,7 +42,7 @@ def sqlite_path(location: Any) -> str | None:
     """
     cache = _given_cache(location)
     if cache is not None:
-        return cache._db.path if cache._db.backend == "sqlite" else None
+        return cache.sqlite_path
     if location is None:
         location = default_cache_location()
     if not isinstance(location, (str, os.PathLike)):
@@ -70,22 +60,22 @@ def sqlite_path(location: Any) -> str | None:
 
 
 class Reader:
-    """Looks entries up in one cache location; `Cache` is opened only when it must be.
+    """The one read path into a cache location: a SQLite file through the standard library,
+    everything else (and every file that is not plainly readable) through `Cache`, opened only
+    when it must be.
 
     Arguments:
         location: what ``cache=`` takes (see `sqlite_path`).
-        open_cache: ``location -> Cache``, called when `Cache` must read (the caller owns
-            that import, so this module never loads SQLAlchemy itself).
 
     Example::
 
-        >>> reader = Reader("/tmp/no-such-dir/cache.db", open_cache=None)
+        >>> reader = Reader("/tmp/no-such-dir/cache.db")
         >>> reader.lookup("m:f", "0" * 32, "sig", "cpu|cpu|1|jax=0|jaxlib=0") is None
         True
     """
 
-    def __init__(self, location: Any, open_cache: Callable[[Any], Any]):
-        self.location, self._open = location, open_cache
+    def __init__(self, location: Any):
+        self.location = location
         self.path = sqlite_path(location)
         self._cache = _given_cache(location)
 
@@ -98,8 +88,18 @@ class Reader:
     def cache(self) -> Any:
         """The `Cache` of this location (imports SQLAlchemy on first use)."""
         if self._cache is None:
-            self._cache = self._open(self.location)
+            from autotune.cache._cache import Cache
+
+            self._cache = Cache(self.location)
         return self._cache
+
+    @property
+    def display_location(self) -> str:
+        """The location as messages name it (password redacted)."""
+        if self._cache is not None:
+            return self._cache.display_url
+        where = self.location if self.location is not None else os.environ.get(ENV_CACHE)
+        return redact(where) if where else "the default cache"
 
     def lookup(
         self,
@@ -120,6 +120,25 @@ class Reader:
         if entry is _UNREAD:
             return self.cache.lookup(*key, objective=objective)
         return repicked(entry, objective)
+
+    def has_xla(self, function_key: str) -> bool:
+        """Whether the SQLite file holds an entry of ``function_key`` whose config sets XLA options
+        (``"@xla"``): one indexed read-only query. Any problem, and a cache that is not a plain
+        SQLite file, is False: the caller then routes nothing (`autotune.jit._routes`)."""
+        if self.path is None or not os.path.exists(self.path):
+            return False
+        try:
+            con = sqlite3.connect(f"file:{urllib.parse.quote(self.path)}?mode=ro", uri=True, timeout=0)
+            try:
+                row = con.execute(
+                    f"SELECT 1 FROM {ENTRIES_TABLE} WHERE function_key = ? AND config LIKE ? LIMIT 1",
+                    (function_key, '%"@xla"%'),
+                ).fetchone()
+            finally:
+                con.close()
+        except sqlite3.Error:
+            return False
+        return row is not None
 
 
 def _given_cache(location: Any) -> Any:

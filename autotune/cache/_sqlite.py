@@ -30,8 +30,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import IntegrityError
 
-from autotune._paths import create_private_file, make_private_dirs
-from autotune.cache._fastread import read_only_path  # one rule for both read paths
+from autotune._paths import create_private_file, make_private_dirs, read_only_path
 
 WRITE_BUSY_TIMEOUT_MS = 30000
 LOCK_WAIT_BUDGET_S = 3.0

@@ -22,7 +22,7 @@ from autotune.cli._output import console, emit_json, stdout_to_stderr
 from autotune.cli._parser import HELPER_ONLY, repeat_argv
 from autotune.cli._show import charged_timing, show_result
 from autotune.cli._tables import tiered_of
-from autotune.jit._fn_tune import objective_of
+from autotune.jit._decorator import run_tune
 
 NOT_FOR_RETUNE = ("json", "wide", "expected_calls", "workers", "reconfirm", "builders") + HELPER_ONLY
 
@@ -65,12 +65,12 @@ def cmd_tune(a: argparse.Namespace) -> int:
                 **processes_options(a),
                 cache=a.cache,
             )
-            described = options.goal(objective_of(fn)).describe()
+            described = options.goal(fn.objective).describe()
             err.print(f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g}{described})")
             helpers = Helpers(a, ex.index)
-            result = fn._tune(
-                ex.args,
-                ex.kwargs,
+            result = run_tune(
+                fn,
+                (ex.args, ex.kwargs),
                 options,
                 Plumbing(
                     on_ready=helpers.start,
@@ -117,7 +117,8 @@ def _helper(a: argparse.Namespace, examples: list) -> int:
         **processes_options(a),
         cache=a.cache,
     )
-    fn._tune(ex.args, ex.kwargs, tune_options(a).replace(study_name=a.join_study, progress=False), Plumbing(join=True))
+    options = tune_options(a).replace(study_name=a.join_study, progress=False)
+    run_tune(fn, (ex.args, ex.kwargs), options, Plumbing(join=True))
     return 0
 
 

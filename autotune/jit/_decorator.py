@@ -1,11 +1,11 @@
-"""`@at.autotuned`: a drop-in for ``jax.jit`` that applies the cached best config.
+"""`@at.autotuned`, a drop-in for ``jax.jit`` that applies the cached best config: the
+:class:`Autotuned` object behind it and its whole call path.
 
-The first call per signature costs what ``jax.jit``'s does, plus a hash and one read:
-the function is traced once (`_sites.trace_program`), that trace gives the fingerprint
-and the sites, and the jit emits it by replaying it (`_rewrite.evaluate`) under the
-config found, the default's or a cached one. A SQLite cache is read with the standard
-library (`cache._fastread`); SQLAlchemy loads only for other databases, for writes and
-when a file is not plainly readable. The tuner (Optuna) loads only when a function is tuned.
+A first call per signature costs what ``jax.jit``'s does, plus a hash and one read: the function
+is traced once (`_sites.trace_program`), which gives the fingerprint and the sites, and the jit's
+program is that trace replayed (`_rewrite.evaluate`) under the config found in the cache (read by
+its one read path, `autotune.cache._fastread.Reader`). What hangs off the object (`_lookup`,
+`_routes`, `_tier`, `_fn_tune`, `_record`, `_bound`) takes a `Target` and callables, never the object.
 """
 
 from __future__ import annotations
@@ -18,42 +18,23 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from autotune._errors import AutotuneError, ConfigError, warn_user_once
-from autotune.jit._lookup import Lookup, after_prefetch, failed_lookup, open_cache, prefetch, read_config
-from autotune.jit._methods import BoundAutotuned, XlaRoutes, handed_out
+from autotune._errors import AutotuneError, ConfigError
+from autotune.jit._bound import AutotunedMethod, BoundAutotuned, defined_in_class
+from autotune.jit._lookup import Lookup, Lookups, failed_lookup, prefetch
+from autotune.jit._routes import XlaRoutes
+from autotune.jit._target import OBJECTIVE_KEYWORDS, Target, merged_objective
 from autotune.program import _keys
 from autotune.program._config import Config
 from autotune.program._xla import XlaChoice
 from autotune.select._objective import DEFAULT, Objective, compilation_cache_on
 
-__all__ = ["Autotuned", "Lookup", "autotuned", "controller", "open_cache"]
+__all__ = ["Autotuned", "Lookup", "autotuned", "controller", "run_tune"]
 
 if TYPE_CHECKING:
+    from autotune._options import Plumbing, TuneOptions
     from autotune.study import TuneResult
 
-ON_MISS = ("default", "warn", "tune")
 _ENV_RECORD = "AUTOTUNE_RECORD"  # _record.ENV_RECORD: read here so that _record loads only when recording
-
-
-_OBJECTIVE_KEYWORDS = ("expected_calls", "compile_weight", "runtime_weight", "processes", "compilation_cache")
-
-
-def merged_objective(base: Objective, detect_cache: bool, said: dict[str, Any]) -> tuple[Objective, bool]:
-    """(``base`` with the objective keywords ``said`` replaced (None keeps one), whether its
-    compilation cache is still to be detected): the one place the decorator's objective keywords
-    become an :class:`Objective` (a bad figure fails here, by name).
-
-    Example::
-
-        >>> goal, detect = merged_objective(DEFAULT, True, {"expected_calls": 10, "compilation_cache": False})
-        >>> goal.expected_calls, goal.compilation_cache, detect
-        (10, False, False)
-    """
-    cache = said.get("compilation_cache")
-    if cache is not None:
-        compilation_cache_on(cache)  # not a bool: fails by name
-    changes = {k: v for k, v in said.items() if v is not None}
-    return dataclasses.replace(base, **changes), detect_cache and cache is None
 
 
 def controller(fn: Any) -> Autotuned | None:
@@ -62,6 +43,15 @@ def controller(fn: Any) -> Autotuned | None:
         return fn
     ctl = getattr(fn, "autotune", None)
     return ctl if isinstance(ctl, Autotuned) else None
+
+
+def run_tune(fn: Any, call: tuple[tuple, dict], options: TuneOptions, plumbing: Plumbing) -> TuneResult | None:
+    """``autotune tune``'s entry (and ``tune --recorded``'s): tune the ``@at.autotuned`` function ``fn``
+    on ``call`` (``(args, kwargs)``) with ``options`` and ``plumbing`` built by the command."""
+    ctl = controller(fn)
+    if ctl is None:
+        raise AutotuneError(f"{fn!r} is not an @at.autotuned function: decorate it with @at.autotuned.")
+    return ctl._tune(call, options, plumbing)
 
 
 class Autotuned:
@@ -89,48 +79,45 @@ class Autotuned:
     ):
         if not callable(fun):
             raise AutotuneError(f"at.autotuned needs a function, got {type(fun).__name__}.")
-        if on_miss not in ON_MISS:
-            raise ConfigError(f"at.autotuned(on_miss={on_miss!r}): choose one of {list(ON_MISS)}.")
-        functools.update_wrapper(self, fun)
-        self.fun = fun
+        if not isinstance(tier_up, bool):
+            raise ConfigError(f"at.autotuned(tier_up={tier_up!r}): pass True or False.")
         if not isinstance(objective, Objective):
             raise ConfigError(f"Autotuned(objective={objective!r}): pass an autotune.Objective.")
+        functools.update_wrapper(self, fun)
+        self.target = Target(fun, key, jit_kwargs, cache, on_miss)
         # The objective, built once at the public boundary (`autotuned`'s keywords); with ``detect_cache``
         # its compilation_cache is detected when used (`objective`), not now.
         self._objective, self._detect_cache = objective, bool(detect_cache)
-        self.on_miss = on_miss
-        self.key = key or _keys.function_key(fun)
-        if key is None and _keys.unstable_key_reason(self.key):
-            warn_user_once(
-                ("unstable-key", self.key),
-                f"autotune: {self.key} has no stable function key ({_keys.unstable_key_reason(self.key)}), so "
-                "a config tuned in one process is not found in another. Pass a stable name: "
-                "@at.autotuned(key='mymodule:myfn').",
-            )
-        self.jit_kwargs = jit_kwargs
         self._record_arg, self.record_mode = record, None
         if record not in (False, None) or os.environ.get(_ENV_RECORD, "").strip():
             from autotune.jit import _record
 
             self.record_mode = _record.mode(record)
-        self._current = None  # values mode: the call being traced, so its values can be recorded
-        self.cache_arg = cache
-        self._reader = None
-        self._pending = False
-        self._last_lookup: Lookup | None = None
-        traced = functools.wraps(fun)(lambda *args, **kwargs: self._traced(*args, **kwargs))
+        self.lookups = Lookups(self.target, lambda: self.objective)
+        # the call being traced (values mode: its values are recorded), whether on_miss="tune" is due, the last lookup
+        self._current, self._pending, self._last_lookup = None, False, None
+        traced = functools.wraps(fun)(lambda *args, **kwargs: self._traced_under(XlaChoice(), args, kwargs))
         self._jitted = jax.jit(traced, **jit_kwargs)
-        self._xla = XlaRoutes(self)  # a cached config's XLA options: a jit per choice
-        self.tier_up = bool(tier_up)  # serve the default while the winner compiles (`_tier`)
-        if self.tier_up:
+        # a cached config's XLA options: a jit per choice, each tracing through this object
+        choice_of = lambda a, k: self.lookups.config_for(a, k).config.xla  # noqa: E731
+        self._xla = XlaRoutes(self.target, self._jitted, self._traced_under, choice_of)
+        self.tier_up = tier_up  # serve the default while the winner compiles (`_tier`)
+        self._tier = None
+        if tier_up:
             from autotune.jit._tier import Tier
 
-            self._tier = Tier(self)
-        else:
-            self._tier = None
+            self._tier = Tier(
+                self.target, lambda: self.objective, self._usual_call, self.lookups.lookup, self._xla.jit_for
+            )
         prefetch()
 
-    # -- the objective ------------------------------------------------------------------
+    # -- what the decorator was told -----------------------------------------------------
+    fun = property(lambda self: self.target.fun, doc="The function as written (not jitted).")
+    key = property(lambda self: self.target.key, doc="The stable function key the cache files it under.")
+    jit_kwargs = property(lambda self: self.target.jit_options(), doc="A copy of ``jax.jit``'s keyword arguments.")
+    on_miss = property(lambda self: self.target.on_miss, doc="What a signature without an entry does.")
+    cache_arg = property(lambda self: self.target.cache, doc="What ``cache=`` said (None: the default cache).")
+
     @property
     def objective(self) -> Objective:
         """The objective this function tunes and looks up for, whole: its figures, its ``processes``
@@ -142,64 +129,57 @@ class Autotuned:
             return dataclasses.replace(goal, compilation_cache=compilation_cache_on(None))
         return goal
 
-    @property
-    def expected_calls(self) -> float:
-        return self._objective.expected_calls
+    expected_calls = property(lambda self: self._objective.expected_calls, doc="The objective's call count.")
+    compile_weight = property(lambda self: self._objective.compile_weight, doc="The objective's compile weight.")
+    runtime_weight = property(lambda self: self._objective.runtime_weight, doc="The objective's runtime weight.")
+    processes = property(lambda self: self._objective.processes, doc="How many processes run the function.")
 
-    @property
-    def compile_weight(self) -> float:
-        return self._objective.compile_weight
+    compilation_cache = property(
+        lambda self: None if self._detect_cache else self._objective.compilation_cache,
+        doc="``compilation_cache`` as the decorator was told it; None: detected when used.",
+    )
+    jitted = property(lambda self: self._jitted, doc="The plain ``jax.jit`` object (no XLA options).")
+    last_lookup = property(lambda self: self._last_lookup, doc="The `Lookup` of the signature traced last.")
+    tier = property(lambda self: self._tier, doc="Tier-up's state (`autotune.jit._tier.Tier`); None without it.")
 
-    @property
-    def runtime_weight(self) -> float:
-        return self._objective.runtime_weight
-
-    @property
-    def processes(self) -> int:
-        return self._objective.processes
-
-    @property
-    def compilation_cache(self) -> bool | None:
-        """``compilation_cache`` as the decorator was told it; None: detected when used."""
-        return None if self._detect_cache else self._objective.compilation_cache
-
-    @property
-    def jitted(self) -> Any:
-        """The plain ``jax.jit`` object of this function (no XLA options): what calls go through."""
-        return self._jitted
-
-    @property
-    def xla(self) -> XlaRoutes:
-        """The routes of cached configs' XLA options (`autotune.jit._methods.XlaRoutes`)."""
-        return self._xla
-
-    def traced_under(self, under: XlaChoice, args: tuple, kwargs: dict) -> Any:
-        """The traced program of a call compiled with the XLA options ``under`` (`_traced_under`)."""
-        return self._traced_under(under, args, kwargs)
-
-    def function(self) -> Callable:
-        """What ``@at.autotuned`` hands out (`autotune.jit._methods.handed_out`): the ``jax.jit``
-        object itself, carrying this object's methods; a descriptor for a method; this object
-        when the cache holds a config of this function with XLA options."""
-        return handed_out(self)
+    def function(self) -> Any:
+        """What ``@at.autotuned`` hands out: the ``jax.jit`` object itself (calls cost exactly a jit
+        dispatch), carrying this object's methods; for a function defined in a class body, a
+        descriptor that binds them to the instance too (`AutotunedMethod`); this object when the
+        cache holds a config of this function with XLA options (compile options are a jit
+        object's, so its calls are routed to a jit per XLA choice: `XlaRoutes`)."""
+        if defined_in_class(self.fun):
+            return AutotunedMethod(self)
+        try:
+            self._xla.active = self.reader.has_xla(self.key)
+        except Exception:  # noqa: BLE001 - no routing: the plain jit, as before
+            self._xla.active = False
+        if self._xla.active:
+            return self
+        jitted = self._jitted
+        for name in ("tune", "sites", "config_for", "with_options", "function"):  # every one `Autotuned` has too
+            setattr(jitted, name, getattr(self, name))
+        jitted.key, jitted.expected_calls, jitted.autotune = self.key, self.expected_calls, self
+        return jitted
 
     # -- the hot path: plain jit dispatch ---------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.record_mode == "values":  # values are concrete only here, not inside jit's trace
             self._current = (args, kwargs)
-            try:
-                out = self._call(args, kwargs)
-            finally:
-                self._current = None
-        else:
+        try:
             out = self._call(args, kwargs)
-        if self._pending:
-            self._tune_after_miss(args, kwargs)
+        finally:
+            self._current = None
+        if self._pending:  # on_miss="tune", after the first call of a signature without an entry
+            from autotune.jit._fn_tune import tune_after_miss
+
+            self._pending = False
+            tune_after_miss(self.target, lambda options: self._tune((args, kwargs), options))
         return out
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
-        """A call: the plain jit, or the jit of its cached config's XLA options (`XlaRoutes`)."""
-        if self._tier is not None:  # tier-up: the default serves while the winner compiles
+        """A call: tier-up's (the default serves while the winner compiles), else the usual one."""
+        if self._tier is not None:
             return self._tier.call(args, kwargs)
         return self._usual_call(args, kwargs)
 
@@ -207,12 +187,10 @@ class Autotuned:
         """A call without tier-up: the plain jit, or the jit of the cached config's XLA options."""
         return self._xla.call(args, kwargs) if self._xla.active else self._jitted(*args, **kwargs)
 
-    def _traced(self, *args: Any, **kwargs: Any) -> Any:
-        return self._traced_under(XlaChoice(), args, kwargs)
-
     def _traced_under(self, under: XlaChoice, args: tuple, kwargs: dict) -> Any:
-        """Runs once per abstract signature, inside jit's trace: one trace of the function
-        gives the key and, replayed under the config found, the jit's program.
+        """Runs once per abstract signature, inside the trace of the jit compiled with the XLA
+        options ``under``: one trace of the function gives the key and, replayed under the config
+        found, the jit's program.
 
         Nothing here raises where ``jax.jit`` would not: when autotune fails (the trace on
         abstract values, the fingerprint, the key, the lookup, the replay), the function is
@@ -228,11 +206,11 @@ class Autotuned:
         try:
             signature = _keys.signature(args, kwargs)
         except Exception as exc:
-            lookup = self._failed("key its call signature", exc)
+            lookup = failed_lookup(self.key, "key its call signature", exc)
         else:
-            lookup = self._lookup(program, signature)
-        # tier-up: a first call whose winner compiles slowly emits the default; the winner compiles
-        # from this same trace on a thread (`_tier.Tier.decides`)
+            lookup = self.lookups.lookup(program, signature)
+        # tier-up: a first call whose winner compiles slowly emits the default config; the winner
+        # compiles from this same trace on a thread (`_tier.Tier.decides`)
         tiered = self._tier is not None and self._tier.decides(lookup, program, under)
         if not tiered:
             lookup = self._xla.checked(lookup, under)
@@ -240,7 +218,8 @@ class Autotuned:
         if self.record_mode is not None and lookup.source != "default (error)":
             from autotune.jit import _record
 
-            _record.record_call(self, args, kwargs, lookup)
+            rec = _record.Recording((args, kwargs), self._current, lookup, self.objective)
+            _record.record_call(self.target, self.record_mode, lambda: self.cache, rec)
         if lookup.source != "cache" and self.on_miss == "tune" and lookup.error is None:
             self._pending = True
         try:
@@ -257,49 +236,22 @@ class Autotuned:
         """The function traced as ``jax.jit`` traces it (its default config); then one warning
         (none when the function itself raises: that error is the user's, as under ``jax.jit``)."""
         out = self.fun(*args, **kwargs)
-        self._last_lookup = self._failed(what, exc)
+        self._last_lookup = failed_lookup(self.key, what, exc)
         return out
 
-    def _failed(self, what: str, exc: Exception, signature: str = "?") -> Lookup:
-        return failed_lookup(self.key, what, exc, signature)
-
     # -- lookups ------------------------------------------------------------------------
-    @property
-    def reader(self):
-        """Reads this function's cache: a SQLite file with the standard library, else `Cache`."""
-        if self._reader is None:
-            after_prefetch()
-            from autotune.cache._fastread import Reader
-
-            self._reader = Reader(self.cache_arg, open_cache)
-        return self._reader
-
-    @property
-    def cache(self):
-        """The `at.Cache` of this function (opened on first use; it loads SQLAlchemy)."""
-        return self.reader.cache
-
-    def _lookup(self, program, signature: str) -> Lookup:
-        """The config for this program and signature; every failure of ours is the default
-        config and a warning (a cache problem names the cache, anything else the function)."""
-        try:
-            return read_config(self, program, signature)
-        except Exception as exc:
-            return self._failed("fingerprint it and look its config up", exc, signature)
+    reader = property(lambda self: self.lookups.reader, doc="This function's cache, through its one read path.")
+    cache = property(lambda self: self.lookups.reader.cache, doc="The `at.Cache` (opened on first use).")
 
     def config_for(self, *args: Any, **kwargs: Any) -> Lookup:
         """The config a call with these arguments gets, and where it came from."""
-        program, signature = _keys.program_key(self.fun, args, kwargs, self.jit_kwargs)
-        return self._lookup(program, signature)
+        return self.lookups.config_for(args, kwargs)
 
     def sites(self, *args: Any, **kwargs: Any):
         """The loop sites of this function traced on these arguments (exactly a call's arguments)."""
         return _keys.program_key(self.fun, args, kwargs, self.jit_kwargs)[0].sites
 
-    @property
-    def autotune(self) -> Autotuned:
-        """This object, as ``fn.autotune`` names it on the plain jit object ``function()`` hands out."""
-        return self
+    autotune = property(lambda self: self, doc="This object, as ``fn.autotune`` names it on the jit handed out.")
 
     # -- jit passthroughs -----------------------------------------------------------------
     def lower(self, *args: Any, **kwargs: Any):
@@ -315,28 +267,17 @@ class Autotuned:
 
     def clear_cache(self) -> None:
         """Forget compiled versions, so the next call looks the cache up again."""
-        for jitted in self._xla.jits.values():
-            jitted.clear_cache()
-        self._xla.routes.clear()
-        self._xla.by_call.clear()
+        self._xla.clear()
 
     def with_options(self, **overrides: Any) -> Autotuned:
         """A copy with some options replaced (None keeps the current value): the decorator's
         keywords, the objective's figures among them (merged here into one :class:`Objective`)."""
-        said = {k: overrides.pop(k, None) for k in _OBJECTIVE_KEYWORDS}
+        said = {k: overrides.pop(k, None) for k in OBJECTIVE_KEYWORDS}
         objective, detect = merged_objective(self._objective, self._detect_cache, said)
-        opts = dict(
-            objective=objective,
-            detect_cache=detect,
-            cache=self.cache_arg,
-            on_miss=self.on_miss,
-            key=self.key,
-            record=self._record_arg,
-            tier_up=self.tier_up,
-            **self.jit_kwargs,
-        )
+        opts = dict(cache=self.cache_arg, on_miss=self.on_miss, key=self.key, record=self._record_arg)
+        opts.update(tier_up=self.tier_up, **self.jit_kwargs)
         opts.update({k: v for k, v in overrides.items() if v is not None})
-        return Autotuned(self.fun, **opts)
+        return Autotuned(self.fun, objective=objective, detect_cache=detect, **opts)
 
     # -- tuning ---------------------------------------------------------------------------
     def tune(
@@ -362,33 +303,25 @@ class Autotuned:
         Returns:
             The :class:`at.TuneResult`; later calls with the same signature use its config.
         """
-        from autotune.jit._fn_tune import options_of, tune_with
+        from autotune.jit._fn_tune import options_of
 
         named = dict(n_trials=n_trials, timeout=timeout, sampler=sampler, storage=storage, study_name=study_name)
-        opts, kwargs = options_of(self, f"{self.__name__}.tune", {**named, **options})
-        return tune_with(self, args, kwargs, opts)
+        opts, kwargs = options_of(self.fun, f"{self.__name__}.tune", {**named, **options})
+        return self._tune((args, kwargs), opts)
 
-    def _tune(self, args: tuple, kwargs: dict[str, Any], options: Any, plumbing: Any = None) -> TuneResult | None:
-        """The command line's entry: ``options`` (:class:`TuneOptions`) built by the caller,
-        ``plumbing`` (:class:`autotune._options.Plumbing`) for helpers, ``--join-study``, the
-        stored re-tune command and the worker's import location."""
+    def _tune(self, call: tuple[tuple, dict], options: TuneOptions, plumbing: Plumbing | None = None) -> Any:
         from autotune.jit._fn_tune import tune_with
 
-        return tune_with(self, tuple(args), dict(kwargs), options, plumbing)
-
-    def _tune_after_miss(self, args, kwargs) -> None:
-        from autotune.jit._fn_tune import tune_after_miss
-
-        self._pending = False
-        tune_after_miss(self, args, kwargs)
+        result = tune_with(self.target, self.objective, lambda: self.cache, call, options, plumbing)
+        if result is not None and result.stored == "written":
+            self.clear_cache()
+        return result
 
     def __repr__(self) -> str:
         return f"<autotuned {self.key} expected_calls={self.expected_calls}>"
 
     def __get__(self, obj, objtype=None):
-        if obj is None:
-            return self
-        return BoundAutotuned(self, obj)
+        return self if obj is None else BoundAutotuned(self, obj)
 
 
 def autotuned(
@@ -426,9 +359,9 @@ def autotuned(
         record: ``True`` writes a pending row at the first call per signature, for
             ``autotune tune --recorded`` to tune later; ``"values"`` also keeps the argument
             values (``AUTOTUNE_RECORD=1`` / ``values`` turns it on for every function).
-        tier_up: never wait for the tuned compile: a signature whose cached winner compiles much
-            slower than the default runs the default at once while the winner compiles on a
-            background thread, and the winner from the first call after it is built
+        tier_up: ``True`` never waits for the tuned compile: a signature whose cached winner
+            compiles much slower than the default runs the default at once while the winner
+            compiles on a background thread, and the winner from the first call after it is built
             (`autotune.jit._tier`; docs/how-to/tier-up.md). Hands out the :class:`Autotuned` object.
         **jit_kwargs: passed to ``jax.jit`` (``static_argnums``, ``donate_argnums``, ...).
 
@@ -451,28 +384,16 @@ def autotuned(
         >>> smooth(jnp.zeros(4)).shape
         (4,)
     """
-
-    said = dict(
-        expected_calls=expected_calls,
-        compile_weight=compile_weight,
-        runtime_weight=runtime_weight,
-        processes=processes,
-        compilation_cache=compilation_cache,
-    )
+    said = dict(expected_calls=expected_calls, compile_weight=compile_weight, runtime_weight=runtime_weight)
+    said.update(processes=processes, compilation_cache=compilation_cache)
     objective, _ = merged_objective(DEFAULT, True, said)  # the one Objective, built at the boundary
+    detect = compilation_cache is None
 
     def wrap(f: Callable):
         ctl = Autotuned(
-            f,
-            objective=objective,
-            detect_cache=compilation_cache is None,
-            cache=cache,
-            on_miss=on_miss,
-            key=key,
-            record=record,
-            tier_up=tier_up,
-            **jit_kwargs,
-        )
-        return ctl if on_miss == "tune" or ctl.record_mode == "values" or tier_up else ctl.function()
+            f, objective=objective, detect_cache=detect, cache=cache, on_miss=on_miss, key=key, record=record,
+            tier_up=tier_up, **jit_kwargs,
+        )  # fmt: skip
+        return ctl if on_miss == "tune" or ctl.record_mode == "values" or ctl.tier_up else ctl.function()
 
     return wrap if fun is None else wrap(fun)

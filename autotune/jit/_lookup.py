@@ -1,4 +1,4 @@
-"""Which config a decorated function's call signature gets: `read_config` and its `Lookup`.
+"""Which config a decorated function's call signature gets: `Lookups`, `read_config` and the `Lookup`.
 
 Runs inside the first call per signature (jit's trace), so it stays cheap: the entry is
 read by `cache._fastread.Reader` (a SQLite file through the standard library), and the
@@ -9,18 +9,19 @@ config and one warning, never an exception.
 
 from __future__ import annotations
 
-import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from autotune import _paths
 from autotune._errors import warn_user_once
+from autotune.jit._target import Target
 from autotune.program import _keys
 from autotune.program._config import Config
+from autotune.select._objective import Objective
 
 if TYPE_CHECKING:
-    from autotune.jit._decorator import Autotuned
+    from autotune.cache._fastread import Reader
 
 
 @dataclass(frozen=True)
@@ -99,13 +100,6 @@ def _short(text: str, limit: int = 120) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def open_cache(cache: Any):
-    """``cache`` as an `at.Cache` (this imports SQLAlchemy)."""
-    from autotune.cache import Cache
-
-    return cache if isinstance(cache, Cache) else Cache(cache)
-
-
 def _import_call_path() -> None:
     with _IMPORTING:
         try:
@@ -136,46 +130,52 @@ def after_prefetch() -> None:
         pass
 
 
-def cache_location(cache_arg: Any, cache: Any) -> str:
-    """The cache as a warning names it (password redacted)."""
-    where = cache if cache is not None else (cache_arg or os.environ.get(_paths.ENV_CACHE))
-    return _paths.redact(where) if where else "the default cache"
+class Lookups:
+    """How one decorated function's call signatures find their config: its cache's one read path
+    (`autotune.cache._fastread.Reader`, opened on first use) and a lookup that never raises.
 
+    Arguments:
+        target: the decorated function, as the decorator was told it.
+        objective: ``() -> Objective``, the objective it looks up for, whole (read per lookup: its
+            compilation cache may be detected when used).
+    """
 
-def cache_has_xla(ctl: Autotuned) -> bool:
-    """Whether ``ctl``'s SQLite cache holds an entry of its function whose config sets XLA options
-    (``"@xla"``): then the decorator hands out its routing object instead of the bare ``jax.jit``
-    (compile options belong to a jit object, not to a signature). One indexed query at decoration;
-    any problem is False (no routing: the plain jit, as before)."""
-    import sqlite3
+    def __init__(self, target: Target, objective: Callable[[], Objective]):
+        self.target, self._objective = target, objective
+        self._reader: Reader | None = None
 
-    after_prefetch()
-    from autotune.cache._fastread import sqlite_path
-    from autotune.cache._layout import ENTRIES_TABLE
+    @property
+    def reader(self) -> Reader:
+        """The cache's read path (the modules a prefetch is importing are waited for first)."""
+        if self._reader is None:
+            after_prefetch()
+            from autotune.cache._fastread import Reader
 
-    path = sqlite_path(ctl.cache_arg)  # None: $AUTOTUNE_CACHE or the user cache
-    if path is None or not os.path.exists(path):
-        return False
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0)
+            self._reader = Reader(self.target.cache)
+        return self._reader
+
+    def lookup(self, program: Any, signature: str) -> Lookup:
+        """The config for this program and signature; every failure of ours is the default
+        config and a warning (a cache problem names the cache, anything else the function)."""
         try:
-            row = con.execute(
-                f"SELECT 1 FROM {ENTRIES_TABLE} WHERE function_key = ? AND config LIKE ? LIMIT 1",
-                (ctl.key, '%"@xla"%'),
-            ).fetchone()
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return False
-    return row is not None
+            return read_config(self.reader, self.target, self._objective(), program, signature)
+        except Exception as exc:
+            return failed_lookup(self.target.key, "fingerprint it and look its config up", exc, signature)
+
+    def config_for(self, args: tuple, kwargs: dict) -> Lookup:
+        """The config a call with these arguments gets (its program traced as ``jax.jit`` would)."""
+        target = self.target
+        program, signature = _keys.program_key(target.fun, args, kwargs, target.jit_options())
+        return self.lookup(program, signature)
 
 
-def read_config(ctl: Autotuned, program: Any, signature: str) -> Lookup:
-    """The config the `Autotuned` ``ctl`` applies to ``program`` with ``signature``.
+def read_config(reader: Reader, target: Target, objective: Objective, program: Any, signature: str) -> Lookup:
+    """The config ``target`` applies to ``program`` with ``signature``, read through ``reader``
+    (the cache's read path, `autotune.cache._fastread.Reader`) and re-picked for ``objective``.
 
     A cache that cannot be read, or an entry that does not fit the program, is the default
     config and one warning naming the cache; an entry measured for other call counts than
-    ``ctl.expected_calls`` is applied with one warning that says how to re-tune.
+    ``objective.expected_calls`` is applied with one warning that says how to re-tune.
 
     Raises:
         Exception: only what fingerprinting ``program`` raises (the caller warns).
@@ -186,16 +186,17 @@ def read_config(ctl: Autotuned, program: Any, signature: str) -> Lookup:
         device_key = _keys.device_key(_keys.device_info())
     except Exception as exc:  # no backend: jit itself will say so
         return Lookup(Config(), "default (cache error)", None, fingerprint, signature, "?", str(exc))
+    key = target.key
     try:
         # Tuned for another call count or weights: the lookup re-picks with the one rule.
-        entry = ctl.reader.lookup(ctl.key, fingerprint, signature, device_key, objective=ctl.objective)
+        entry = reader.lookup(key, fingerprint, signature, device_key, objective=objective)
         if entry is None:
-            if ctl.on_miss == "warn":
+            if target.on_miss == "warn":
                 warn_user_once(
-                    ("miss", ctl.key, signature),
-                    f"autotune: no tuned config for {ctl.key} with signature {signature} on "
+                    ("miss", key, signature),
+                    f"autotune: no tuned config for {key} with signature {signature} on "
                     f"{device_key}; running the default config. Tune it with "
-                    f"`{ctl.__name__}.tune(*args)` or `autotune tune FILE`.",
+                    f"`{target.name}.tune(*args)` or `autotune tune FILE`.",
                 )
             return Lookup(Config(), "default", None, fingerprint, signature, device_key)
         config = Config.from_dict(entry.config)
@@ -204,24 +205,25 @@ def read_config(ctl: Autotuned, program: Any, signature: str) -> Lookup:
 
         Plan(program.sites, config)
     except Exception as exc:
-        where = cache_location(ctl.cache_arg, ctl.reader.opened)
+        where = reader.display_location
         warn_user_once(
             ("cache-error", where, type(exc).__name__),
             f"autotune: the tuning cache {where} could not be used ({type(exc).__name__}: {exc}); "
-            f"{ctl.key} runs its default config. Fix or remove the cache, or pass cache= another location.",
+            f"{key} runs its default config. Fix or remove the cache, or pass cache= another location.",
         )
         return Lookup(Config(), "default (cache error)", None, fingerprint, signature, device_key, str(exc))
-    if not entry.covers(ctl.expected_calls):
+    calls = objective.expected_calls
+    if not entry.covers(calls):
         from autotune import _display
 
-        calls, covered = ctl.expected_calls, _display.range_text(entry.covered_range)
+        covered = _display.range_text(entry.covered_range)
         from autotune.cache._entry import fill_retune
         from autotune.cache._store import python_retune
 
-        command = fill_retune(entry.retune or python_retune(ctl.__name__), calls)
+        command = fill_retune(entry.retune or python_retune(target.name), calls)
         warn_user_once(
-            ("range", ctl.key, signature, calls),
-            f"autotune: {ctl.key} was measured completely only for {covered} "
+            ("range", key, signature, calls),
+            f"autotune: {key} was measured completely only for {covered} "
             f"calls, and expected_calls={calls:g} lies outside, so configs that were not measured for that "
             f"many calls could be cheaper; it runs the best measured one ({config}). "
             f"Re-tune for {calls:g} calls: {command}",

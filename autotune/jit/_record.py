@@ -21,19 +21,19 @@ import math
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import jax
 import numpy as np
 
 from autotune._errors import ConfigError, warn_user_once
-from autotune.jit._fn_tune import objective_of
+from autotune.jit._lookup import Lookup
+from autotune.jit._target import Target
 from autotune.program import _compat, _keys
 from autotune.program._abstract import describe, dtype_named
-
-if TYPE_CHECKING:
-    from autotune.jit._decorator import Autotuned
-    from autotune.jit._lookup import Lookup
+from autotune.select._objective import Objective
 
 ENV_RECORD = "AUTOTUNE_RECORD"
 ENV_MAX_MB = "AUTOTUNE_RECORD_MAX_MB"
@@ -203,26 +203,40 @@ def write_values(cache: Any, arrays: list[np.ndarray], note: str | None, stem: s
 # ------------------------------------------------------------------ the decorator's hook
 
 
-def record_call(ctl: Autotuned, args: tuple, kwargs: dict, lookup: Lookup) -> bool:
-    """Record this call for tuning later (the decorator's traced path calls this once per
-    signature). The call is described here; the row (and value files) are written by a
+@dataclass(frozen=True, eq=False)
+class Recording:
+    """What one traced call brings to be recorded: the call as traced, its concrete values where
+    the decorator had them (``values`` mode, at a call; None inside ``.lower()`` or a
+    transformation), the config's lookup, and the objective the program runs under."""
+
+    call: tuple[tuple, dict]
+    values: tuple[tuple, dict] | None
+    lookup: Lookup
+    objective: Objective
+
+
+def record_call(target: Target, mode: str, cache: Callable[[], Any], rec: Recording) -> bool:
+    """Record a call of ``target`` for tuning later, in ``cache()`` (the `Cache` it opens), in
+    ``mode`` (`mode`'s ``"shapes"`` or ``"values"``); the decorator's traced path calls this once
+    per signature. The call is described here; the row (and value files) are written by a
     background thread, so the first call pays microseconds, not a database commit. Never
     raises: any error is one warning; a locked cache skips the row.
 
     Returns:
         Whether a write was queued (`flush` waits for it).
     """
+    lookup = rec.lookup
     if lookup.error is not None:  # the cache could not be read: its one warning is enough
         return False
-    token = (ctl.key, lookup.fingerprint, lookup.signature, lookup.device_key)
+    token = (target.key, lookup.fingerprint, lookup.signature, lookup.device_key)
     with _lock:
         if token in _seen:
             return False
         _seen.add(token)
     try:
-        job = _prepare(ctl, args, kwargs, lookup, token)
+        job = _prepare(target, mode == "values", cache(), rec, token)
     except Exception as exc:
-        _failed(ctl.key, exc)
+        _failed(target.key, exc)
         return False
     if job is not None:
         _submit(job)
@@ -237,28 +251,27 @@ def _failed(key: str, exc: BaseException) -> None:
     )
 
 
-def _prepare(ctl: Autotuned, args: tuple, kwargs: dict, lookup: Lookup, token: tuple):
+def _prepare(target: Target, values_mode: bool, cache: Any, rec: Recording, token: tuple):
     """Describe the call now (values copied now: the call may donate them); return the write."""
     from autotune.cache import PendingRecord
 
-    abstract, why_not, leaves = describe(ctl.fun, args, kwargs)
-    location, loc_why = location_of(ctl.fun)
-    cache, values_mode = ctl.cache, ctl.record_mode == "values"
+    abstract, why_not, leaves = describe(target.fun, *rec.call)
+    location, loc_why = location_of(target.fun)
     arrays, note = [], None
     if values_mode:
-        if any(r.key == token for r in cache.pending(ctl.key)):
+        if any(r.key == token for r in cache.pending(target.key)):
             return None  # recorded before: do not copy or write its values again
-        arrays, note = host_copies(leaves, getattr(ctl, "_current", None), max_bytes())
+        arrays, note = host_copies(leaves, rec.values, max_bytes())
     fields = dict(
-        function_key=ctl.key,
-        fingerprint=lookup.fingerprint,
-        signature=lookup.signature,
+        function_key=target.key,
+        fingerprint=rec.lookup.fingerprint,
+        signature=rec.lookup.signature,
         device=_keys.device_info(),
         location=location,
         abstract=abstract,
         # Where the program runs is where its processes and compilation cache are known.
-        objective=objective_of(ctl).to_dict(),
-        options=jit_options(ctl.jit_kwargs),
+        objective=rec.objective.to_dict(),
+        options=jit_options(target.jit_options()),
         replayable=(loc_why or why_not) is None,
         why_not=loc_why or why_not,
     )
@@ -276,7 +289,7 @@ def _prepare(ctl: Autotuned, args: tuple, kwargs: dict, lookup: Lookup, token: t
         if not stored:  # recorded before, or the cache was locked: no orphan files
             _unlink_values(cache, rec)
 
-    write.key = ctl.key
+    write.key = target.key
     return write
 
 

@@ -3,8 +3,8 @@
 A call signature whose cached winner compiles much slower than the default, and for which
 serving the default while it compiles costs less at the decorator's ``expected_calls`` than
 compiling it up front (`autotune.select._rule.entry_pays`, on the entry's stored figures), gets
-a `Slot`. The decision is made inside the decorator's own trace of its first call (`Tier.decides`, from
-`Autotuned._traced_under`): the one trace that looks the entry up emits the default config for
+a `Slot`. The decision is made inside the decorator's own trace of its first call (`Tier.decides`):
+the one trace that looks the entry up emits the default config for
 the decorator's jit, and a daemon thread compiles the winner from the same traced program
 (replayed under the winner's config, with its XLA options: `Tier._builder`), so the function is
 traced once, as under the plain decorator. Its calls run the default until the executable is
@@ -24,18 +24,22 @@ from __future__ import annotations
 
 import atexit
 import functools
+import os
+import signal
+import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 
 from autotune._errors import error_text, warn_user_once
-from autotune.program._jitargs import dynamic_args, jit_option_set
+from autotune.jit._lookup import Lookup
+from autotune.jit._routes import call_key
+from autotune.jit._target import Target
+from autotune.program._jitargs import dynamic_args
 from autotune.program._xla import XlaChoice, jit_options
-
-if TYPE_CHECKING:
-    from autotune.jit._decorator import Autotuned
+from autotune.select._objective import Objective
 
 __all__ = ["Slot", "Tier"]
 
@@ -54,10 +58,36 @@ _exiting = threading.Event()
 def _join_at_exit() -> None:
     """At exit, let a background compile that has started finish (at most its compile time); one
     that has not started yet does not start. A daemon thread still inside XLA when the interpreter
-    finalizes aborts the process ("FATAL: exception not rethrown"), so they are joined here."""
+    finalizes aborts the process ("FATAL: exception not rethrown"), so they are joined here; an
+    interrupt during that wait ends the process at once (`_exit_now`), never by finalizing."""
     _exiting.set()
     for thread in list(_live):
-        thread.join()
+        try:
+            thread.join()
+        except KeyboardInterrupt:  # a second Ctrl-C: the user wants out now
+            _exit_now(None)
+        except SystemExit as exc:  # a signal handler that calls sys.exit
+            _exit_now(exc.code)
+
+
+def _exit_now(code: Any) -> None:
+    """End the process without finalizing the interpreter (a compile is still inside XLA), with the
+    status it would have had: killed by SIGINT for ``code`` None (an interrupt), else ``sys.exit``'s.
+    Non-daemon threads (the recording writer's among them) have finished before atexit runs, so
+    nothing of autotune's is lost; buffered output is flushed first."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001, S110 - a closed stream: nothing to flush
+            pass
+    if code is None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        code = 128 + signal.SIGINT  # where the signal is blocked, the shell's status for it
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr, flush=True)  # as the interpreter prints sys.exit("message")
+        code = 1
+    os._exit(code)
 
 
 def _abstract(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -85,7 +115,7 @@ class Slot:
         self.done = threading.Event()
         self.call = self._call_default
         self.thread = threading.Thread(
-            target=self._build, args=(build,), name=f"autotune-tier-up {tier.ctl.key}", daemon=True
+            target=self._build, args=(build,), name=f"autotune-tier-up {tier.target.key}", daemon=True
         )
 
     def start(self) -> None:
@@ -121,8 +151,9 @@ class Slot:
         default (and one warning) when it failed."""
         if self.state == _READY:
             winner = self.winner
-            if self.tier.statics:
-                fn, jit_kwargs = self.tier.ctl.fun, self.tier.ctl.jit_kwargs
+            target = self.tier.target
+            if target.has_statics:
+                fn, jit_kwargs = target.fun, target.jit_options()
 
                 def call(args: tuple, kwargs: dict) -> Any:
                     dyn, dyn_kw = dynamic_args(fn, args, kwargs, jit_kwargs)
@@ -136,7 +167,7 @@ class Slot:
             return
         default = self.default
         self.call = lambda args, kwargs: default(*args, **kwargs)
-        key = self.tier.ctl.key
+        key = self.tier.target.key
         warn_user_once(
             ("tier-up-failed", key),
             f"autotune: {key}'s tuned config could not be compiled in the background for tier-up "
@@ -150,38 +181,51 @@ class Slot:
 
 
 class Tier:
-    """The tier-up state of one `Autotuned`: per call key (`_methods._call_key`) its `Slot`, or
-    None where the decorator's usual path serves it; per traced signature its `Slot` (``by_signature``)."""
+    """The tier-up state of one decorated function: per call key (`_routes.call_key`) its `Slot`,
+    or None where the decorator's usual path serves it; per traced signature its `Slot`
+    (``by_signature``).
 
-    def __init__(self, ctl: Autotuned):
-        self.ctl = ctl
+    Arguments:
+        target: the decorated function, as the decorator was told it.
+        objective: the objective it looks up for, whole (read when a signature is decided).
+        usual_call: ``(args, kwargs) -> out``, a call down the decorator's usual path (its plain
+            jit or XLA route), whose trace of a new signature calls :meth:`decides`.
+        lookup: ``(program, signature) -> Lookup``, the decorator's lookup.
+        jit_for: ``XlaChoice -> jit``, the decorator's jit compiled with those XLA options.
+    """
+
+    def __init__(
+        self,
+        target: Target,
+        objective: Callable[[], Objective],
+        usual_call: Callable[[tuple, dict], Any],
+        lookup: Callable[[Any, str], Lookup],
+        jit_for: Callable[[XlaChoice], Any],
+    ):
+        self.target, self._objective = target, objective
+        self._usual_call, self._lookup, self._jit_for = usual_call, lookup, jit_for
         self.slots: dict[Any, Slot | None] = {}
         self.by_signature: dict[str, Slot] = {}
         self.lock = threading.Lock()
         self._local = threading.local()  # the first call being traced on this thread, and what it decided
         self._default: Any = None
-        self.statics = bool(
-            jit_option_set(ctl.jit_kwargs, "static_argnums") or jit_option_set(ctl.jit_kwargs, "static_argnames")
-        )
 
     @property
     def default(self) -> Any:
         """The default config's jit: the function under plain ``jax.jit`` (what the default emits),
         for a signature whose first call was not traced by the decorator (`_untraced`)."""
         if self._default is None:
-            self._default = jax.jit(self.ctl.fun, **self.ctl.jit_kwargs)
+            self._default = jax.jit(self.target.fun, **self.target.jit_options())
         return self._default
 
     def call(self, args: tuple, kwargs: dict) -> Any:
-        from autotune.jit._methods import _call_key
-
-        key = _call_key(args, kwargs)
+        key = call_key(args, kwargs)
         try:
             slot = self.slots[key]
         except (KeyError, TypeError):
             return self._first(key, args, kwargs)
         if slot is None:  # the decorator's usual path
-            return self.ctl._usual_call(args, kwargs)
+            return self._usual_call(args, kwargs)
         return slot.call(args, kwargs)
 
     def _first(self, key: Any, args: tuple, kwargs: dict) -> Any:
@@ -190,7 +234,7 @@ class Tier:
         local = self._local
         local.call, local.traced, local.slot = (args, kwargs), False, None
         try:
-            out = self.ctl._usual_call(args, kwargs)
+            out = self._usual_call(args, kwargs)
         finally:
             local.call = None
         traced, slot = local.traced, local.slot
@@ -206,7 +250,7 @@ class Tier:
         return out
 
     def decides(self, lookup: Any, program: Any, under: XlaChoice) -> bool:
-        """Inside the decorator's trace (`Autotuned._traced_under`) of a first call through
+        """Inside the decorator's trace of a first call through
         :meth:`call`: whether this signature is tiered, so that the trace emits the default config.
         A tiered signature's `Slot` starts here, compiling the winner from ``program``."""
         local = self._local
@@ -215,13 +259,13 @@ class Tier:
             return False
         local.traced = True
         try:
-            if not qualifying(lookup, self.ctl.objective):
+            if not qualifying(lookup, self._objective()):
                 return False
             with self.lock:
                 slot = self.by_signature.get(lookup.signature)
                 if slot is None:
                     build = self._builder(program, lookup.config, *call)
-                    slot = Slot(self, lookup, build, self.ctl.xla.jit_for(under))
+                    slot = Slot(self, lookup, build, self._jit_for(under))
                     self.by_signature[lookup.signature] = slot
         except Exception:  # noqa: BLE001 - tier-up is ours: the usual path serves and reports
             return False
@@ -244,7 +288,7 @@ class Tier:
             out = evaluate(program.jaxpr, [leaves[i] for i in dynamic], plan)
             return jax.tree_util.tree_unflatten(program.out_tree, out)
 
-        jitted = jax.jit(functools.wraps(self.ctl.fun)(replay), **jit_options(config.xla, self.ctl.jit_kwargs))
+        jitted = jax.jit(functools.wraps(self.target.fun)(replay), **jit_options(config.xla, self.target.jit_options()))
         return lambda: jitted.lower(*abstract_args, **abstract_kwargs).compile()
 
     def _untraced(self, args: tuple, kwargs: dict) -> Slot | None:
@@ -256,13 +300,13 @@ class Tier:
         from autotune.program import _keys
 
         try:
-            program, signature = _keys.program_key(self.ctl.fun, args, kwargs, self.ctl.jit_kwargs)
+            program, signature = _keys.program_key(self.target.fun, args, kwargs, self.target.jit_options())
             with self.lock:
                 slot = self.by_signature.get(signature)
             if slot is not None:
                 return slot
-            lookup = self.ctl._lookup(program, signature)
-            if not qualifying(lookup, self.ctl.objective):
+            lookup = self._lookup(program, signature)
+            if not qualifying(lookup, self._objective()):
                 return None
             with self.lock:
                 slot = self.by_signature.get(signature)
@@ -275,9 +319,7 @@ class Tier:
 
     def slot_for(self, *args: Any, **kwargs: Any) -> Slot | None:
         """The slot of a call with these arguments (after its first call), or None."""
-        from autotune.jit._methods import _call_key
-
-        return self.slots.get(_call_key(args, kwargs))
+        return self.slots.get(call_key(args, kwargs))
 
 
 def qualifying(lookup: Any, objective: Any) -> bool:

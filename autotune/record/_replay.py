@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import inspect
 import os
 import shlex
 import sys
@@ -25,7 +24,8 @@ from autotune._errors import AutotuneError, error_text
 from autotune._options import Plumbing, TuneOptions
 from autotune.cache import Cache, PendingRecord
 from autotune.cache._store import command_retune
-from autotune.jit._decorator import Autotuned, controller
+from autotune.jit._decorator import controller, run_tune
+from autotune.jit._fn_tune import FN_TUNE
 from autotune.jit._record import jit_options
 from autotune.measuring import _host
 from autotune.program import _keys
@@ -97,7 +97,7 @@ def _load_script(file: str, name: str):
     return mod
 
 
-def import_recorded(location: dict[str, Any]) -> Autotuned:
+def import_recorded(location: dict[str, Any]) -> Any:
     """The `Autotuned` behind a recorded location: the module imported by name (its recorded
     file's folder, then the working directory, on sys.path), a script loaded from its file
     when it is still there.
@@ -131,10 +131,10 @@ def import_recorded(location: dict[str, Any]) -> Autotuned:
 
 # ------------------------------------------------------------------ rebuild and check
 
-_TUNE_OPTIONS = frozenset(inspect.signature(Autotuned.tune).parameters) - {"self", "args", "kwargs"}
+_TUNE_OPTIONS = frozenset(FN_TUNE)  # fn.tune's named options
 
 
-def rebuild(rec: PendingRecord, values_dir: str) -> tuple[Autotuned, tuple, dict, str]:
+def rebuild(rec: PendingRecord, values_dir: str) -> tuple[Any, tuple, dict, str]:
     """Import the function and build its inputs; check they trace to the recorded program
     and signature. Returns ``(function, args, kwargs, inputs)``.
 
@@ -259,7 +259,7 @@ def tune_recorded(
         plumbing, opts = Plumbing(retune=command_retune(argv)), options.replace(timeout=seconds or options.timeout)
         say(f"tuning {describe_record(rec)} on {inputs} (expected_calls={fn.expected_calls:g})")
         try:
-            return Replayed(rec, "tuned", inputs=inputs, result=fn._tune(args, kwargs, opts, plumbing))
+            return Replayed(rec, "tuned", inputs=inputs, result=run_tune(fn, (args, kwargs), opts, plumbing))
         except AutotuneError as e:  # e.g. no config compiled: the next record still gets its turn
             say(f"failed {describe_record(rec)}: {' '.join(str(e).split())}")
             return Replayed(rec, "failed", str(e), inputs)

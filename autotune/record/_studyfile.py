@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune._errors import StudyError, error_text
-from autotune.jit._decorator import Autotuned, controller
+from autotune.jit._decorator import controller
 
 
 @dataclass
@@ -160,17 +160,17 @@ def load_module(path: str):
     return module
 
 
-def _check_call(path: str, i: int, ctl: Autotuned, args: tuple, kwargs: dict) -> None:
+def _check_call(path: str, i: int, fn: Any, args: tuple, kwargs: dict) -> None:
     """Arguments the function does not take are named before anything is traced."""
     try:
-        sig = inspect.signature(ctl.fun)
+        sig = inspect.signature(fn.fun)
     except (TypeError, ValueError):  # a builtin or C callable: tracing will tell
         return
     try:
         sig.bind(*args, **kwargs)
     except TypeError as exc:
         raise StudyError(
-            f"Study file {path!r}: examples()[{i}] passes arguments that {ctl.key}{sig} does not take "
+            f"Study file {path!r}: examples()[{i}] passes arguments that {fn.key}{sig} does not take "
             f"({exc}); make its args and kwargs match the function."
         ) from None
 

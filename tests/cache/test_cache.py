@@ -100,21 +100,21 @@ def test_lookup_with_expected_calls_rechooses_from_the_pareto_front(tmp_path):
     cache = Cache(tmp_path / "c.db")
     e = make_entry(config=FOR, pareto=PARETO)
     cache.put(e)
-    few = cache.lookup(*key_of(e), expected_calls=1)
+    few = cache.lookup(*key_of(e), objective=e.goal.overridden(expected_calls=1))
     assert few.config == SCAN
     assert few.cost == pytest.approx(0.5 + 1 * 1e-3)
     assert few.objective == {**OBJECTIVE, "expected_calls": 1}
     assert few.default_cost is None  # computed under the stored objective
-    many = cache.lookup(*key_of(e), expected_calls=100_000)
+    many = cache.lookup(*key_of(e), objective=e.goal.overridden(expected_calls=100_000))
     assert many.config == FOR
     assert many.cost == pytest.approx(10.0 + 1e5 * 1e-4)
     # weights alone count too: make compile time free -> the fastest runtime wins
-    assert cache.lookup(*key_of(e), expected_calls=1, compile_weight=0.0).config == FOR
+    assert cache.lookup(*key_of(e), objective=e.goal.overridden(expected_calls=1, compile_weight=0.0)).config == FOR
     # the stored objective, or no pareto front: the entry as stored
-    assert cache.lookup(*key_of(e), expected_calls=1000) == e
+    assert cache.lookup(*key_of(e), objective=e.goal.overridden(expected_calls=1000)) == e
     plain = make_entry("plain:f", config=FOR)
     cache.put(plain)
-    assert cache.lookup(*key_of(plain), expected_calls=1) == plain
+    assert cache.lookup(*key_of(plain), objective=plain.goal.overridden(expected_calls=1)) == plain
 
 
 def test_put_rejects_an_invalid_entry_and_writes_nothing(tmp_path):

@@ -358,7 +358,7 @@ def test_cache_round_trip_on_postgres(pg_server, pg_url, tmp_path):
         "mod:step"
     ]
     # Re-chosen from the stored Pareto set for another call count.
-    many = cache.lookup("mod:step", "f00d", "(f32[8],)", b.device_key, expected_calls=1e5)
+    many = cache.lookup("mod:step", "f00d", "(f32[8],)", b.device_key, objective=b.goal.overridden(expected_calls=1e5))
     assert many.config == {"outer": {"repr": "for", "unroll": 1}}
     # Export, then import into another PostgreSQL database, through the CLI.
     path = tmp_path / "cache.json"

@@ -232,7 +232,7 @@ def assert_runs_as_jit(fn, args, cache, key, recwarn):
 
 def test_a_vmapped_optimistix_newton_root_find_runs_as_under_jit(tmp_path, recwarn):
     tuned = assert_runs_as_jit(jax.vmap(newton_root), (Y0, A), str(tmp_path / "c.db"), "tests:root", recwarn)
-    assert tuned.autotune._last_lookup.source == "default"
+    assert tuned.autotune.last_lookup.source == "default"
 
 
 def test_value_and_grad_through_a_root_find_runs_as_under_jit(tmp_path, recwarn):
@@ -251,7 +251,7 @@ def test_tuning_a_root_find_stores_an_entry_the_next_call_applies(tmp_path, recw
     assert result is not None and tuned.config_for(A, Y0).source == "cache"
     fresh = at.autotuned(jax.value_and_grad(root_loss), cache=cache, key="tests:root_tune")
     value, grad = fresh(A, Y0)
-    assert fresh.autotune._last_lookup.source == "cache"
+    assert fresh.autotune.last_lookup.source == "cache"
     want_value, want_grad = jax.jit(jax.value_and_grad(root_loss))(A, Y0)
     np.testing.assert_allclose(value, want_value, rtol=1e-5)
     np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=1e-6)
@@ -317,7 +317,7 @@ def test_a_failure_of_ours_runs_the_default_with_one_warning_naming_the_function
     ours = [str(w.message) for w in caught if "autotune" in str(w.message)]
     assert len(ours) == 1, ours
     assert step in ours[0] and key in ours[0] and "RuntimeError: NoRepr has no text form" in ours[0]
-    assert tuned.autotune._last_lookup.source == "default (error)"
+    assert tuned.autotune.last_lookup.source == "default (error)"
 
 
 def test_an_error_of_the_function_itself_is_raised_as_under_jit(tmp_path, recwarn):
@@ -341,7 +341,7 @@ FIRST_CALL = textwrap.dedent("""
     x = jnp.linspace(0.0, 1.0, int(sys.argv[1]))
     y = app.smooth(x)
     loaded = "sqlalchemy" in sys.modules
-    lookup = app.smooth.autotune._last_lookup
+    lookup = app.smooth.autotune.last_lookup
     same = bool(jnp.allclose(y, jax.jit(app.smooth.autotune.fun)(x), rtol=1e-6))
     print(json.dumps({"sqlalchemy": loaded, "source": lookup.source, "config": lookup.config.to_json(),
                       "loops_in_hlo": app.smooth.lower(x).as_text().count("stablehlo.while"), "same": same}))

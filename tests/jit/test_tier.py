@@ -6,10 +6,12 @@ held by the `_tier.before_compile` hook, never by a wall-clock bound."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 import warnings
 
 import jax
@@ -38,7 +40,7 @@ def test_the_default_serves_at_once_and_the_winner_takes_over(tmp_path, hook):
     gate, started = threading.Event(), threading.Event()
     hook(lambda slot: (started.set(), gate.wait(60)))
     first = fn(x)  # returns while the background compile is held at the gate
-    slot = fn._tier.slot_for(x)
+    slot = fn.tier.slot_for(x)
     assert slot is not None and slot.state == "compiling" and not slot.done.is_set()
     assert started.wait(60)
     second = fn(x)  # still compiling: the default again
@@ -57,8 +59,8 @@ def test_a_winner_that_compiles_about_as_fast_takes_the_usual_path(tmp_path):
     put_entry(path, x, winner_compile_s=0.012)
     fn = make(path)
     np.testing.assert_allclose(fn(x), reference(x), rtol=1e-6)
-    assert fn._tier.slot_for(x) is None
-    assert fn._last_lookup.source == "cache"  # the decorator's own trace applied the winner
+    assert fn.tier.slot_for(x) is None
+    assert fn.last_lookup.source == "cache"  # the decorator's own trace applied the winner
 
 
 def test_a_winner_that_tiering_does_not_pay_for_compiles_up_front(tmp_path):
@@ -70,8 +72,8 @@ def test_a_winner_that_tiering_does_not_pay_for_compiles_up_front(tmp_path):
     put_entry(path, x, winner_run_s=1e-6)
     fn = make(path, expected_calls=1000)
     np.testing.assert_allclose(fn(x), reference(x), rtol=1e-6)
-    assert fn._tier.slot_for(x) is None
-    assert fn._last_lookup.source == "cache" and fn._last_lookup.config == at.Config(FOR)
+    assert fn.tier.slot_for(x) is None
+    assert fn.last_lookup.source == "cache" and fn.last_lookup.config == at.Config(FOR)
 
 
 @pytest.mark.parametrize("winner_compile_s", [1.0, 0.012], ids=["tiered", "usual"])
@@ -84,7 +86,7 @@ def test_a_first_call_traces_the_function_as_often_as_the_plain_decorator(tmp_pa
         fn = counted(path, traces, tier_up=tier_up)
         np.testing.assert_allclose(fn(x), reference(x), rtol=1e-6)
         if tier_up:
-            slot = fn._tier.slot_for(x)
+            slot = fn.tier.slot_for(x)
             assert (slot is not None) == (winner_compile_s == 1.0)
             if slot is not None:  # the winner compiles from the first call's trace: no trace of its own
                 assert slot.wait(120)
@@ -98,7 +100,7 @@ def test_without_an_entry_it_is_the_plain_decorator(tmp_path):
     fn = make(tmp_path / "c.db")
     x = jnp.arange(3.0)
     np.testing.assert_allclose(fn(x), reference(x), rtol=1e-6)
-    assert fn._tier.slot_for(x) is None
+    assert fn.tier.slot_for(x) is None
 
 
 def test_a_background_failure_warns_once_and_keeps_the_default(tmp_path, hook):
@@ -113,13 +115,13 @@ def test_a_background_failure_warns_once_and_keeps_the_default(tmp_path, hook):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         outs = [fn(x)]
-        assert fn._tier.slot_for(x).wait(60)
+        assert fn.tier.slot_for(x).wait(60)
         outs += [fn(x) for _ in range(3)]
     ours = [w for w in caught if issubclass(w.category, RuntimeWarning) and "tier-up" in str(w.message)]
     assert len(ours) == 1, [str(w.message) for w in caught]
     assert "tier:smooth" in str(ours[0].message) and "no memory for the winner" in str(ours[0].message)
     assert "tier_up=True" in str(ours[0].message)  # the fix: compile it up front, or re-tune
-    assert fn._tier.slot_for(x).state == "default (winner failed)"
+    assert fn.tier.slot_for(x).state == "default (winner failed)"
     for y in outs:
         np.testing.assert_allclose(y, reference(x), rtol=1e-6)
 
@@ -146,9 +148,9 @@ def test_static_arguments_are_left_out_of_the_winner_call(tmp_path, hook):
     fn = at.autotuned(smooth, cache=str(path), key="tier:smooth", static_argnums=1, tier_up=True)
     want = jax.jit(smooth, static_argnums=1)(x, 2.0)
     np.testing.assert_allclose(fn(x, 2.0), want, rtol=1e-6)
-    assert fn._tier.slot_for(x, 2.0).wait(120)
+    assert fn.tier.slot_for(x, 2.0).wait(120)
     np.testing.assert_allclose(fn(x, 2.0), want, rtol=1e-6)
-    assert fn._tier.slot_for(x, 2.0).state == "winner"
+    assert fn.tier.slot_for(x, 2.0).state == "winner"
 
 
 EXIT_MID_COMPILE = textwrap.dedent(
@@ -166,13 +168,61 @@ EXIT_MID_COMPILE = textwrap.dedent(
     _tier.before_compile = lambda slot: started.set()
     fn(x)
     assert started.wait(60)
-    print("exiting", fn._tier.slot_for(x).thread.daemon, flush=True)
+    print("exiting", fn.tier.slot_for(x).thread.daemon, flush=True)
     """
 )
 
 BEFORE_COMPILE = EXIT_MID_COMPILE.replace(
     "lambda slot: started.set()", "lambda slot: (started.set(), __import__('time').sleep(2))"
 )  # exits before the compile starts: at exit it is skipped
+
+
+INTERRUPTED_AT_EXIT = textwrap.dedent(
+    """
+    import signal, sys, threading
+    import jax, jax.numpy as jnp
+    import autotune as at
+    from autotune.jit import _tier
+    sys.path.insert(0, sys.argv[2])
+    from _tiers import make, put_entry
+    if sys.argv[3] == "SIGTERM":  # a handler that exits, as servers install
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    x = jnp.arange(4.0)
+    put_entry(sys.argv[1], x, length=3000)
+    fn = make(sys.argv[1], length=3000)
+    started = threading.Event()
+    _tier.before_compile = lambda slot: started.set()
+    fn(x)
+    assert started.wait(60)
+    print("exiting", flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("sig, status", [("SIGINT", -signal.SIGINT), ("SIGTERM", 143)])
+def test_a_second_interrupt_while_the_exit_waits_for_the_compile_exits_with_its_usual_status(tmp_path, sig, status):
+    """The winner's compile (3,000 steps written out: seconds inside XLA) is under way when the
+    program ends; two interrupts arrive while the exit waits for it (a user's second Ctrl-C, or a
+    second SIGTERM whose handler calls sys.exit). The process ends at once with the status the
+    interrupt asks for, never an abort of a thread inside XLA (exit 134, "FATAL")."""
+    tests = str(__import__("pathlib").Path(__file__).parents[1])
+    child = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_AT_EXIT, str(tmp_path / "c.db"), tests, sig],
+        env=repo_env(PYTHONDONTWRITEBYTECODE="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "exiting"
+        for _ in range(2):
+            time.sleep(0.3)
+            child.send_signal(getattr(signal, sig))
+        _, err = child.communicate(timeout=300)
+    finally:
+        child.kill()
+    assert child.returncode == status, err[-2000:]
+    assert "FATAL" not in err and "Fatal" not in err, err[-2000:]
 
 
 @pytest.mark.parametrize("script", [EXIT_MID_COMPILE, EXIT_MID_COMPILE, BEFORE_COMPILE], ids=["mid", "again", "before"])

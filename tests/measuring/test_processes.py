@@ -18,7 +18,6 @@ from autotune import cli
 from autotune import select as _select
 from autotune._errors import ConfigError
 from autotune.cache import Cache, CacheEntry
-from autotune.jit._fn_tune import objective_of
 from autotune.measuring._measurement import Measurement
 from autotune.select import Point
 from autotune.select._objective import compilation_cache_on
@@ -114,9 +113,9 @@ def test_the_compilation_cache_is_detected_or_said(monkeypatch, tmp_path):
         def f(x):
             return x + 1
 
-        assert objective_of(f.autotune) == at.Objective(processes=8, compilation_cache=True)
+        assert f.autotune.objective == at.Objective(processes=8, compilation_cache=True)
         off = f.autotune.with_options(compilation_cache=False)
-        assert objective_of(off) == at.Objective(processes=8)
+        assert off.objective == at.Objective(processes=8)
     finally:
         jax.config.update("jax_compilation_cache_dir", before)
     with pytest.raises(ConfigError, match="processes"):

@@ -457,5 +457,5 @@ def test_a_decorated_function_holding_a_bare_jaxpr_runs_as_under_jit(tmp_path, r
     fn = with_bare_jaxpr()
     tuned = at.autotuned(fn, cache=str(tmp_path / "c.db"), key="tests:bare")
     np.testing.assert_array_equal(tuned(jnp.ones(3)), jax.jit(fn)(jnp.ones(3)))
-    assert tuned.autotune._last_lookup.source == "default"
+    assert tuned.autotune.last_lookup.source == "default"
     assert not [w for w in recwarn if "autotune" in str(w.message)]

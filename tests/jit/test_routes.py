@@ -86,4 +86,4 @@ def test_options_that_fail_mean_the_default_and_one_warning(tmp_path, monkeypatc
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         np.testing.assert_allclose(g(x), out)  # later calls: the default, no second warning
-    assert g._last_lookup.config == at.Config()
+    assert g.last_lookup.config == at.Config()

@@ -1,92 +1,26 @@
-"""``@at.autotuned`` on methods: the instance is bound into calls and into
-``.tune``, ``.sites``, ``.config_for`` and ``.lower`` alike; and :class:`XlaRoutes`, which sends
-a call to the jit of its cached config's XLA options."""
+"""`XlaRoutes`: a decorated function's calls sent to the jit of their cached config's XLA options,
+and `call_key`, the cheap key of a call's signature that routes (and tier-up) index by.
+
+Compile options belong to a ``jax.jit`` object, not to a signature, so a function whose cached
+configs set XLA options has one jit per XLA choice, and per signature the choice its calls go to.
+The routes take the decorator's facts as a `Target` and its behaviour as callables (how a call is
+traced under a choice, which choice a signature's config has): never the decorator itself.
+"""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 
 from autotune._errors import error_text, warn_user_once
-from autotune.jit._lookup import Lookup, cache_has_xla
+from autotune.jit._lookup import Lookup
+from autotune.jit._target import Target
 from autotune.program import _keys
 from autotune.program._config import Config
 from autotune.program._xla import XlaChoice, jit_options
-
-if TYPE_CHECKING:
-    from autotune.jit._decorator import Autotuned
-
-
-def defined_in_class(fun: Callable) -> bool:
-    """Whether ``fun`` was defined in a class body (its qualname is ``...Class.name``)."""
-    parts = getattr(fun, "__qualname__", "").split(".")
-    return len(parts) >= 2 and parts[-2] != "<locals>"
-
-
-class BoundAutotuned:
-    """``instance.method`` of an ``@at.autotuned`` method: the instance is the first argument
-    of calls and of ``.tune``, ``.sites``, ``.config_for``, ``.lower`` alike (static when the
-    decorator says ``static_argnums=0``, a traced pytree otherwise, e.g. an ``eqx.Module``)."""
-
-    __slots__ = ("autotune", "__self__")
-
-    def __init__(self, ctl: Autotuned, obj: Any):
-        self.autotune, self.__self__ = ctl, obj
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.autotune(self.__self__, *args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.autotune, name)
-        if name in ("tune", "sites", "config_for", "lower", "trace", "eval_shape"):
-            return functools.partial(attr, self.__self__)
-        return attr
-
-
-class AutotunedMethod:
-    """What ``@at.autotuned`` hands out for a function defined in a class body: a descriptor
-    whose ``instance.method`` is a :class:`BoundAutotuned`; called on the class it is the
-    ``jax.jit`` function itself."""
-
-    def __init__(self, ctl: Autotuned):
-        self.autotune = ctl
-        functools.update_wrapper(self, ctl.fun)
-        self.key, self.expected_calls = ctl.key, ctl.expected_calls
-
-    def __get__(self, obj, objtype=None):
-        return self if obj is None else BoundAutotuned(self.autotune, obj)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.autotune._call(args, kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.autotune, name)
-
-
-def handed_out(ctl: Autotuned) -> Any:
-    """What ``@at.autotuned`` hands out for the `Autotuned` ``ctl``: the ``jax.jit`` object itself
-    (so calls cost exactly a jit dispatch), carrying ``ctl``'s methods as attributes; for a method
-    defined in a class body, a descriptor that binds them to the instance too. When the cache
-    holds a config of this function with XLA options, ``ctl`` itself: compile options are a jit
-    object's, so its calls are routed to a jit per XLA choice (`XlaRoutes`)."""
-    if defined_in_class(ctl.fun):
-        return AutotunedMethod(ctl)
-    try:
-        ctl.xla.active = cache_has_xla(ctl)
-    except Exception:  # noqa: BLE001 - no routing: the plain jit, as before
-        ctl.xla.active = False
-    if ctl.xla.active:  # a cached config sets XLA options: ctl routes calls per signature
-        return ctl
-    jitted = ctl.jitted
-    for name in ("tune", "sites", "config_for", "with_options", "function"):  # every one `Autotuned` has too
-        setattr(jitted, name, getattr(ctl, name))
-    jitted.key = ctl.key
-    jitted.expected_calls = ctl.expected_calls
-    jitted.autotune = ctl
-    return jitted
 
 
 class XlaRoutes:
@@ -95,41 +29,59 @@ class XlaRoutes:
     go to. ``active`` is False until a cached config sets XLA options; until then every call is the
     plain jit's. Options that fail to compile: the default config and one warning."""
 
-    def __init__(self, ctl: Autotuned):
-        self.ctl = ctl
-        self.jits: dict[XlaChoice, Any] = {XlaChoice(): ctl.jitted}
+    def __init__(
+        self,
+        target: Target,
+        plain: Any,
+        traced_under: Callable[[XlaChoice, tuple, dict], Any],
+        choice_of: Callable[[tuple, dict], XlaChoice],
+    ):
+        """``plain``: the jit without XLA options; ``traced_under(choice, args, kwargs)``: the
+        program a jit compiled with ``choice`` traces; ``choice_of(args, kwargs)``: the XLA choice
+        of the config a call's signature gets."""
+        self.target, self.plain = target, plain
+        self._traced_under, self._choice_of = traced_under, choice_of
+        self.jits: dict[XlaChoice, Any] = {XlaChoice(): plain}
         self.routes: dict[str, XlaChoice] = {}
         self.failed: set[str] = set()  # signatures whose XLA options failed: the default config
-        self.by_call: dict[Any, Any] = {}  # a call's cheap key -> its jit (`_call_key`)
+        self.by_call: dict[Any, Any] = {}  # a call's cheap key -> its jit (`call_key`)
         self.active = False
 
     def jit_for(self, choice: XlaChoice) -> Any:
         """The jit object whose compile options carry ``choice`` (the plain jit for none)."""
         jitted = self.jits.get(choice)
         if jitted is None:
-            traced = functools.wraps(self.ctl.fun)(lambda *a, **k: self.ctl.traced_under(choice, a, k))
-            jitted = self.jits[choice] = jax.jit(traced, **jit_options(choice, self.ctl.jit_kwargs))
+            under = self._traced_under
+            traced = functools.wraps(self.target.fun)(lambda *a, **k: under(choice, a, k))
+            jitted = self.jits[choice] = jax.jit(traced, **jit_options(choice, self.target.jit_options()))
         return jitted
+
+    def clear(self) -> None:
+        """Forget every compiled version and route: a signature's next call looks its config up again."""
+        for jitted in self.jits.values():
+            jitted.clear_cache()
+        self.routes.clear()
+        self.by_call.clear()
 
     def staged(self, args: tuple, kwargs: dict) -> Any:
         """The jit a call with these arguments compiles through: its config's XLA choice's (``.lower``)."""
         try:
             signature = _keys.signature(args, kwargs)
             if signature in self.failed:
-                return self.ctl.jitted
+                return self.plain
             choice = self.routes.get(signature)
             if choice is None:
-                choice = self.routes[signature] = self.ctl.config_for(*args, **kwargs).config.xla
+                choice = self.routes[signature] = self._choice_of(args, kwargs)
             return self.jit_for(choice)
         except Exception:  # noqa: BLE001 - routing is ours: the plain jit decides and reports
-            return self.ctl.jitted
+            return self.plain
 
     def call(self, args: tuple, kwargs: dict) -> Any:
         """A call through the jit of its signature's XLA choice (looked up on its first call)."""
-        plain = self.ctl.jitted
+        plain = self.plain
         if not self.active:
             return plain(*args, **kwargs)
-        key = _call_key(args, kwargs)
+        key = call_key(args, kwargs)
         jitted = self.by_call.get(key) if key is not None else None
         if jitted is None:
             jitted = self.staged(args, kwargs)
@@ -153,8 +105,8 @@ class XlaRoutes:
         choice, self.routes[signature] = self.routes.get(signature), XlaChoice()
         self.by_call = {k: j for k, j in self.by_call.items() if j is not jitted}
         warn_user_once(
-            ("xla-failed", self.ctl.key, str(choice)),
-            f"autotune: {self.ctl.key}'s cached config sets XLA options {choice}, which failed here "
+            ("xla-failed", self.target.key, str(choice)),
+            f"autotune: {self.target.key}'s cached config sets XLA options {choice}, which failed here "
             f"({error_text(error)}); it runs its default config. Re-tune it on this machine.",
         )
         return out
@@ -176,15 +128,15 @@ class XlaRoutes:
         if not self.active:
             self.active = True  # the Autotuned object's own calls route from now on
             warn_user_once(
-                ("xla-unrouted", self.ctl.key),
-                f"autotune: {self.ctl.key}'s cached config sets XLA options ({wanted}), which a jax.jit "
+                ("xla-unrouted", self.target.key),
+                f"autotune: {self.target.key}'s cached config sets XLA options ({wanted}), which a jax.jit "
                 "object applies to all its signatures or none; this call compiles without them. Decorate "
                 "it after the cache holds the entry (then calls are routed per signature).",
             )
         return lookup
 
 
-def _call_key(args: tuple, kwargs: dict) -> Any:
+def call_key(args: tuple, kwargs: dict) -> Any:
     """A cheap key of a call's signature, at least as fine as `_keys.signature` (the tree, and per
     leaf its shape, dtype, weak type and sharding, or its value), or None when a leaf cannot key."""
     leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
