@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from autotune import select as _select
-from autotune.cache._entry import CacheEntry, stored_point
+from autotune.cache._entry import CacheEntry
+from autotune.cache._entry_fields import stored_point
 from autotune.program._config import Config
 
 if TYPE_CHECKING:
