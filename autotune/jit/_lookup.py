@@ -105,7 +105,9 @@ def _import_call_path() -> None:
         try:
             from autotune import select as _select  # noqa: F401
             from autotune.cache import _fastread  # noqa: F401
-            from autotune.program import _rewrite, _sites  # noqa: F401
+            from autotune.program import _compat_source, _rewrite, _sites  # noqa: F401
+
+            _compat_source.warm()  # a loop's source is named on the first call: its folders, found now
         except Exception:  # noqa: BLE001 - the first call imports what it needs itself, and reports
             pass
 

@@ -169,6 +169,12 @@ def _installed_roots() -> list[tuple[str, str]]:
     return _ROOTS[1]
 
 
+def warm() -> None:
+    """Work out the installed folders now (site folders, the standard library, JAX's exclusions),
+    so the first lookup of a loop's source does not: the decorator's import thread calls this."""
+    _installed_roots()
+
+
 def installed_path(file: str) -> str | None:
     """``file`` relative to the installed folder it lies in (``flax/core/axes_scan.py``), or
     None for the user's code: a file outside every folder of :func:`_installed_roots`,

@@ -66,7 +66,8 @@ def test_the_repick_follows_the_winner_rule_not_the_lower_envelope(tmp_path):
     assert e.for_objective(e.goal.overridden(expected_calls=OBJECTIVE["expected_calls"])) is e
     cache = Cache(tmp_path / "c.db")
     cache.put(e)
-    assert cache.lookup(e.function_key, e.fingerprint, e.signature, e.device_key, expected_calls=10) == other
+    goal = e.goal.overridden(expected_calls=10)
+    assert cache.lookup(e.function_key, e.fingerprint, e.signature, e.device_key, objective=goal) == other
     without_default = v2_entry(default_config=None)
     assert without_default.for_objective(without_default.goal.overridden(expected_calls=10)).config == LUCKY
 

@@ -130,6 +130,13 @@ def test_bad_options():
         at.autotuned(lambda x: x, on_miss="sometimes")
 
 
+@pytest.mark.parametrize("said", ["false", "yes", 1, None])
+def test_tier_up_takes_a_bool_only(said):
+    """``tier_up="false"`` would be truthy: like ``at.Objective(tier_up="yes")`` it is rejected by name."""
+    with pytest.raises(at.ConfigError, match=r"tier_up=.*True or False"):
+        at.autotuned(key="m:f", tier_up=said)(lambda x: x)
+
+
 @pytest.mark.parametrize("fault", ["corrupt", "missing-dir", "newer-schema"])
 def test_cache_faults_run_the_default_and_warn_once(tmp_path, fault):
     import sqlite3
