@@ -49,7 +49,7 @@ BUILD_ERRORS = 3
 """Configs a builder failed to compile that the worker then compiled: past this many, builds stop."""
 
 
-class _FellBack(Exception):
+class FellBack(Exception):
     """The runner switched to in-process measurement."""
 
 
@@ -126,7 +126,7 @@ class ExportHost(WorkerHost):
                     self._prepared[key] = self._prepare(config, platform, None)
                     if self.mode != Mode.EXPORT:
                         return
-            except (_FellBack, TrialFailed, StudyError):
+            except (FellBack, TrialFailed, StudyError):
                 return  # measuring the config meets it again, and reports it there
             except KeyboardInterrupt:  # Interrupted: the worker's state is unknown
                 self._discard()

@@ -31,7 +31,7 @@ from autotune.measuring._sampling import Sampling
 from autotune.measuring._stages import LOWERED_FIGURES, Measurement, OnLowered, Stages, reuse
 from autotune.measuring.process._channel import WorkerProcess
 from autotune.measuring.process._codec import decode_array
-from autotune.measuring.process._exported import ExportHost, _FellBack
+from autotune.measuring.process._exported import ExportHost, FellBack
 from autotune.measuring.process._follow import latch, request_reply, retime_in
 from autotune.measuring.process._policy import CompilePolicy
 from autotune.measuring.process._protocol import CARRIED_JIT_OPTIONS, Location, Mode, Op
@@ -214,7 +214,7 @@ class WorkerRunner(ExportHost, RunnerBase):
                     if self.mode == Mode.EXPORT:
                         return self._measure_export(config, compile_budget_s, on_lowered)
                     return self._measure_traced(config, compile_budget_s, on_lowered)
-                except _FellBack:
+                except FellBack:
                     pass
                 except (TrialFailed, StudyError):
                     raise
@@ -248,7 +248,7 @@ class WorkerRunner(ExportHost, RunnerBase):
                     m = self._retime_in(self._worker, config, True)
                     if m is None:
                         return None
-            except _FellBack:
+            except FellBack:
                 return None
             except (TrialFailed, StudyError):
                 if self._worker is not None and not self._worker.alive():
@@ -330,7 +330,7 @@ class WorkerRunner(ExportHost, RunnerBase):
             self._in_process_runner.close()
 
     # -- in-process fallback --------------------------------------------------------------
-    def _fall_back(self, reason: str) -> _FellBack:
+    def _fall_back(self, reason: str) -> FellBack:
         from autotune.measuring import _host
 
         target = (_host.learned() or {}).get("platform", "cpu") if _host.pinned() else "cpu"
@@ -355,7 +355,7 @@ class WorkerRunner(ExportHost, RunnerBase):
             f"autotune: measuring in-process, without isolation: {reason}{lost}.", RuntimeWarning, stacklevel=5
         )
         self._discard()
-        return _FellBack()  # for the caller to raise: from now on it measures in-process
+        return FellBack()  # for the caller to raise: from now on it measures in-process
 
     def _in_process(self) -> InProcessRunner:
         if self.call is None:  # study-file mode never falls back
