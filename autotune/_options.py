@@ -155,9 +155,12 @@ class TuneOptions:
         """A copy with ``changes`` (validated like the original)."""
         return dataclasses.replace(self, **changes)
 
-    def timing_dict(self) -> dict[str, Any]:
-        """``timing``'s fields that differ from the defaults, as a fresh dict (empty for None)."""
-        return {} if self.timing is None else self.timing.to_dict()
+    @property
+    def sampling(self) -> Any:
+        """How a call's runtime is sampled: ``timing``, or the defaults (a :class:`Sampling`)."""
+        from autotune.measuring._sampling import Sampling
+
+        return self.timing if self.timing is not None else Sampling()
 
     def goal(self, objective: Any) -> Any:
         """``objective`` (an :class:`autotune.Objective`) as these options tune it: with ``tier_up``

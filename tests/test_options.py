@@ -39,7 +39,7 @@ def test_frozen_and_replace_validates():
     timing = {"target_s": 0.01}
     held = at.TuneOptions(timing=timing)
     timing["target_s"] = 9.0  # the caller's dict changing later does not change the options
-    assert held.timing.target_s == 0.01 and held.timing_dict() == {"target_s": 0.01}
+    assert held.timing.target_s == 0.01 and held.timing.to_dict() == {"target_s": 0.01}
     assert opts.replace(sampler="grid") == at.TuneOptions(n_trials=4, sampler="grid")
     with pytest.raises(at.StudyError, match="sampler='bogus' is not one of"):
         opts.replace(sampler="bogus")
@@ -84,12 +84,12 @@ def test_tier_up_turns_the_objectives_tier_up_on_and_names_the_study_apart():
 def test_timing_takes_a_mode_alone_or_in_the_dict_and_names_the_three_modes_when_wrong():
     assert at.TuneOptions().timing_mode == "steady"  # the default: calls back to back
     alone = at.TuneOptions(timing="blocking")
-    assert alone.timing_dict() == {"mode": "blocking"} and alone.timing_mode == "blocking"
+    assert alone.timing.to_dict() == {"mode": "blocking"} and alone.timing_mode == "blocking"
     assert alone == at.TuneOptions(timing={"mode": "blocking"}) and hash(alone) == hash(
         at.TuneOptions(timing={"mode": "blocking"})
     )
     both = at.TuneOptions(timing={"mode": "device", "target_s": 0.1})
-    assert both.timing_dict() == {"mode": "device", "target_s": 0.1} and both.timing_mode == "device"
+    assert both.timing.to_dict() == {"mode": "device", "target_s": 0.1} and both.timing_mode == "device"
     for bad in ("fast", {"mode": "wall"}):
         with pytest.raises(at.StudyError) as info:
             at.TuneOptions(timing=bad)

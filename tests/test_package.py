@@ -148,7 +148,6 @@ def test_the_license_is_an_spdx_string():
 _PUBLIC_WIDE = {
     "autotune/jit/_decorator.py:autotuned",
     "autotune/study/_tune.py:tune",
-    "autotune/record/_replay.py:tune_recorded",
     "autotune/measuring/_stages.py:measure",
 }
 # Internal functions allowed over 10 parameters until grouped into option values (none: keep it so).

@@ -5,7 +5,6 @@ through the CLI's own consoles and tables (``_output``, ``_tables``), as every c
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 from types import SimpleNamespace
 from typing import Any
@@ -98,14 +97,15 @@ def _cache_flag(cache: str | None) -> str | None:
     return cache if "://" in cache else os.path.abspath(cache)
 
 
-def cmd_tune_recorded(a: argparse.Namespace, base: Any, function_options: dict[str, Any]) -> int:
+def cmd_tune_recorded(a: argparse.Namespace, base: Any, override: Any) -> int:
     """``autotune tune --recorded [--function KEY] [--trials N] [--time-budget T] [tune options]``:
     tune every recorded signature on this machine's device; a record that cannot be replayed
     is skipped with one line saying why, and the others go on. Each tuned one gets the same
     tables as ``autotune tune FILE``. ``--time-budget`` splits T by calls × default runtime
     (`autotune.record._budget`), shows the split before tuning and what each used after. ``base``: the
-    :class:`TuneOptions` of the flags and ``function_options`` the processes keywords, both read
-    by ``cli/_tune`` (the one reader of ``tune``'s flags).
+    :class:`TuneOptions` of the flags and ``override`` the objective figures they say
+    (:class:`autotune.select._objective.Override`), both read by ``cli/_tune_cmd`` (the one reader of
+    ``tune``'s flags).
 
     Returns:
         0 when every record was tuned (or was tuned before); 3 (``PARTIAL``) when one was
@@ -131,8 +131,6 @@ def cmd_tune_recorded(a: argparse.Namespace, base: Any, function_options: dict[s
             "share as its timeout. Drop --timeout (or --time-budget to give every function the same --timeout)."
         )
     cache = Cache(a.cache)
-    options = {f.name: getattr(base, f.name) for f in dataclasses.fields(base) if f.name not in ("n_trials", "timeout")}
-    options["progress"] = False if a.json else None
     measuring: list[float] = []
 
     def shown(shares: list[Any], total: float, measuring_s: float) -> None:
@@ -142,18 +140,13 @@ def cmd_tune_recorded(a: argparse.Namespace, base: Any, function_options: dict[s
     with stdout_to_stderr(a.json):
         done = tune_recorded(
             cache,
+            base.replace(progress=False if a.json else None),
             function=getattr(a, "function", None),
-            n_trials=getattr(a, "trials", None),
-            timeout=getattr(a, "timeout", None),
-            expected_calls=getattr(a, "expected_calls", None),
-            compile_weight=getattr(a, "compile_weight", None),
-            runtime_weight=getattr(a, "runtime_weight", None),
+            override=override,
             say=lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True),  # one line: grep finds it
             cache_flag=_cache_flag(a.cache),
             time_budget=budget,
-            function_options=function_options,
             show_plan=shown,
-            **options,
         )
     if not done:
         which = f" of {a.function}" if getattr(a, "function", None) else ""

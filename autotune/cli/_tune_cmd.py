@@ -23,6 +23,7 @@ from autotune.cli._parser import HELPER_ONLY, repeat_argv
 from autotune.cli._show import charged_timing, show_result
 from autotune.cli._tables import tiered_of
 from autotune.jit._decorator import run_tune
+from autotune.select._objective import Override
 
 NOT_FOR_RETUNE = ("json", "wide", "expected_calls", "workers", "reconfirm", "builders") + HELPER_ONLY
 
@@ -44,7 +45,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
     if a.recorded:
         from autotune.cli._record import cmd_tune_recorded
 
-        return cmd_tune_recorded(a, tune_options(a), processes_options(a))
+        return cmd_tune_recorded(a, tune_options(a), said_objective(a))
     from autotune.measuring.process._protocol import Location
 
     out, err = console(wide=a.wide), console(stderr=True)
@@ -58,13 +59,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
         results = []
         for ex in examples:
             ex.sites()  # a TypeError while tracing is one clear line, before any worker starts
-            fn = ex.fn.with_options(
-                expected_calls=a.expected_calls,
-                compile_weight=a.compile_weight,
-                runtime_weight=a.runtime_weight,
-                **processes_options(a),
-                cache=a.cache,
-            )
+            fn = ex.fn.with_options(**said_objective(a).keywords(), cache=a.cache)
             described = options.goal(fn.objective).describe()
             err.print(f"[bold]tuning[/bold] {fn.key} (expected_calls={fn.expected_calls:g}{described})")
             helpers = Helpers(a, ex.index)
@@ -110,26 +105,27 @@ def _helper(a: argparse.Namespace, examples: list) -> int:
     ex = next((e for e in examples if e.index == a.example), None)
     if ex is None:
         raise StudyError(f"Study file {a.file!r} has no examples()[{a.example}] any more; was it edited meanwhile?")
-    fn = ex.fn.with_options(
-        expected_calls=a.expected_calls,
-        compile_weight=a.compile_weight,
-        runtime_weight=a.runtime_weight,
-        **processes_options(a),
-        cache=a.cache,
-    )
+    fn = ex.fn.with_options(**said_objective(a).keywords(), cache=a.cache)
     options = tune_options(a).replace(study_name=a.join_study, progress=False)
     run_tune(fn, (ex.args, ex.kwargs), options, Plumbing(join=True))
     return 0
 
 
-def processes_options(a: argparse.Namespace) -> dict[str, Any]:
-    """``--processes`` and ``--compilation-cache`` as ``with_options`` keywords (absent: None, the
-    decorator's; ``auto``: detected in this process, after the study file set JAX up)."""
+def said_objective(a: argparse.Namespace) -> Override:
+    """The objective figures ``autotune tune``'s flags say, as one value (absent: None, the
+    decorator's or the recording's; ``--compilation-cache auto``: detected in this process, after
+    the study file set JAX up)."""
     from autotune.select._objective import compilation_cache_on
 
     said = getattr(a, "compilation_cache", None)
     cache = None if said is None else compilation_cache_on({"on": True, "off": False, "auto": None}[said])
-    return {"processes": getattr(a, "processes", None), "compilation_cache": cache}
+    return Override(
+        getattr(a, "expected_calls", None),
+        getattr(a, "compile_weight", None),
+        getattr(a, "runtime_weight", None),
+        getattr(a, "processes", None),
+        cache,
+    )
 
 
 def tune_options(a: argparse.Namespace) -> TuneOptions:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune._errors import StudyError
+from autotune.measuring._sampling import Sampling
 
 UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 STEP_S = 0.1
@@ -164,18 +165,16 @@ def plan(budget_s: float, shares: list[Share]) -> list[Share]:
     return ordered
 
 
-def quick_default(fn: Any, args: tuple, kwargs: dict, signature: str, timing: dict[str, Any]) -> Share:
+def quick_default(fn: Any, args: tuple, kwargs: dict, signature: str, sampling: Sampling) -> Share:
     """Measure ``fn``'s default config once, in this process (one fresh compile, about
     ``QUICK_TARGET_S`` of calls), and return its unplanned :class:`Share`: ``fn.expected_calls``
-    calls in each of ``fn.processes``, and one trial's time from its compile plus the trials' timing (``timing``'s
-    ``target_s``, else :func:`autotune.measure`'s). A default that fails to measure weighs
-    nothing, with a note (its study will say what is wrong)."""
-    import inspect
-
+    calls in each of ``fn.processes``, and one trial's time from its compile plus the trials' timing
+    (``sampling.target_s``). A default that fails to measure weighs nothing, with a note (its study
+    will say what is wrong)."""
     from autotune._errors import error_text
     from autotune.measuring._stages import measure
 
-    target = timing.get("target_s", inspect.signature(measure).parameters["target_s"].default)
+    target = sampling.target_s
     calls = fn.expected_calls * getattr(fn, "processes", 1)  # the calls of every process
     started = time.perf_counter()
     try:

@@ -32,7 +32,7 @@ from autotune.program import _keys
 from autotune.program._abstract import short_signature
 from autotune.record._budget import Share, quick_default, spend
 from autotune.record._inputs import Skip, build_inputs
-from autotune.select._objective import Objective
+from autotune.select._objective import Objective, Override
 
 
 @dataclass
@@ -195,47 +195,41 @@ def describe_record(rec: PendingRecord) -> str:
 
 def tune_recorded(
     cache: Cache,
+    options: TuneOptions,
     *,
     function: str | None = None,
-    n_trials: int | None = None,
-    timeout: float | None = None,
-    expected_calls: float | None = None,
-    compile_weight: float | None = None,
-    runtime_weight: float | None = None,
+    override: Override | None = None,
     say: Callable[[str], None] = print,
     cache_flag: str | None = None,
     time_budget: float | None = None,
     show_plan: Callable[[list[Share], float, float], None] | None = None,
-    function_options: dict[str, Any] | None = None,
-    **tune_options: Any,
 ) -> list[Replayed]:
     """Tune every recorded signature (of ``function`` when given) on this machine's device.
 
     Arguments:
         cache: where the records are read from and the winners written to.
+        options: how each signature is tuned (:class:`autotune.TuneOptions`: ``n_trials`` and
+            ``timeout`` per signature, ``sampler``, ``storage``, ``timing``...).
         function: only this function key; its records are tuned even when an entry covers
             them already (without it, such records are ``"tuned before"``).
-        n_trials, timeout: per signature, as `Autotuned.tune`.
-        expected_calls, compile_weight, runtime_weight, function_options (more ``with_options``
-            keywords: ``processes``..., None ones left out): override the recorded objective.
+        override: the objective figures the command says, laid over each recorded objective (None: none).
         say: prints the one-line messages (skips, what is tuned).
         cache_flag: the ``--cache`` text to put into the stored re-tune command.
         time_budget: seconds for all, split by calls × default runtime (`autotune.record._budget.spend`).
         show_plan: called with the plan before any tuning (`autotune.record._budget.spend`).
-        **tune_options: more fields of :class:`autotune.TuneOptions` (``sampler``, ``storage``,
-            ``search``, ``timing``, ``trial_timeout``, ``trial_memory_gb``, ``progress``...).
 
     Returns one `Replayed` per distinct recorded signature."""
-    options = TuneOptions(n_trials=n_trials, timeout=timeout, **tune_options)
+    override = override or Override()
     device_key = _keys.device_key(_host.target_device())
     out, ready = [], []
     for rec in select(cache.pending(function), device_key):
-        goal = Objective.from_dict(rec.objective).overridden(expected_calls, compile_weight, runtime_weight)
+        goal = override.over(Objective.from_dict(rec.objective))
         calls, cw, rw = goal.expected_calls, goal.compile_weight, goal.runtime_weight
-        more = {k: v for k, v in (function_options or {}).items() if v is not None}
-        for k in ("processes", "compilation_cache"):  # the recorded program's, unless said again
-            if k in rec.objective:
-                more.setdefault(k, getattr(goal, k))
+        said = override.keywords()
+        # processes and the compilation cache: the recorded program's, or the command's; else detected
+        more = {
+            k: getattr(goal, k) for k in ("processes", "compilation_cache") if said[k] is not None or k in rec.objective
+        }
         if function is None:
             entry = cache.lookup(rec.function_key, rec.fingerprint, rec.signature, device_key)
             held = None if entry is None else entry.goal
@@ -269,7 +263,7 @@ def tune_recorded(
 
     def measured(item: tuple) -> Share:  # the default measured once: its share of the budget
         rec, fn, args, kwargs, _ = item
-        return quick_default(fn, args, kwargs, short_signature(rec.abstract), options.timing_dict())
+        return quick_default(fn, args, kwargs, short_signature(rec.abstract), options.sampling)
 
     for _, share, done in spend(time_budget, ready, measured, tune_one, show_plan):
         done.share = share

@@ -185,6 +185,34 @@ class Objective:
         return f"; {self.processes} processes, compilation cache {'on' if self.compilation_cache else 'off'}" + tier
 
 
+@dataclass(frozen=True)
+class Override:
+    """The objective figures a command says, None where it says nothing, as one value: laid over
+    a stored or recorded objective whole by :meth:`over` (``autotune tune``'s and ``tune
+    --recorded``'s ``--expected-calls``, weights, ``--processes`` and ``--compilation-cache``).
+
+    Example::
+
+        >>> Override(expected_calls=50).over(Objective(expected_calls=10, compile_weight=0.5)).to_dict()
+        {'expected_calls': 50.0, 'compile_weight': 0.5, 'runtime_weight': 1.0}
+    """
+
+    expected_calls: float | None = None
+    compile_weight: float | None = None
+    runtime_weight: float | None = None
+    processes: int | None = None
+    compilation_cache: bool | None = None
+
+    def over(self, goal: Objective) -> Objective:
+        """``goal`` with every figure said here replaced."""
+        return goal.overridden(**self.keywords())
+
+    def keywords(self) -> dict[str, Any]:
+        """The five figures as keywords (None: not said), as ``Objective.overridden`` and the
+        decorator's ``with_options`` take them."""
+        return dataclasses.asdict(self)
+
+
 def compilation_cache_on(said: bool | None = None) -> bool:
     """Whether later processes load the executable from JAX's persistent compilation cache:
     ``said`` when given (``compilation_cache=True``/``False``, ``--compilation-cache on|off``), else

@@ -80,7 +80,7 @@ def default_runner(call: Call, options: TuneOptions, location: Any = None):
     if options.isolate is False:
         if options.trial_timeout is not None or options.trial_memory_gb is not None:
             raise StudyError("trial_timeout and trial_memory_gb need a worker process; drop isolate=False.")
-        return InProcessRunner(call, options.timing_dict())
+        return InProcessRunner(call, options.sampling)
     from autotune.measuring.process._protocol import Location
     from autotune.measuring.process._worker_runner import WorkerRunner
 

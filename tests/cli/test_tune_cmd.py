@@ -267,7 +267,7 @@ def test_tune_options_are_built_once_from_the_flags():
     opts = tune_options(a)
     assert opts == at.TuneOptions(n_trials=5, search="pareto", trial_memory_gb=2.0)
     a = build_parser().parse_args(["tune", "s.py", "--timing", "device", "--run-seconds", "0.1"])
-    assert tune_options(a).timing_dict() == {"mode": "device", "target_s": 0.1}
+    assert tune_options(a).timing.to_dict() == {"mode": "device", "target_s": 0.1}
     assert tune_options(build_parser().parse_args(["tune", "s.py", "--timing", "blocking"])).timing_mode == "blocking"
 
 

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from autotune._options import TuneOptions
 from autotune.cache import Cache, PendingRecord
 from autotune.jit import _record
 from autotune.program import _keys
@@ -201,8 +202,8 @@ def test_tune_recorded_tunes_the_good_and_skips_the_broken_with_one_line(space):
     (space.dir / "rp_broken.py").unlink()
     sys.modules.pop("rp_broken")
     lines: list[str] = []
-    fast = dict(n_trials=2, sampler="grid", isolate=False, timing={"target_s": 0.02}, progress=False)
-    done = tune_recorded(space.cache, say=lines.append, **fast)
+    fast = TuneOptions(n_trials=2, sampler="grid", isolate=False, timing={"target_s": 0.02}, progress=False)
+    done = tune_recorded(space.cache, fast, say=lines.append)
     by = {d.record.function_key: d for d in done}
     assert by["rp_broken:step"].status == "skipped" and by["rp_good:step"].status == "tuned"
     assert [ln for ln in lines if ln.startswith("skipped")] == [
@@ -215,10 +216,8 @@ def test_tune_recorded_tunes_the_good_and_skips_the_broken_with_one_line(space):
     assert entry.objective["expected_calls"] == 200
     assert [s.tuned_here for s in pending_status(space.cache) if s.record.function_key == "rp_good:step"] == [True]
     # Tuned: a second run leaves it, unless asked for by name or for a call count outside its range.
-    assert [d.status for d in tune_recorded(space.cache, function="rp_good:step", say=lines.append, **fast)] == [
-        "tuned"
-    ]
-    again = {d.record.function_key: d.status for d in tune_recorded(space.cache, say=lines.append, **fast)}
+    assert [d.status for d in tune_recorded(space.cache, fast, function="rp_good:step", say=lines.append)] == ["tuned"]
+    again = {d.record.function_key: d.status for d in tune_recorded(space.cache, fast, say=lines.append)}
     assert again == {"rp_good:step": "tuned before", "rp_broken:step": "skipped"}
 
 
@@ -236,8 +235,8 @@ def test_a_record_carries_the_programs_processes_and_cache_to_the_tune(space, mo
         "compilation_cache": True,
     }
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
-    fast = dict(n_trials=2, sampler="grid", isolate=False, timing={"target_s": 0.02}, progress=False)
-    [done] = tune_recorded(space.cache, say=lambda _: None, **fast)
+    fast = TuneOptions(n_trials=2, sampler="grid", isolate=False, timing={"target_s": 0.02}, progress=False)
+    [done] = tune_recorded(space.cache, fast, say=lambda _: None)
     assert done.status == "tuned"
     [entry] = space.cache.entries("rp_procs:step")
     assert entry.objective["processes"] == 4 and entry.objective["compilation_cache"] is True

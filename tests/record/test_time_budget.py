@@ -12,6 +12,7 @@ from _repo import python, repo_env
 
 from autotune._errors import StudyError
 from autotune.cli import main
+from autotune.measuring._sampling import Sampling
 from autotune.record._budget import Share, next_share, parse_duration, spend, split_budget
 
 TWO = textwrap.dedent("""
@@ -175,7 +176,7 @@ def test_a_function_run_by_several_processes_weighs_the_calls_of_all_of_them():
         return at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=4, name="steps")[0]
 
     def share(**options):  # the controller, as `autotune tune --recorded` hands it over
-        return quick_default(controller(at.autotuned(f, **options)), (jnp.ones(8),), {}, "(f32[8])", {})
+        return quick_default(controller(at.autotuned(f, **options)), (jnp.ones(8),), {}, "(f32[8])", Sampling())
 
     one, eight = share(expected_calls=100), share(expected_calls=100, processes=8)
     assert (one.calls, eight.calls) == (100, 800)
