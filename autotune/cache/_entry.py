@@ -10,7 +10,6 @@ rule), never here.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +44,7 @@ def fill_retune(template: str | None, calls: float) -> str | None:
 
 
 @dataclass(frozen=True)
-class CacheEntry:
+class CacheEntry(v.Record):
     """The best config found for (function, program, input signature, device).
 
     Arguments:
@@ -91,6 +90,7 @@ class CacheEntry:
     default_config: dict | None = None
     complete_range: dict | None = None
     retune: str | None = None
+    NOUN = "cache entry"
 
     def __post_init__(self):
         if isinstance(self.complete_range, Mapping):  # `_select.complete_range` output as it is
@@ -100,25 +100,9 @@ class CacheEntry:
                 self, "pareto", [stored_point(p) if isinstance(p, Point) else current_keys(p) for p in self.pareto]
             )
 
-    @property
-    def device_key(self) -> str:
-        """Deterministic, readable key of `device`, e.g. ``"cpu|cpu|1|jax=0.10.2|jaxlib=0.10.2"``."""
-        from autotune.program._keys import device_key  # deferred: _keys imports JAX
-
-        return device_key(self.device)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the entry as a JSON-able dict (the export format of one entry)."""
-        return json.loads(json.dumps(dataclasses.asdict(self), allow_nan=False))
-
     @classmethod
-    def from_dict(cls, d: Any) -> CacheEntry:
-        """Build and validate an entry from `to_dict` output.
-
-        Raises:
-            CacheImportError: naming the entry's function key and the invalid field.
-        """
-        return v.checked(parse_entry, d, "cache entry")
+    def parse(cls, d: Any) -> CacheEntry:
+        return parse_entry(d)
 
     # ---------------------------------------------------------------- call counts
 

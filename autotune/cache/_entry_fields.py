@@ -50,16 +50,7 @@ def current_keys(item: Any) -> Any:
 
 def entry_fields(d: Any) -> dict[str, Any]:
     """The fields of a `CacheEntry` from a dict, each validated; `FieldError` on the first bad one."""
-    if not isinstance(d, Mapping):
-        raise FieldError("<entry>", f"must be a JSON object, got {type(d).__name__}")
-    unknown = sorted((k for k in d if k not in _REQUIRED + _OPTIONAL), key=str)
-    if unknown:
-        raise FieldError(
-            str(unknown[0])[:100], f"is not a cache entry field; valid fields are {list(_REQUIRED + _OPTIONAL)}"
-        )
-    for name in _REQUIRED:
-        if name not in d:
-            raise FieldError(name, "is missing")
+    d = v.fields_of(d, _REQUIRED, _OPTIONAL, "cache entry")
     sites = _sites(d["sites"])
     pareto = d.get("pareto", [])
     if not isinstance(pareto, list):

@@ -101,22 +101,15 @@ class Reader:
         where = self.location if self.location is not None else os.environ.get(ENV_CACHE)
         return redact(where) if where else "the default cache"
 
-    def lookup(
-        self,
-        function_key: str,
-        fingerprint: str,
-        signature: str,
-        device_key: str,
-        objective: Objective | None = None,
-    ) -> CacheEntry | None:
-        """As `Cache.lookup`: the entry for an exact key, re-picked for ``objective`` when given
-        (`_entry.repicked`, the one re-pick both readers use).
+    def lookup(self, *key: str, objective: Objective | None = None) -> CacheEntry | None:
+        """``Cache.lookup(*key, objective=objective)``, read with the standard library where the
+        file is plainly readable: the entry for an exact key (function key, fingerprint, signature,
+        device key), re-picked for ``objective`` when given (`_entry.repicked`, the one re-pick).
 
         Raises:
             CacheError: the cache cannot be read, or the row is inconsistent.
         """
-        key = (function_key, fingerprint, signature, device_key)
-        entry = _UNREAD if self.path is None else _read(self.path, key)
+        entry = _UNREAD if self.path is None else _read(self.path, tuple(key))
         if entry is _UNREAD:
             return self.cache.lookup(*key, objective=objective)
         return repicked(entry, objective)

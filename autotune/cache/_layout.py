@@ -103,16 +103,7 @@ def entry_from_row(row: Mapping[str, Any], where: str) -> CacheEntry:
         entry = parse_entry(_decode(row, ENTRY_PLAIN, ENTRY_JSON, ENTRY_NULLABLE_JSON))
     except (FieldError, ValueError, TypeError, OverflowError) as e:
         raise _bad_row(where, "entry", row, f"holds an unreadable entry: {e}") from None
-    if entry.device_key != row["device_key"]:
-        raise _bad_row(
-            where,
-            "entry",
-            row,
-            f"is inconsistent: its device JSON gives the device key "
-            f"{entry.device_key!r} but its device_key column says {row['device_key']!r} (edited by hand "
-            "or damaged), so it is never applied",
-        )
-    return entry
+    return _same_device(entry, row, where, "entry", " (edited by hand or damaged), so it is never applied")
 
 
 def pending_from_row(row: Mapping[str, Any], where: str) -> PendingRecord:
@@ -123,15 +114,21 @@ def pending_from_row(row: Mapping[str, Any], where: str) -> PendingRecord:
         rec = parse_pending(d)
     except (FieldError, ValueError, TypeError, OverflowError) as e:
         raise _bad_row(where, "pending record", row, f"holds an unreadable record: {e}") from None
-    if rec.device_key != row["device_key"]:
+    return _same_device(rec, row, where, "pending record")
+
+
+def _same_device(record: Any, row: Mapping[str, Any], where: str, kind: str, consequence: str = "") -> Any:
+    """``record``, whose device JSON must give the row's ``device_key`` column (a `CacheError` saying
+    which disagrees, and ``consequence``)."""
+    if record.device_key != row["device_key"]:
         raise _bad_row(
             where,
-            "pending record",
+            kind,
             row,
-            f"is inconsistent: its device JSON gives the device key "
-            f"{rec.device_key!r} but its device_key column says {row['device_key']!r}",
+            f"is inconsistent: its device JSON gives the device key {record.device_key!r} but its "
+            f"device_key column says {row['device_key']!r}{consequence}",
         )
-    return rec
+    return record
 
 
 def _bad_row(where: str, kind: str, row: Mapping[str, Any], problem: str) -> CacheError:

@@ -10,10 +10,7 @@ the record only names them.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +25,7 @@ _OPTIONAL = ("options", "replayable", "why_not", "values", "created_at")
 
 
 @dataclass(frozen=True)
-class PendingRecord:
+class PendingRecord(v.Record):
     """A recorded call signature, waiting to be tuned.
 
     Arguments:
@@ -60,13 +57,7 @@ class PendingRecord:
     why_not: str | None = None
     values: dict | None = None
     created_at: str = field(default_factory=utc_now)
-
-    @property
-    def device_key(self) -> str:
-        """The device key of `device` (`autotune.program._keys.device_key`)."""
-        from autotune.program._keys import device_key  # deferred: _keys imports JAX
-
-        return device_key(self.device)
+    NOUN = "pending record"
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -80,32 +71,14 @@ class PendingRecord:
             return []
         return [f for f in self.values.get("files", []) if f is not None]
 
-    def to_dict(self) -> dict[str, Any]:
-        """The record as a JSON-able dict (its export format)."""
-        return json.loads(json.dumps(dataclasses.asdict(self), allow_nan=False))
-
     @classmethod
-    def from_dict(cls, d: Any) -> PendingRecord:
-        """Build and validate a record from `to_dict` output.
-
-        Raises:
-            CacheImportError: naming the record's function key and the invalid field.
-        """
-        return v.checked(parse_pending, d, "pending record")
+    def parse(cls, d: Any) -> PendingRecord:
+        return parse_pending(d)
 
 
 def parse_pending(d: Any) -> PendingRecord:
     """Validate a dict and build the `PendingRecord`; raise `FieldError` on the first bad field."""
-    if not isinstance(d, Mapping):
-        raise FieldError("<record>", f"must be a JSON object, got {type(d).__name__}")
-    unknown = sorted((k for k in d if k not in _REQUIRED + _OPTIONAL), key=str)
-    if unknown:
-        raise FieldError(
-            str(unknown[0])[:100], f"is not a pending record field; valid fields are {list(_REQUIRED + _OPTIONAL)}"
-        )
-    for name in _REQUIRED:
-        if name not in d:
-            raise FieldError(name, "is missing")
+    d = v.fields_of(d, _REQUIRED, _OPTIONAL, "pending record")
     replayable = v.flag("replayable", d.get("replayable", True))
     why_not = d.get("why_not")
     if replayable and why_not is not None:

@@ -8,6 +8,7 @@ over-long text and deeply nested JSON are refused.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -55,6 +56,54 @@ def checked(parse: Any, d: Any, noun: str) -> Any:
         name = d.get("function_key") if isinstance(d, Mapping) else None
         who = f" for function {name[:100]!r}" if isinstance(name, str) else ""
         raise CacheImportError(f"The {noun}{who} is invalid: {e}. Fix or remove this {noun.split()[-1]}.") from None
+
+
+class Record:
+    """What a cache entry and a pending record share as JSON data: the export form, the device
+    key, and ``from_dict`` through the class's own ``parse`` (a `FieldError` raised as a
+    `CacheImportError` naming the function key)."""
+
+    NOUN = "record"
+    """The record's name in messages (``"cache entry"``, ``"pending record"``)."""
+
+    @property
+    def device_key(self) -> str:
+        """Deterministic, readable key of ``device``, e.g. ``"cpu|cpu|1|jax=0.10.2|jaxlib=0.10.2"``."""
+        from autotune.program._keys import device_key  # deferred: _keys imports JAX
+
+        return device_key(self.device)  # type: ignore[attr-defined]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as a JSON-able dict (its export format)."""
+        return json.loads(json.dumps(dataclasses.asdict(self), allow_nan=False))  # type: ignore[call-overload]
+
+    @classmethod
+    def parse(cls, d: Any) -> Any:
+        """Validate a dict and build the record; `FieldError` on the first bad field."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Any:
+        """Build and validate a record from `to_dict` output.
+
+        Raises:
+            CacheImportError: naming the record's function key and the invalid field.
+        """
+        return checked(cls.parse, d, cls.NOUN)
+
+
+def fields_of(d: Any, required: tuple[str, ...], optional: tuple[str, ...], noun: str) -> Mapping[str, Any]:
+    """``d`` as a record's fields: a JSON object with every ``required`` field and no field
+    outside ``required`` and ``optional`` (a `FieldError` naming the first that is not)."""
+    if not isinstance(d, Mapping):
+        raise FieldError(f"<{noun.split()[-1]}>", f"must be a JSON object, got {type(d).__name__}")
+    unknown = sorted((k for k in d if k not in required + optional), key=str)
+    if unknown:
+        raise FieldError(str(unknown[0])[:100], f"is not a {noun} field; valid fields are {list(required + optional)}")
+    for name in required:
+        if name not in d:
+            raise FieldError(name, "is missing")
+    return d
 
 
 def utc_now() -> str:

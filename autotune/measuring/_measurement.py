@@ -111,25 +111,9 @@ class Measurement:
         return self.load_estimate_s if self.load_cost_s is None else self.load_cost_s
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "trace_s": self.trace_s,
-            "lower_s": self.lower_s,
-            "compile_s": self.compile_s,
-            "run_s": self.run_s,
-            "run_iqr_s": self.run_iqr_s,
-            "reps": self.reps,
-            "config": self.config.to_dict(),
-            "memory": dict(self.memory),
-            "flops": self.flops,
-            "program_hash": self.program_hash,
-            "trace_cpu_s": self.trace_cpu_s,
-            "lower_cpu_s": self.lower_cpu_s,
-            "compile_cpu_s": self.compile_cpu_s,
-            "run_p10_s": self.run_p10_s,
-            "load_cost_s": self.load_cost_s,
-            "timing": self.timing,
-            "compile_stretch": self.compile_stretch,
-        }
+        """Every field as JSON data but the call's ``outputs`` (kept for the correctness guard only)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "outputs"}
+        return {**out, "config": self.config.to_dict(), "memory": dict(self.memory)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Measurement:

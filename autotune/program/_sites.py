@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import jax
@@ -15,6 +15,9 @@ from autotune._errors import TraceError
 from autotune.program import _compat, _fingerprint
 from autotune.program._config import SiteChoice
 from autotune.program._loop import LoopTag
+
+_REWRITE_ONLY = ("num_carry", "num_xs", "reverse", "effects", "path")
+"""A site's fields that say how the rewrite re-emits it, not what the site is: left out of its JSON."""
 
 
 @dataclass(frozen=True)
@@ -74,20 +77,9 @@ class LoopSite:
     library_source: str | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "length": self.length,
-            "depth": self.depth,
-            "parent": self.parent,
-            "source": self.source,
-            "name": self.name,
-            "has_ys": self.has_ys,
-            "default": self.default.to_dict(),
-            "form": self.form,
-            "derived": self.derived,
-            "library_source": self.library_source,
-        }
+        """The site as its JSON describes it: every field but how the rewrite re-emits it."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _REWRITE_ONLY}
+        return {**out, "default": self.default.to_dict()}
 
 
 def _body_of(eqn) -> Any:

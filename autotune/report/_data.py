@@ -7,6 +7,7 @@ confirmation falls back to its trials' single measurements.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import re
@@ -61,19 +62,8 @@ class TrialRow:
         return not self.counts and self.outcome != Outcome.DUPLICATE.value
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "number": self.number,
-            "outcome": self.outcome,
-            "config": self.config,
-            "reason": self.reason,
-            "trace_s": self.trace_s,
-            "lower_s": self.lower_s,
-            "compile_s": self.compile_s,
-            "compile_total_s": self.compile_total_s,
-            "run_s": self.run_s,
-            "cost": self.cost,
-            "duration_s": self.duration_s,
-        }
+        """The row's fields and its ``compile_total_s``, as JSON data."""
+        return {**dataclasses.asdict(self), "compile_total_s": self.compile_total_s}
 
 
 @dataclass
