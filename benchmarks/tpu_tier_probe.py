@@ -68,14 +68,14 @@ def verdict(rows: list[dict], calls: tuple[int, ...] = (10_000, 100_000, 1_000_0
     against the cheapest config compiled up front; ``pays``: whether tiering ``for`` beats compiling
     it up front at the first count (`autotune.select._tiered.pays`)."""
     from autotune.select._objective import Objective
-    from autotune.select._tiered import pays, tiered_at
+    from autotune.select._tiered import TierCase, pays, tiered_at
 
     by = {r["config"]: r for r in rows}
     d, w = by["scan×1"], by["for"]
     dw = ((d["compile_s"], d["run_s"]), (w["compile_s"], w["run_s"]))
     at_calls = []
     for n in calls:
-        tiered, _ = tiered_at(Objective(expected_calls=n), *dw, Fraction(n), slowdown=1.0)
+        tiered, _ = tiered_at(TierCase(Objective(expected_calls=n), *dw, slowdown=1.0), Fraction(n))
         best = min(rows, key=lambda r: r["compile_s"] + n * r["run_s"])
         cost = best["compile_s"] + n * best["run_s"]
         at_calls.append(
@@ -85,7 +85,7 @@ def verdict(rows: list[dict], calls: tuple[int, ...] = (10_000, 100_000, 1_000_0
         "shape": d["shape"],
         "for_speedup": d["run_s"] / w["run_s"] if w["run_s"] > 0 else None,
         "compile_ratio": w["compile_s"] / d["compile_s"] if d["compile_s"] > 0 else None,
-        "pays": pays(Objective(expected_calls=calls[0]), *dw, Fraction(calls[0]), slowdown=1.0),
+        "pays": pays(TierCase(Objective(expected_calls=calls[0]), *dw, slowdown=1.0), Fraction(calls[0])),
         "at_calls": at_calls,
     }
 
