@@ -47,9 +47,10 @@ compile and the winner's: there tier-up never pays, and the winner compiles up f
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 from autotune.program._config import Config
 from autotune.select._point import Point, point_of
@@ -219,6 +220,42 @@ class TierCase:
         loads = (default.load_cost_s, point.load_cost_s)
         return cls(objective, d, w, loads, slowdown_of(default), compile_slowdown_of(default))
 
+    @functools.cached_property
+    def exact(self) -> _Exact:
+        """The case in fractions, converted once (the rule reads a case at many call counts)."""
+        o = self.objective
+        c_d, c_w = Fraction(self.default[0]), Fraction(self.winner[0])
+        compiles = [(c_d, c_w, 1)]
+        if o.processes > 1:  # every later process loads both from JAX's cache, or compiles again
+            cached = o.compilation_cache and None not in self.loads
+            again = (Fraction(self.loads[0]), Fraction(self.loads[1])) if cached else (c_d, c_w)
+            compiles.append((*again, o.processes - 1))
+        return _Exact(
+            cw=Fraction(o.compile_weight),
+            rw=Fraction(o.runtime_weight),
+            per=Fraction(self.slowdown) * Fraction(self.default[1]),
+            c=Fraction(self.compile_slowdown),
+            r_w=Fraction(self.winner[1]),
+            compiles=compiles,
+            up_front=o.line(self.winner[0], self.winner[1], self.loads[1]),
+        )
+
+
+class _Exact(NamedTuple):
+    """A :class:`TierCase` in fractions: the weights, ``s·r_d`` (``per``), ``c``, the winner's run
+    cost, ``(default's compile, winner's compile, how many processes pay them)`` (the first
+    process compiles both; a later one loads them from JAX's cache when the objective has it on
+    and both loads are known, else compiles again: :meth:`Objective.line`), and the winner
+    compiled up front as a line ``(a, b)`` in N."""
+
+    cw: Fraction
+    rw: Fraction
+    per: Fraction
+    c: Fraction
+    r_w: Fraction
+    compiles: list[tuple[Fraction, Fraction, int]]
+    up_front: tuple[Fraction, Fraction]
+
 
 def tiers(point: Point, default: Point | None, objective: Any) -> bool:
     """Whether ``objective`` charges ``point`` the tiered cost: it has ``tier_up``, the default's
@@ -245,40 +282,23 @@ def entry_pays(entry: Any, objective: Any) -> bool:
     return pays(TierCase.of(objective, default, winner), Fraction(objective.expected_calls))
 
 
-def _one_process(
-    default: tuple[Fraction, Fraction], winner: tuple[Fraction, Fraction], n: Fraction, case: TierCase
-) -> tuple[Fraction, Fraction]:
-    """(tiered cost of one process's ``n`` calls, its slope just above ``n``), exactly:
-    ``(compile, run)`` of the default and of the winner, ``s``, ``c`` and the weights from ``case``."""
-    (c_d, r_d), (c_w, r_w) = default, winner
-    cw, rw = Fraction(case.objective.compile_weight), Fraction(case.objective.runtime_weight)
-    ready, per = Fraction(case.compile_slowdown) * c_w, Fraction(case.slowdown) * r_d
-    if ready > 0 and (per == 0 or n < ready / per):  # the default still serves just above n,
+def _one_process(c_d: Fraction, c_w: Fraction, n: Fraction, e: _Exact) -> tuple[Fraction, Fraction]:
+    """(tiered cost of one process's ``n`` calls, its slope just above ``n``), exactly: ``c_d``
+    and ``c_w`` the compiles of the default and of the winner in that process."""
+    ready = e.c * c_w
+    if ready > 0 and (e.per == 0 or n < ready / e.per):  # the default still serves just above n,
         # and a process ending at n waits at exit for the rest of the compile
-        return cw * (c_d + ready - n * per) + rw * n * per, (rw - cw) * per
-    k = ready / per if per > 0 else Fraction(0)
-    return cw * c_d + rw * (ready + (n - k) * r_w), rw * r_w
-
-
-def _compiles(case: TierCase) -> list[tuple[Fraction, Fraction, int]]:
-    """``(default's compile, winner's compile, how many processes pay them)``: the first process
-    compiles both; every later one (``objective.processes``) loads them from JAX's cache when the
-    objective has it on and both loads are known, else compiles again (:meth:`Objective.line`)."""
-    c_d, c_w = Fraction(case.default[0]), Fraction(case.winner[0])
-    out = [(c_d, c_w, 1)]
-    if case.objective.processes > 1:
-        cached = case.objective.compilation_cache and None not in case.loads
-        again = (Fraction(case.loads[0]), Fraction(case.loads[1])) if cached else (c_d, c_w)
-        out.append((*again, case.objective.processes - 1))
-    return out
+        return e.cw * (c_d + ready - n * e.per) + e.rw * n * e.per, (e.rw - e.cw) * e.per
+    k = ready / e.per if e.per > 0 else Fraction(0)
+    return e.cw * c_d + e.rw * (ready + (n - k) * e.r_w), e.rw * e.r_w
 
 
 def tiered_kinks(case: TierCase) -> list[Fraction]:
     """The call counts where :func:`tiered_at`'s cost changes slope (the winner takes over from the
     default: ``ready / (s·r_d)``, for the first process and for the later ones), exactly, sorted;
     between two of them the tiered cost is a line in N."""
-    per, c = Fraction(case.slowdown) * Fraction(case.default[1]), Fraction(case.compile_slowdown)
-    return sorted({c * c_w / per for _, c_w, _ in _compiles(case) if c_w > 0 and per > 0})
+    e = case.exact
+    return sorted({e.c * c_w / e.per for _, c_w, _ in e.compiles if c_w > 0 and e.per > 0})
 
 
 def tiered_at(case: TierCase, n: Fraction) -> tuple[Fraction, Fraction]:
@@ -296,23 +316,17 @@ def tiered_at(case: TierCase, n: Fraction) -> tuple[Fraction, Fraction]:
         >>> [float(x) for x in tiered_at(case, Fraction(1000))]
         [2.99, 0.001]
     """
-    r_d, r_w = Fraction(case.default[1]), Fraction(case.winner[1])
     value, slope = Fraction(0), Fraction(0)
-    for d, w, times in _compiles(case):
-        v, sl = _one_process((d, r_d), (w, r_w), n, case)
+    for c_d, c_w, times in case.exact.compiles:
+        v, sl = _one_process(c_d, c_w, n, case.exact)
         value, slope = value + times * v, slope + times * sl
     return value, slope
-
-
-def _up_front(case: TierCase) -> tuple[Fraction, Fraction]:
-    """The winner compiled up front as a line ``(a, b)`` in N (:meth:`Objective.line`)."""
-    return case.objective.line(case.winner[0], case.winner[1], case.loads[1])
 
 
 def _costs(case: TierCase, n: Fraction) -> tuple[tuple[Fraction, Fraction], tuple[Fraction, Fraction], bool]:
     """``(tiered, up front, tiered is cheaper)`` at ``n``, each ``(cost, slope just above n)``:
     the comparison :func:`pays` and :func:`charged_at` share (a tie compiles up front)."""
-    a, b = _up_front(case)
+    a, b = case.exact.up_front
     tiered = tiered_at(case, n)
     up_front = (a + b * n, b)
     return tiered, up_front, tiered[0] < up_front[0]
@@ -348,7 +362,7 @@ def charged_kinks(case: TierCase) -> list[Fraction]:
     kinks (:func:`tiered_kinks`) and where it crosses the up-front line; between two of them the
     charged cost is a line in N."""
     ks = tiered_kinks(case)
-    a_u, b_u = _up_front(case)
+    a_u, b_u = case.exact.up_front
     edges = [Fraction(0), *ks]
     out = set(ks)
     for i, lo in enumerate(edges):

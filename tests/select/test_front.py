@@ -240,6 +240,21 @@ def test_a_near_tie_floats_cannot_tell_apart_is_judged_exactly():
     assert intervals[0]["to_calls"] == float((1 - Fraction(1.0 - 1e-16)) / Fraction(1e-17)) == 11.102230246251565
 
 
+def test_a_stretch_too_short_for_floats_is_judged_exactly():
+    # Four rounds each: the medians (the mean of the middle two) of these two cross just below the
+    # float 714.2857142857142, and two more round lines cross between it and the next float. Judged
+    # in floats, that last stretch went to scan×1 and the intervals said scan×1 at 714.2857142857142,
+    # where the rule (choose) says scan×3.
+    rounds1 = [(0.6875, 0.000875), (0.6875, 0.0007875), (0.5625, 0.0009625000000000001), (0.625, 0.0009709975477956671)]
+    rounds3 = [(1.0, 0.00041250000000000005), (1.0, 0.000375), (0.8871178826859817, 0.0003375), (1.1, 0.0003375)]
+    scan1 = pt(SCAN, 0.625, 0.000875, rounds=rounds1)
+    scan3 = pt(C({"l": {"repr": "scan", "unroll": 3}}), 1.0, 0.000375, rounds=rounds3)
+    intervals = crossover_intervals([scan1, scan3])
+    assert [(it["config"], it["from_calls"]) for it in intervals] == [(SCAN, 0.0), (scan3.config, 714.2857142857142)]
+    for n in (714.2857142857141, 714.2857142857142, 714.2857142857143):
+        assert _select.winner([scan1, scan3], at.Objective(expected_calls=n)).config == best_at(intervals, n), n
+
+
 def test_the_rule_is_asked_only_where_the_winner_may_change():
     rnd = random.Random(2)
     points = random_points(rnd, 150, [5, 6, 7])
