@@ -414,7 +414,7 @@ def stored_entries(tmp: str) -> list[dict[str, Any]]:
     """The stored default and winner compile/run costs of each entry (what tier-up decides on)."""
     from autotune.cache import Cache
     from autotune.program._config import Config
-    from autotune.select._rule import point_of
+    from autotune.select import point_of
 
     out = []
     with Cache(os.path.join(tmp, "cache.db")) as cache:

@@ -1,5 +1,5 @@
 """Three configs whose crossovers are exact by hand, and a cache entry holding them
-(tests/select/test_select.py, test_cache_cmds.py, test_cli.py)."""
+(tests/select/test_select.py, test_front.py, test_cache_cmds.py, test_cli.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,12 @@ def pt(config, compile_s, run_s, rounds=()):
 
 def C(d):
     return at.Config(d)
+
+
+def point(config, rounds):
+    """A point of ``config`` with paired ``rounds`` and their medians as its seconds."""
+    med = lambda i: sorted(r[i] for r in rounds)[len(rounds) // 2]  # noqa: E731
+    return pt(config, med(0), med(1), rounds=rounds)
 
 
 # Three configs with binary-exact seconds, so the crossovers are exact by hand:

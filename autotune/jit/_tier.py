@@ -2,7 +2,7 @@
 
 A call signature whose cached winner compiles much slower than the default, and for which
 serving the default while it compiles costs less at the decorator's ``expected_calls`` than
-compiling it up front (`autotune.select._rule.entry_pays`, on the entry's stored figures), gets
+compiling it up front (`autotune.select._tiered.entry_pays`, on the entry's stored figures), gets
 a `Slot`. The decision is made inside the decorator's own trace of its first call (`Tier.decides`):
 the one trace that looks the entry up emits the default config for
 the decorator's jit, and a daemon thread compiles the winner from the same traced program
@@ -325,10 +325,10 @@ class Tier:
 def qualifying(lookup: Any, objective: Any) -> bool:
     """Whether a lookup's cached winner is tiered under the decorator's ``objective``: it compiles
     slow enough against the default, and serving the default while it compiles costs less at
-    ``expected_calls`` than compiling it up front (`autotune.select._rule.entry_pays`, on the
+    ``expected_calls`` than compiling it up front (`autotune.select._tiered.entry_pays`, on the
     entry's stored figures)."""
     if lookup.source != "cache" or lookup.entry is None:
         return False
-    from autotune.select._rule import entry_pays
+    from autotune.select._tiered import entry_pays
 
     return entry_pays(lookup.entry, objective)

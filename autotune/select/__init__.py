@@ -32,21 +32,21 @@ Only the standard library is needed.
 """
 
 from autotune.select._complete import complete_range as complete_range
+from autotune.select._front import best_at as best_at
+from autotune.select._front import crossover_intervals as crossover_intervals
+from autotune.select._front import pareto_front as pareto_front
 from autotune.select._point import Point as Point
+from autotune.select._point import as_points as as_points
+from autotune.select._point import point_of as point_of
 from autotune.select._range import format_calls as format_calls
 from autotune.select._range import in_range as in_range
 from autotune.select._range import intervals_json as intervals_json
 from autotune.select._range import json_bound as json_bound
 from autotune.select._range import range_json as range_json
 from autotune.select._rule import Choice as Choice
-from autotune.select._rule import as_points as as_points
 from autotune.select._rule import beats as beats
-from autotune.select._rule import best_at as best_at
 from autotune.select._rule import choose as choose
 from autotune.select._rule import cost as cost
-from autotune.select._rule import crossover_intervals as crossover_intervals
-from autotune.select._rule import pareto_front as pareto_front
-from autotune.select._rule import point_of as point_of
 from autotune.select._rule import ranked as ranked
 from autotune.select._rule import tiered_cost_of as tiered_cost_of
 from autotune.select._rule import winner as winner

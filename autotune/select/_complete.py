@@ -8,19 +8,21 @@ from fractions import Fraction
 from typing import Any
 
 from autotune.program._config import Config
+from autotune.select._front import stretches
 from autotune.select._objective import Objective
 from autotune.select._point import Point
 from autotune.select._range import format_calls
-from autotune.select._rule import _breakpoints, _find_default, _Line, _lines, _winner
+from autotune.select._rule import _find_default, _Line, _lines
 
 
-def _chosen_cost_crosses(lines: list[_Line], dflt: _Line | None, breaks: list[Fraction], bound: Fraction) -> Fraction:
-    """The largest N such that the chosen config's cost stays <= bound on [0, N] (may be inf)."""
-    for i, x in enumerate(breaks):
-        value, slope = _winner(lines, dflt, x).key(x)
+def _chosen_cost_crosses(winners: list[tuple[Fraction, _Line]], bound: Fraction) -> Fraction:
+    """The largest N such that the chosen config's cost stays <= bound on [0, N] (may be inf):
+    ``winners`` as :func:`~autotune.select._front.stretches` gives them."""
+    for i, (x, w) in enumerate(winners):
+        value, slope = w.key(x)
         if value > bound:
             return x
-        nxt = breaks[i + 1] if i + 1 < len(breaks) else None
+        nxt = winners[i + 1][0] if i + 1 < len(winners) else None
         if slope > 0:
             cross = x + (bound - value) / slope
             if nxt is None or cross < nxt:
@@ -67,12 +69,11 @@ def complete_range(
     if not stopped or not points:
         return {"from_calls": 0.0, "to_calls": math.inf, "why": "every config of the space was measured"}
     lines = _lines(points, objective)
-    dflt = _find_default(lines, default)
-    breaks = _breakpoints(lines)
+    winners = stretches(lines, _find_default(lines, default))
     hi, limiting = math.inf, None
     for config, lb in stopped:
         # at least: its compile, and (load unknown, taken as 0) nothing more from a process that loads it
-        cross = _chosen_cost_crosses(lines, dflt, breaks, objective.line(float(lb), 0.0, 0.0)[0])
+        cross = _chosen_cost_crosses(winners, objective.line(float(lb), 0.0, 0.0)[0])
         if cross >= 0 and float(cross) < hi:
             hi, limiting = float(cross), config
     hi = max(hi, n0)

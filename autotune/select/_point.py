@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,3 +185,14 @@ class Point:
 
     def replace(self, **changes: Any) -> Point:
         return dataclasses.replace(self, **changes)
+
+
+def point_of(points: Sequence[Point], config: Config) -> Point | None:
+    """The point of ``config``, or of its program (a point listing ``config`` in ``equivalent``
+    lowered to the same program), or None."""
+    return next((p for p in points if p.config == config), None) or next((p for p in points if p.holds(config)), None)
+
+
+def as_points(points: Sequence[Point | Mapping[str, Any]]) -> list[Point]:
+    """Points from a public caller: :class:`Point` values, or dicts (``Point.from_json``) read once."""
+    return [Point.from_json(p) for p in points]

@@ -1,4 +1,6 @@
-"""The winner rule, the re-pick for another call count and the crossover intervals (see the package docstring)."""
+"""The winner rule: a point's cost, the winner for a call count and its re-pick for another (see the package docstring).
+
+The crossover intervals, the winner over every call count, are `autotune.select._front`'s."""
 
 from __future__ import annotations
 
@@ -12,9 +14,9 @@ from typing import Any
 
 from autotune.program._config import Config
 from autotune.select._objective import Objective
-from autotune.select._point import Point
+from autotune.select._point import Point, point_of
 from autotune.select._range import in_range as _in_range
-from autotune.select._tiered import charged_at, charged_kinks, compile_slowdown_of, pays, qualifies, slowdown_of
+from autotune.select._tiered import TierCase, charged_at, charged_kinks, tiers
 
 SIGN_TEST_LEVEL = Fraction(1, 8)
 """How often a challenger no better than the default may, by chance alone, win the paired
@@ -46,6 +48,12 @@ def _rounds(point: Point) -> tuple[tuple[float, float], ...]:
     return point.rounds or ((point.compile_cost_s, point.run_cost_s),)
 
 
+Piece = tuple[Fraction, Fraction]
+"""A line ``(a, b)`` in the call count: cost ``a + b·n``."""
+Cost = tuple[Fraction, Fraction]
+"""A cost at one call count n and its slope just above n."""
+
+
 class _Line:
     """One point under one objective: its round lines, as exact fractions; under an objective with
     ``tier_up``, a point whose compile qualifies against ``default`` (the default's point) is charged
@@ -61,100 +69,63 @@ class _Line:
         self.paired = bool(point.rounds)
         rounds = _rounds(point)
         self.lines = [objective.line(c, r, point.load_cost_s) for c, r in rounds]
-        self.tier = None
+        self.tier: list[TierCase] | None = None
         if tiers(point, default, objective):
             assert default is not None
             theirs = _rounds(default)
             medians = (default.compile_cost_s, default.run_cost_s)
             pairs = theirs if len(theirs) == len(rounds) else [medians] * len(rounds)
-            self.tier = (objective, list(zip(pairs, rounds)), _tier_figures(default, point))
+            self.tier = [TierCase.of(objective, default, point, pair) for pair in zip(pairs, rounds)]
 
-    def at(self, n: Fraction) -> list[tuple[Fraction, Fraction]]:
+    def at(self, n: Fraction) -> list[Cost]:
         """Each round's (cost at n, its slope just above n)."""
         if self.tier is None:
             return [(a + b * n, b) for a, b in self.lines]
-        objective, pairs, figures = self.tier
-        return [charged_at(objective, d, w, n, **figures) for d, w in pairs]
+        return [charged_at(case, n) for case in self.tier]
 
-    def pieces(self) -> tuple[list[tuple[Fraction, Fraction]], list[Fraction]]:
-        """``(lines, kinks)``: lines ``(a, b)`` (cost ``a + b·n``) that hold each round's cost
-        piecewise, and the call counts where a tiered round changes slope. A plain point's are
-        its round lines and no kinks; a tiered round is a line between two of its kinks."""
+    def pieces(self) -> list[list[tuple[Fraction, Piece]]]:
+        """Each round's cost as lines ``[(from_n, (a, b)), ...]``: ``a + b·n`` from ``from_n`` on to
+        the next one. A plain round is one line from 0; a tiered round bends where
+        `autotune.select._tiered.charged_kinks` says, and each of its lines is read off
+        :meth:`at` between two bends."""
         if self.tier is None:
-            return list(self.lines), []
-        objective, pairs, figures = self.tier
-        lines: list[tuple[Fraction, Fraction]] = []
-        kinks: set[Fraction] = set()
-        for d, w in pairs:
-            ks = charged_kinks(objective, d, w, **figures)
-            kinks.update(ks)
-            edges = [Fraction(0), *ks]
+            return [[(Fraction(0), line)] for line in self.lines]
+        rounds = []
+        for case in self.tier:
+            edges = [Fraction(0), *charged_kinks(case)]
             probes = [(a + b) / 2 for a, b in zip(edges, edges[1:])] + [edges[-1] + 1]
-            for n in probes:
-                value, slope = charged_at(objective, d, w, n, **figures)
-                lines.append((value - slope * n, slope))
-        return lines, sorted(kinks)
+            rounds.append([(lo, _line_at(charged_at(case, n), n)) for lo, n in zip(edges, probes)])
+        return rounds
 
-    def key(self, n: Fraction) -> tuple[Fraction, Fraction]:
-        """(median cost at n, its slope just above n): comparing these orders points by
-        their cost at n, ties by the cost just above n."""
-        keys = sorted(self.at(n))
-        m = len(keys)
-        if m % 2:
-            return keys[m // 2]
-        (v1, s1), (v2, s2) = keys[m // 2 - 1], keys[m // 2]
-        return (v1 + v2) / 2, (s1 + s2) / 2
+    def key(self, n: Fraction) -> Cost:
+        """(median cost at n, its slope just above n) (:func:`_median`)."""
+        return _median(self.at(n))
 
-    def beats(self, other: _Line, n: Fraction) -> bool:
-        if not self.key(n) < other.key(n):
-            return False
+    def outvotes(self, other: _Line, mine: list[Cost], theirs: list[Cost]) -> bool:
+        """Whether this point wins enough of its rounds paired with ``other``'s
+        (:func:`wins_needed`; True when either has no rounds: nothing to pair). ``mine`` and
+        ``theirs``: each one's round costs at one call count (:meth:`at`)."""
         if not (self.paired and other.paired):
             return True
-        pairs = list(zip(self.at(n), other.at(n)))
-        wins = sum(1 for mine, theirs in pairs if mine < theirs)
-        return wins >= wins_needed(len(pairs))
+        wins = sum(1 for a, b in zip(mine, theirs) if a < b)
+        return wins >= wins_needed(min(len(mine), len(theirs)))
 
 
-def tiers(point: Point, default: Point | None, objective: Objective) -> bool:
-    """Whether ``objective`` charges ``point`` the tiered cost: it has ``tier_up``, the default's
-    point is known, ``point`` is another config and its compile qualifies against the default's
-    (`autotune.select._tiered.qualifies`, on the median compile costs, as the decorator decides)."""
-    return (
-        objective.tier_up
-        and default is not None
-        and point.config != default.config
-        and qualifies(default.compile_cost_s, point.compile_cost_s)
-    )
+def _line_at(cost: Cost, n: Fraction) -> Piece:
+    """The line through ``cost`` (a cost at ``n`` and its slope just above ``n``)."""
+    value, slope = cost
+    return value - slope * n, slope
 
 
-def _tier_figures(default: Point, point: Point) -> dict[str, Any]:
-    """The tiered cost's ``loads``, ``s`` and ``c`` for ``point`` against the default's point, as
-    `autotune.select._tiered` takes them."""
-    return {
-        "loads": (default.load_cost_s, point.load_cost_s),
-        "slowdown": slowdown_of(default),
-        "compile_slowdown": compile_slowdown_of(default),
-    }
-
-
-def entry_pays(entry: Any, objective: Objective) -> bool:
-    """Whether the decorator tiers a cache entry's winner under ``objective`` (its own, with
-    ``tier_up``): the winner is charged the tiered cost (:func:`tiers`: another config than the
-    default, whose compile qualifies) and tiering :func:`~autotune.select._tiered.pays` at
-    ``objective.expected_calls``, on the stored medians and the default's measured ``slowdown``
-    and ``compile_slowdown``."""
-    default = entry.default_point
-    winner = point_of(entry.points, Config.from_dict(entry.config))
-    if winner is None or not tiers(winner, default, objective):
-        return False
-    assert default is not None
-    return pays(
-        objective,
-        (default.compile_cost_s, default.run_cost_s),
-        (winner.compile_cost_s, winner.run_cost_s),
-        Fraction(objective.expected_calls),
-        **_tier_figures(default, winner),
-    )
+def _median(costs: list[Cost]) -> Cost:
+    """The median of round costs ``(cost at n, slope just above n)``: comparing these orders
+    points by their cost at n, ties by the cost just above n."""
+    keys = sorted(costs)
+    m = len(keys)
+    if m % 2:
+        return keys[m // 2]
+    (v1, s1), (v2, s2) = keys[m // 2 - 1], keys[m // 2]
+    return (v1 + v2) / 2, (s1 + s2) / 2
 
 
 def _lines(points: Sequence[Point], objective: Objective, default: Config | None = None) -> list[_Line]:
@@ -171,12 +142,19 @@ def _find_default(lines: list[_Line], default: Config | None) -> _Line | None:
 
 
 def _winner(lines: list[_Line], dflt: _Line | None, n: Fraction) -> _Line:
+    """THE rule at ``n`` (the package docstring): the cheapest of the points that beat the
+    default's, on the median and in enough paired rounds, else the default's; without one, the
+    cheapest. Every comparison is of costs at ``n`` and, on a tie, just above it."""
+    costs = {id(ln): ln.at(n) for ln in lines}
+    keys = {i: _median(c) for i, c in costs.items()}
+
     def order(ln: _Line):
-        return ln.key(n), ln.text, ln.index
+        return keys[id(ln)], ln.text, ln.index
 
     if dflt is None:
         return min(lines, key=order)
-    beating = [ln for ln in lines if ln is not dflt and ln.beats(dflt, n)]
+    bar, theirs = keys[id(dflt)], costs[id(dflt)]
+    beating = [ln for ln in lines if ln is not dflt and keys[id(ln)] < bar and ln.outvotes(dflt, costs[id(ln)], theirs)]
     return min(beating, key=order) if beating else dflt
 
 
@@ -184,7 +162,8 @@ def cost(point: Point, objective: Objective, default: Point | None = None) -> fl
     """A point's cost under ``objective``: the median of its round costs, or
     ``cw * compile_cost_s + rw * N * run_cost_s`` without rounds (:meth:`Objective.line`, which adds
     the processes after the first: their compile, or with the compilation cache the point's ``load_cost_s``);
-    the tiered cost where ``objective.tier_up`` and ``default`` (the default's point) say so (:func:`tiers`)."""
+    the tiered cost where ``objective.tier_up`` and ``default`` (the default's point) say so
+    (`autotune.select._tiered.tiers`)."""
     ln = _Line(point, 0, objective, default)
     return float(ln.key(Fraction(objective.expected_calls))[0])
 
@@ -275,196 +254,3 @@ def choose(
         expected_calls=float(objective.expected_calls),
         in_range=_in_range(complete, objective.expected_calls),
     )
-
-
-def point_of(points: Sequence[Point], config: Config) -> Point | None:
-    """The point of ``config``, or of its program (a point listing ``config`` in ``equivalent``
-    lowered to the same program), or None."""
-    return next((p for p in points if p.config == config), None) or next((p for p in points if p.holds(config)), None)
-
-
-def as_points(points: Sequence[Point | Mapping[str, Any]]) -> list[Point]:
-    """Points from a public caller: :class:`Point` values, or dicts (``Point.from_json``) read once."""
-    return [Point.from_json(p) for p in points]
-
-
-def pareto_front(points: Sequence[Point | Mapping[str, Any]]) -> list[Point]:
-    """The points no other point beats on both ``compile_cost_s`` and ``run_cost_s``, by compile time.
-
-    Arguments:
-        points: :class:`Point` values, or dicts ``{"config", "compile_cost_s", "run_cost_s"[,
-            "rounds"]}`` (``at.pareto_front`` is public; a dict is read once, as ``Point.from_json``).
-
-    Returns:
-        The non-dominated points, sorted by ``compile_cost_s`` (so ``run_cost_s`` falls
-        strictly along the list). Of points with equal seconds only the one whose
-        config has the smallest canonical JSON text is kept.
-
-    Example::
-
-        >>> a, b, c = (Config({"l": {"repr": r, "unroll": k}}) for r, k in (("scan", 1), ("scan", 2), ("for", 1)))
-        >>> pts = [Point(a, 1.0, 3.0), Point(b, 2.0, 3.5), Point(c, 5.0, 1.0)]  # b: dominated by a
-        >>> [str(p.config) for p in pareto_front(pts)]
-        ['l=scan×1', 'l=for']
-    """
-    ordered = sorted(as_points(points), key=lambda p: (p.compile_cost_s, p.run_cost_s, p.config.to_json()))
-    front, best_run = [], math.inf
-    for p in ordered:
-        if p.run_cost_s < best_run:
-            front.append(p)
-            best_run = p.run_cost_s
-    return front
-
-
-def _breakpoints(lines: list[_Line]) -> list[Fraction]:
-    """Every call count > 0 where two round lines (or a median of two) cross, and where a tiered
-    round changes slope (:meth:`_Line.pieces`): the winner can change only there."""
-    all_lines = set()
-    xs = {Fraction(0)}
-    for ln in lines:
-        ls, kinks = ln.pieces()
-        all_lines.update(ls)
-        xs.update(k for k in kinks if k > 0)
-        if len(ln.lines) % 2 == 0:  # an even count's median follows the mean of two lines
-            all_lines.update(((a + c) / 2, (b + d) / 2) for i, (a, b) in enumerate(ls) for (c, d) in ls[i + 1 :])
-    ordered = sorted(all_lines)
-    for i, (a, b) in enumerate(ordered):
-        for c, d in ordered[i + 1 :]:
-            if b != d:
-                x = (c - a) / (b - d)
-                if x > 0:
-                    xs.add(x)
-    return sorted(xs)
-
-
-def crossover_intervals(
-    points: Sequence[Point | Mapping[str, Any]],
-    compile_weight: float = 1.0,
-    runtime_weight: float = 1.0,
-    *,
-    default: Config | Mapping[str, Any] | None = None,
-    processes: int = 1,
-    compilation_cache: bool = False,
-    tier_up: bool = False,
-) -> list[dict[str, Any]]:
-    """The call counts for which each config is the winner: ``[from_calls, to_calls)``.
-
-    Without ``default`` (or without rounds) this is the lower envelope of the lines
-    ``cost(N) = compile_weight * compile_cost_s + runtime_weight * N * run_cost_s`` over ``N >= 0``;
-    with them, the winner rule of this module. Computed exactly, in rational arithmetic
-    on the given floats, so near-ties are not decided by rounding.
-
-    Arguments:
-        points: :class:`Point` values, or dicts as :meth:`Point.from_json` reads them (this is
-            ``at.crossover_intervals``, public; dominated points never win an interval).
-        compile_weight, runtime_weight: the objective's weights.
-        processes, compilation_cache: the objective's processes and whether later ones load the
-            executable from JAX's persistent cache (:meth:`Objective.line`; N is each process's calls).
-        default: the default config (a ``Config`` or its dict), whose point the challengers must beat.
-        tier_up: with ``default``, charge a config that qualifies for tier-up its tiered cost
-            (`autotune.select._tiered`), as a study tuned for ``@at.autotuned(tier_up=True)`` does.
-
-    Returns:
-        ``[{"config": Config, "from_calls": a, "to_calls": b}, ...]`` ordered by call
-        count: the first interval starts at 0, each starts where the previous one
-        ends, and the last ends at ``math.inf``. At a crossover N the interval starting
-        there belongs to the config that is cheaper just above it. Empty input gives ``[]``.
-
-    Example (compile 10 s / run 1 ms vs compile 1 s / run 10 ms: they cost the same
-    at 1000 calls)::
-
-        >>> unrolled, rolled = Config({"l": {"repr": "for"}}), Config({"l": {"repr": "scan"}})
-        >>> for it in crossover_intervals([Point(unrolled, 10.0, 1e-3), Point(rolled, 1.0, 1e-2)]):
-        ...     print(it["config"], it["from_calls"], it["to_calls"])
-        l=scan×1 0.0 1000.0
-        l=for 1000.0 inf
-    """
-    if not points:
-        return []
-    objective = Objective(
-        compile_weight=compile_weight,
-        runtime_weight=runtime_weight,
-        processes=processes,
-        compilation_cache=compilation_cache,
-        tier_up=tier_up,
-    )
-    chosen_default = None if default is None else Config.from_dict(default)
-    lines = _lines(as_points(points), objective, chosen_default)
-    dflt = _find_default(lines, chosen_default)
-    breaks = _breakpoints(lines)
-    # The winner is constant between breakpoints: judge each stretch at its midpoint, in
-    # floats (fast); then check every resulting stretch exactly and redo it all exactly if
-    # floats were fooled by a near-tie. Tiered costs are judged exactly only.
-    tiered = any(ln.tier is not None for ln in lines)
-    for exact in (True,) if tiered else (False, True):
-        out: list[dict[str, Any]] = []
-        current = None
-        for i, x in enumerate(breaks):
-            probe = (x + breaks[i + 1]) / 2 if i + 1 < len(breaks) else (x * 2 if x else Fraction(1))
-            w = _winner(lines, dflt, probe) if exact else _float_winner(lines, dflt, float(probe))
-            if current is None or w is not current:
-                if out:
-                    out[-1]["to_calls"] = _float_up(x)
-                out.append(
-                    {
-                        "config": w.point.config,
-                        "from_calls": _float_up(x),
-                        "to_calls": math.inf,
-                        "_line": w,
-                        "_from": x,
-                    }
-                )
-                current = w
-        if exact or all(_winner(lines, dflt, _probe_of(it, out)) is it["_line"] for it in out):
-            break
-    for it in out:
-        del it["_line"], it["_from"]
-    return out
-
-
-def _float_up(x: Fraction) -> float:
-    """The smallest float >= x, so that a boundary as a float already belongs to the stretch it starts."""
-    f = float(x)
-    return math.nextafter(f, math.inf) if Fraction(f) < x else f
-
-
-def _probe_of(it: dict[str, Any], out: list[dict[str, Any]]) -> Fraction:
-    i = out.index(it)
-    x = it["_from"]
-    if i + 1 < len(out):
-        return (x + out[i + 1]["_from"]) / 2
-    return x * 2 if x else Fraction(1)
-
-
-def _float_winner(lines: list[_Line], dflt: _Line | None, n: float) -> _Line:
-    def key(ln: _Line) -> float:
-        costs = sorted(float(a) + float(b) * n for a, b in ln.lines)
-        m = len(costs)
-        return costs[m // 2] if m % 2 else (costs[m // 2 - 1] + costs[m // 2]) / 2
-
-    keys = {id(ln): key(ln) for ln in lines}
-
-    def beats(p: _Line, d: _Line) -> bool:
-        if not keys[id(p)] < keys[id(d)]:
-            return False
-        if not (p.paired and d.paired):
-            return True
-        pairs = list(zip(p.lines, d.lines))
-        wins = sum(1 for (a, b), (c, e) in pairs if float(a) + float(b) * n < float(c) + float(e) * n)
-        return wins >= wins_needed(len(pairs))
-
-    def order(ln: _Line):
-        return keys[id(ln)], ln.text, ln.index
-
-    if dflt is None:
-        return min(lines, key=order)
-    beating = [ln for ln in lines if ln is not dflt and beats(ln, dflt)]
-    return min(beating, key=order) if beating else dflt
-
-
-def best_at(intervals: Sequence[Mapping[str, Any]], calls: float) -> Any:
-    """The config of the interval that holds ``calls``; None when ``intervals`` is empty."""
-    for it in intervals:
-        if it["from_calls"] <= calls < it["to_calls"]:
-            return it["config"]
-    return intervals[-1]["config"] if intervals else None

@@ -37,8 +37,9 @@ model errs towards compiling up front, which is what a program gets when tier-up
 So tiering pays only when the calls the default serves are worth more than its compile: the
 tiered cost beats the winner compiled up front (``cw·C_w + rw·N·r_w``) by ``rw·k·r_w − cw·C_d``
 once the winner is in. :func:`pays` says where; the decorator tiers a signature only there
-(`autotune.jit._tier`), and the winner rule charges a qualifying point the cheaper of the two
-(`autotune.select._rule`). When N calls finish before the winner is ready (``k = N``) the process
+(`autotune.jit._tier`, through :func:`entry_pays`), and the winner rule charges a point that
+qualifies (:func:`tiers`) the cheaper of the two (`autotune.select._rule`, :func:`charged_at`).
+When N calls finish before the winner is ready (``k = N``) the process
 waits at exit for the compile under way (`autotune.jit._tier`: on CPython a daemon thread still
 inside XLA when the interpreter finalizes aborts the process), so a short run pays the default's
 compile and the winner's: there tier-up never pays, and the winner compiles up front.
@@ -46,19 +47,25 @@ compile and the winner's: there tier-up never pays, and the winner compiles up f
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
+
+from autotune.program._config import Config
+from autotune.select._point import Point, point_of
 
 __all__ = [
     "DEFAULT_COMPILE_SLOWDOWN",
     "DEFAULT_SLOWDOWN",
     "MIN_RATIO",
     "MIN_SECONDS",
+    "TierCase",
     "TierFigures",
     "charged_at",
     "charged_kinks",
     "compile_slowdown_of",
+    "entry_pays",
     "pays",
     "qualifies",
     "slowdown_of",
@@ -66,6 +73,7 @@ __all__ = [
     "tiered_cost",
     "tiered_figures",
     "tiered_kinks",
+    "tiers",
 ]
 
 MIN_RATIO = 2.0
@@ -182,178 +190,185 @@ def tiered_cost(
     return tiered_figures(default_compile_s, default_run_s, winner_compile_s, winner_run_s, calls, **options).cost
 
 
-def _one_process(
-    default: tuple[Fraction, Fraction],
-    winner: tuple[Fraction, Fraction],
-    n: Fraction,
-    s: Fraction,
-    c: Fraction,
-    objective: Any,
-) -> tuple[Fraction, Fraction]:
-    """(tiered cost of one process's ``n`` calls, its slope just above ``n``), exactly:
-    ``(compile, run)`` of the default and of the winner."""
-    (c_d, r_d), (c_w, r_w) = default, winner
-    cw, rw = Fraction(objective.compile_weight), Fraction(objective.runtime_weight)
-    ready, per = c * c_w, s * r_d
-    if ready > 0 and (per == 0 or n < ready / per):  # the default still serves just above n,
+@dataclass(frozen=True)
+class TierCase:
+    """One winner against the default under one objective: what :func:`tiered_at`, :func:`pays`
+    and :func:`charged_at` decide on.
+
+    Attributes:
+        objective: an :class:`~autotune.select._objective.Objective` (weights, processes, cache).
+        default, winner: ``(compile_cost_s, run_cost_s)`` of the default and of the winner (their
+            medians, or one round of each).
+        loads: their ``load_cost_s`` (None: unknown), a later process's compile when the objective
+            has JAX's compilation cache on (:meth:`Objective.line`).
+        slowdown, compile_slowdown: ``s`` and ``c`` (the module docstring).
+    """
+
+    objective: Any
+    default: tuple[float, float]
+    winner: tuple[float, float]
+    loads: tuple[float | None, float | None] = (None, None)
+    slowdown: float = DEFAULT_SLOWDOWN
+    compile_slowdown: float = DEFAULT_COMPILE_SLOWDOWN
+
+    @classmethod
+    def of(cls, objective: Any, default: Point, point: Point, pair: Any = None) -> TierCase:
+        """``point`` against the default's point ``default``: their medians, or ``pair`` (a round of
+        the default's and one of the point's); each one's load, and the ``s`` and ``c`` measured on
+        the default's point (:func:`slowdown_of`, :func:`compile_slowdown_of`)."""
+        d, w = pair or ((default.compile_cost_s, default.run_cost_s), (point.compile_cost_s, point.run_cost_s))
+        loads = (default.load_cost_s, point.load_cost_s)
+        return cls(objective, d, w, loads, slowdown_of(default), compile_slowdown_of(default))
+
+    @functools.cached_property
+    def exact(self) -> _Exact:
+        """The case in fractions, converted once (the rule reads a case at many call counts)."""
+        o = self.objective
+        c_d, c_w = Fraction(self.default[0]), Fraction(self.winner[0])
+        compiles = [(c_d, c_w, 1)]
+        if o.processes > 1:  # every later process loads both from JAX's cache, or compiles again
+            cached = o.compilation_cache and None not in self.loads
+            again = (Fraction(self.loads[0]), Fraction(self.loads[1])) if cached else (c_d, c_w)
+            compiles.append((*again, o.processes - 1))
+        return _Exact(
+            cw=Fraction(o.compile_weight),
+            rw=Fraction(o.runtime_weight),
+            per=Fraction(self.slowdown) * Fraction(self.default[1]),
+            c=Fraction(self.compile_slowdown),
+            r_w=Fraction(self.winner[1]),
+            compiles=compiles,
+            up_front=o.line(self.winner[0], self.winner[1], self.loads[1]),
+        )
+
+
+class _Exact(NamedTuple):
+    """A :class:`TierCase` in fractions: the weights, ``s·r_d`` (``per``), ``c``, the winner's run
+    cost, ``(default's compile, winner's compile, how many processes pay them)`` (the first
+    process compiles both; a later one loads them from JAX's cache when the objective has it on
+    and both loads are known, else compiles again: :meth:`Objective.line`), and the winner
+    compiled up front as a line ``(a, b)`` in N."""
+
+    cw: Fraction
+    rw: Fraction
+    per: Fraction
+    c: Fraction
+    r_w: Fraction
+    compiles: list[tuple[Fraction, Fraction, int]]
+    up_front: tuple[Fraction, Fraction]
+
+
+def tiers(point: Point, default: Point | None, objective: Any) -> bool:
+    """Whether ``objective`` charges ``point`` the tiered cost: it has ``tier_up``, the default's
+    point is known, ``point`` is another config and its compile :func:`qualifies` against the
+    default's (on the median compile costs, as the decorator decides)."""
+    return (
+        objective.tier_up
+        and default is not None
+        and point.config != default.config
+        and qualifies(default.compile_cost_s, point.compile_cost_s)
+    )
+
+
+def entry_pays(entry: Any, objective: Any) -> bool:
+    """Whether the decorator tiers a cache entry's winner under ``objective`` (its own, with
+    ``tier_up``): the winner is charged the tiered cost (:func:`tiers`: another config than the
+    default, whose compile qualifies) and tiering :func:`pays` at ``objective.expected_calls``, on
+    the stored medians and the default's measured ``slowdown`` and ``compile_slowdown``."""
+    default = entry.default_point
+    winner = point_of(entry.points, Config.from_dict(entry.config))
+    if winner is None or not tiers(winner, default, objective):
+        return False
+    assert default is not None
+    return pays(TierCase.of(objective, default, winner), Fraction(objective.expected_calls))
+
+
+def _one_process(c_d: Fraction, c_w: Fraction, n: Fraction, e: _Exact) -> tuple[Fraction, Fraction]:
+    """(tiered cost of one process's ``n`` calls, its slope just above ``n``), exactly: ``c_d``
+    and ``c_w`` the compiles of the default and of the winner in that process."""
+    ready = e.c * c_w
+    if ready > 0 and (e.per == 0 or n < ready / e.per):  # the default still serves just above n,
         # and a process ending at n waits at exit for the rest of the compile
-        return cw * (c_d + ready - n * per) + rw * n * per, (rw - cw) * per
-    k = ready / per if per > 0 else Fraction(0)
-    return cw * c_d + rw * (ready + (n - k) * r_w), rw * r_w
+        return e.cw * (c_d + ready - n * e.per) + e.rw * n * e.per, (e.rw - e.cw) * e.per
+    k = ready / e.per if e.per > 0 else Fraction(0)
+    return e.cw * c_d + e.rw * (ready + (n - k) * e.r_w), e.rw * e.r_w
 
 
-def _compiles(
-    objective: Any, c_d: Fraction, c_w: Fraction, loads: tuple[float | None, float | None]
-) -> list[tuple[Fraction, Fraction, int]]:
-    """``(default's compile, winner's compile, how many processes pay them)``: the first process
-    compiles both; every later one (``objective.processes``) loads them from JAX's cache when the
-    objective has it on and both loads are known, else compiles again (:meth:`Objective.line`)."""
-    out = [(c_d, c_w, 1)]
-    if objective.processes > 1:
-        cached = objective.compilation_cache and None not in loads
-        again = (Fraction(loads[0]), Fraction(loads[1])) if cached else (c_d, c_w)
-        out.append((*again, objective.processes - 1))
-    return out
-
-
-def tiered_kinks(
-    objective: Any,
-    default: tuple[float, float],
-    winner: tuple[float, float],
-    *,
-    loads: tuple[float | None, float | None] = (None, None),
-    slowdown: float = DEFAULT_SLOWDOWN,
-    compile_slowdown: float = 1.0,
-) -> list[Fraction]:
+def tiered_kinks(case: TierCase) -> list[Fraction]:
     """The call counts where :func:`tiered_at`'s cost changes slope (the winner takes over from the
     default: ``ready / (s·r_d)``, for the first process and for the later ones), exactly, sorted;
     between two of them the tiered cost is a line in N."""
-    (c_d, r_d), (c_w, _) = (tuple(Fraction(x) for x in pair) for pair in (default, winner))
-    per, c = Fraction(slowdown) * r_d, Fraction(compile_slowdown)
-    return sorted({c * c2 / per for _, c2, _ in _compiles(objective, c_d, c_w, loads) if c2 > 0 and per > 0})
+    e = case.exact
+    return sorted({e.c * c_w / e.per for _, c_w, _ in e.compiles if c_w > 0 and e.per > 0})
 
 
-def tiered_at(
-    objective: Any,
-    default: tuple[float, float],
-    winner: tuple[float, float],
-    n: Fraction,
-    *,
-    loads: tuple[float | None, float | None] = (None, None),
-    slowdown: float = DEFAULT_SLOWDOWN,
-    compile_slowdown: float = 1.0,
-) -> tuple[Fraction, Fraction]:
+def tiered_at(case: TierCase, n: Fraction) -> tuple[Fraction, Fraction]:
     """THE tiered cost under an :class:`~autotune.select._objective.Objective`, as the winner rule
     takes it: ``(cost at n calls per process, its slope just above n)``, in exact arithmetic.
 
-    ``default`` and ``winner`` are ``(compile_cost_s, run_cost_s)``; the first process pays the
-    module's formula, every later one (``objective.processes``) the same with
-    each config's ``loads`` (``load_cost_s``) for its compile when the objective has JAX's
+    The first process pays the module's formula, every later one (``objective.processes``) the
+    same with each config's load (``case.loads``) for its compile when the objective has JAX's
     compilation cache on and the load is known, else its compile again (:meth:`Objective.line`).
 
     Example::
 
         >>> from autotune.select._objective import Objective
-        >>> [float(x) for x in tiered_at(Objective(), (0.1, 0.01), (2.1, 0.001), Fraction(1000), slowdown=1.0)]
+        >>> case = TierCase(Objective(), (0.1, 0.01), (2.1, 0.001), slowdown=1.0)
+        >>> [float(x) for x in tiered_at(case, Fraction(1000))]
         [2.99, 0.001]
     """
-    s, c = Fraction(slowdown), Fraction(compile_slowdown)
-    (c_d, r_d), (c_w, r_w) = (tuple(Fraction(x) for x in pair) for pair in (default, winner))
     value, slope = Fraction(0), Fraction(0)
-    for d, w, times in _compiles(objective, c_d, c_w, loads):
-        v, sl = _one_process((d, r_d), (w, r_w), n, s, c, objective)
+    for c_d, c_w, times in case.exact.compiles:
+        v, sl = _one_process(c_d, c_w, n, case.exact)
         value, slope = value + times * v, slope + times * sl
     return value, slope
 
 
-def _up_front(
-    objective: Any, winner: tuple[float, float], loads: tuple[float | None, float | None]
-) -> tuple[Fraction, Fraction]:
-    """The winner compiled up front as a line ``(a, b)`` in N (:meth:`Objective.line`)."""
-    return objective.line(winner[0], winner[1], loads[1])
-
-
-def _costs(
-    objective: Any,
-    default: tuple[float, float],
-    winner: tuple[float, float],
-    n: Fraction,
-    loads: tuple[float | None, float | None],
-    slowdown: float,
-    compile_slowdown: float,
-) -> tuple[tuple[Fraction, Fraction], tuple[Fraction, Fraction], bool]:
+def _costs(case: TierCase, n: Fraction) -> tuple[tuple[Fraction, Fraction], tuple[Fraction, Fraction], bool]:
     """``(tiered, up front, tiered is cheaper)`` at ``n``, each ``(cost, slope just above n)``:
     the comparison :func:`pays` and :func:`charged_at` share (a tie compiles up front)."""
-    a, b = _up_front(objective, winner, loads)
-    tiered = tiered_at(objective, default, winner, n, loads=loads, slowdown=slowdown, compile_slowdown=compile_slowdown)
+    a, b = case.exact.up_front
+    tiered = tiered_at(case, n)
     up_front = (a + b * n, b)
     return tiered, up_front, tiered[0] < up_front[0]
 
 
-def pays(
-    objective: Any,
-    default: tuple[float, float],
-    winner: tuple[float, float],
-    n: Fraction,
-    *,
-    loads: tuple[float | None, float | None] = (None, None),
-    slowdown: float = DEFAULT_SLOWDOWN,
-    compile_slowdown: float = 1.0,
-) -> bool:
+def pays(case: TierCase, n: Fraction) -> bool:
     """THE tier-up decision: whether serving the default while the winner compiles costs less at
     ``n`` calls per process (:func:`tiered_at`) than compiling the winner up front
     (:meth:`Objective.line`); a tie compiles up front. The decorator tiers a signature only where
-    this holds at its ``expected_calls`` (`autotune.jit._tier`).
+    this holds at its ``expected_calls`` (`autotune.jit._tier`, through :func:`entry_pays`).
 
     Example::
 
         >>> from autotune.select._objective import Objective
-        >>> slow_compile = ((0.1, 0.01), (2.1, 0.005))  # 0.1 s to save 5 ms a call served
-        >>> [pays(Objective(), *slow_compile, Fraction(n), slowdown=1.0) for n in (10, 100, 10_000)]
+        >>> # 0.1 s to save 5 ms a call served
+        >>> slow_compile = TierCase(Objective(), (0.1, 0.01), (2.1, 0.005), slowdown=1.0)
+        >>> [pays(slow_compile, Fraction(n)) for n in (10, 100, 10_000)]
         [False, True, True]
     """
-    return _costs(objective, default, winner, n, loads, slowdown, compile_slowdown)[2]
+    return _costs(case, n)[2]
 
 
-def charged_at(
-    objective: Any,
-    default: tuple[float, float],
-    winner: tuple[float, float],
-    n: Fraction,
-    *,
-    loads: tuple[float | None, float | None] = (None, None),
-    slowdown: float = DEFAULT_SLOWDOWN,
-    compile_slowdown: float = 1.0,
-) -> tuple[Fraction, Fraction]:
+def charged_at(case: TierCase, n: Fraction) -> tuple[Fraction, Fraction]:
     """What the winner rule charges a qualifying point under tier-up: ``(cost at n, slope just
     above n)`` of what the decorator does there (:func:`pays`): the tiered cost where tiering pays,
     else the winner compiled up front."""
-    tiered, up_front, cheaper = _costs(objective, default, winner, n, loads, slowdown, compile_slowdown)
+    tiered, up_front, cheaper = _costs(case, n)
     return tiered if cheaper else min(up_front, tiered)
 
 
-def charged_kinks(
-    objective: Any,
-    default: tuple[float, float],
-    winner: tuple[float, float],
-    *,
-    loads: tuple[float | None, float | None] = (None, None),
-    slowdown: float = DEFAULT_SLOWDOWN,
-    compile_slowdown: float = 1.0,
-) -> list[Fraction]:
+def charged_kinks(case: TierCase) -> list[Fraction]:
     """The call counts where :func:`charged_at` changes slope, exactly, sorted: the tiered cost's
     kinks (:func:`tiered_kinks`) and where it crosses the up-front line; between two of them the
     charged cost is a line in N."""
-    ks = tiered_kinks(objective, default, winner, loads=loads, slowdown=slowdown, compile_slowdown=compile_slowdown)
-    a_u, b_u = _up_front(objective, winner, loads)
+    ks = tiered_kinks(case)
+    a_u, b_u = case.exact.up_front
     edges = [Fraction(0), *ks]
     out = set(ks)
     for i, lo in enumerate(edges):
         hi = edges[i + 1] if i + 1 < len(edges) else None
         probe = (lo + hi) / 2 if hi is not None else lo + 1
-        value, slope = tiered_at(
-            objective, default, winner, probe, loads=loads, slowdown=slowdown, compile_slowdown=compile_slowdown
-        )
+        value, slope = tiered_at(case, probe)
         a_t = value - slope * probe
         if slope != b_u:
             cross = (a_u - a_t) / (slope - b_u)

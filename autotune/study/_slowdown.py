@@ -23,10 +23,9 @@ from collections.abc import Callable
 from autotune._errors import error_text
 from autotune.measuring._runner import Runner
 from autotune.program._config import Config
-from autotune.select import Point
+from autotune.select import Point, point_of
 from autotune.select._objective import Objective
-from autotune.select._rule import point_of, tiers
-from autotune.select._tiered import DEFAULT_COMPILE_SLOWDOWN, DEFAULT_SLOWDOWN
+from autotune.select._tiered import DEFAULT_COMPILE_SLOWDOWN, DEFAULT_SLOWDOWN, tiers
 
 ROUNDS = 3
 """Rounds of (alone, beside) timings of the default's executable; their medians give ``s``."""

@@ -1,118 +1,18 @@
-"""_select: the one home of the winner rule, the re-pick by call count, the crossovers and the honest range."""
+"""_select: the one home of the winner rule, the re-pick by call count and the honest range (the crossovers:
+test_front.py)."""
 
 from __future__ import annotations
 
 import json
 import math
-import random
 
 import pytest
-from _points import FOR, SCAN, THREE, UNROLL, C, pt
+from _points import FOR, SCAN, THREE, UNROLL, C, point, pt
 
 import autotune as at
 from autotune import _display
 from autotune import select as _select
-from autotune.select import Point, best_at, crossover_intervals, format_calls, intervals_json, pareto_front
-
-
-def best_for(points, calls, cw=1.0, rw=1.0):
-    return _select.winner(points, at.Objective(calls, cw, rw))
-
-
-def test_crossovers_match_the_hand_computed_example():
-    assert crossover_intervals(THREE) == [
-        {"config": SCAN, "from_calls": 0.0, "to_calls": 512.0},
-        {"config": UNROLL, "from_calls": 512.0, "to_calls": 4096.0},
-        {"config": FOR, "from_calls": 4096.0, "to_calls": math.inf},
-    ]
-
-
-def test_crossovers_scale_with_the_weights_and_ignore_input_order():
-    # compile counts double: every crossover N doubles; runtime counts double: every N halves.
-    shuffled = THREE[:]
-    random.Random(3).shuffle(shuffled)
-    assert [(i["from_calls"], i["to_calls"]) for i in crossover_intervals(shuffled, compile_weight=2.0)] == [
-        (0.0, 1024.0),
-        (1024.0, 8192.0),
-        (8192.0, math.inf),
-    ]
-    assert [(i["from_calls"], i["to_calls"]) for i in crossover_intervals(shuffled, runtime_weight=2.0)] == [
-        (0.0, 256.0),
-        (256.0, 2048.0),
-        (2048.0, math.inf),
-    ]
-
-
-def test_decimal_seconds_give_the_crossovers_to_rounding():
-    pts = [pt("a", 0.5, 1e-3), pt("b", 10.0, 1e-4)]
-    (a, b) = crossover_intervals(pts)
-    assert a["config"] == pts[0].config and b["config"] == pts[1].config
-    assert a["to_calls"] == b["from_calls"] == pytest.approx(9.5 / 9e-4, rel=1e-12)
-
-
-def test_a_front_config_above_the_envelope_never_wins_and_ties_are_deterministic():
-    # MID is on the Pareto front (between UNROLL and FOR on both axes) but its line passes
-    # exactly through the UNROLL/FOR crossover: 7 + 4096 * 3/1024 = 19 = 3 + 16 = 11 + 8.
-    mid = pt({"l": {"repr": "scan", "unroll": 2}}, 7.0, 3 * 2.0**-10)
-    front = pareto_front(THREE + [mid])
-    assert mid in front
-    got = crossover_intervals(front)
-    assert [i["config"] for i in got] == [SCAN, UNROLL, FOR]
-    assert got[2]["from_calls"] == 4096.0
-    # Two configs with the same seconds: the one with the smaller canonical JSON wins, as in best_for.
-    twin = pt({"l": {"repr": "fori", "unroll": 1}}, 1.0, 2.0**-7)
-    for order in ([twin] + THREE, THREE + [twin]):
-        first = crossover_intervals(order)[0]["config"]
-        assert first == twin.config  # '{"l":{"repr":"fori"...' < '{"l":{"repr":"scan"...'
-        assert best_for(order, 10).config == first
-
-
-def test_dominated_points_get_no_interval_and_edge_cases():
-    dominated = pt("slow", 12.0, 0.01)
-    assert [i["config"] for i in crossover_intervals(THREE + [dominated])] == [SCAN, UNROLL, FOR]
-    assert crossover_intervals([]) == []
-    assert crossover_intervals(THREE[:1]) == [{"config": SCAN, "from_calls": 0.0, "to_calls": math.inf}]
-    # Only runtime counts: the fastest runner wins from 0 calls on; only compile counts: the fastest compiler.
-    assert crossover_intervals(THREE, compile_weight=0) == [{"config": FOR, "from_calls": 0.0, "to_calls": math.inf}]
-    assert crossover_intervals(THREE, runtime_weight=0) == [{"config": SCAN, "from_calls": 0.0, "to_calls": math.inf}]
-    # The public entry point reads dicts once (Point.from_json): a bad one is a clear error.
-    with pytest.raises(ValueError, match="compile_cost_s"):
-        crossover_intervals([{"config": {}, "run_s": 1.0}])
-    with pytest.raises(ValueError, match="run_cost_s"):
-        crossover_intervals([{"config": {}, "compile_s": 1.0, "run_s": -1.0}])
-    with pytest.raises(ValueError, match="compile_weight"):
-        crossover_intervals(THREE, compile_weight=math.nan)
-
-
-def test_intervals_agree_with_best_for_and_rescore_between_crossovers():
-    rnd = random.Random(7)
-    for _ in range(50):
-        pts = [
-            pt({"l": {"repr": "scan", "unroll": k}}, rnd.uniform(0.01, 20), rnd.uniform(1e-6, 1e-2))
-            for k in range(1, 9)
-        ]
-        cw, rw = rnd.choice([0.5, 1.0, 3.0]), rnd.choice([0.25, 1.0, 2.0])
-        intervals = crossover_intervals(pts, cw, rw)
-        assert intervals[0]["from_calls"] == 0.0 and intervals[-1]["to_calls"] == math.inf
-        for left, right in zip(intervals, intervals[1:]):
-            assert left["to_calls"] == right["from_calls"] > left["from_calls"]
-        for it in intervals:
-            b = it["to_calls"] if it["to_calls"] < math.inf else it["from_calls"] * 10 + 10
-            probe = math.sqrt(max(it["from_calls"], 1e-3) * b) if it["from_calls"] > 0 else b / 2
-            assert best_for(pts, probe, cw, rw).config == it["config"] == best_at(intervals, probe)
-
-
-def test_pareto_front_is_one_function_everywhere():
-    assert pareto_front is at.pareto_front
-    assert at.crossover_intervals is crossover_intervals
-    pts = [pt("b", 2.0, 1.0), pt("a", 2.0, 1.0), pt("c", 1.0, 3.0), pt("d", 3.0, 1.5)]
-    assert [p.config for p in pareto_front(pts)] == [C({"c": {}}), C({"a": {}})]
-    # The public function also takes dicts (older or newer key spellings), read once as Points.
-    as_dicts = [
-        {"config": {"b": {}}, "compile_s": 2.0, "run_s": 1.0},
-        {"config": {"c": {}}, "compile_cost_s": 1.0, "run_cost_s": 3.0},
-    ]
-    assert [p.config for p in pareto_front(as_dicts)] == [C({"c": {}}), C({"b": {}})]
+from autotune.select import Point, crossover_intervals, format_calls, intervals_json
 
 
 def test_format_and_json_helpers():
@@ -126,11 +26,6 @@ def test_format_and_json_helpers():
 
 DEFAULT = C({"l": {"repr": "scan", "unroll": 1}})
 OTHER = C({"l": {"repr": "for", "unroll": 1}})
-
-
-def point(config, rounds):
-    med = lambda i: sorted(r[i] for r in rounds)[len(rounds) // 2]  # noqa: E731
-    return pt(config, med(0), med(1), rounds=rounds)
 
 
 def test_a_challenger_must_beat_the_default_on_the_median_and_in_most_rounds():
@@ -169,27 +64,6 @@ def test_a_challenger_needs_the_rounds_a_coin_would_seldom_win():
         tail = sum(math.comb(n, k) for k in range(w, n + 1)) / 2**n
         assert tail <= 1 / 8 or w == n
         assert w == 1 or sum(math.comb(n, k) for k in range(w - 1, n + 1)) / 2**n > 1 / 8
-
-
-def test_choose_and_the_intervals_agree_everywhere_and_at_every_boundary():
-    rnd = random.Random(11)
-    for _ in range(40):
-        pts = []
-        for k in range(rnd.randint(1, 5)):
-            c0, r0 = rnd.uniform(0.1, 3), rnd.uniform(1e-5, 1e-3)
-            pts.append(
-                point(
-                    {"l": {"repr": "scan", "unroll": k + 1}},
-                    [(c0 * rnd.uniform(1, 1.3), r0 * rnd.uniform(1, 1.3)) for _ in range(rnd.choice([1, 3, 4, 5]))],
-                )
-            )
-        default = pts[0].config
-        intervals = crossover_intervals(pts, default=default)
-        for it in intervals:  # a boundary belongs to the stretch it starts, for choose() too
-            assert _select.winner(pts, at.Objective(it["from_calls"]), default).config == it["config"]
-        for _ in range(20):
-            n = rnd.choice([rnd.uniform(0, 10), rnd.uniform(0, 1e4), rnd.uniform(0, 1e7)])
-            assert _select.winner(pts, at.Objective(n), default).config == best_at(intervals, n)
 
 
 def test_the_tuned_count_and_its_neighbours_give_the_tuned_winner_unless_a_crossover_lies_between():

@@ -10,7 +10,7 @@ from autotune._errors import ConfigError
 from autotune.program._config import Config
 from autotune.select import Point, choose, tiered_cost_of, winner
 from autotune.select._objective import Objective
-from autotune.select._tiered import charged_at, pays, qualifies, tiered_at, tiered_cost, tiered_figures
+from autotune.select._tiered import TierCase, charged_at, pays, qualifies, tiered_at, tiered_cost, tiered_figures
 
 # default: compiles in 0.1 s, 10 ms a call; winner: compiles in 2.1 s, 1 ms a call
 D_C, D_R, W_C, W_R = 0.1, 0.01, 2.1, 0.001
@@ -44,14 +44,14 @@ def test_tiering_saves_the_winner_calls_the_default_serves_less_the_defaults_com
     # against the winner compiled up front: tier-up pays C_d and saves min(N, k) winner calls (k = 210)
     t = tiered_cost(D_C, D_R, W_C, W_R, n, slowdown=1.0)
     assert t - plain(W_C, W_R, n) == pytest.approx(D_C - min(n, 210) * W_R)
-    assert pays(Objective(), (D_C, D_R), (W_C, W_R), Fraction(n), slowdown=1.0) == (n > 100)
-    charged, _ = charged_at(Objective(), (D_C, D_R), (W_C, W_R), Fraction(n), slowdown=1.0)
+    assert pays(TierCase(Objective(), (D_C, D_R), (W_C, W_R), slowdown=1.0), Fraction(n)) == (n > 100)
+    charged, _ = charged_at(TierCase(Objective(), (D_C, D_R), (W_C, W_R), slowdown=1.0), Fraction(n))
     assert float(charged) == pytest.approx(min(t, plain(W_C, W_R, n)))
 
 
 def test_the_exact_form_charges_the_exit_wait_too():
     for n in (0, 10, 150, 200, 1000):
-        value, _ = tiered_at(Objective(), (D_C, D_R), (W_C, W_R), Fraction(n), slowdown=1.0)
+        value, _ = tiered_at(TierCase(Objective(), (D_C, D_R), (W_C, W_R), slowdown=1.0), Fraction(n))
         assert float(value) == pytest.approx(tiered_cost(D_C, D_R, W_C, W_R, n, slowdown=1.0))
 
 
@@ -75,14 +75,18 @@ def test_a_compile_slowed_beside_the_calls_readies_the_winner_later():
     for n in (0, 50, 500, 10**5):
         t = tiered_cost(D_C, D_R, W_C, W_R, n, slowdown=1.0, compile_slowdown=1.5)
         assert t - plain(W_C, W_R, n) == pytest.approx(D_C + 0.5 * W_C - min(n, 315) * W_R)
-        exact, _ = tiered_at(Objective(), (D_C, D_R), (W_C, W_R), Fraction(n), slowdown=1.0, compile_slowdown=1.5)
+        exact, _ = tiered_at(
+            TierCase(Objective(), (D_C, D_R), (W_C, W_R), slowdown=1.0, compile_slowdown=1.5), Fraction(n)
+        )
         assert float(exact) == pytest.approx(t)
     # c = 1.05 moves where tiering starts to pay from 100 calls to 205; c = 1.2 it never does
     assert [
-        pays(Objective(), (D_C, D_R), (W_C, W_R), Fraction(n), slowdown=1.0, compile_slowdown=1.05) for n in (200, 210)
+        pays(TierCase(Objective(), (D_C, D_R), (W_C, W_R), slowdown=1.0, compile_slowdown=1.05), Fraction(n))
+        for n in (200, 210)
     ] == [False, True]
     assert not any(
-        pays(Objective(), (D_C, D_R), (W_C, W_R), Fraction(n), slowdown=1.0, compile_slowdown=1.2) for n in (100, 10**6)
+        pays(TierCase(Objective(), (D_C, D_R), (W_C, W_R), slowdown=1.0, compile_slowdown=1.2), Fraction(n))
+        for n in (100, 10**6)
     )
     with pytest.raises(ValueError, match="compile_slowdown"):
         tiered_cost(D_C, D_R, W_C, W_R, 10, compile_slowdown=0.9)
@@ -156,11 +160,11 @@ def test_tier_up_pairs_each_round_with_the_defaults_round():
 def test_tiered_at_matches_the_float_formula_and_its_processes():
     goal = Objective(expected_calls=1000, compile_weight=2.0, runtime_weight=3.0)
     for n in (0, 10, 200, 5000):
-        v, _ = tiered_at(goal, (D_C, D_R), (W_C, W_R), Fraction(n), slowdown=1.05)
+        v, _ = tiered_at(TierCase(goal, (D_C, D_R), (W_C, W_R), slowdown=1.05), Fraction(n))
         want = tiered_cost(D_C, D_R, W_C, W_R, n, slowdown=1.05, compile_weight=2.0, runtime_weight=3.0)
         assert float(v) == pytest.approx(want)
     three = Objective(processes=3, compilation_cache=True)
-    v, _ = tiered_at(three, (D_C, D_R), (W_C, W_R), Fraction(1000), loads=(0.05, 0.3), slowdown=1.0)
+    v, _ = tiered_at(TierCase(three, (D_C, D_R), (W_C, W_R), loads=(0.05, 0.3), slowdown=1.0), Fraction(1000))
     later = tiered_cost(0.05, D_R, 0.3, W_R, 1000, slowdown=1.0)
     assert float(v) == pytest.approx(tiered_cost(D_C, D_R, W_C, W_R, 1000, slowdown=1.0) + 2 * later)
 
@@ -253,9 +257,9 @@ def test_the_charged_cost_switches_from_up_front_to_tiered_where_tiering_starts_
     from autotune.select._tiered import charged_kinks
 
     d, w = (0.1, 0.01), (2.1, 0.005)  # k = 210 calls served; they repay the default's 0.1 s from 20 calls on
-    assert [float(k) for k in charged_kinks(Objective(), d, w, slowdown=1.0)] == pytest.approx([20, 210])
+    assert [float(k) for k in charged_kinks(TierCase(Objective(), d, w, slowdown=1.0))] == pytest.approx([20, 210])
     for n, tiered in ((19, False), (21, True), (500, True)):
-        assert pays(Objective(), d, w, Fraction(n), slowdown=1.0) is tiered
+        assert pays(TierCase(Objective(), d, w, slowdown=1.0), Fraction(n)) is tiered
     points = [
         Point(DEFAULT, *d, slowdown=1.0),
         Point(UNROLLED, *w),

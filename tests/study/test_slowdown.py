@@ -12,7 +12,7 @@ from autotune.measuring._runner import InProcessRunner
 from autotune.program._config import Config
 from autotune.select import Point, point_of
 from autotune.select._objective import Objective
-from autotune.select._rule import tiers
+from autotune.select._tiered import tiers
 from autotune.study._slowdown import measure_slowdown
 
 DEFAULT, FOR = Config(), Config({"l": {"repr": "for"}})
