@@ -128,23 +128,26 @@ def said_objective(a: argparse.Namespace) -> Override:
     )
 
 
+_FLAG_OF = {
+    "n_trials": "trials",
+    "timeout": "timeout",
+    "sampler": "sampler",
+    "storage": "storage",
+    "search": "search",
+    "trial_timeout": "trial_timeout",
+    "trial_memory_gb": "trial_memory",
+}
+"""The :class:`TuneOptions` fields that take a flag's value as it is (field -> the flag's dest)."""
+_WHEN_GIVEN = ("confirm_top", "confirm_rounds", "builders")
+"""Fields set only when their flag is given: else TuneOptions' defaults (the one home)."""
+
+
 def tune_options(a: argparse.Namespace) -> TuneOptions:
     """The :class:`TuneOptions` of ``autotune tune``'s flags (built once, handed down as is)."""
-    return TuneOptions(
-        n_trials=a.trials,
-        timeout=a.timeout,
-        sampler=a.sampler,
-        storage=a.storage,
-        search=a.search,
-        timing=timing_option(a),
-        trial_timeout=a.trial_timeout,
-        trial_memory_gb=a.trial_memory,
-        # --confirm-top / --confirm-rounds when given; else TuneOptions' defaults (the one home)
-        **{k: getattr(a, k) for k in ("confirm_top", "confirm_rounds") if getattr(a, k, None) is not None},
-        xla={"on": True, "off": False}.get(getattr(a, "xla", "auto"), "auto"),
-        **({"builders": a.builders} if getattr(a, "builders", None) is not None else {}),
-        tier_up=bool(getattr(a, "tier_up", False)),
-    )
+    said = {field: getattr(a, flag) for field, flag in _FLAG_OF.items()}
+    said.update({k: getattr(a, k) for k in _WHEN_GIVEN if getattr(a, k, None) is not None})
+    xla = {"on": True, "off": False}.get(getattr(a, "xla", "auto"), "auto")
+    return TuneOptions(**said, timing=timing_option(a), xla=xla, tier_up=bool(getattr(a, "tier_up", False)))
 
 
 def timing_option(a: argparse.Namespace) -> dict[str, Any] | None:

@@ -10,14 +10,8 @@ measures in a worker process is :mod:`autotune.measuring.process`'s.
 
 from autotune._lazy import lazy_attributes
 
-_LAZY = {
-    "Measurement": "_measurement",
-    "Sampling": "_sampling",
-    "Runner": "_runner",
-    "InProcessRunner": "_runner",
-    "TrialFailed": "_runner",
-    "Outcome": "_outcome",
-}
+# The values other layers name; the runners are published as ``autotune.Runner``, ``at.InProcessRunner``...
+_LAZY = {"Measurement": "_measurement", "Sampling": "_sampling"}
 
 __all__ = list(_LAZY)
 

@@ -12,16 +12,12 @@ child imports them from here, and nothing here imports the child.
 
 from autotune._lazy import lazy_attributes
 
+# the names a user of the worker passes or reads
 _LAZY = {
     "WorkerRunner": "_worker_runner",
     "WorkerOptions": "_worker_runner",
-    "NotPortable": "_codec",
-    "encode_array": "_codec",
-    "decode_array": "_codec",
-    "CompilePolicy": "_policy",
-    "compile_policy": "_policy",
-    "PROTOCOL": "_protocol",
     "Location": "_protocol",
+    "CompilePolicy": "_policy",
 }
 
 __all__ = list(_LAZY)
