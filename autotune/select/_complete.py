@@ -12,10 +12,10 @@ from autotune.select._front import stretches
 from autotune.select._objective import Objective
 from autotune.select._point import Point
 from autotune.select._range import format_calls
-from autotune.select._rule import _find_default, _Line, _lines
+from autotune.select._rule import Line, default_line, lines_of
 
 
-def _chosen_cost_crosses(winners: list[tuple[Fraction, _Line]], bound: Fraction) -> Fraction:
+def _chosen_cost_crosses(winners: list[tuple[Fraction, Line]], bound: Fraction) -> Fraction:
     """The largest N such that the chosen config's cost stays <= bound on [0, N] (may be inf):
     ``winners`` as :func:`~autotune.select._front.stretches` gives them."""
     for i, (x, w) in enumerate(winners):
@@ -68,8 +68,8 @@ def complete_range(
         }
     if not stopped or not points:
         return {"from_calls": 0.0, "to_calls": math.inf, "why": "every config of the space was measured"}
-    lines = _lines(points, objective)
-    winners = stretches(lines, _find_default(lines, default))
+    lines = lines_of(points, objective)
+    winners = stretches(lines, default_line(lines, default))
     hi, limiting = math.inf, None
     for config, lb in stopped:
         # at least: its compile, and (load unknown, taken as 0) nothing more from a process that loads it

@@ -21,7 +21,7 @@ from typing import Any
 from autotune.program._config import Config
 from autotune.select._objective import Objective
 from autotune.select._point import Point, as_points
-from autotune.select._rule import Cost, Piece, _find_default, _Line, _line_at, _lines, _median, _winner
+from autotune.select._rule import Cost, Line, Piece, default_line, line_at, lines_of, median_cost, winner_line
 
 Bound = Fraction | float
 """A call count, or ``math.inf`` for none."""
@@ -56,7 +56,7 @@ def pareto_front(points: Sequence[Point | Mapping[str, Any]]) -> list[Point]:
 
 
 Round = list[tuple[Fraction, Piece]]
-"""One round's cost over N, as `_Line.pieces` gives it: lines, each from a call count on."""
+"""One round's cost over N, as `Line.pieces` gives it: lines, each from a call count on."""
 
 
 def _cost(round_: Round, n: Fraction) -> Cost:
@@ -92,18 +92,18 @@ def _steps(xs: Sequence[Fraction], f: Callable[[Fraction], Any]) -> tuple[list[F
 
 
 class _Track:
-    """One point over N: ``keys[i]``, the line its median round cost (`_rule._median`) follows
+    """One point over N: ``keys[i]``, the line its median round cost (`_rule.median_cost`) follows
     from ``key_at[i]`` on, and ``votes[i]``, whether its paired rounds outvote the default's
-    point's (`_Line.outvotes`) from ``vote_at[i]`` on. Each is read off the rule at every call
+    point's (`Line.outvotes`) from ``vote_at[i]`` on. Each is read off the rule at every call
     count where it may change (:func:`_changes`): where a round bends or two of its rounds cross,
     and where a round crosses the default's round of the same index."""
 
     __slots__ = ("line", "key_at", "keys", "vote_at", "votes")
 
-    def __init__(self, line: _Line, dflt: _Line | None, theirs: list[Round]):
+    def __init__(self, line: Line, dflt: Line | None, theirs: list[Round]):
         self.line = line
         mine = line.pieces()
-        self.key_at, self.keys = _steps(_changes(mine), lambda n: _line_at(_median([_cost(r, n) for r in mine]), n))
+        self.key_at, self.keys = _steps(_changes(mine), lambda n: line_at(median_cost([_cost(r, n) for r in mine]), n))
         self.vote_at, self.votes = [Fraction(0)], [True]
         if dflt is not None and dflt is not line and line.paired and dflt.paired:
             xs = sorted(set().union(*(_changes(pair) for pair in zip(mine, theirs))))
@@ -149,7 +149,7 @@ def _first_below(diff: Piece, lo: Bound, tie: bool) -> Bound | None:
     return lo if a < 0 or (a == 0 and tie) else None
 
 
-def _next_change(tracks: dict[int, _Track], w: _Line, dflt: _Line | None, x: Fraction) -> Bound:
+def _next_change(tracks: dict[int, _Track], w: Line, dflt: Line | None, x: Fraction) -> Bound:
     """The first call count after ``x`` where the winner may be another than ``w`` (the winner
     just above ``x``): where the line of ``w``'s key or the default's changes, where ``w`` stops
     beating the default, or where another point first would be picked before ``w``."""
@@ -169,17 +169,17 @@ def _next_change(tracks: dict[int, _Track], w: _Line, dflt: _Line | None, x: Fra
     return limit
 
 
-def stretches(lines: list[_Line], dflt: _Line | None) -> list[tuple[Fraction, _Line]]:
-    """The winner over N >= 0: ``[(x, w), ...]``, ``w`` the winner (`autotune.select._rule._winner`)
+def stretches(lines: list[Line], dflt: Line | None) -> list[tuple[Fraction, Line]]:
+    """The winner over N >= 0: ``[(x, w), ...]``, ``w`` the winner (`autotune.select._rule.winner_line`)
     from ``x`` to the next ``x``, along which its key is one line; the first ``x`` is 0."""
     if not lines:
         return []
     theirs = [] if dflt is None else dflt.pieces()
     tracks = {id(ln): _Track(ln, dflt, theirs) for ln in lines}
-    out: list[tuple[Fraction, _Line]] = []
+    out: list[tuple[Fraction, Line]] = []
     x: Bound = Fraction(0)
     while isinstance(x, Fraction):
-        w = _winner(lines, dflt, x)
+        w = winner_line(lines, dflt, x)
         out.append((x, w))
         x = _next_change(tracks, w, dflt, x)
     return out
@@ -237,10 +237,10 @@ def crossover_intervals(
         tier_up=tier_up,
     )
     chosen_default = None if default is None else Config.from_dict(default)
-    lines = _lines(as_points(points), objective, chosen_default)
+    lines = lines_of(as_points(points), objective, chosen_default)
     out: list[dict[str, Any]] = []
     current = None
-    for x, w in stretches(lines, _find_default(lines, chosen_default)):
+    for x, w in stretches(lines, default_line(lines, chosen_default)):
         if w is not current:
             if out:
                 out[-1]["to_calls"] = _float_up(x)

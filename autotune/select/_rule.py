@@ -54,7 +54,7 @@ Cost = tuple[Fraction, Fraction]
 """A cost at one call count n and its slope just above n."""
 
 
-class _Line:
+class Line:
     """One point under one objective: its round lines, as exact fractions; under an objective with
     ``tier_up``, a point whose compile qualifies against ``default`` (the default's point) is charged
     what tier-up costs instead (`autotune.select._tiered.charged_at`: the tiered cost where tiering
@@ -94,14 +94,14 @@ class _Line:
         for case in self.tier:
             edges = [Fraction(0), *charged_kinks(case)]
             probes = [(a + b) / 2 for a, b in zip(edges, edges[1:])] + [edges[-1] + 1]
-            rounds.append([(lo, _line_at(charged_at(case, n), n)) for lo, n in zip(edges, probes)])
+            rounds.append([(lo, line_at(charged_at(case, n), n)) for lo, n in zip(edges, probes)])
         return rounds
 
     def key(self, n: Fraction) -> Cost:
-        """(median cost at n, its slope just above n) (:func:`_median`)."""
-        return _median(self.at(n))
+        """(median cost at n, its slope just above n) (:func:`median_cost`)."""
+        return median_cost(self.at(n))
 
-    def outvotes(self, other: _Line, mine: list[Cost], theirs: list[Cost]) -> bool:
+    def outvotes(self, other: Line, mine: list[Cost], theirs: list[Cost]) -> bool:
         """Whether this point wins enough of its rounds paired with ``other``'s
         (:func:`wins_needed`; True when either has no rounds: nothing to pair). ``mine`` and
         ``theirs``: each one's round costs at one call count (:meth:`at`)."""
@@ -111,13 +111,13 @@ class _Line:
         return wins >= wins_needed(min(len(mine), len(theirs)))
 
 
-def _line_at(cost: Cost, n: Fraction) -> Piece:
+def line_at(cost: Cost, n: Fraction) -> Piece:
     """The line through ``cost`` (a cost at ``n`` and its slope just above ``n``)."""
     value, slope = cost
     return value - slope * n, slope
 
 
-def _median(costs: list[Cost]) -> Cost:
+def median_cost(costs: list[Cost]) -> Cost:
     """The median of round costs ``(cost at n, slope just above n)``: comparing these orders
     points by their cost at n, ties by the cost just above n."""
     keys = sorted(costs)
@@ -128,27 +128,27 @@ def _median(costs: list[Cost]) -> Cost:
     return (v1 + v2) / 2, (s1 + s2) / 2
 
 
-def _lines(points: Sequence[Point], objective: Objective, default: Config | None = None) -> list[_Line]:
+def lines_of(points: Sequence[Point], objective: Objective, default: Config | None = None) -> list[Line]:
     """The points' lines; with ``default`` (a config among ``points``) and ``objective.tier_up``,
     the qualifying ones tiered against the default's point."""
     theirs = None if default is None or not objective.tier_up else point_of(points, default)
-    return [_Line(p, i, objective, theirs) for i, p in enumerate(points)]
+    return [Line(p, i, objective, theirs) for i, p in enumerate(points)]
 
 
-def _find_default(lines: list[_Line], default: Config | None) -> _Line | None:
+def default_line(lines: list[Line], default: Config | None) -> Line | None:
     if default is None:
         return None
     return next((ln for ln in lines if ln.point.config == default), None)
 
 
-def _winner(lines: list[_Line], dflt: _Line | None, n: Fraction) -> _Line:
+def winner_line(lines: list[Line], dflt: Line | None, n: Fraction) -> Line:
     """THE rule at ``n`` (the package docstring): the cheapest of the points that beat the
     default's, on the median and in enough paired rounds, else the default's; without one, the
     cheapest. Every comparison is of costs at ``n`` and, on a tie, just above it."""
     costs = {id(ln): ln.at(n) for ln in lines}
-    keys = {i: _median(c) for i, c in costs.items()}
+    keys = {i: median_cost(c) for i, c in costs.items()}
 
-    def order(ln: _Line):
+    def order(ln: Line):
         return keys[id(ln)], ln.text, ln.index
 
     if dflt is None:
@@ -164,7 +164,7 @@ def cost(point: Point, objective: Objective, default: Point | None = None) -> fl
     the processes after the first: their compile, or with the compilation cache the point's ``load_cost_s``);
     the tiered cost where ``objective.tier_up`` and ``default`` (the default's point) say so
     (`autotune.select._tiered.tiers`)."""
-    ln = _Line(point, 0, objective, default)
+    ln = Line(point, 0, objective, default)
     return float(ln.key(Fraction(objective.expected_calls))[0])
 
 
@@ -199,8 +199,8 @@ def winner(points: Sequence[Point], objective: Objective, default: Config | None
     """
     if not points:
         return None
-    lines = _lines(points, objective, default)
-    return _winner(lines, _find_default(lines, default), Fraction(objective.expected_calls)).point
+    lines = lines_of(points, objective, default)
+    return winner_line(lines, default_line(lines, default), Fraction(objective.expected_calls)).point
 
 
 def beats(challenger: Point, holder: Point, objective: Objective) -> bool:

@@ -13,7 +13,7 @@ import autotune as at
 from autotune import select as _select
 from autotune.select import best_at, crossover_intervals, pareto_front
 from autotune.select._front import stretches
-from autotune.select._rule import _find_default, _lines, _winner
+from autotune.select._rule import default_line, lines_of, winner_line
 
 
 def best_for(points, calls, cw=1.0, rw=1.0):
@@ -144,8 +144,8 @@ def every_crossing(points, objective, default=None):
     """The rule's winner judged at every call count where it could change: where any two round lines
     of any points cross (or one crosses the mean of two of a point's, an even count's median), and
     where a tiered round bends; ``[(from N, config)]`` where the winner changes."""
-    lines = _lines(points, objective, default)
-    dflt = _find_default(lines, default)
+    lines = lines_of(points, objective, default)
+    dflt = default_line(lines, default)
     xs, flat = {Fraction(0)}, set()
     for ln in lines:
         rounds = ln.pieces()
@@ -159,16 +159,16 @@ def every_crossing(points, objective, default=None):
         xs.update(x for c, d in flat[i + 1 :] if b != d and (x := (c - a) / (b - d)) > 0)
     out = []
     for x in sorted(xs):
-        w = _winner(lines, dflt, x).point.config
+        w = winner_line(lines, dflt, x).point.config
         if not out or out[-1][1] != w:
             out.append((x, w))
     return out
 
 
 def swept(points, objective, default=None):
-    lines = _lines(points, objective, default)
+    lines = lines_of(points, objective, default)
     out = []
-    for x, w in stretches(lines, _find_default(lines, default)):
+    for x, w in stretches(lines, default_line(lines, default)):
         if not out or out[-1][1] != w.point.config:
             out.append((x, w.point.config))
     return out
@@ -259,8 +259,8 @@ def test_the_rule_is_asked_only_where_the_winner_may_change():
     rnd = random.Random(2)
     points = random_points(rnd, 150, [5, 6, 7])
     objective = at.Objective()
-    lines = _lines(points, objective, points[0].config)
-    asked = stretches(lines, _find_default(lines, points[0].config))
+    lines = lines_of(points, objective, points[0].config)
+    asked = stretches(lines, default_line(lines, points[0].config))
     round_lines = sum(len(p.rounds) for p in points)
     # every two round lines may cross (about 500,000 call counts); the winner is judged at a few dozen
     assert len(asked) < 200 < round_lines**2 / 2
