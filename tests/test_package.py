@@ -68,30 +68,6 @@ def test_only_one_module_imports_optuna_and_only_the_cache_imports_sqlalchemy():
     assert sqlalchemy_users and all(n.startswith("autotune.cache.") for n in sqlalchemy_users), sqlalchemy_users
 
 
-def code_lines(path: str) -> int:
-    """The lines of ``path`` that hold code: not blank, not a comment, not inside a docstring."""
-    text = open(path).read()
-    tree = ast.parse(text)
-    doc_lines: set[int] = set()
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
-            value = body[0].value
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                doc_lines.update(range(body[0].lineno, body[0].end_lineno + 1))
-    return sum(
-        1
-        for number, line in enumerate(text.splitlines(), 1)
-        if line.strip() and not line.strip().startswith("#") and number not in doc_lines
-    )
-
-
-def test_code_lines_skip_docstrings_comments_and_blanks(tmp_path):
-    f = tmp_path / "m.py"
-    f.write_text('"""Doc.\n\nMore."""\n\n# why\nimport os\n\n\ndef g():\n    """Doc."""\n    return os\n')
-    assert code_lines(str(f)) == 3
-
-
 def test_every_module_is_one_idea_that_fits_one_sitting():
     mods = modules()
     lines = {name: len(open(path).read().splitlines()) for name, path in mods.items()}
