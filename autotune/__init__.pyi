@@ -34,8 +34,8 @@ from autotune.program._sites import LoopSite as LoopSite
 from autotune.program._sites import sites as sites
 from autotune.program._xla import XlaChoice as XlaChoice
 from autotune.select._objective import Objective as Objective
-from autotune.select._rule import crossover_intervals as crossover_intervals
-from autotune.select._rule import pareto_front as pareto_front
+from autotune.select._front import crossover_intervals as crossover_intervals
+from autotune.select._front import pareto_front as pareto_front
 from autotune.study._result import TrialRecord as TrialRecord
 from autotune.study._result import TuneResult as TuneResult
 from autotune.study._tune import tune as tune

@@ -96,6 +96,7 @@ def test_the_executable_is_built_with_the_options():
 
 
 def test_export_request_carries_the_options():
+    from autotune.measuring._sampling import Sampling
     from autotune.measuring.process._export import export, trace_and_lower
 
     def f(x):
@@ -104,9 +105,9 @@ def test_export_request_carries_the_options():
     x = jnp.ones(4)
     call = at.Call(f, (x,))
     stages = trace_and_lower(call, Config(xla="xla:nollvm"), lambda *_: None)
-    request = export(stages, call, FAST).request
+    request = export(stages, call, Sampling.of(FAST)).request
     assert request["compiler_options"] == {"xla_llvm_disable_expensive_passes": True}
-    plain = export(trace_and_lower(call, Config(), lambda *_: None), call, FAST).request
+    plain = export(trace_and_lower(call, Config(), lambda *_: None), call, Sampling.of(FAST)).request
     assert plain["compiler_options"] is None
 
 
