@@ -33,9 +33,9 @@ from autotune.program._rewrite import with_config as with_config
 from autotune.program._sites import LoopSite as LoopSite
 from autotune.program._sites import sites as sites
 from autotune.program._xla import XlaChoice as XlaChoice
-from autotune.select._objective import Objective as Objective
 from autotune.select._front import crossover_intervals as crossover_intervals
 from autotune.select._front import pareto_front as pareto_front
+from autotune.select._objective import Objective as Objective
 from autotune.study._result import TrialRecord as TrialRecord
 from autotune.study._result import TuneResult as TuneResult
 from autotune.study._tune import tune as tune
