@@ -48,6 +48,7 @@ def resume(tmp_path, storage):
     try:
         mod = importlib.import_module("slowstudy")
         from autotune._options import Plumbing, TuneOptions
+        from autotune.jit._decorator import run_tune
 
         options = TuneOptions(
             sampler="grid",
@@ -56,7 +57,7 @@ def resume(tmp_path, storage):
             timing={"target_s": 0.01, "min_reps": 3, "warmup": 1},
             confirm_rounds=1,
         )
-        return mod.f.autotune._tune(mod.examples()[0][1], {}, options, Plumbing(store=False))  # nothing stored
+        return run_tune(mod.f, (mod.examples()[0][1], {}), options, Plumbing(store=False))  # nothing stored
     finally:
         _sys.path.remove(str(tmp_path))
         _sys.modules.pop("slowstudy", None)
