@@ -67,6 +67,7 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
             "xla_choices": [str(c) for c in xla],
             "wall_tuned_over_grid": approaches["tuned"]["tuning_wall_s"] / grid["wall"] if grid["wall"] else None,
             "grid_points": grid["points"],
+            "grid_wall_report": grid["wall_report"],
             "crossover": crossover(grid["points"], objective),
         }
         rows.append(row)
@@ -117,12 +118,29 @@ def point(m, objective) -> dict[str, Any]:
 
 
 def run_grid(study, runner, configs, objective, sites, a: argparse.Namespace) -> dict[str, Any]:
-    """Measure every grid config with ``runner`` (then closed): ``{"points", "best", "wall"}``."""
-    from autotune.study import compare_outputs
+    """Measure every grid config with ``runner`` (then closed): ``{"points", "best", "wall",
+    "wall_report"}`` (where its seconds went, :class:`autotune.measuring._wall.WallReport`'s JSON)."""
+    from autotune.measuring._wall import Wall
 
     runner.measure(configs[0])  # warm-up, not counted: first traces pay one-off costs
-    points, reference = [], None
+    points: list[dict[str, Any]] = []
     t0 = time.perf_counter()
+    with Wall("grid") as accounted:  # where the grid's seconds go, as the tuner's are accounted
+        _grid_loop(runner, configs, objective, sites, points, a)
+    wall = time.perf_counter() - t0
+    runner.close()  # the device goes to the tuner's worker next
+    ok = [p for p in points if p.get("state") == "complete"]
+    if not ok:
+        raise RuntimeError(f"{study}: no grid config compiled and ran")
+    best = min(ok, key=lambda p: p["cost"])
+    return {"points": points, "best": best, "wall": wall, "wall_report": accounted.report().to_json()}
+
+
+def _grid_loop(runner, configs, objective, sites, points: list, a: argparse.Namespace) -> None:
+    """Measure each grid config once, appending its point (the first complete one is the guard's reference)."""
+    from autotune.study import compare_outputs
+
+    reference = None
     for i, config in enumerate(configs):
         entry = {"config": config.to_dict(), "label": label(config.to_dict(), sites)}
         try:
@@ -143,12 +161,6 @@ def run_grid(study, runner, configs, objective, sites, a: argparse.Namespace) ->
             f"   grid {i + 1}/{len(configs)} {entry['label']}: compile {m.compile_total_s:.3f}s "
             f"run {m.run_s * 1e6:.1f}us cost {entry['cost']:.4g}",
         )
-    wall = time.perf_counter() - t0
-    runner.close()  # the device goes to the tuner's worker next
-    ok = [p for p in points if p.get("state") == "complete"]
-    if not ok:
-        raise RuntimeError(f"{study}: no grid config compiled and ran")
-    return {"points": points, "best": min(ok, key=lambda p: p["cost"]), "wall": wall}
 
 
 def crossover(points: list[dict[str, Any]], objective) -> list[dict[str, Any]]:
@@ -258,6 +270,7 @@ def run_searches(name, ctl, ex, objective, timing, xla: bool, n_trials: int, a, 
             "confirm_measurements": sum(len(c.rounds) for c in result.confirmed),
             "sampler": result.sampler,
             "study_cost": result.best_cost,
+            "wall_report": result.wall.to_json() if getattr(result, "wall", None) is not None else None,
         }
         log(
             a,
@@ -348,6 +361,7 @@ def approach_rows(chosen, final, grid, searches, sites, xla: bool) -> dict[str, 
                 confirm_measurements=s["confirm_measurements"],
                 sampler=s["sampler"],
                 search_cost=s["study_cost"],
+                wall_report=s["wall_report"],
             )
         else:
             row.update(trials=0, tuning_wall_s=0.0)

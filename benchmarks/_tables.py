@@ -15,6 +15,7 @@ import statistics
 from typing import Any
 
 from benchmarks._studies import LOOP_ONLY, approaches_of, label, site_names
+from benchmarks._walls import walls
 
 # A result written with the figures' old names, read with autotune's (docs/architecture.md): a
 # row's old key -> its current name. In such a result ``compile_s`` / ``run_s`` are the charged figures.
@@ -298,7 +299,7 @@ def _crossover(result: dict[str, Any]) -> list[str]:
 
 def markdown(result: dict[str, Any]) -> str:
     """The report: every approach per study, the ratios, the targets, XLA, the crossover."""
-    parts = [_header, _approach_table, _per_study, lambda r: _targets(r["summary"]), _xla, _crossover]
+    parts = [_header, _approach_table, _per_study, lambda r: _targets(r["summary"]), walls, _xla, _crossover]
     return "\n".join(line for part in parts for line in part(result)) + "\n"
 
 

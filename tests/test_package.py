@@ -185,6 +185,8 @@ def _private_names(tree: ast.AST) -> tuple[set[str], set[str]]:
 # an attribute of its own somewhere): Optuna's trial id, which its storage calls take and no public
 # attribute gives (study/_optuna and study/_trials wrap Optuna).
 _THIRD_PARTY = {"_trial_id"}
+# A named tuple's own methods: public API spelled with an underscore (so they cannot clash with fields).
+_THIRD_PARTY |= {"_replace", "_asdict", "_fields", "_make"}
 
 
 def private_reads() -> list[str]:

@@ -9,6 +9,7 @@ from autotune import _display
 from autotune import select as _select
 from autotune._paths import redact
 from autotune.cli._tables import SiteNames, crossover_table, print_legend, result_table, say, trial_lines
+from autotune.cli._wall import wall_table
 from autotune.measuring._sampling import TIMING_MODES
 
 TIMING_TEXT = {
@@ -144,4 +145,6 @@ def show_result(out, fn, result, *, wide: bool = False, timing: str | None = Non
             )
         )
     say(out, f"measurements complete for {_display.range_text(result.complete_range)} calls", wide=wide)
+    if result.wall is not None:
+        out.print(wall_table(result.wall, wide))
     print_legend(out, names)

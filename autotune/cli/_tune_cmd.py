@@ -200,6 +200,7 @@ def result_json(fn, r) -> dict[str, Any]:
         "compiled_in": getattr(r, "compiled_in", None),
         "timing": charged_timing(r),
         "tiered_cost": tiered_of(r.confirmed, r.best_config, r.default_config, r.objective),
+        "wall": None if r.wall is None else r.wall.to_json(),
     }
 
 

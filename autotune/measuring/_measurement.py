@@ -18,7 +18,8 @@ from autotune.program._config import Config
 STAGES = ("trace_s", "lower_s", "compile_s")
 """The stages paid once per signature, in wall seconds; their sum is ``compile_total_s``."""
 
-OPTIONAL_SECONDS = ("trace_cpu_s", "lower_cpu_s", "compile_cpu_s", "run_p10_s", "load_cost_s")  # None in older records
+OPTIONAL_SECONDS = ("trace_cpu_s", "lower_cpu_s", "compile_cpu_s", "run_p10_s", "load_cost_s", "sampled_s", "loaded_s")
+"""Seconds a record may lack (None): older records, or not measured."""
 
 OLDER_TIMING = "blocking"
 """The timing of a record written before the mode was kept: every call was waited for on its own."""
@@ -53,6 +54,10 @@ class Measurement:
             before the mode was kept.
         compile_stretch: on a re-timing beside a compile (``retime(beside=True)``), how many times
             longer a stand-in program compiled beside these calls than alone (at least 1); else None.
+        sampled_s: the wall seconds the runtime sampling took, warm-up included (where the
+            tuner's wall goes: `autotune.measuring._wall`); None in older records.
+        loaded_s: the wall seconds the measuring process spent loading an executable compiled
+            elsewhere (a builder's) instead of compiling it; None where it compiled it.
     """
 
     trace_s: float
@@ -73,6 +78,8 @@ class Measurement:
     load_cost_s: float | None = None
     timing: str = "steady"
     compile_stretch: float | None = None
+    sampled_s: float | None = None
+    loaded_s: float | None = None
 
     @property
     def run_cost_s(self) -> float:

@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from autotune import _interrupt
 from autotune._errors import AutotuneError, error_text
+from autotune.measuring import _wall
 from autotune.measuring._executables import RECENT, ExecutableStore
 from autotune.measuring._outcome import Outcome as Outcome  # defined below the runner; the study publishes it
 from autotune.measuring._sampling import Sampling
@@ -168,12 +169,19 @@ class RunnerBase:
         compile_budget_s: float | None = None,
         on_lowered: OnLowered | None = None,
     ) -> Measurement:
-        """Measure ``config`` (the :class:`Runner` contract)."""
-        return self._measure(Config.from_dict(config), compile_budget_s, on_lowered)
+        """Measure ``config`` (the :class:`Runner` contract); its wall is charged to the open
+        wall's stages (`autotune.measuring._wall`)."""
+        started, starts = time.perf_counter(), _wall.charged("process starts")
+        m = self._measure(Config.from_dict(config), compile_budget_s, on_lowered)
+        _wall.account(m, time.perf_counter() - started - (_wall.charged("process starts") - starts), True)
+        return m
 
     def retime(self, config: Config | dict | None, *, beside: bool = False) -> Measurement | None:
         """Time ``config``'s kept executable again (the :class:`Runner` contract)."""
-        return self._retime(Config.from_dict(config), beside)
+        m = self._retime(Config.from_dict(config), beside)
+        if m is not None:
+            _wall.account(m, 0.0, False)
+        return m
 
     def retain(self, configs: Iterable[Config | dict]) -> None:
         """Keep only these configs' executables for :meth:`retime`."""

@@ -228,7 +228,14 @@ def time_compiled(
 
 def run_figures(t: Timing) -> dict[str, Any]:
     """A timing's runtime figures, by the names of :class:`Measurement`'s fields."""
-    return {"run_s": t.run_s, "run_iqr_s": t.iqr_s, "reps": t.reps, "run_p10_s": t.p10_s, "timing": t.mode}
+    return {
+        "run_s": t.run_s,
+        "run_iqr_s": t.iqr_s,
+        "reps": t.reps,
+        "run_p10_s": t.p10_s,
+        "timing": t.mode,
+        "sampled_s": t.sampled_s,
+    }
 
 
 def run_measurement(
@@ -258,8 +265,8 @@ def run_measurement(
 def reuse(earlier: Measurement, stages: Stages, config: Config) -> Measurement:
     """The measurement of a config that lowered to the same program as ``earlier``'s:
     its own trace and lower seconds, the earlier one's compile, runtime, memory, flops
-    and outputs."""
-    return earlier.replace(config=config, **lowered_figures(stages))
+    and outputs (no sampling or load of its own: ``sampled_s`` 0, ``loaded_s`` None)."""
+    return earlier.replace(config=config, sampled_s=0.0, loaded_s=None, **lowered_figures(stages))
 
 
 @dataclass

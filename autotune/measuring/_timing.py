@@ -58,7 +58,7 @@ the program has ops, times the calls."""
 
 class Timing(NamedTuple):
     """What :func:`time_calls` found: seconds per call (median, interquartile range, 10th
-    percentile), the calls timed, the mode charged and the last call's outputs."""
+    percentile), the calls timed, the mode charged, the last call's outputs and the wall seconds it took."""
 
     run_s: float
     iqr_s: float
@@ -66,6 +66,7 @@ class Timing(NamedTuple):
     p10_s: float
     mode: str
     outputs: Any = None
+    sampled_s: float = 0.0  # the wall the sampling took, warm-up included
 
 
 def quartiles(samples: Sequence[float]) -> tuple[float, float, float]:
@@ -119,13 +120,16 @@ def time_calls(
         import jax
 
         block = jax.block_until_ready
+    started = time.perf_counter()
     run = _Calls(call, block, fresh, stopwatch.clock)
     for _ in range(sampling.warmup):
         run.batch(1)
     max_batch, min_reps = max(1, int(max_batch)), max(1, int(sampling.min_reps))
     if mode == "blocking":
         min_sample_s = BLOCKING_BATCH_S if min_sample_s is None else min_sample_s
-        return run.blocking(min_reps, max_reps, target_s, min_sample_s, max_batch)
+        return run.blocking(min_reps, max_reps, target_s, min_sample_s, max_batch)._replace(
+            sampled_s=time.perf_counter() - started
+        )
     if min_sample_s is None:
         min_sample_s = max(BLOCKING_BATCH_S, min(STEADY_BATCH_S, target_s / min_reps))
     k, elapsed = run.calibrate(min_sample_s, max_batch)
@@ -133,15 +137,15 @@ def time_calls(
         n = int(max(min_reps, min(max_reps, DEVICE_CALLS, round(target_s * k / max(elapsed, 1e-9)))))
         durations = run.device(n, max_batch)
         if durations is not None:
-            return _summary(durations, len(durations), "device", run.outputs)
+            return _summary(durations, len(durations), "device", run.outputs, started)
     reps = int(max(min_reps, min(max_reps, round(target_s / max(elapsed, 1e-9)))))
     samples = [run.batch(k) / k for _ in range(reps)]
-    return _summary(samples, reps * k, "steady", run.outputs)
+    return _summary(samples, reps * k, "steady", run.outputs, started)
 
 
-def _summary(samples: Sequence[float], calls: int, mode: str, outputs: Any) -> Timing:
+def _summary(samples: Sequence[float], calls: int, mode: str, outputs: Any, started: float) -> Timing:
     median, iqr, p10 = quartiles(samples)
-    return Timing(median, iqr, calls, p10, mode, outputs)
+    return Timing(median, iqr, calls, p10, mode, outputs, time.perf_counter() - started)
 
 
 class _Calls:

@@ -10,6 +10,7 @@ from typing import Any
 from autotune import select as _select
 from autotune.measuring._measurement import Measurement
 from autotune.measuring._outcome import Outcome, counts_toward_trials, tally
+from autotune.measuring._wall import WallReport
 from autotune.program._config import Config
 from autotune.select import Point
 from autotune.select._objective import Objective
@@ -112,6 +113,8 @@ class TuneResult:
             why}``): each cost the study one error trial and stayed at its default after it.
         load_notes: with several processes and the compilation cache on, the contenders whose load
             from the cache was not measured (estimated as trace + lower) or missed the cache, and why.
+        wall: where the run's wall-clock seconds went (:class:`autotune.measuring._wall.WallReport`:
+            process starts, trace + lower, compile, load, timing and the rest, per part of the run).
     """
 
     best_config: Config
@@ -139,6 +142,7 @@ class TuneResult:
     stored: str | None = None  # what the cache did: "written", "kept" (see Autotuned.tune), None: not stored
     unrewritable: dict[str, str] = field(default_factory=dict)  # site id -> why it stayed at its default
     load_notes: list[str] = field(default_factory=list)  # loads from a compilation cache not measured, or missed
+    wall: WallReport | None = None
 
     @property
     def pareto(self) -> list[Point]:

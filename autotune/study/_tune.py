@@ -8,7 +8,6 @@ a run (the finished check, the contenders, the winner, the result) is ``_finish`
 
 from __future__ import annotations
 
-import statistics
 import time
 import warnings
 from collections.abc import Callable
@@ -21,12 +20,10 @@ from autotune._options import SAMPLERS, SEARCHES, Plumbing, TuneOptions, split_k
 from autotune.measuring import _host
 from autotune.measuring._outcome import counted
 from autotune.measuring._runner import InProcessRunner, Outcome
+from autotune.measuring._wall import Wall, part
 from autotune.program import _keys
 from autotune.program._call import Call
-from autotune.program._config import Config
 from autotune.program._space import Space, unrewritable
-from autotune.program._xla import XlaChoice, choices, gpu_platform, offered, searched
-from autotune.select import Point
 from autotune.select._objective import DEFAULT, Objective, compilation_cache_on
 from autotune.study._confirm import confirm
 from autotune.study._finish import (
@@ -43,8 +40,9 @@ from autotune.study._optuna import Study
 from autotune.study._progress import Progress, wanted
 from autotune.study._propose import make_proposer
 from autotune.study._result import TuneResult
-from autotune.study._search import REFERENCE_ROUNDS, Search, Watch, record_of
+from autotune.study._search import Search, Watch, record_of
 from autotune.study._slowdown import measure_slowdown
+from autotune.study._xla_search import xla_dimension
 
 DEFAULT_TRIALS = 32
 # at.tune's own keywords besides the options (for the nearest-name hint of an unknown one)
@@ -178,47 +176,6 @@ def tune(
     )
 
 
-def xla_dimension(
-    options: TuneOptions, goal: Objective, device: dict[str, Any], study: Study, measure_default: Callable[[], Any]
-) -> tuple[tuple[XlaChoice, ...], list[Any]]:
-    """(the XLA choices a study searches, the measurements of the default taken to decide it).
-
-    ``options.xla`` True/False say so; ``"auto"`` (:func:`autotune.program._xla.searched`) keeps what the
-    study decided before (a resumed study, a ``--workers`` helper), else on the CPU measures the
-    default (``measure_default``; the search reuses these as the default's first reference
-    samples) and searches the options where its compile dominates its cost. One sample decides
-    "no"; a "yes" is taken again on the medians of ``REFERENCE_ROUNDS`` samples, since a moment of
-    load can make one small compile look several times its size (enough to lift a small loop over
-    ``AUTO_MIN_COMPILE_S``) and a study keeps its decision for good. The choices are the default and each
-    option this jaxlib accepts on the device; ``()`` when not searched."""
-    held, measured = study.attrs.get("xla_searched"), []
-    if options.xla == "auto" and held is not None:
-        on = bool(held)
-    elif options.xla == "auto" and not gpu_platform(device["platform"]):
-        on = False
-        while len(measured) < REFERENCE_ROUNDS and (on or not measured):
-            try:
-                measured.append(measure_default())
-            except Exception:  # whatever it is, the search meets it again as trial 0 and reports it there
-                break
-            on = searched(options.xla, goal, _median_point(measured), device["platform"])
-    else:
-        on = searched(options.xla, goal, None, device["platform"])
-    study.set_attrs(xla_searched=on)
-    if not on:
-        return (), measured
-    return choices(offered(device["platform"], device["device_kind"])[0]), measured
-
-
-def _median_point(measured: list[Any]) -> Point:
-    """The default's point from its samples (medians), charging the load as the objective does
-    (estimated where not measured)."""
-    m = sorted(measured, key=lambda x: x.compile_cost_s)[len(measured) // 2]
-    compile_cost_s = statistics.median(x.compile_cost_s for x in measured)
-    run_cost_s = statistics.median(x.run_cost_s for x in measured)
-    return Point(Config(), compile_cost_s, run_cost_s, measurement=m)
-
-
 def run(
     fn: Callable,
     args: tuple,
@@ -237,6 +194,25 @@ def run(
     ``before_finish``: start and wait for helpers; ``retune``: stored in the study;
     ``location``: where a worker imports ``fn`` from); ``storage_default``: the storage when
     ``options.storage`` is None (``fn.tune``: beside its cache; else the user's default)."""
+    with Wall() as wall:  # where the run's seconds go, by part and stage (`autotune.measuring._wall`)
+        out = _run(fn, args, kwargs, goal, options, function_key, jit_kwargs, runner, plumbing, storage_default)
+    if out is not None:
+        out.wall = wall.report()
+    return out
+
+
+def _run(
+    fn: Callable,
+    args: tuple,
+    kwargs: dict[str, Any],
+    goal: Objective,
+    options: TuneOptions,
+    function_key: str | None,
+    jit_kwargs: dict[str, Any] | None,
+    runner: Any,
+    plumbing: Plumbing | None,
+    storage_default: str | None,
+) -> TuneResult | None:
     started = time.perf_counter()
     plumbing = plumbing or Plumbing()
     goal = options.goal(goal)  # tier_up=True: the tiered cost decides
@@ -333,7 +309,8 @@ def _search_and_confirm(
                 first_default=first_default,
             )
             if not idle:  # an idle search would only measure the default again, for the guard
-                search.run(budget, None if options.timeout is None else time.monotonic() + options.timeout)
+                with part("search"):
+                    search.run(budget, None if options.timeout is None else time.monotonic() + options.timeout)
             if plumbing.before_finish is not None:
                 plumbing.before_finish()
             if plumbing.join:
@@ -343,19 +320,21 @@ def _search_and_confirm(
             points = search.points(records)
             default = space.default()
             top = top_with(points, incumbent(study.attrs, goal), default, goal, options.confirm_top, options.search)
-            confirmed = confirm(
-                runner,
-                points,
-                default,
-                goal,
-                top=top,
-                rounds=options.confirm_rounds,
-                check=latch.check,
-                whole_front=options.search == "pareto",
-            )
+            with part("confirmation"):
+                confirmed = confirm(
+                    runner,
+                    points,
+                    default,
+                    goal,
+                    top=top,
+                    rounds=options.confirm_rounds,
+                    check=latch.check,
+                    whole_front=options.search == "pareto",
+                )
             if goal.tier_up:
                 bar.update(status="timing the default's calls beside a compile (tier-up)")
-                confirmed, slowdown_notes = measure_slowdown(runner, confirmed, default, goal, latch.check)
+                with part("tier-up"):
+                    confirmed, slowdown_notes = measure_slowdown(runner, confirmed, default, goal, latch.check)
                 for note in slowdown_notes:
                     warnings.warn(f"autotune: {note}", RuntimeWarning, stacklevel=2)
             if goal.shared:
@@ -364,9 +343,11 @@ def _search_and_confirm(
                 runner.close()  # the loads run in fresh processes, which need the device this worker holds
                 bar.update(status="measuring the load of the contenders from a persistent compilation cache")
                 load = loader(runner, call)
-                confirmed, load_notes = measure_loads(confirmed, default, goal, load, latch.check)
+                with part("loads"):
+                    confirmed, load_notes = measure_loads(confirmed, default, goal, load, latch.check)
         finally:
-            runner.close()
+            with part("finish"):
+                runner.close()
         out = result(state, records, confirmed, new_trials=counted(records) - counted(held))
         out.load_notes = load_notes
         summary = getattr(runner, "compile_summary", None)  # where the compiles ran (builders or the worker)

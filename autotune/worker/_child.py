@@ -201,6 +201,7 @@ class Child:
         self.phase = "run"
         sampling = Sampling.of(req.get("sampling"))
         m = run_measurement(stages, dyn_args, dyn_kwargs, sampling, config=config, donating=donating, keep_outputs=True)
+        m = m.replace(loaded_s=said.get("load_s"))  # an executable a builder compiled: loaded here
         key = config.to_json()
         self.store.put(key, Executable(stages.compiled, dyn_args, dyn_kwargs, donating, m.replace(outputs=None)))
         encoded = [encode_array(x) for x in jax.tree_util.tree_leaves(m.outputs)] if req.get("keep_outputs") else []

@@ -55,6 +55,9 @@ def test_every_reader_names_the_same_winner(tuned):
     assert any(line.startswith(f"winner for tiny_study:smooth: {label} cost {cost} ") for line in lines), lines[-30:]
     starred = [line.split("★")[0].strip() for line in lines if "★" in line and "winner:" not in line]
     assert starred and set(starred) == {label}, starred
+    # Where the run's wall went: a row per part, and the total.
+    assert any(line.startswith("where the ") and line.endswith(" went") for line in lines), lines[-30:]
+    assert any(line.startswith("total ") for line in lines), lines[-30:]
     # The progress bar's last status, in the notation it uses.
     finals = [m for line in lines for m in re.findall(r"winner (.+?) at (\S+) s$", line)]
     assert finals, lines[-30:]
@@ -128,6 +131,11 @@ def test_json_is_alone_on_stdout_though_the_function_prints(tmp_path):
     rng = res["complete_range"]  # one trial of a space of 5: only the tuned call count is decided
     assert res["in_range"] is True and rng["from_calls"] == rng["to_calls"] == 100 and "never measured" in rng["why"]
     assert res["storage"] == f"sqlite:///{tmp_path / 'studies.db'}"
+    wall = res["wall"]  # where the run's seconds went: the stages, per part
+    assert wall["by_stage"]["timing"] > 0 and wall["by_stage"]["compile"] > 0
+    assert {"setup", "search", "confirmation"} <= set(wall["parts"])
+    for part, stages in wall["by_part"].items():
+        assert sum(stages.values()) == pytest.approx(wall["parts"][part], abs=0.01), part
 
 
 def test_the_timing_flag_reaches_the_study_and_the_output_says_what_was_charged(tmp_path):

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from autotune._errors import StudyError
-from autotune.measuring import _host
+from autotune.measuring import _host, _wall
 from autotune.measuring._runner import TrialFailed
 from autotune.measuring._stages import Measurement
 from autotune.measuring.process._channel import Dead, WorkerProcess, ready_problem, worker_env
@@ -126,9 +126,13 @@ class WorkerHost:
             worker.kill()
 
     def _await_ready(self) -> None:
-        worker = self._worker
-        if worker.ready is not None:
+        if self._worker.ready is not None:
             return
+        with _wall.timed("process starts"):  # this process waits for the worker to import JAX, open the device
+            self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        worker = self._worker
         busy_until = time.monotonic() + BUSY_RETRY_S
         while True:
             try:
@@ -169,7 +173,7 @@ class WorkerHost:
             if self.policy.env:  # the policy changes the worker's environment: start it again so
                 self._discard()
                 self._spawn()
-                self._await_ready()
+                self._wait_ready()  # within the caller's charge of the start
 
     def _load(self) -> None:
         worker = self._worker
