@@ -127,9 +127,7 @@ def time_calls(
     max_batch, min_reps = max(1, int(max_batch)), max(1, int(sampling.min_reps))
     if mode == "blocking":
         min_sample_s = BLOCKING_BATCH_S if min_sample_s is None else min_sample_s
-        return run.blocking(min_reps, max_reps, target_s, min_sample_s, max_batch)._replace(
-            sampled_s=time.perf_counter() - started
-        )
+        return run.blocking(min_reps, max_reps, target_s, min_sample_s, max_batch, started)
     if min_sample_s is None:
         min_sample_s = max(BLOCKING_BATCH_S, min(STEADY_BATCH_S, target_s / min_reps))
     k, elapsed = run.calibrate(min_sample_s, max_batch)
@@ -202,12 +200,14 @@ class _Calls:
             self.block(self.outputs)
         return (self.clock() - t0) / k
 
-    def blocking(self, min_reps: int, max_reps: int, target_s: float, min_sample_s: float, max_batch: int) -> Timing:
+    def blocking(
+        self, min_reps: int, max_reps: int, target_s: float, min_sample_s: float, max_batch: int, started: float
+    ) -> Timing:
         one = max(self.blocked(1), 1e-9)
         batch = 1 if self.fresh is not None else max(1, min(max_batch, math.ceil(min_sample_s / one)))
         reps = int(max(min_reps, min(max_reps, target_s / (one * batch))))
         samples = [self.blocked(batch) for _ in range(reps)]
-        return _summary(samples, reps * batch, "blocking", self.outputs)
+        return _summary(samples, reps * batch, "blocking", self.outputs, started)
 
     def device(self, n: int, max_batch: int) -> list[float] | None:
         """The device seconds of ``n`` calls dispatched back to back (in profiles of at most

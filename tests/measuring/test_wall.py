@@ -54,9 +54,10 @@ def test_a_measurement_is_split_into_its_own_figures_and_the_wait_for_its_compil
     assert stages["compile"] == pytest.approx(2.0 - 0.3 - 0.5)  # the rest of the wait, not the worker's 9 s
 
 
-def test_the_sampling_reports_its_own_wall():
-    m = at.measure(lambda x: jnp.sin(x) * 2.0, (jnp.ones(8),), target_s=0.05, warmup=1)
-    assert m.sampled_s is not None and 0.0 < m.sampled_s < 30.0
+@pytest.mark.parametrize("mode", ["steady", "blocking"])
+def test_the_sampling_reports_its_own_wall(mode):
+    m = at.measure(lambda x: jnp.sin(x) * 2.0, (jnp.ones(8),), target_s=0.05, warmup=1, timing_mode=mode)
+    assert m.timing == mode and m.sampled_s is not None and 0.0 < m.sampled_s < 30.0
     assert at.Measurement.from_dict(m.to_dict()).sampled_s == m.sampled_s
 
 
