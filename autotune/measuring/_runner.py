@@ -172,8 +172,16 @@ class RunnerBase:
         """Measure ``config`` (the :class:`Runner` contract); its wall is charged to the open
         wall's stages (`autotune.measuring._wall`)."""
         started, starts = time.perf_counter(), _wall.charged("process starts")
-        m = self._measure(Config.from_dict(config), compile_budget_s, on_lowered)
-        _wall.account(m, time.perf_counter() - started - (_wall.charged("process starts") - starts), True)
+
+        def waited() -> float:
+            return time.perf_counter() - started - (_wall.charged("process starts") - starts)
+
+        try:
+            m = self._measure(Config.from_dict(config), compile_budget_s, on_lowered)
+        except TrialFailed:
+            _wall.charge("compile", waited())  # stopped in its compile (pruned, timed out) or failed there
+            raise
+        _wall.account(m, waited(), True)
         return m
 
     def retime(self, config: Config | dict | None, *, beside: bool = False) -> Measurement | None:
