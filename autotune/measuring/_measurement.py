@@ -10,6 +10,7 @@ seconds where known, the one-off seconds the objective charges.
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,8 @@ class Measurement:
             tuner's wall goes: `autotune.measuring._wall`); None in older records.
         loaded_s: the wall seconds the measuring process spent loading an executable compiled
             elsewhere (a builder's) instead of compiling it; None where it compiled it.
+        stopped_early: its sampling stopped after a few samples, every one slower than the
+            sampling's ``stop_above_s`` (a trial that cannot win: its runtime figures are a short estimate).
     """
 
     trace_s: float
@@ -80,6 +83,7 @@ class Measurement:
     compile_stretch: float | None = None
     sampled_s: float | None = None
     loaded_s: float | None = None
+    stopped_early: bool = False
 
     @property
     def run_cost_s(self) -> float:
@@ -138,6 +142,7 @@ class Measurement:
             **{k: None if d.get(k) is None else float(d[k]) for k in OPTIONAL_SECONDS},
             timing=str(d.get("timing") or OLDER_TIMING),
             compile_stretch=None if d.get("compile_stretch") is None else float(d["compile_stretch"]),
+            stopped_early=bool(d.get("stopped_early", False)),
         )
 
     def replace(self, **changes: Any) -> Measurement:
@@ -157,3 +162,28 @@ def compile_total(figures: Any) -> float | None:
     if get("trace_s") is None:
         return None
     return sum(float(get(k) or 0.0) for k in STAGES)
+
+
+def median_of(ms: list[Measurement]) -> Measurement:
+    """One measurement of several of the same config: the median of each figure, the calls summed,
+    the rest the first one's (the default's reference rounds, as trial 0 records them)."""
+    if len(ms) == 1:
+        return ms[0]
+    med = {
+        k: statistics.median(getattr(m, k) for m in ms)
+        for k in ("trace_s", "lower_s", "compile_s", "run_s", "run_iqr_s")
+    }
+    for k in ("trace_cpu_s", "lower_cpu_s", "compile_cpu_s", "run_p10_s"):
+        values = [getattr(m, k) for m in ms if getattr(m, k) is not None]
+        med[k] = statistics.median(values) if values else None
+    first = ms[0]
+    return Measurement(
+        reps=sum(m.reps for m in ms),
+        config=first.config,
+        memory=first.memory,
+        flops=first.flops,
+        outputs=first.outputs,
+        program_hash=first.program_hash,
+        timing=first.timing,
+        **med,
+    )

@@ -19,6 +19,7 @@ from autotune._errors import AutotuneError, error_text
 from autotune.measuring import _wall
 from autotune.measuring._executables import RECENT, ExecutableStore
 from autotune.measuring._outcome import Outcome as Outcome  # defined below the runner; the study publishes it
+from autotune.measuring._sampling import DEFAULT as DEFAULT_SAMPLING
 from autotune.measuring._sampling import Sampling
 from autotune.measuring._stages import Measurement, OnLowered, Stages, measure_executable
 from autotune.program._call import Call
@@ -70,14 +71,16 @@ class Runner(Protocol):
         trace and lower seconds and the earlier one's other figures. Raises
         :class:`TrialFailed` for a config that fails, and
         :class:`autotune._interrupt.Interrupted` when a signal stopped the wait.
-    ``retime(config, *, beside=False) -> Measurement | None``
+    ``retime(config, *, beside=False[, sampling]) -> Measurement | None``
         Time the runtime again on the executable already compiled for ``config`` (kept
         since its ``measure``: the last :data:`RECENT` configs and those named by
         ``retain``), returning a measurement with the new runtime figures and the kept
         compile figures (``outputs`` None); None when it is no longer kept (evicted, or the
         worker holding it was replaced). May raise :class:`TrialFailed` (a run that hangs
         or crashes). With ``beside``, the calls are timed while a compile runs beside them
-        in the same process (`autotune.measuring._beside`: tier-up's slowdown).
+        in the same process (`autotune.measuring._beside`: tier-up's slowdown). The runners here
+        also take ``sampling`` (a :class:`Sampling` to sample the calls with instead of their
+        own: confirmation's shorter rounds); a runner without it samples as its trials do.
     ``retain(configs)``
         Keep the compiled executables of these configs for ``retime``; drop the others.
     ``renew() -> bool`` (optional)
@@ -160,7 +163,11 @@ class RunnerBase:
     """What the runners here share: the :class:`Runner` contract's ``measure``, ``retime`` and
     ``retain`` read their configs (a :class:`Config`, its dict, or None for the default) once and hand
     them to the runner's own ``_measure``, ``_retime`` and ``_retain`` (configs' JSON keys); and a
-    runner is its own context manager (``close`` on leaving)."""
+    runner is its own context manager (``close`` on leaving). ``sampling`` is how its trials sample
+    a config's calls (:class:`Sampling`)."""
+
+    sampling: Sampling = DEFAULT_SAMPLING
+    trial_sampling: Sampling = DEFAULT_SAMPLING  # the measure under way's: ``sampling``, its ceiling set
 
     def measure(
         self,
@@ -168,25 +175,33 @@ class RunnerBase:
         *,
         compile_budget_s: float | None = None,
         on_lowered: OnLowered | None = None,
+        run_ceiling_s: float | None = None,
     ) -> Measurement:
-        """Measure ``config`` (the :class:`Runner` contract); its wall is charged to the open
-        wall's stages (`autotune.measuring._wall`)."""
+        """Measure ``config`` (the :class:`Runner` contract); ``run_ceiling_s``: a call slower than
+        this cannot win, so its sampling stops once a short estimate says so (``Sampling.stop_above_s``).
+        Its wall is charged to the open wall's stages (`autotune.measuring._wall`)."""
         started, starts = time.perf_counter(), _wall.charged("process starts")
 
         def waited() -> float:
             return time.perf_counter() - started - (_wall.charged("process starts") - starts)
 
+        self.trial_sampling = self.sampling.replace(stop_above_s=run_ceiling_s)
         try:
             m = self._measure(Config.from_dict(config), compile_budget_s, on_lowered)
         except TrialFailed:
             _wall.charge("compile", waited())  # stopped in its compile (pruned, timed out) or failed there
             raise
+        finally:
+            self.trial_sampling = self.sampling
         _wall.account(m, waited(), True)
         return m
 
-    def retime(self, config: Config | dict | None, *, beside: bool = False) -> Measurement | None:
-        """Time ``config``'s kept executable again (the :class:`Runner` contract)."""
-        m = self._retime(Config.from_dict(config), beside)
+    def retime(
+        self, config: Config | dict | None, *, beside: bool = False, sampling: Sampling | None = None
+    ) -> Measurement | None:
+        """Time ``config``'s kept executable again (the :class:`Runner` contract); ``sampling``:
+        sample its calls so instead of as the runner's trials do (confirmation's shorter rounds)."""
+        m = self._retime(Config.from_dict(config), beside, sampling or self.sampling)
         if m is not None:
             _wall.account(m, 0.0, False)
         return m
@@ -198,7 +213,7 @@ class RunnerBase:
     def _measure(self, config: Config, compile_budget_s: float | None, on_lowered: OnLowered | None) -> Measurement:
         raise NotImplementedError
 
-    def _retime(self, config: Config, beside: bool) -> Measurement | None:
+    def _retime(self, config: Config, beside: bool, sampling: Sampling) -> Measurement | None:
         raise NotImplementedError
 
     def _retain(self, keys: list[str]) -> None:
@@ -318,7 +333,7 @@ class InProcessRunner(RunnerBase):
                 lambda: measure_executable(
                     self.call,
                     config,
-                    sampling=self.sampling,
+                    sampling=self.trial_sampling,
                     keep_outputs=True,
                     on_stage=stage_guard(compile_budget_s),
                     on_lowered=on_lowered,
@@ -335,9 +350,9 @@ class InProcessRunner(RunnerBase):
             self.store.alias(config.to_json(), m)
         return m
 
-    def _retime(self, config: Config, beside: bool) -> Measurement | None:
+    def _retime(self, config: Config, beside: bool, sampling: Sampling) -> Measurement | None:
         _interrupt.check()
-        return self.store.retime(config.to_json(), self.sampling, beside=beside)
+        return self.store.retime(config.to_json(), sampling, beside=beside)
 
     def start(self) -> None:
         """Nothing to start in this process (the worker runner starts its process here)."""

@@ -39,6 +39,9 @@ class Sampling:
         warmup: calls (each waited for) before anything is timed.
         min_reps, max_reps: bounds on the number of samples.
         target_s: about how long the samples take in all, seconds.
+        stop_above_s: stop after ``min_reps`` samples once every sample so far is slower than this
+            many seconds a call (the search sets it on a trial that cannot win above it: a short
+            estimate is enough to say so); None samples for ``target_s``.
 
     Example::
 
@@ -53,6 +56,7 @@ class Sampling:
     min_reps: int = 5
     max_reps: int = 2000
     target_s: float = 0.5
+    stop_above_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in TIMING_MODES:

@@ -235,6 +235,7 @@ def run_figures(t: Timing) -> dict[str, Any]:
         "run_p10_s": t.p10_s,
         "timing": t.mode,
         "sampled_s": t.sampled_s,
+        "stopped_early": t.stopped,
     }
 
 
@@ -351,6 +352,7 @@ def measure(
     max_reps: int = DEFAULT.max_reps,
     target_s: float = DEFAULT.target_s,
     timing_mode: str = DEFAULT.mode,
+    stop_above_s: float | None = DEFAULT.stop_above_s,
     clear_caches: bool = True,
     keep_outputs: bool = False,
     on_lowered: OnLowered | None = None,
@@ -362,8 +364,9 @@ def measure(
         args, kwargs: example inputs; static ones as ``jit_kwargs`` declares.
         config: the config to measure; None measures the default.
         jit_kwargs: keyword arguments for ``jax.jit`` (``static_argnums``, ``donate_argnums``...).
-        warmup, min_reps, max_reps, target_s: runtime sampling (:class:`~autotune.measuring._sampling.Sampling`,
-            whose defaults these are; :func:`time_calls` says what each means).
+        warmup, min_reps, max_reps, target_s, stop_above_s: runtime sampling
+            (:class:`~autotune.measuring._sampling.Sampling`, whose defaults these are; :func:`time_calls`
+            says what each means).
         timing_mode: how a call is timed: ``"steady"`` (calls dispatched back to back, the
             default), ``"blocking"`` (each call waited for on its own) or ``"device"`` (the
             device's own time from JAX's profiler; the steady state where the platform gives
@@ -386,7 +389,7 @@ def measure(
         >>> m.compile_s > 0 and m.run_s > 0
         True
     """
-    sampling = Sampling(mode=timing_mode, warmup=warmup, min_reps=min_reps, max_reps=max_reps, target_s=target_s)
+    sampling = Sampling(timing_mode, warmup, min_reps, max_reps, target_s, stop_above_s)
     return measure_executable(
         Call(fn, args, kwargs, jit_kwargs),
         Config.from_dict(config),  # a user's dict is read once, here

@@ -67,6 +67,7 @@ class Timing(NamedTuple):
     mode: str
     outputs: Any = None
     sampled_s: float = 0.0  # the wall the sampling took, warm-up included
+    stopped: bool = False  # stopped early: every sample was over the sampling's stop_above_s
 
 
 def quartiles(samples: Sequence[float]) -> tuple[float, float, float]:
@@ -127,7 +128,7 @@ def time_calls(
     max_batch, min_reps = max(1, int(max_batch)), max(1, int(sampling.min_reps))
     if mode == "blocking":
         min_sample_s = BLOCKING_BATCH_S if min_sample_s is None else min_sample_s
-        return run.blocking(min_reps, max_reps, target_s, min_sample_s, max_batch, started)
+        return run.blocking(sampling, min_sample_s, max_batch, started)
     if min_sample_s is None:
         min_sample_s = max(BLOCKING_BATCH_S, min(STEADY_BATCH_S, target_s / min_reps))
     k, elapsed = run.calibrate(min_sample_s, max_batch)
@@ -137,13 +138,22 @@ def time_calls(
         if durations is not None:
             return _summary(durations, len(durations), "device", run.outputs, started)
     reps = int(max(min_reps, min(max_reps, round(target_s / max(elapsed, 1e-9)))))
-    samples = [run.batch(k) / k for _ in range(reps)]
-    return _summary(samples, reps * k, "steady", run.outputs, started)
+    samples: list[float] = []
+    while len(samples) < reps and not _over(samples, min_reps, sampling.stop_above_s):
+        samples.append(run.batch(k) / k)
+    return _summary(samples, len(samples) * k, "steady", run.outputs, started, len(samples) < reps)
 
 
-def _summary(samples: Sequence[float], calls: int, mode: str, outputs: Any, started: float) -> Timing:
+def _over(samples: list[float], min_reps: int, above: float | None) -> bool:
+    """Whether a sampling may stop now: ``min_reps`` samples taken and every one over ``above``."""
+    return above is not None and len(samples) >= min_reps and min(samples) > above
+
+
+def _summary(
+    samples: Sequence[float], calls: int, mode: str, outputs: Any, started: float, stopped: bool = False
+) -> Timing:
     median, iqr, p10 = quartiles(samples)
-    return Timing(median, iqr, calls, p10, mode, outputs, time.perf_counter() - started)
+    return Timing(median, iqr, calls, p10, mode, outputs, time.perf_counter() - started, stopped)
 
 
 class _Calls:
@@ -200,14 +210,15 @@ class _Calls:
             self.block(self.outputs)
         return (self.clock() - t0) / k
 
-    def blocking(
-        self, min_reps: int, max_reps: int, target_s: float, min_sample_s: float, max_batch: int, started: float
-    ) -> Timing:
+    def blocking(self, sampling: Sampling, min_sample_s: float, max_batch: int, started: float) -> Timing:
+        min_reps = max(1, int(sampling.min_reps))
         one = max(self.blocked(1), 1e-9)
         batch = 1 if self.fresh is not None else max(1, min(max_batch, math.ceil(min_sample_s / one)))
-        reps = int(max(min_reps, min(max_reps, target_s / (one * batch))))
-        samples = [self.blocked(batch) for _ in range(reps)]
-        return _summary(samples, reps * batch, "blocking", self.outputs, started)
+        reps = int(max(min_reps, min(sampling.max_reps, sampling.target_s / (one * batch))))
+        samples: list[float] = []
+        while len(samples) < reps and not _over(samples, min_reps, sampling.stop_above_s):
+            samples.append(self.blocked(batch))
+        return _summary(samples, len(samples) * batch, "blocking", self.outputs, started, len(samples) < reps)
 
     def device(self, n: int, max_batch: int) -> list[float] | None:
         """The device seconds of ``n`` calls dispatched back to back (in profiles of at most

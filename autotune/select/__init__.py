@@ -48,6 +48,7 @@ from autotune.select._rule import beats as beats
 from autotune.select._rule import choose as choose
 from autotune.select._rule import cost as cost
 from autotune.select._rule import ranked as ranked
+from autotune.select._rule import round_costs as round_costs
 from autotune.select._rule import tiered_cost_of as tiered_cost_of
 from autotune.select._rule import winner as winner
 from autotune.select._rule import wins_needed as wins_needed

@@ -104,6 +104,13 @@ class Objective:
         """The cost of a :class:`Measurement` (its ``compile_cost_s``, ``run_cost_s`` and ``load_charged_s``)."""
         return self.cost_of(measurement.compile_cost_s, measurement.run_cost_s, measurement.load_charged_s)
 
+    def run_ceiling(self, cost_s: float) -> float | None:
+        """The seconds a call can take at most for a config to cost under ``cost_s``, its compile counted
+        as nothing (so a config whose calls are slower costs more, whatever it compiles in); None where
+        the calls cost nothing (no runtime weight, no calls)."""
+        per_run = float(self.line(0.0, 1.0)[1]) * self.expected_calls
+        return cost_s / per_run if per_run > 0 else None
+
     def line_figures(self) -> dict[str, Any]:
         """Every figure but the call count, as :func:`autotune.select.crossover_intervals` takes them
         (the crossovers are over N)."""

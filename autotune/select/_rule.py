@@ -168,6 +168,13 @@ def cost(point: Point, objective: Objective, default: Point | None = None) -> fl
     return float(ln.key(Fraction(objective.expected_calls))[0])
 
 
+def round_costs(point: Point, objective: Objective, default: Point | None = None) -> list[float]:
+    """A point's cost in each of its rounds under ``objective`` (as :func:`cost` charges them, whose
+    median it is); one cost for a point without rounds."""
+    ln = Line(point, 0, objective, default)
+    return [float(v) for v, _ in ln.at(Fraction(objective.expected_calls))]
+
+
 def tiered_cost_of(point: Point, default: Point | None, objective: Objective) -> float | None:
     """What ``point`` costs under ``objective`` with tier-up (whether or not the objective has
     ``tier_up``), or None when tier-up would not apply to it (no default point, the default itself,

@@ -14,12 +14,31 @@ from typing import Any
 
 from autotune import select as _select
 from autotune.measuring._measurement import Measurement
+from autotune.measuring._runner import RunnerBase
 from autotune.program._config import Config
 from autotune.select import Point, point_of
 from autotune.select._objective import Objective
 
 COMPILE_NOISE = 0.15
 """Relative compile-time noise assumed between two measurements of one config (at least)."""
+
+ROUND_SAMPLING = 1 / 3
+"""How long a confirmation round samples a contender's calls, as a share of a trial's sampling
+(``TuneOptions.timing``'s ``target_s``): the rounds are paired and interleaved, and the rule takes
+their median and their signs, so each needs only a share of a trial's samples. Measured:
+docs/results/tuning-wall.md."""
+
+SECOND_PROCESS_LEAD = 1.5
+"""A winner that costs at most 1/this of the default in every paired round is not measured again
+in a second process: the runtime of a program moves between processes by up to 1.3x (below), so
+such a lead holds in any of them. Measured: docs/results/tuning-wall.md."""
+
+SEARCH_COMPILE_NOISE = 1.0
+"""How far two compile figures of the search may stand apart by noise alone (relative to the two):
+they were taken minutes apart, under whatever load each moment had (one compile can take twice
+another of the same program, `COMPILE_NOISE`'s note). Confirmation compiles its contenders again,
+side by side, only where a difference that large could flip the decision; else it re-times the
+executables the search kept and carries the search's compiles."""
 
 STALL = 3.0
 """A round whose runtime exceeds this many times its contender's median over the process's
@@ -96,10 +115,12 @@ def contenders(
 
 
 def _sample(runner, config: Config, full: bool) -> tuple[Measurement | None, bool]:
-    """One round's measurement of ``config`` and whether it compiled afresh (a full measure)."""
+    """One round's measurement of ``config`` and whether it compiled afresh (a full measure). A
+    re-time samples for :data:`ROUND_SAMPLING` of a trial's sampling where the runner says how it
+    samples (a runner of `autotune.measuring._runner`); a full measure samples as a trial does."""
     try:
         if not full:
-            m = runner.retime(config)
+            m = _retime(runner, config)
             if m is not None:
                 return m, False
         return runner.measure(config), True
@@ -107,6 +128,13 @@ def _sample(runner, config: Config, full: bool) -> tuple[Measurement | None, boo
         raise
     except Exception:
         return None, True
+
+
+def _retime(runner, config: Config) -> Measurement | None:
+    if not isinstance(runner, RunnerBase):
+        return runner.retime(config)
+    shorter = runner.sampling.replace(target_s=runner.sampling.target_s * ROUND_SAMPLING)
+    return runner.retime(config, sampling=shorter)
 
 
 def _rotated(configs: list[Config], r: int) -> list[Config]:
@@ -160,13 +188,25 @@ def compile_could_flip(
 
 def second_process(points: list[Point], default: Config, objective: Objective) -> list[Config]:
     """The contenders to measure again in a second, fresh process: when the winner is not the
-    default, every contender that beats the default (any of them could win once those rounds
-    count); empty when the default stays."""
+    default and its lead could be one process's (under :data:`SECOND_PROCESS_LEAD` in some paired
+    round), every contender that beats the default (any of them could win once those rounds
+    count); empty when the default stays or the lead holds in any process."""
     d = point_of(points, default)
     chosen = _select.winner(points, objective, default)
     if chosen is None or d is None or chosen.config == default:
         return []
+    if lead(chosen, d, objective) >= SECOND_PROCESS_LEAD:
+        return []
     return [p.config for p in points if p is not d and _select.beats(p, d, objective)]
+
+
+def lead(winner: Point, default: Point, objective: Objective) -> float:
+    """The winner's smallest lead over the default in a paired round: the default's round cost
+    over the winner's (their medians where the rounds do not pair)."""
+    mine, theirs = _select.round_costs(winner, objective, default), _select.round_costs(default, objective)
+    if len(mine) != len(theirs):
+        mine, theirs = [_select.cost(winner, objective, default)], [_select.cost(default, objective)]
+    return min((d / w if w > 0 else float("inf")) for w, d in zip(mine, theirs))
 
 
 Round = tuple[Measurement, bool]  # a round's measurement and whether it compiled afresh
@@ -271,14 +311,20 @@ def _measure_rounds(
     """One process's rounds (see the module docstring); ``searched``: the search's points, which
     size the compile noise (:func:`compile_noise`); ``each_round`` forces the compile mode."""
     got = _Rounds(configs, rounds)
-    got.take(runner, range(1), True, check)  # round 1: every contender compiled, side by side
+    # round 1: every contender side by side, compiled where a compile sample could flip the decision on
+    # the search's figures (taken at other moments: SEARCH_COMPILE_NOISE), else re-timed, its executable kept
+    ranked = [p for p in searched if p.config in configs]
+    full = (
+        each_round if each_round is not None else compile_could_flip(ranked, default, objective, SEARCH_COMPILE_NOISE)
+    )
+    got.take(runner, range(1), full, check)
 
     def points() -> list[Point]:
         return [p for c in configs if (p := _point(c, [got])) is not None]
 
     noise = compile_noise(points(), searched)
     got.each_round = each_round if each_round is not None else compile_could_flip(points(), default, objective, noise)
-    got.take(runner, range(1, rounds), got.each_round, check)
+    got.take(runner, range(0 if got.each_round and not full else 1, rounds), got.each_round, check)
     if (
         each_round is None
         and not got.each_round

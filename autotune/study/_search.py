@@ -19,9 +19,9 @@ from typing import Any
 from autotune import select as _select
 from autotune._interrupt import Interrupted
 from autotune._options import TuneOptions
-from autotune.measuring._measurement import Measurement
+from autotune.measuring._measurement import Measurement, median_of
 from autotune.measuring._outcome import counted
-from autotune.measuring._runner import Outcome, TrialFailed
+from autotune.measuring._runner import Outcome, RunnerBase, TrialFailed
 from autotune.program._config import Config
 from autotune.select import Point
 from autotune.select._objective import Objective
@@ -37,6 +37,12 @@ REFERENCE_ROUNDS = 3
 
 BUDGET_MARGIN = 0.10
 """The least relative margin added to the best cost when it becomes a compile budget."""
+
+CUTOFF = 2.0
+"""A trial whose calls alone would cost over this many times the best cost so far stops timing
+them once a short estimate says so (``Sampling.stop_above_s``): it cannot win, and the estimate
+is enough to rank it (TileLang and Helion skip a candidate whose first estimate is over about 2x
+the best). Measured: docs/results/tuning-wall.md."""
 
 
 def record_of(view: TrialView, objective: Objective) -> TrialRecord:
@@ -142,6 +148,14 @@ class Search:
             stretch = max(1.0, d.measurement.compile_total_s / d.compile_cost_s)
         return best.cost * (1 + margin) * stretch / self.objective.compile_weight
 
+    def ceiling(self, points: list[Point], got: Config) -> float | None:
+        """The seconds a call of ``got`` may take before its timing stops early (:data:`CUTOFF`), or
+        None: never for the default (the reference), a Pareto or a tier-up search, or before a best."""
+        if self.search != "cost" or got == self.default or self.objective.tier_up or not points:
+            return None
+        best = _select.choose(points, self.objective, default=self.default)
+        return self.objective.run_ceiling(CUTOFF * best.cost)
+
     def _learn(self, records: list[TrialRecord]) -> None:
         for r in records:
             if r.number not in self._observed and r.state == Outcome.COMPLETE.value and r.measurement:
@@ -197,9 +211,12 @@ class Search:
             return []
         return [c for c in upcoming(taken | {got.to_json()}, n) if self.predictor.over_budget(c, budget_s) is None]
 
-    def step(self, trial: Any, got: Config, budget_s: float | None, ahead: list[Config] = ()) -> None:
+    def step(
+        self, trial: Any, got: Config, budget_s: float | None, ahead: list[Config] = (), ceiling: float | None = None
+    ) -> None:
         """Measure the config of an opened trial and close the trial with what happened; ``ahead``:
-        the configs to prepare meanwhile (a runner with ``prefetch`` builds them in parallel)."""
+        the configs to prepare meanwhile (a runner with ``prefetch`` builds them in parallel);
+        ``ceiling``: the seconds a call may take before its timing stops early (:meth:`ceiling`)."""
         owner = self.study.owner_of(got.to_json(), trial.number, self.space)
         if owner is not None:
             self.study.finish(
@@ -238,9 +255,10 @@ class Search:
                 prefetch([got, *ahead])
             if got == self.default and self.reference is None:
                 ms = self._measure_default()
-                m, rounds = _median(ms), [[x.compile_cost_s, x.run_cost_s] for x in ms]
+                m, rounds = median_of(ms), [[x.compile_cost_s, x.run_cost_s] for x in ms]
             else:
-                m = self.runner.measure(got, compile_budget_s=budget_s, on_lowered=on_lowered)
+                more = {"run_ceiling_s": ceiling} if ceiling is not None and isinstance(self.runner, RunnerBase) else {}
+                m = self.runner.measure(got, compile_budget_s=budget_s, on_lowered=on_lowered, **more)
                 rounds = None
         except TrialFailed as exc:
             reason = exc.reason + (self._pin(got) if exc.outcome == Outcome.ERROR else "")
@@ -266,7 +284,7 @@ class Search:
         reason = (
             f"lowered to the same program as trial {shared['from']}: its compile and run figures are shared"
             if shared
-            else None
+            else _stopped_reason(m, ceiling)
         )
         self.study.finish(
             trial,
@@ -332,7 +350,8 @@ class Search:
                     m = v.measurement
                     if v.outcome == Outcome.COMPLETE and m and m.get("program_hash"):
                         self._by_hash.setdefault(m["program_hash"], (v.number, Measurement.from_dict(m)))
-                budget_s = self.budget(self.points(records))
+                known = self.points(records)
+                budget_s = self.budget(known)
                 if hasattr(self.proposer, "pin"):  # sites found unrewritable, by any worker of the study
                     self.proposer.pin(self.study.attrs.get("unrewritable") or {})
                 taken = {v.config_json for v in views if v.takes_config}
@@ -340,7 +359,7 @@ class Search:
                 ahead = self.ahead(opened[1], taken, budget_s) if opened is not None else []
             if opened is None:
                 return
-            self.step(*opened, budget_s, ahead)
+            self.step(*opened, budget_s, ahead, self.ceiling(known, opened[1]))
             views = self.study.trials(self.space)
             points = self.points([record_of(v, self.objective) for v in views])
             # Keep the contenders' executables in the warm worker: confirmation re-times them without compiling.
@@ -360,24 +379,11 @@ class Search:
         return f"best {best.cost:.4g} s: {best.config.label(self.space.sites)}"
 
 
-def _median(ms: list[Measurement]) -> Measurement:
-    if len(ms) == 1:
-        return ms[0]
-    med = {
-        k: statistics.median(getattr(m, k) for m in ms)
-        for k in ("trace_s", "lower_s", "compile_s", "run_s", "run_iqr_s")
-    }
-    for k in ("trace_cpu_s", "lower_cpu_s", "compile_cpu_s", "run_p10_s"):
-        values = [getattr(m, k) for m in ms if getattr(m, k) is not None]
-        med[k] = statistics.median(values) if values else None
-    first = ms[0]
-    return Measurement(
-        reps=sum(m.reps for m in ms),
-        config=first.config,
-        memory=first.memory,
-        flops=first.flops,
-        outputs=first.outputs,
-        program_hash=first.program_hash,
-        timing=first.timing,
-        **med,
+def _stopped_reason(m: Measurement, ceiling: float | None) -> str | None:
+    """Why a trial's timing stopped early (None when it did not)."""
+    if not m.stopped_early or ceiling is None:
+        return None
+    return (
+        f"timing stopped after {m.reps} calls: {m.run_s * 1e6:.4g} µs a call, over the {ceiling * 1e6:.4g} µs past "
+        f"which its calls alone cost {CUTOFF:g}x the best config's whole cost, so it cannot win"
     )

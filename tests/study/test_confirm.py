@@ -14,7 +14,7 @@ from autotune import select as _select
 from autotune.measuring._runner import InProcessRunner
 from autotune.measuring._stages import compile_config
 from autotune.select import Point
-from autotune.study._confirm import by_program, confirm, contenders, second_process, simplest_key
+from autotune.study._confirm import SECOND_PROCESS_LEAD, by_program, confirm, contenders, second_process, simplest_key
 
 DEFAULT = at.Config({})
 UNROLL2 = at.Config({"l": {"repr": "scan", "unroll": 2}})
@@ -53,9 +53,9 @@ class CountingRunner(InProcessRunner):
             self.compiles.append(m.compile_cost_s)
         return m
 
-    def retime(self, config):
+    def retime(self, config, **kw):
         self.retimed.append(at.Config.from_dict(config))
-        return self.adjust(super().retime(config), fresh=False)
+        return self.adjust(super().retime(config, **kw), fresh=False)
 
     def adjust(self, m, fresh: bool):
         """What a subclass makes of a real measurement (``fresh``: compiled for it)."""
@@ -77,20 +77,31 @@ def from_confirmation(point, runner: CountingRunner) -> bool:
     return all(c in runner.compiles for c, _ in point.rounds)
 
 
-def test_round_one_compiles_every_contender_side_by_side_and_later_rounds_carry_that_compile():
-    # A million calls and runtimes 20% apart: compile seconds cannot flip anything, so rounds 2
-    # and 3 only re-time.
+def test_where_no_compile_can_flip_the_decision_every_round_re_times_the_kept_executables():
+    # A million calls and runtimes 20% apart: even search compiles far apart (1.0, 1.6: pinned, the
+    # real ones are milliseconds) cannot flip anything, so nothing is compiled again.
     runner = Scripted({DEFAULT: [1e-3], UNROLL2: [0.8e-3]})
     confirmed = confirm(runner, search_points(runner, 1.0, 1.6), DEFAULT, RUNTIME, top=3, rounds=3)
-    assert sorted(map(str, runner.measured)) == sorted(map(str, [DEFAULT, UNROLL2])) and len(runner.retimed) == 4
+    assert runner.measured == [] and len(runner.retimed) == 6
     for p in confirmed:
         compiles = [c for c, _ in p.rounds]
-        # The search's figures (1.0, 1.6, taken minutes earlier) never enter; each side's later
-        # rounds carry its own round-1 compile, taken side by side with the other's.
-        assert from_confirmation(p, runner) and len(set(compiles)) == 1 and p.compiles == 1
-        assert compiles[0] == pytest.approx(
-            p.measurement.trace_cpu_s + p.measurement.lower_cpu_s + p.measurement.compile_cpu_s
-        )
+        # Every round carries the compile of the executable the search kept (its real figure, not
+        # the pinned one the search's point shows), and confirmation compiled nothing.
+        assert len(set(compiles)) == 1 and p.compiles == 0 and compiles[0] < 1.0
+        assert [r for _, r in p.rounds] == [{DEFAULT: 1e-3, UNROLL2: 0.8e-3}[p.config]] * 3
+
+
+def test_where_a_compile_could_flip_the_decision_round_one_compiles_every_contender_side_by_side():
+    # A thousand calls of 1 ms beside search compiles of 1.0 and 1.6 s: one compile sample could
+    # flip the choice, so round 1 compiles both here, side by side, and the search's figures
+    # (pinned far above the real ones) never enter a round.
+    objective = at.Objective(expected_calls=1000)
+    runner = Scripted({DEFAULT: [1e-3], UNROLL2: [0.8e-3]})
+    confirmed = confirm(runner, search_points(runner, 1.0, 1.6), DEFAULT, objective, top=3, rounds=3)
+    assert sorted(map(str, runner.measured[:2])) == sorted(map(str, [DEFAULT, UNROLL2]))
+    for p in confirmed:
+        assert from_confirmation(p, runner) and p.compiles >= 1
+        assert all(c < 1.0 for c, _ in p.rounds)
 
 
 class Scripted(CountingRunner):
@@ -368,15 +379,28 @@ def test_a_default_winner_needs_no_second_process():
     assert lost.renewed == 0 and all(len(p.rounds) == 3 and p.worker_processes == 1 for p in confirmed)
 
 
-def test_second_process_names_every_contender_that_beats_the_default_whatever_the_lead():
+def test_second_process_names_every_contender_that_beats_the_default_while_the_lead_could_be_one_processs():
     def pt(config, run_s):
         return P(config, 0.1, run_s, [[0.1, run_s]] * 3)
 
     close = [pt(DEFAULT, 1e-3), pt(UNROLL2, 0.9e-3), pt(FOR, 0.95e-3)]
     assert second_process(close, DEFAULT, RUNTIME) == [UNROLL2, FOR]
-    clear = [pt(DEFAULT, 1e-3), pt(UNROLL2, 0.5e-3), pt(FOR, 1.1e-3)]
-    assert second_process(clear, DEFAULT, RUNTIME) == [UNROLL2]
+    # A lead just under SECOND_PROCESS_LEAD in one round: both processes decide, and every beater goes.
+    under = 1e-3 / SECOND_PROCESS_LEAD * 1.01
+    shy = [pt(DEFAULT, 1e-3), P(UNROLL2, 0.1, 0.5e-3, [[0.1, 0.5e-3], [0.1, under], [0.1, 0.5e-3]]), pt(FOR, 0.9e-3)]
+    assert second_process(shy, DEFAULT, RUNTIME) == [UNROLL2, FOR]
+    # A lead of SECOND_PROCESS_LEAD or more in every paired round holds in any process: none.
+    at_lead = 1e-3 / (SECOND_PROCESS_LEAD * 1.001)
+    clear = [pt(DEFAULT, 1e-3), pt(UNROLL2, at_lead), pt(FOR, 1.1e-3)]
+    assert second_process(clear, DEFAULT, RUNTIME) == []
     assert second_process([pt(DEFAULT, 1e-3), pt(UNROLL2, 1.2e-3)], DEFAULT, RUNTIME) == []
+
+
+def test_a_lead_that_holds_in_any_process_is_not_measured_in_a_second_one():
+    runner = TwoProcessRunner([{DEFAULT: 1e-3, UNROLL2: 0.5e-3}, {DEFAULT: 1e-3, UNROLL2: 2e-3}])
+    confirmed = confirm(runner, runtime_points(runner, 0.5), DEFAULT, RUNTIME, top=3, rounds=3)
+    assert runner.renewed == 0 and all(p.worker_processes == 1 and len(p.rounds) == 3 for p in confirmed)
+    assert _select.winner(confirmed, RUNTIME, DEFAULT).config == UNROLL2
 
 
 def test_an_in_process_runner_has_no_second_process():
@@ -432,6 +456,6 @@ def test_a_round_measured_in_a_stall_is_taken_again_once():
     objective = at.Objective(expected_calls=1000)
     confirmed = confirm(runner, points, DEFAULT, objective, top=3, rounds=3)
     by = {p.config: p for p in confirmed}
-    assert [r for _, r in by[FOR].rounds] == [1e-4] * 3 and len(runner.retimed) == 5  # 4 re-timed rounds + 1
-    assert [c for c, _ in by[FOR].rounds] == [0.1] * 3  # the retake keeps round 1's compile
+    assert [r for _, r in by[FOR].rounds] == [1e-4] * 3 and len(runner.retimed) == 7  # 6 re-timed rounds + 1
+    assert runner.measured == [] and len({c for c, _ in by[FOR].rounds}) == 1  # the retake keeps the kept compile
     assert _select.winner(confirmed, objective, DEFAULT).config == FOR

@@ -48,7 +48,8 @@ def confirmed(result, name: str):
 
 
 def test_a_challenger_faster_in_every_round_wins_and_is_confirmed_in_a_second_process(tmp_path):
-    runner = FakeRunner(loop8, (X,), {"l=scan×4": (0.1, 0.2 * MS), "*": (0.1, 1 * MS)})
+    # 1.25x ahead: a lead one process's code placement could make (SECOND_PROCESS_LEAD).
+    runner = FakeRunner(loop8, (X,), {"l=scan×4": (0.1, 0.8 * MS), "*": (0.1, 1 * MS)})
     r = tune(runner, tmp_path)
     assert label(r.best_config) == "l=scan×4"
     assert runner.renewed == 1 and runner.closed
@@ -56,6 +57,17 @@ def test_a_challenger_faster_in_every_round_wins_and_is_confirmed_in_a_second_pr
     won, default = confirmed(r, "l=scan×4"), confirmed(r, DEFAULT)
     assert won.worker_processes == default.worker_processes == 2
     assert len(won.rounds) == len(default.rounds) == 6
+    assert r.best_cost == pytest.approx(0.1 + 1e4 * 0.8 * MS) and r.default_cost == pytest.approx(0.1 + 1e4 * MS)
+
+
+def test_a_lead_no_process_can_undo_wins_without_a_second_process(tmp_path):
+    # 5x ahead in every round: over SECOND_PROCESS_LEAD, so no fresh worker is started for it.
+    runner = FakeRunner(loop8, (X,), {"l=scan×4": (0.1, 0.2 * MS), "*": (0.1, 1 * MS)})
+    r = tune(runner, tmp_path)
+    assert label(r.best_config) == "l=scan×4" and runner.renewed == 0 and runner.closed
+    won, default = confirmed(r, "l=scan×4"), confirmed(r, DEFAULT)
+    assert won.worker_processes == default.worker_processes == 1
+    assert len(won.rounds) == len(default.rounds) == 3
     assert r.best_cost == pytest.approx(0.1 + 1e4 * 0.2 * MS) and r.default_cost == pytest.approx(0.1 + 1e4 * MS)
 
 
@@ -105,16 +117,16 @@ def _two_processes(first: float | list[float], second: float | list[float]):
 
 
 def test_a_lead_seen_in_one_process_only_keeps_the_default(tmp_path):
-    runner = FakeRunner(loop8, (X,), _two_processes(0.5, 1.5))
+    runner = FakeRunner(loop8, (X,), _two_processes(0.8, 1.5))
     r = tune(runner, tmp_path)
-    assert runner.renewed == 1  # it won the first process: measured again in a fresh one
+    assert runner.renewed == 1  # it won the first process by a lead one process could make: measured again
     assert label(r.best_config) == DEFAULT
     assert len(confirmed(r, "l=scan×4").rounds) == len(confirmed(r, DEFAULT).rounds) == 6
 
 
 def test_a_challenger_that_wins_five_of_six_paired_rounds_across_two_processes_wins(tmp_path):
-    # The renewed process starts its sequence again: rounds 1, 2, 3 there run 0.5, 0.5, 1.1 ms.
-    runner = FakeRunner(loop8, (X,), _two_processes(0.5, [0.5, 0.5, 1.1]))
+    # The renewed process starts its sequence again: rounds 1, 2, 3 there run 0.8, 0.8, 1.1 ms.
+    runner = FakeRunner(loop8, (X,), _two_processes(0.8, [0.8, 0.8, 1.1]))
     r = tune(runner, tmp_path)
     assert runner.renewed == 1 and label(r.best_config) == "l=scan×4"
     won, default = confirmed(r, "l=scan×4"), confirmed(r, DEFAULT)
@@ -122,13 +134,13 @@ def test_a_challenger_that_wins_five_of_six_paired_rounds_across_two_processes_w
 
 
 def test_four_of_six_is_not_enough(tmp_path):
-    runner = FakeRunner(loop8, (X,), _two_processes(0.5, [0.5, 1.1, 1.1]))
+    runner = FakeRunner(loop8, (X,), _two_processes(0.8, [0.8, 1.1, 1.1]))
     r = tune(runner, tmp_path)
     assert runner.renewed == 1 and label(r.best_config) == DEFAULT
 
 
 def test_a_runner_without_a_second_process_decides_on_the_first(tmp_path):
-    runner = FakeRunner(loop8, (X,), _two_processes(0.5, 1.5), renewable=False)
+    runner = FakeRunner(loop8, (X,), _two_processes(0.8, 1.5), renewable=False)
     r = tune(runner, tmp_path)
     assert runner.renewed == 0 and label(r.best_config) == "l=scan×4"
     assert confirmed(r, "l=scan×4").worker_processes == 1 and len(confirmed(r, "l=scan×4").rounds) == 3

@@ -79,3 +79,31 @@ def test_n_trials_counts_distinct_configs_and_a_resumed_study_measures_only_new_
     assert len({t.config for t in again.trials}) == 4
     third = tune(storage, n_trials=4)  # the budget is spent: no new trial
     assert [(t.number, t.config) for t in third.trials] == [(t.number, t.config) for t in again.trials]
+
+
+def test_a_trial_that_cannot_win_stops_timing_once_a_short_estimate_says_so():
+    """The ceiling: the seconds a call may take before its calls alone cost CUTOFF times the best
+    cost; never for the default (the reference), a Pareto search or before any point."""
+    from autotune.select import Point
+    from autotune.study._search import CUTOFF, Search
+
+    objective = at.Objective(expected_calls=1000)
+    default, other = at.Config(), at.Config({"smooth": {"repr": "for"}})
+    search = Search.__new__(Search)  # only the fields the rule reads
+    search.search, search.default, search.objective = "cost", default, objective
+    points = [Point(default, 0.5, 1e-3)]
+    assert search.ceiling(points, other) == pytest.approx(CUTOFF * (0.5 + 1000 * 1e-3) / 1000)
+    assert search.ceiling(points, default) is None and search.ceiling([], other) is None
+    search.search = "pareto"
+    assert search.ceiling(points, other) is None
+
+
+def test_the_in_process_runner_stops_a_trial_over_its_ceiling_and_says_so():
+    from autotune.study._search import _stopped_reason
+
+    runner = at.InProcessRunner(at.Call(smooth, (jnp.ones(8),)), {"target_s": 0.2, "min_reps": 3})
+    full = runner.measure(None)
+    short = runner.measure({"smooth": {"repr": "for"}}, run_ceiling_s=1e-12)  # any call is over it
+    assert short.stopped_early and not full.stopped_early and short.reps < full.reps
+    assert "timing stopped after" in _stopped_reason(short, 1e-12) and _stopped_reason(full, None) is None
+    assert runner.measure(None, run_ceiling_s=None).stopped_early is False  # the ceiling is per measure

@@ -79,6 +79,7 @@ class ExportHost(WorkerHost):
 
     call: Call | None
     sampling: Sampling
+    trial_sampling: Sampling
     location: Any
     recent: int
     builders: int | str
@@ -197,7 +198,7 @@ class ExportHost(WorkerHost):
                 self._builds_stop(self._pool.unavailable)
             elif prep.build.error != "cancelled":
                 self._build_errors += 1  # it failed there: compiled here, to see whether it fails here too
-        request = dict(ex.request, config=config.to_dict())
+        request = dict(ex.request, config=config.to_dict(), sampling=self.trial_sampling.to_dict())
         done, _ = self._run(request, budget, started, parent_s=stages.trace_s + stages.lower_s)
         self.compiled_in["runner"] += 1
         if self._build_errors >= BUILD_ERRORS and self._pool is not None:
@@ -252,7 +253,7 @@ class ExportHost(WorkerHost):
             "config": config.to_dict(),
             **lowered_figures(st),
             "donate": built.donate,
-            "sampling": self.sampling.to_dict(),
+            "sampling": self.trial_sampling.to_dict(),
             "keep_outputs": keep_outputs,
         }
         done, _ = self._run(request, None, time.monotonic(), parent_s=st.trace_s + st.lower_s + e["compile_s"])

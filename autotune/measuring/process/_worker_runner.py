@@ -224,7 +224,7 @@ class WorkerRunner(ExportHost, RunnerBase):
                     raise
         return self._in_process().measure(config, compile_budget_s=compile_budget_s, on_lowered=on_lowered)
 
-    def _retime(self, config: Config, beside: bool) -> Measurement | None:
+    def _retime(self, config: Config, beside: bool, sampling: Sampling) -> Measurement | None:
         """Time the runtime again on ``config``'s executable kept in the warm worker (one a
         builder compiled for it is loaded where the worker lacks it); None when it is gone
         (evicted, or the worker was replaced). ``beside``: while the worker compiles beside the
@@ -232,7 +232,7 @@ class WorkerRunner(ExportHost, RunnerBase):
         if self._closed:
             raise StudyError("This WorkerRunner is closed.")
         if self.fallback_reason is not None:
-            return self._in_process().retime(config, beside=beside)
+            return self._in_process().retime(config, beside=beside, sampling=sampling)
         worker = self._worker
         held = worker is not None and worker.alive() and worker.loaded
         if not held and config.to_json() not in self._built:
@@ -240,12 +240,12 @@ class WorkerRunner(ExportHost, RunnerBase):
         with latch():
             try:
                 _interrupt.check()
-                m = self._retime_in(worker, config, beside) if held else None
+                m = self._retime_in(worker, config, beside, sampling) if held else None
                 if m is None:
                     loaded = self._retime_built(config)  # the builder's executable, now kept in the worker
                     if not beside or loaded is None or self._worker is None:
                         return loaded
-                    m = self._retime_in(self._worker, config, True)
+                    m = self._retime_in(self._worker, config, True, sampling)
                     if m is None:
                         return None
             except FellBack:
@@ -259,9 +259,11 @@ class WorkerRunner(ExportHost, RunnerBase):
                 raise
         return Measurement.from_dict(m).replace(config=config)
 
-    def _retime_in(self, worker: WorkerProcess, config: Config, beside: bool) -> dict[str, Any] | None:
+    def _retime_in(
+        self, worker: WorkerProcess, config: Config, beside: bool, sampling: Sampling
+    ) -> dict[str, Any] | None:
         self._trial_id += 1
-        return retime_in(worker, self._trial_id, config.to_json(), self.sampling, self.trial_timeout, beside)
+        return retime_in(worker, self._trial_id, config.to_json(), sampling, self.trial_timeout, beside)
 
     def device_info(self) -> dict[str, Any]:
         """The device trials run on (``_keys.device_info``'s fields). In a trace-only parent
@@ -374,7 +376,7 @@ class WorkerRunner(ExportHost, RunnerBase):
             "op": Op.TRIAL,
             "mode": self.mode,
             "config": config.to_dict(),
-            "sampling": self.sampling.to_dict(),
+            "sampling": self.trial_sampling.to_dict(),
             "keep_outputs": True,
             "ask_lowered": on_lowered is not None,
         }

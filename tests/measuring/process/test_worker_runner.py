@@ -311,3 +311,12 @@ print(json.dumps(out))
     out = json.loads(run_python(code, str(tmp_path / "table_study.py"), env=HOISTING).splitlines()[-1])
     assert out["mode"] == "study" and out["isolated"], out
     assert "closed-over constant" in out["reason"] and out["same_program"] and out["same_outputs"], out
+
+
+@pytest.mark.slow  # a worker process
+def test_a_trials_run_ceiling_travels_to_the_worker_and_stops_its_timing():
+    call = at.Call(lambda x: jnp.sin(x) * 2.0, (jnp.ones(4),))
+    with WorkerRunner(call, {"target_s": 0.2, "min_reps": 3}) as runner:
+        short = runner.measure(None, run_ceiling_s=1e-12)
+        full = runner.measure(at.Config(), run_ceiling_s=None)
+    assert short.stopped_early and not full.stopped_early and short.reps < full.reps
