@@ -39,9 +39,8 @@ def walls(result: dict[str, Any]) -> list[str]:
         "",
         "## Where the wall went (seconds)",
         "",
-        "The grid's wall is its measurements only (its worker started and warmed up before the clock); the "
-        "tuner's is the whole `tune()` call. A stage is what the process waited for; `other` is the rest "
-        "(the study's bookkeeping, proposals, Python).",
+        "The grid's wall is its worker's start and every measurement; the tuner's is the whole `tune()` call. "
+        "A stage is what the process waited for; `other` is the rest (the study's bookkeeping, proposals, Python).",
         "",
         head,
         "|" + "---|" * (3 + len(STAGES)),
