@@ -31,6 +31,7 @@ LEVERS = {
     "second": ("autotune.study._confirm", "SECOND_PROCESS_LEAD", float("inf")),
     "cutoff": ("autotune.study._search", "CUTOFF", float("inf")),
     "reference": ("autotune.study._search", "REFERENCE_COMPILES", 3),
+    "race": ("autotune.study._confirm", "_Rounds.race", lambda self, default: None),
 }
 """lever -> (module, constant, the value that turns it off)."""
 
@@ -50,7 +51,11 @@ def child(study: str, variant: str, out: str) -> None:
 
     for lever in off_for(variant):
         module, name, value = LEVERS[lever]
-        setattr(importlib.import_module(module), name, value)
+        owner = importlib.import_module(module)
+        *path, attr = name.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        setattr(owner, attr, value)
     from autotune import tune
     from autotune.jit._decorator import controller
     from autotune.program._space import Space

@@ -30,8 +30,20 @@ docs/results/tuning-wall.md."""
 
 SECOND_PROCESS_LEAD = 1.5
 """A winner that costs at most 1/this of the default in every paired round is not measured again
-in a second process: the runtime of a program moves between processes by up to 1.3x (below), so
-such a lead holds in any of them. Measured: docs/results/tuning-wall.md."""
+in a second process: on the CPU a program's runtime moves between processes by up to 1.3x (below),
+so such a lead holds in any of them. Measured: docs/results/tuning-wall.md."""
+
+PLATFORM_LEAD = {"tpu": 1.05}
+"""The lead that needs no second process where a platform's runtimes move less between processes
+than the CPU's: a TPU v5e's default/tuned ratios across fresh processes read 1.148-1.165 and
+3.040-3.110 (docs/results/tpu.md: 1.5% and 2.3% apart); a platform not named here takes
+:data:`SECOND_PROCESS_LEAD`."""
+
+
+def lead_needed(platform: str) -> float:
+    """The lead over the default in every paired round past which a winner needs no second process on ``platform``."""
+    return PLATFORM_LEAD.get(platform, SECOND_PROCESS_LEAD)
+
 
 SEARCH_COMPILE_NOISE = 1.0
 """How far two compile figures of the search may stand apart by noise alone (relative to the two):
@@ -186,16 +198,18 @@ def compile_could_flip(
     return any(close(p, a) for a in anchors for p in points if p is not a)
 
 
-def second_process(points: list[Point], default: Config, objective: Objective) -> list[Config]:
+def second_process(
+    points: list[Point], default: Config, objective: Objective, needed: float = SECOND_PROCESS_LEAD
+) -> list[Config]:
     """The contenders to measure again in a second, fresh process: when the winner is not the
-    default and its lead could be one process's (under :data:`SECOND_PROCESS_LEAD` in some paired
-    round), every contender that beats the default (any of them could win once those rounds
+    default and its lead could be one process's (under ``needed``, :func:`lead_needed`, in some
+    paired round), every contender that beats the default (any of them could win once those rounds
     count); empty when the default stays or the lead holds in any process."""
     d = point_of(points, default)
     chosen = _select.winner(points, objective, default)
     if chosen is None or d is None or chosen.config == default:
         return []
-    if lead(chosen, d, objective) >= SECOND_PROCESS_LEAD:
+    if lead(chosen, d, objective) >= needed:
         return []
     return [p.config for p in points if p is not d and _select.beats(p, d, objective)]
 
@@ -219,11 +233,12 @@ class _Rounds:
         self.configs = configs
         self.samples: dict[Config, list[Round | None]] = {c: [None] * rounds for c in configs}
         self.each_round = False  # compiled again in every round (else round 1's compile is carried)
+        self.out: set[Config] = set()  # challengers no later round can make a winner: not measured again
 
     def take(self, runner, rounds: range, full: bool, check: Callable[[], None]) -> None:
         """Measure rounds ``rounds`` (again, if taken before), interleaved."""
         for r in rounds:
-            for config in _rotated(self.configs, r):
+            for config in _rotated([c for c in self.configs if c not in self.out], r):
                 check()
                 m, fresh = _sample(runner, config, full)
                 self.samples[config][r] = None if m is None else (m, fresh)
@@ -244,6 +259,23 @@ class _Rounds:
                         m, fresh = got[0].replace(run_s=m.run_s, run_iqr_s=m.run_iqr_s, run_p10_s=m.run_p10_s), True
                     if m is not None:
                         samples[r] = (m, fresh)
+
+    def race(self, default: Config) -> None:
+        """Leave out of the later rounds each challenger the default dominated in round 1 (it compiled
+        no faster and ran no faster): it lost that paired round at every call count, and where the winner
+        rule needs a challenger to win every round (3 of 3: `autotune.select.wins_needed`), no later
+        round can make it a winner anywhere; its one round stays its point's."""
+        first = self.samples[default][0] if default in self.samples else None
+        n = len(self.samples[default]) if first is not None else 0
+        if first is None or _select.wins_needed(n) < n:  # a challenger may lose a round and still win
+            return
+        d_compile, d_run = self.rows(default)[0]
+        for config in self.configs:
+            got = self.samples[config][0]
+            if config != default and got is not None:
+                compile_s, run_s = self.rows(config)[0]
+                if compile_s >= d_compile and run_s >= d_run:
+                    self.out.add(config)
 
     def rows(self, config: Config) -> list[tuple[float, float]]:
         """``[(compile_cost_s, run_cost_s), ...]``: each round's own compile, or round 1's where carried."""
@@ -307,9 +339,12 @@ def _measure_rounds(
     check: Callable[[], None],
     searched: Sequence[Point] = (),
     each_round: bool | None = None,
+    race: bool = True,
 ) -> _Rounds:
     """One process's rounds (see the module docstring); ``searched``: the search's points, which
-    size the compile noise (:func:`compile_noise`); ``each_round`` forces the compile mode."""
+    size the compile noise (:func:`compile_noise`); ``each_round`` forces the compile mode; ``race``:
+    leave out the challengers round 1 rules out (:meth:`_Rounds.race`; the first process only, where
+    a challenger must win every round)."""
     got = _Rounds(configs, rounds)
     # round 1: every contender side by side, compiled where a compile sample could flip the decision on
     # the search's figures (taken at other moments: SEARCH_COMPILE_NOISE), else re-timed, its executable kept
@@ -324,7 +359,11 @@ def _measure_rounds(
 
     noise = compile_noise(points(), searched)
     got.each_round = each_round if each_round is not None else compile_could_flip(points(), default, objective, noise)
-    got.take(runner, range(0 if got.each_round and not full else 1, rounds), got.each_round, check)
+    if got.each_round and not full:
+        got.take(runner, range(1), True, check)  # round 1 again, compiled side by side
+    if race:
+        got.race(default)
+    got.take(runner, range(1, rounds), got.each_round, check)
     if (
         each_round is None
         and not got.each_round
@@ -347,6 +386,7 @@ def confirm(
     rounds: int = 3,
     check: Callable[[], None] = lambda: None,
     whole_front: bool = False,
+    platform: str = "cpu",
 ) -> list[Point]:
     """Confirmed points of the contenders (see the module docstring); the default's always among them
     when it can be measured at all. A point lists the configs that lowered to its program in
@@ -363,10 +403,13 @@ def confirm(
         return [p for c in configs if (p := _point(c, processes, equivalent.get(c, ()))) is not None]
 
     confirmed = confirmed_now()
-    challengers = second_process(confirmed, default, objective)
+    challengers = second_process(confirmed, default, objective, lead_needed(platform))
     renew = getattr(runner, "renew", None)  # a runner without another process to use has none
     if challengers and renew is not None and renew():
         pair = challengers + [default]
-        processes.append(_measure_rounds(runner, pair, rounds, default, objective, check, each_round=first.each_round))
+        second = _measure_rounds(
+            runner, pair, rounds, default, objective, check, each_round=first.each_round, race=False
+        )
+        processes.append(second)
         confirmed = confirmed_now()
     return confirmed

@@ -330,6 +330,7 @@ def _search_and_confirm(
                     rounds=options.confirm_rounds,
                     check=latch.check,
                     whole_front=options.search == "pareto",
+                    platform=state.device["platform"],
                 )
             if goal.tier_up:
                 bar.update(status="timing the default's calls beside a compile (tier-up)")

@@ -14,7 +14,15 @@ from autotune import select as _select
 from autotune.measuring._runner import InProcessRunner
 from autotune.measuring._stages import compile_config
 from autotune.select import Point
-from autotune.study._confirm import SECOND_PROCESS_LEAD, by_program, confirm, contenders, second_process, simplest_key
+from autotune.study._confirm import (
+    SECOND_PROCESS_LEAD,
+    by_program,
+    confirm,
+    contenders,
+    lead_needed,
+    second_process,
+    simplest_key,
+)
 
 DEFAULT = at.Config({})
 UNROLL2 = at.Config({"l": {"repr": "scan", "unroll": 2}})
@@ -134,8 +142,9 @@ class Scripted(CountingRunner):
 def test_a_margin_within_compile_noise_compiles_every_contender_in_every_round():
     # At 0 calls the cost is compile time alone: the search's and round 1's compiles are all
     # 0.1 s (within COMPILE_NOISE of each other); later compiles are distinct.
+    # (UNROLL2 runs a hair faster, so round 1 does not rule it out: _Rounds.race.)
     runner = Scripted(
-        {DEFAULT: [1e-3], UNROLL2: [1e-3]},
+        {DEFAULT: [1e-3], UNROLL2: [0.99e-3]},
         {DEFAULT: [0.1, 0.1, 0.11, 0.12], UNROLL2: [0.1, 0.1, 0.105, 0.115]},
     )
     confirmed = confirm(runner, search_points(runner), DEFAULT, at.Objective(expected_calls=0), top=3, rounds=3)
@@ -376,7 +385,11 @@ def test_a_lead_that_holds_in_the_second_process_wins():
 def test_a_default_winner_needs_no_second_process():
     lost = TwoProcessRunner([{DEFAULT: 1e-3, UNROLL2: 1.05e-3}, {DEFAULT: 1e-3, UNROLL2: 0.5e-3}])
     confirmed = confirm(lost, runtime_points(lost, -0.05), DEFAULT, RUNTIME, top=3, rounds=3)
-    assert lost.renewed == 0 and all(len(p.rounds) == 3 and p.worker_processes == 1 for p in confirmed)
+    assert lost.renewed == 0 and all(p.worker_processes == 1 for p in confirmed)
+    by = {p.config: p for p in confirmed}
+    (u_compile, u_run), (d_compile, d_run) = by[UNROLL2].rounds[0], by[DEFAULT].rounds[0]
+    dominated = u_compile >= d_compile and u_run >= d_run  # then round 1 ruled it out (_Rounds.race)
+    assert len(by[DEFAULT].rounds) == 3 and len(by[UNROLL2].rounds) == (1 if dominated else 3)
 
 
 def test_second_process_names_every_contender_that_beats_the_default_while_the_lead_could_be_one_processs():
@@ -394,6 +407,16 @@ def test_second_process_names_every_contender_that_beats_the_default_while_the_l
     clear = [pt(DEFAULT, 1e-3), pt(UNROLL2, at_lead), pt(FOR, 1.1e-3)]
     assert second_process(clear, DEFAULT, RUNTIME) == []
     assert second_process([pt(DEFAULT, 1e-3), pt(UNROLL2, 1.2e-3)], DEFAULT, RUNTIME) == []
+
+
+def test_a_platform_whose_runtimes_move_less_between_processes_needs_a_smaller_lead():
+    def pt(config, run_s):
+        return P(config, 0.1, run_s, [[0.1, run_s]] * 3)
+
+    ahead = [pt(DEFAULT, 1e-3), pt(UNROLL2, 0.9e-3)]  # 1.11x: under the CPU's lead, over a TPU's
+    assert lead_needed("tpu") < 1.11 < lead_needed("cpu") == SECOND_PROCESS_LEAD == lead_needed("gpu")
+    assert second_process(ahead, DEFAULT, RUNTIME, lead_needed("cpu")) == [UNROLL2]
+    assert second_process(ahead, DEFAULT, RUNTIME, lead_needed("tpu")) == []
 
 
 def test_a_lead_that_holds_in_any_process_is_not_measured_in_a_second_one():
@@ -459,3 +482,23 @@ def test_a_round_measured_in_a_stall_is_taken_again_once():
     assert [r for _, r in by[FOR].rounds] == [1e-4] * 3 and len(runner.retimed) == 7  # 6 re-timed rounds + 1
     assert runner.measured == [] and len({c for c, _ in by[FOR].rounds}) == 1  # the retake keeps the kept compile
     assert _select.winner(confirmed, objective, DEFAULT).config == FOR
+
+
+def test_a_challenger_the_default_dominates_in_round_one_is_left_out_of_the_later_rounds():
+    """It compiled no faster and ran no faster in round 1: it lost that paired round at every call
+    count, and the rule needs all 3, so it is not measured again; a challenger that is faster in
+    round 1 stays for every round. With rounds where one loss is allowed (6: 5 of 6), nobody leaves."""
+    runner = Scripted(
+        {DEFAULT: [1e-3], UNROLL2: [0.8e-3], FOR: [2e-3]},
+        {DEFAULT: [0.1], UNROLL2: [0.1], FOR: [0.3]},
+    )
+    runner.measure(DEFAULT), runner.measure(UNROLL2), runner.measure(FOR)  # the search: executables kept
+    runner.forget()
+    points = [P(DEFAULT, 0.1, 1e-3, [[0.1, 1e-3]] * 3), P(UNROLL2, 0.1, 0.8e-3), P(FOR, 0.3, 2e-3)]
+    every = at.Objective(expected_calls=0)  # compile decides: every round compiles, side by side
+    by = {p.config: p for p in confirm(runner, points, DEFAULT, every, top=3, rounds=3)}
+    assert len(by[FOR].rounds) == 1 and runner.measured.count(FOR) == 1
+    assert len(by[UNROLL2].rounds) == len(by[DEFAULT].rounds) == 3
+    runner.forget()
+    by = {p.config: p for p in confirm(runner, points, DEFAULT, every, top=3, rounds=6)}
+    assert len(by[FOR].rounds) == 6  # wins_needed(6) == 5: a loss in round 1 rules nothing out
