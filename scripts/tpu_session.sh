@@ -2,7 +2,8 @@
 # The accelerator results, run on a TPU host through the `device` tool, one part per command
 # (each fits the 10-minute limit of one command); results go to $OUT (default: out/).
 #
-#   bash scripts/tpu_session.sh check    # the chip, the wheels, one CLI study measured in its worker
+#   bash scripts/tpu_session.sh check    # the chip, the wheels, one CLI study measured in its worker (arguments
+#                                        # after it go to its `autotune tune`: --run-seconds 0.02)
 #   bash scripts/tpu_session.sh bench-one accel_rnn --grid-max 8   # benchmarks/bench.py on one study, about
 #                                        # 5 min at full size (two do not fit a command); arguments after a
 #                                        # part go to its benchmark (--xla off: one approach less). The four:
@@ -43,7 +44,7 @@ check)
     "$PY" -c 'import platform; print("glibc", platform.libc_ver())'
     start=$(date +%s)
     "$PY" -m autotune tune studies/accel_rnn.py --trials 6 --trial-timeout "$TIMEOUT" \
-        --storage "$work/studies.db" --json > "$OUT/check.json" 2> "$OUT/check.log"
+        --storage "$work/studies.db" --json "$@" > "$OUT/check.json" 2> "$OUT/check.log"
     echo "autotune tune: exit $? in $(( $(date +%s) - start )) s"
     grep -c "without isolation" "$OUT/check.log" | sed 's/^/"without isolation" warnings: /'
     "$PY" - "$OUT/check.json" <<'PY'

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from _presets import CLI_FAST, ONE_ROUND_CLI
 from _repo import ROOT, repo_env
 
 SCRIPT = ROOT / "scripts" / "tpu_session.sh"
@@ -28,7 +29,8 @@ def test_an_unknown_part_is_one_line_naming_the_parts(tmp_path):
 
 @pytest.mark.slow
 def test_the_check_part_tunes_a_study_in_its_worker(tmp_path):
-    r = session("check", tmp_path, TRIAL_TIMEOUT="120")
+    # The CLI's timing preset and one confirmation round: the part's plumbing, not the pick.
+    r = session("check", tmp_path, *CLI_FAST, *ONE_ROUND_CLI, TRIAL_TIMEOUT="120")
     assert r.returncode == 0, r.stderr
     assert "autotune tune: exit 0" in r.stdout and '"without isolation" warnings: 0' in r.stdout
     (result,) = json.loads((tmp_path / "check.json").read_text())
@@ -38,7 +40,11 @@ def test_the_check_part_tunes_a_study_in_its_worker(tmp_path):
 
 @pytest.mark.slow
 def test_bench_one_runs_one_study_with_the_arguments_after_it_and_streams_its_progress(tmp_path):
-    r = session("bench-one", tmp_path, "accel_rnn", "--quick", "--grid-max", "4", TRIAL_TIMEOUT="120")
+    # The benchmark at its smallest after --quick (the arguments the test checks arrive): no XLA
+    # options (tests/test_bench.py runs the loop-only approach), one trial more than the default,
+    # 0.01 s of timed calls, one confirmation round.
+    smallest = ("--xla", "off", "--min-trials", "1", "--target-s", "0.01", *ONE_ROUND_CLI)
+    r = session("bench-one", tmp_path, "accel_rnn", "--quick", "--grid-max", "4", *smallest, TRIAL_TIMEOUT="120")
     assert r.returncode == 0, r.stderr
     result = json.loads((tmp_path / "tpu-accel_rnn.json").read_text())
     assert [s["study"] for s in result["studies"]] == ["accel_rnn"]
@@ -48,7 +54,7 @@ def test_bench_one_runs_one_study_with_the_arguments_after_it_and_streams_its_pr
 
 @pytest.mark.slow
 def test_the_builders_part_tunes_a_study_with_and_without_builders(tmp_path):
-    r = session("builders", tmp_path, "accel_rk4", "--trials", "2", "--builders", "2")
+    r = session("builders", tmp_path, "accel_rk4", "--trials", "2", "--builders", "2", *CLI_FAST)
     assert r.returncode == 0, r.stderr
     result = json.loads((tmp_path / "builders-accel_rk4.json").read_text())
     assert [row["builders"] for row in result["rows"]] == [0, 2]

@@ -111,12 +111,15 @@ def test_a_tier_up_tune_through_such_a_runner_warns_once_and_still_picks(tmp_pat
 
 
 def test_a_failed_timing_beside_a_compile_leaves_the_points_and_says_why(monkeypatch):
-    from autotune.measuring import _beside
+    from autotune.measuring import _beside, _stages
 
     def broken(k):
         raise ValueError("no compiler here")
 
     monkeypatch.setattr(_beside, "_stand_in", broken)
+    # The calls go on until a stand-in has compiled beside them, at most BESIDE_CALLS_S (30 s): none
+    # ever does here, so the test waits that long; 1 s ends the same way.
+    monkeypatch.setattr(_stages, "BESIDE_CALLS_S", 1.0)
     with measured_runner() as runner:
         points, notes = measure_slowdown(runner, POINTS, DEFAULT, Objective(1000, tier_up=True))
     assert points == POINTS and len(notes) == 1 and "no compiler here" in notes[0] and "1.6 is charged" in notes[0]
