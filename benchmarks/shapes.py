@@ -22,8 +22,8 @@ own wall, ``TuneResult.wall``, is shown beside it), its winner within 2% of the 
 
 It prints a table and writes JSON: ``{"jax", "device", "machine", "date", "settings", "rows":
 [{"study", "variant", "repeat", "first", "seeded", "fresh" (each: "wall_s", "tune_wall_s",
-"trials", "best_config", "seeding"), "wall_ratio", "cost_ratio", "cost_ratio_per_process",
-"final"}], "summary"}``.
+"wall_parts", "trials", "best_config", "seeding"), "wall_ratio", "tune_wall_ratio", "cost_ratio",
+"cost_ratio_per_process", "same_config", "costs"}], "summary"}``.
 """
 
 from __future__ import annotations
@@ -43,14 +43,15 @@ from benchmarks._studies import ROOT, STUDY_DIR, label, study_path
 from benchmarks._tables import loadavg, machine_line, run_facts, write_json
 
 VARIANTS = {
-    "lambda_returns": ("N_ENVS", 512, "batch ×2 (256 -> 512 environments)"),
-    "gru_encoder": ("T", 64, "sequence ×2 (32 -> 64 steps)"),
-    "seed_rollout": ("BATCH", 64, "batch ×2 (32 -> 64)"),
-    "scan_layers": ("BATCH", 64, "batch ×2 (32 -> 64)"),
-    "ode_rk4": ("ENSEMBLE", 128, "ensemble ×2 (64 -> 128 members)"),
-    "kalman": ("T", 64, "series ×2 (32 -> 64 steps)"),
+    "lambda_returns": ("lambda_returns", "N_ENVS", 512, "batch ×2 (256 -> 512 environments)"),
+    "gru_encoder": ("gru_encoder", "T", 64, "sequence ×2 (32 -> 64 steps)"),
+    "gru_encoder_short": ("gru_encoder", "T", 8, "sequence ÷4 (32 -> 8 steps)"),
+    "seed_rollout": ("seed_rollout", "BATCH", 64, "batch ×2 (32 -> 64)"),
+    "scan_layers": ("scan_layers", "BATCH", 64, "batch ×2 (32 -> 64)"),
+    "ode_rk4": ("ode_rk4", "ENSEMBLE", 128, "ensemble ×2 (64 -> 128 members)"),
+    "kalman": ("kalman", "T", 64, "series ×2 (32 -> 64 steps)"),
 }
-"""Per study: the module constant its ``init`` reads, its value for signature B, and what it is."""
+"""Per case: the study, the module constant its ``init`` reads, its value for signature B, and what it is."""
 DEFAULT_STUDIES = ["lambda_returns", "gru_encoder", "seed_rollout"]
 WALL_TARGET, COST_TARGET = 0.25, 1.02
 
@@ -65,7 +66,9 @@ examples = _study.examples
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--study", action="append", default=None, choices=sorted(VARIANTS), help="repeatable")
+    p.add_argument(
+        "--study", action="append", default=None, choices=sorted(VARIANTS), help="a case of VARIANTS (repeatable)"
+    )
     p.add_argument("--repeats", type=int, default=1, help="pairs of seeded and fresh runs per study (default 1)")
     p.add_argument("--quick", action="store_true", help="CI-sized: lambda_returns, 4 trials, short timing")
     p.add_argument("--trials", type=int, default=None, help="--trials of every tune (default: autotune's)")
@@ -114,6 +117,7 @@ def tune(file: str, cache: str, storage: str, a: argparse.Namespace) -> dict[str
     return {
         "wall_s": wall,
         "tune_wall_s": (r.get("wall") or {}).get("total_s"),
+        "wall_parts": (r.get("wall") or {}).get("parts"),
         "trials": len(r["trials"]),
         "best_config": r["best_config"],
         "best_cost": r["best_cost"],
@@ -138,18 +142,18 @@ def final(file: str, seeded: dict, fresh: dict, a: argparse.Namespace) -> dict[s
     return {"cost_ratio": mid, "cost_ratio_per_process": each, "same_config": False, "costs": rows}
 
 
-def run_study(name: str, a: argparse.Namespace, tmp: str) -> list[dict[str, Any]]:
-    knob, value, what = VARIANTS[name]
-    variant = os.path.join(tmp, f"{name}_b.py")
+def run_study(case: str, a: argparse.Namespace, tmp: str) -> list[dict[str, Any]]:
+    name, knob, value, what = VARIANTS[case]
+    variant = os.path.join(tmp, f"{case}_b.py")
     with open(variant, "w") as fh:
         fh.write(VARIANT_FILE.format(study=name, knob=knob, value=value, what=what))
     rows = []
     for rep in range(a.repeats):
-        work = os.path.join(tmp, f"{name}-{rep}")
+        work = os.path.join(tmp, f"{case}-{rep}")
         os.makedirs(work)
         c1, c2 = (os.path.join(work, f"cache{i}.db") for i in (1, 2))
         s1, s2 = (os.path.join(work, f"studies{i}.db") for i in (1, 2))
-        say(a, f"== {name} (repeat {rep + 1}/{a.repeats}): signature A, the neighbour")
+        say(a, f"== {case} (repeat {rep + 1}/{a.repeats}): signature A, the neighbour")
         first = tune(study_path(name), c1, s1, a)
         got: dict[str, dict] = {}
         for which in ("seeded", "fresh") if rep % 2 == 0 else ("fresh", "seeded"):
@@ -160,6 +164,7 @@ def run_study(name: str, a: argparse.Namespace, tmp: str) -> list[dict[str, Any]
         rows.append(
             {
                 "study": name,
+                "case": case,
                 "variant": what,
                 "repeat": rep,
                 "first": first,
@@ -197,16 +202,28 @@ def _winner(row: dict[str, Any], which: str) -> str:
     return label(config, sites)
 
 
+COLUMNS = (
+    ("study", "---"),
+    ("signature B", "---"),
+    ("fresh s", "---:"),
+    ("seeded s", "---:"),
+    ("seeded/fresh (tune)", "---:"),
+    ("trials fresh, seeded", "---:"),
+    ("neighbours", "---"),
+    ("winner fresh", "---"),
+    ("winner seeded", "---"),
+    ("cost seeded/fresh", "---:"),
+)
+"""The table's columns and their alignment."""
+
+
 def table(result: dict[str, Any]) -> str:
-    lines = [
-        "| study | signature B | fresh s | seeded s | seeded/fresh (tune) | trials fresh, seeded | neighbours "
-        "| winner fresh | winner seeded | cost seeded/fresh |",
-        "| --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- | ---: |",
-    ]
+    lines = ["| " + " | ".join(name for name, _ in COLUMNS) + " |", "| " + " | ".join(a for _, a in COLUMNS) + " |"]
     for r in result["rows"]:
         seeding = r["seeded"]["seeding"] or {}
         verdict = seeding.get("verdict") or {}
-        how = ("stopped" if seeding.get("stopped") else "searched on") + f" ({verdict.get('rule', '-')})"
+        margin = "" if verdict.get("margin") is None else f", margin {verdict['margin']:.0%}"
+        how = ("stopped" if seeding.get("stopped") else "searched on") + f" ({verdict.get('rule', '-')}{margin})"
         cost = "same config" if r.get("same_config") else f"{r['cost_ratio']:.3f}"
         tune_wall = "" if r["tune_wall_ratio"] is None else f" ({r['tune_wall_ratio']:.0%})"
         lines.append(

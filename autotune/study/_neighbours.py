@@ -192,10 +192,14 @@ class Verdict:
         a, b = (None if c is None else label(c) for c in (self.first, self.second))
         r = "" if self.ratio is None else f"{self.ratio:.2f}×"
         m = "" if self.margin is None else f"{self.margin:.0%}"
+        if self.rule == "holds":
+            near = self.ratio is not None and self.ratio < 1
+            return (
+                f"stopped after them: the neighbour's winner {a} holds here"
+                + ("" if b is None else f" ({b} costs {r} as much{', inside the margin' if near else ''})")
+                + f" and its ranking agrees within the noise margin of {m}"
+            )
         return {
-            "holds": f"stopped after them: the neighbour's winner {a} holds here"
-            + (f" ({b} costs {r} as much)" if b is not None else "")
-            + f" and its ranking agrees within the noise margin of {m}",
             "beaten": f"searched on: {b} is cheaper here than the neighbour's winner {a} ({a} costs {r} as much)",
             "swapped": f"searched on: the neighbour ranked {a} ahead of {b}, here {a} costs {r} as much",
             "unmeasured": f"searched on: the neighbour's winner {a} gave no measurement here",
