@@ -77,6 +77,13 @@ class TuneOptions:
             while it compiles beside it, instead of its compile as a stall (the tuned objective's
             ``tier_up``; a decorator with ``tier_up=True`` turns it on too). It is part of the study
             name, so a tiered pick never resumes a plain study.
+        neighbours: start a new study from what the cache holds for the same function on the same
+            device at other input signatures (default True; ``fn.tune`` and ``autotune tune``, which
+            have a cache): the default, then the nearest neighbours' best configs that fit are
+            measured first, and the search stops there when the nearest one's ranking holds
+            (``TuneResult.seeding`` says which seeded it and why it stopped or went on;
+            docs/explanation/neighbours.md). False searches as if the cache held none, and a
+            study that stopped after its seeds searches on.
 
     ``str(options)`` names the options that differ from their defaults, in this order.
 
@@ -110,6 +117,7 @@ class TuneOptions:
     xla: bool | str = "auto"
     builders: int | str = "auto"
     tier_up: bool = False
+    neighbours: bool = True
 
     def __post_init__(self):
         n = self.n_trials
@@ -130,6 +138,11 @@ class TuneOptions:
             raise StudyError(
                 f"tier_up={self.tier_up!r} must be True or False (True: charge a slow compile what it costs "
                 "the calls the default serves beside it, as @at.autotuned(tier_up=True) runs it)."
+            )
+        if not isinstance(self.neighbours, bool):
+            raise StudyError(
+                f"neighbours={self.neighbours!r} must be True or False (True: start from the cache's configs of "
+                "the same function at other input signatures)."
             )
         for name in ("confirm_top", "confirm_rounds"):
             value = getattr(self, name)
@@ -201,6 +214,9 @@ class Plumbing:
         location: where a worker process can import the function from (a
             :class:`autotune.measuring.process.Location`), for programs ``jax.export`` cannot carry.
         store: write the winner into the cache (``fn.tune`` does; ``at.tune`` has no cache).
+        neighbours_of: ``(fingerprint, signature, device key) -> [Neighbour]``: what the cache holds
+            for the function at other keys (`autotune.study._neighbours`), to seed a new study;
+            None: nothing (``at.tune``).
     """
 
     join: bool = False
@@ -209,6 +225,7 @@ class Plumbing:
     retune: str | None = None
     location: Any = None
     store: bool = True
+    neighbours_of: Callable[[str, str, str], list] | None = None
 
     def replace(self, **changes: Any) -> Plumbing:
         return dataclasses.replace(self, **changes)

@@ -82,3 +82,22 @@ def test_the_beside_benchmark_times_the_default_alone_beside_the_stand_in_and_be
     assert row["build_alone_s"] > 0 and row["build_beside_s"] > 0  # the compiles' side too
     assert row["stand_in_compile"] >= 1.0 and row["winner_compile"] >= 1.0
     assert "| lambda_returns:advantages |" in r.stdout
+
+
+@pytest.mark.slow
+def test_the_shapes_benchmark_tunes_a_second_signature_seeded_and_fresh_and_judges_both_winners(tmp_path):
+    """``python -m benchmarks.shapes --quick``: one case, four trials; the shape of what it writes."""
+    import json
+
+    from _repo import python
+
+    out = tmp_path / "shapes.json"
+    r = python("-m", "benchmarks.shapes", "--quick", "--quiet", "--json", str(out), cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(out.read_text())
+    (row,) = result["rows"]
+    assert row["case"] == row["study"] == "lambda_returns" and row["first"]["seeding"] is None
+    assert row["fresh"]["seeding"] is None and row["seeded"]["seeding"]["neighbours"]  # only one was seeded
+    assert row["wall_ratio"] == row["seeded"]["wall_s"] / row["fresh"]["wall_s"] > 0
+    assert row["cost_ratio"] > 0 and result["summary"]["runs"] == 1
+    assert "| lambda_returns | batch ×2" in r.stdout and "wall seeded/fresh: median" in r.stdout

@@ -159,6 +159,20 @@ class Cache:
 
         return self._read(body, [])
 
+    def neighbours(self, function_key: str, device_key: str, *, fingerprint: str, signature: str) -> list[CacheEntry]:
+        """The entries of ``function_key`` on ``device_key`` under any other key: other input
+        signatures, or other programs (the fingerprint), oldest first. A new study of the function
+        at (``fingerprint``, ``signature``) starts from their configs (`autotune.study._neighbours`).
+
+        Raises:
+            CacheError: as `lookup`, for the first unreadable or inconsistent row.
+        """
+        return [
+            e
+            for e in self.entries(function_key, device_key)
+            if (e.fingerprint, e.signature) != (fingerprint, signature)
+        ]
+
     def put(self, entry: CacheEntry) -> None:
         """Store `entry`, replacing any entry with the same key, in one transaction.
 

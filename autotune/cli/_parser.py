@@ -119,6 +119,7 @@ _BUILDERS_HELP = (
     "processes compiling configs on this machine's cores while the worker measures (it only loads them): "
     "K, 0 (compile in the worker) or auto (default: min(4, cores-1) when the worker owns a TPU v5e chip)"
 )
+_NEIGHBOURS_HELP = "start each study from nothing, not from the cache's configs of the function at other signatures"
 _PROCESSES_HELP = (
     "how many processes will run each function (each calling it --expected-calls times); "
     "override the decorator's processes (default 1)"
@@ -232,6 +233,7 @@ def _tune_parser(sub) -> None:
         "default is charged what its background compile costs the calls the default serves, not a stall "
         "(a decorator with tier_up=True turns it on too)",
     )
+    p.add_argument("--no-neighbours", action="store_true", help=_NEIGHBOURS_HELP)
     p.add_argument(
         "--reconfirm",
         action="store_true",

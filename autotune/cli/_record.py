@@ -191,9 +191,10 @@ def _outcome_json(d: Any, short_signature: Any) -> dict[str, Any]:
         item["budget"] = dict(calls=sh.calls, runtime_s=sh.runtime_s, weight=sh.weight, planned_s=sh.seconds)
         item["budget"].update(given_s=sh.given_s, used_s=sh.used_s, note=sh.note)
     if r is not None:
-        from autotune.cli._show import charged_timing
+        from autotune.cli._show import charged_timing, seeding_json
 
         item.update(
+            seeding=seeding_json(r),
             timing=charged_timing(r),
             best_config=r.best_config.to_dict(),
             best_cost=r.best_cost,

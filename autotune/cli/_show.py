@@ -5,6 +5,8 @@ the site legend."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from autotune import _display
 from autotune import select as _select
 from autotune._paths import redact
@@ -26,6 +28,13 @@ def charged_timing(result) -> str:
     ms = [p.measurement for p in result.confirmed if p.measurement is not None] or [result.default, result.best]
     modes = {m.timing for m in ms if m is not None}
     return "+".join(sorted(modes, key=lambda m: TIMING_MODES.index(m) if m in TIMING_MODES else 9)) or "steady"
+
+
+def seeding_json(result) -> dict[str, Any] | None:
+    """How a result's study was seeded from its neighbours, as ``--json`` shows it (its verdict's
+    sentence in ``why``); None when it was not seeded."""
+    seeding = getattr(result, "seeding", None)
+    return None if seeding is None else seeding.to_json(lambda c: c.label(result.sites))
 
 
 def timing_line(result, asked: str | None = None) -> str:
@@ -84,6 +93,8 @@ def show_result(out, fn, result, *, wide: bool = False, timing: str | None = Non
     )
     for line in trial_lines(result.trials, names, out.width, full=wide):
         out.print(line, soft_wrap=True, highlight=False, markup=False)
+    if getattr(result, "seeding", None) is not None:
+        say(out, result.seeding.line(names.config), wide=wide)
     for site_id, why in (getattr(result, "unrewritable", None) or {}).items():
         say(out, f"site {names.name(site_id)} cannot be rewritten ({why}): it stays at its default", wide=wide)
     say(

@@ -20,7 +20,7 @@ from autotune._paths import ENV_STORAGE, redact
 from autotune.cache._store import command_retune
 from autotune.cli._output import console, emit_json, stdout_to_stderr
 from autotune.cli._parser import HELPER_ONLY, repeat_argv
-from autotune.cli._show import charged_timing, show_result
+from autotune.cli._show import charged_timing, seeding_json, show_result
 from autotune.cli._tables import tiered_of
 from autotune.jit._decorator import run_tune
 from autotune.select._objective import Override
@@ -147,7 +147,13 @@ def tune_options(a: argparse.Namespace) -> TuneOptions:
     said = {field: getattr(a, flag) for field, flag in _FLAG_OF.items()}
     said.update({k: getattr(a, k) for k in _WHEN_GIVEN if getattr(a, k, None) is not None})
     xla = {"on": True, "off": False}.get(getattr(a, "xla", "auto"), "auto")
-    return TuneOptions(**said, timing=timing_option(a), xla=xla, tier_up=bool(getattr(a, "tier_up", False)))
+    return TuneOptions(
+        **said,
+        timing=timing_option(a),
+        xla=xla,
+        tier_up=bool(getattr(a, "tier_up", False)),
+        neighbours=not getattr(a, "no_neighbours", False),
+    )
 
 
 def timing_option(a: argparse.Namespace) -> dict[str, Any] | None:
@@ -201,6 +207,7 @@ def result_json(fn, r) -> dict[str, Any]:
         "timing": charged_timing(r),
         "tiered_cost": tiered_of(r.confirmed, r.best_config, r.default_config, r.objective),
         "wall": None if r.wall is None else r.wall.to_json(),
+        "seeding": seeding_json(r),
     }
 
 

@@ -50,6 +50,8 @@ def tune_with(
     plumbing = plumbing or Plumbing()
     if plumbing.retune is None:
         plumbing = plumbing.replace(retune=python_retune(target.name))
+    if plumbing.neighbours_of is None and options.neighbours:
+        plumbing = plumbing.replace(neighbours_of=neighbours_in(cache, target.key))
     args, kwargs = call
     result = run(
         target.fun,
@@ -65,6 +67,39 @@ def tune_with(
     if result is not None and plumbing.store:
         result.stored = store(cache(), result, target.key, plumbing.retune)
     return result
+
+
+def neighbours_in(cache: Callable[[], Any], key: str) -> Callable[[str, str, str], list]:
+    """What ``cache()`` holds for the function ``key`` at other keys on a device, as the study's
+    :class:`autotune.study._neighbours.Neighbour` values (``Plumbing.neighbours``): called with the
+    new study's fingerprint, signature and device key. A cache that cannot be read seeds nothing
+    (one warning): the study then starts as if it held nothing."""
+
+    def found(fingerprint: str, signature: str, device_key: str) -> list:
+        from autotune._errors import CacheError
+        from autotune.program._config import Config
+        from autotune.study._neighbours import Neighbour
+
+        try:
+            entries = cache().neighbours(key, device_key, fingerprint=fingerprint, signature=signature)
+        except CacheError as exc:
+            warn_user_once(
+                ("neighbours", key),
+                f"autotune: could not read the cache's configs of {key} at other input signatures ({exc}); "
+                "the study starts without them.",
+            )
+            return []
+        return [
+            Neighbour(
+                e.signature,
+                e.fingerprint,
+                tuple(e.points),
+                None if e.default_config is None else Config.from_dict(e.default_config),
+            )
+            for e in entries
+        ]
+
+    return found
 
 
 def storage_beside(cache_arg: Any) -> str:

@@ -138,6 +138,27 @@ def signature(args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> str:
     return text
 
 
+def signature_leaves(text: str) -> tuple[str, tuple[str, ...]]:
+    """A signature text (:func:`signature`) read back: its tree structure and its leaves' texts,
+    in order (a signature cut for length keeps the leaves before the cut, the last one cut).
+
+    Example::
+
+        >>> signature_leaves(signature((np.ones((2, 3), np.float32), 4)))
+        ('PyTreeDef(((*, *), {}))', ('float32[2,3]', 'static:4'))
+    """
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            rest = text[i + 1 :]
+            return text[:i], tuple(rest.split(";")) if rest else ()
+    return text, ()
+
+
 def short_hash(text: str, n: int = 10) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:n]
 

@@ -14,6 +14,7 @@ from autotune.measuring._wall import WallReport
 from autotune.program._config import Config
 from autotune.select import Point
 from autotune.select._objective import Objective
+from autotune.study._neighbours import Seeding
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,10 @@ class TuneResult:
             from the cache was not measured (estimated as trace + lower) or missed the cache, and why.
         wall: where the run's wall-clock seconds went (:class:`autotune.measuring._wall.WallReport`:
             process starts, trace + lower, compile, load, timing and the rest, per part of the run).
+        seeding: how the study was seeded from the cache's configs of the same function at other
+            input signatures (:class:`autotune.study._neighbours.Seeding`: the neighbours, the configs
+            measured after the default, whether the search stopped after them and why); None when
+            it was not (``neighbours=False``, ``at.tune``, no neighbour whose configs fit).
     """
 
     best_config: Config
@@ -143,6 +148,7 @@ class TuneResult:
     unrewritable: dict[str, str] = field(default_factory=dict)  # site id -> why it stayed at its default
     load_notes: list[str] = field(default_factory=list)  # loads from a compilation cache not measured, or missed
     wall: WallReport | None = None
+    seeding: Seeding | None = None
 
     @property
     def pareto(self) -> list[Point]:

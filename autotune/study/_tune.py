@@ -25,6 +25,7 @@ from autotune.program import _keys
 from autotune.program._call import Call
 from autotune.program._space import Space, unrewritable
 from autotune.select._objective import DEFAULT, Objective, compilation_cache_on
+from autotune.study import _seeded
 from autotune.study._confirm import confirm
 from autotune.study._finish import (
     Run,
@@ -277,13 +278,15 @@ def _search_and_confirm(
     views = study.trials(space)
     held = [record_of(v, goal) for v in views]
     before = counted(views)
-    idle = nothing_to_measure(views, len(space), budget)
+    seeding = _seeded.planned(state, options, plumbing, budget, views)  # neighbours' configs first
+    idle = nothing_to_measure(views, len(space), budget) or _seeded.stopped(seeding)
     title = f"tuning {fkey}"
     if idle and (plumbing.join or (not options.reconfirm and confirmed_as_is(study, held))):
         runner.close()  # a finished study: no trial, no confirmation, no helper
         if plumbing.join:
             return None
         finished = result(state, held, None)
+        finished.seeding = seeding
         with Progress(wanted(options.progress), budget, title, completed=min(budget, before)) as bar:
             bar.update(status="finished: nothing new to measure")
         return finished
@@ -310,7 +313,8 @@ def _search_and_confirm(
             )
             if not idle:  # an idle search would only measure the default again, for the guard
                 with part("search"):
-                    search.run(budget, None if options.timeout is None else time.monotonic() + options.timeout)
+                    deadline = None if options.timeout is None else time.monotonic() + options.timeout
+                    seeding = _seeded.search(search, seeding, budget, deadline)
             if plumbing.before_finish is not None:
                 plumbing.before_finish()
             if plumbing.join:
@@ -351,6 +355,7 @@ def _search_and_confirm(
                 runner.close()
         out = result(state, records, confirmed, new_trials=counted(records) - counted(held))
         out.load_notes = load_notes
+        out.seeding = seeding
         summary = getattr(runner, "compile_summary", None)  # where the compiles ran (builders or the worker)
         out.compiled_in = summary() if callable(summary) else None
         bar.update(best="", status=f"winner {out.best_config.label(state.program.sites)} at {out.best_cost:.4g} s")

@@ -96,6 +96,19 @@ def test_entries_filter_and_order(tmp_path):
     assert cache.entries() == [b_cpu]
 
 
+def test_neighbours_are_the_functions_entries_on_the_device_under_every_other_key(tmp_path):
+    cache = Cache(tmp_path / "c.db")
+    assert cache.neighbours("a:f", device_key(CPU), fingerprint="f00d", signature="(f32[8],)") == []  # no file
+    own = make_entry("a:f", created_at="2024-01-01T00:00:01+00:00")
+    wider = make_entry("a:f", signature="(f32[16],)", created_at="2024-01-01T00:00:02+00:00")
+    edited = make_entry("a:f", fingerprint="beef", created_at="2024-01-01T00:00:03+00:00")
+    for e in (own, wider, edited, make_entry("a:f", device=GPU, signature="(f32[4],)"), make_entry("b:f")):
+        cache.put(e)
+    assert cache.neighbours("a:f", device_key(CPU), fingerprint="f00d", signature="(f32[8],)") == [wider, edited]
+    assert cache.neighbours("a:f", device_key(CPU), fingerprint="new", signature="(f32[2],)") == [own, wider, edited]
+    assert cache.neighbours("c:f", device_key(CPU), fingerprint="f00d", signature="(f32[8],)") == []
+
+
 def test_lookup_with_expected_calls_rechooses_from_the_pareto_front(tmp_path):
     cache = Cache(tmp_path / "c.db")
     e = make_entry(config=FOR, pareto=PARETO)

@@ -67,6 +67,19 @@ GONE = textwrap.dedent("""
         removed(jnp.ones(4))
 """)
 
+TWO_SHAPES = textwrap.dedent("""
+    import jax.numpy as jnp
+    import autotune as at
+
+    @at.autotuned(expected_calls=5000)
+    def smooth(x):
+        return at.loop(lambda c, _: (jnp.tanh(c) * 0.9 + 0.1, None), x, length=16, name="steps")[0]
+
+    if __name__ == "__main__":
+        smooth(jnp.ones(32))
+        smooth(jnp.ones(64))
+""")
+
 # Record and replay are the point, not the pick: three trials, the CLI's timing preset, and the
 # cheapest contender confirmed beside the default in one round (tests/study/test_confirm.py checks
 # confirmation itself).
@@ -169,6 +182,28 @@ def test_what_cannot_be_replayed_is_skipped_with_one_line_and_the_rest_is_tuned(
     assert source_of("app.py", tmp_path, env) == "cache"
     table = in_pty(["pending"], tmp_path, env)
     assert re.search(r"app:rollout .* tuned ", table), table
+
+
+@pytest.mark.slow
+def test_the_second_recorded_signature_of_a_function_starts_from_the_first(tmp_path):
+    (tmp_path / "two.py").write_text(TWO_SHAPES)
+    env = repo_env(AUTOTUNE_CACHE=str(tmp_path / "cache.db"))
+    assert run(["two.py"], tmp_path, {**env, "AUTOTUNE_RECORD": "1"}).returncode == 0
+    r = autotune(["tune", "--recorded", *FAST], tmp_path, env)
+    assert r.returncode == 0, r.stderr
+    said = " ".join(r.stdout.split())
+    assert said.count("neighbours: ") == 1, r.stdout  # the second signature's tables only
+    assert re.search(r"neighbours: \d configs? of 1 tuned signature \(the nearest 1 doubling away\)", said), said
+    # Again (--function: tuned even though covered): both studies are finished, the second still seeded.
+    again = autotune(["tune", "--recorded", "--function", "two:smooth", "--json", *FAST], tmp_path, env)
+    assert again.returncode == 0, again.stderr
+    first, second = json.loads(again.stdout)
+    assert (first["short_signature"], second["short_signature"]) == ("(f32[32])", "(f32[64])")
+    assert first["seeding"] is None  # the cache held nothing of it yet
+    seeding = second["seeding"]
+    assert [n["signature"] for n in seeding["neighbours"]] == [first["signature"]]
+    assert seeding["neighbours"][0]["distance"] == 1.0 and seeding["seeds"] and seeding["verdict"]
+    assert seeding["why"].startswith(("stopped after them", "searched on"))
 
 
 @pytest.mark.slow

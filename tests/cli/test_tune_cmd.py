@@ -256,6 +256,32 @@ def test_a_finished_study_says_so_stops_and_keeps_its_entry(tmp_path):
     assert (_entries(tmp_path) == row) == (again["stored"] == "kept")
 
 
+def test_a_second_shape_says_which_neighbours_seeded_it_and_json_keeps_it(tmp_path):
+    (tmp_path / "tiny_study.py").write_text(STUDY)
+    (tmp_path / "wider.py").write_text(
+        "import jax.numpy as jnp\nfrom tiny_study import smooth\n\n\ndef examples():\n"
+        "    return [(smooth, (jnp.zeros(16),))]\n"
+    )
+    env = cli_env(tmp_path)
+    fast = ("--trials", "4", *CLI_FAST, *ONE_ROUND_CLI)
+    r = run("tune", "tiny_study.py", "--json", *fast, cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (first,) = json.loads(r.stdout)
+    assert first["seeding"] is None
+    status, out = run_in_pty("tune", "wider.py", *fast, cwd=tmp_path, env=env, columns=100)
+    assert status == 0, out[-3000:]
+    said = " ".join(" ".join(visible_lines(out)).split())
+    assert "neighbours: " in said and "of 1 tuned signature (the nearest 1 doubling away) measured after" in said
+    assert "stopped after them: the neighbour's winner smooth=" in said or "searched on" in said
+    r = run("tune", "wider.py", "--json", *fast, cwd=tmp_path, env=env)  # finished: its seeding kept
+    assert r.returncode == 0, r.stderr[-3000:]
+    (second,) = json.loads(r.stdout)
+    seeding = second["seeding"]
+    assert second["finished"] and seeding["neighbours"][0]["signature"].endswith("float32[8]")
+    assert [t["config"] for t in second["trials"][: 1 + len(seeding["seeds"])]][1:] == seeding["seeds"]
+    assert seeding["why"] in said  # the line's own sentence (an at.loop's site id is its name)
+
+
 def test_search_flag_and_its_deprecated_name_objective(capsys):
     from autotune.cli._parser import build_parser, repeat_argv
 
@@ -268,7 +294,7 @@ def test_search_flag_and_its_deprecated_name_objective(capsys):
 
 
 def test_tune_options_are_built_once_from_the_flags():
-    from autotune.cli._parser import build_parser
+    from autotune.cli._parser import build_parser, repeat_argv
     from autotune.cli._tune_cmd import tune_options
 
     a = build_parser().parse_args(["tune", "s.py", "--trials", "5", "--search", "pareto", "--trial-memory", "2"])
@@ -277,6 +303,9 @@ def test_tune_options_are_built_once_from_the_flags():
     a = build_parser().parse_args(["tune", "s.py", "--timing", "device", "--run-seconds", "0.1"])
     assert tune_options(a).timing.to_dict() == {"mode": "device", "target_s": 0.1}
     assert tune_options(build_parser().parse_args(["tune", "s.py", "--timing", "blocking"])).timing_mode == "blocking"
+    alone = build_parser().parse_args(["tune", "s.py", "--no-neighbours"])
+    assert tune_options(alone) == at.TuneOptions(neighbours=False) and "--no-neighbours" in repeat_argv(alone)
+    assert tune_options(build_parser().parse_args(["tune", "s.py"])).neighbours is True
 
 
 def test_tier_up_flag_is_a_tune_option_and_repeats_for_helpers():
