@@ -84,7 +84,6 @@ class Search:
         watch: the progress display and interrupt latch (:class:`Watch`).
         unrewritable: (config that failed) -> {site id: why} for the sites it changes that
             cannot be re-emitted.
-        first_default: the default's first samples, taken to decide the XLA dimension.
     """
 
     def __init__(
@@ -99,7 +98,6 @@ class Search:
         options: TuneOptions,
         watch: Watch,
         unrewritable: Callable[[Config], dict[str, str]] | None = None,
-        first_default: list[Measurement] | None = None,
     ):
         self.study, self.space, self.runner, self.objective = study, space, runner, objective
         self.unrewritable = unrewritable
@@ -107,7 +105,6 @@ class Search:
         self.rtol, self.atol, self.progress, self.latch = options.rtol, options.atol, watch.progress, watch.latch
         self.default = space.default()
         self.keep_top = options.confirm_top  # contenders kept for confirmation
-        self.first_default = list(first_default or ())  # taken to decide the XLA dimension: its first samples
         self.reference: Any = None
         self.predictor = CompilePredictor(space)
         self._observed: set[int] = set()
@@ -157,8 +154,7 @@ class Search:
 
     def _measure_default(self) -> list[Measurement]:
         """The default, measured REFERENCE_ROUNDS times: its medians are trial 0's figures."""
-        ms = self.first_default or [self.runner.measure(self.default)]
-        self.first_default = []
+        ms = [self.runner.measure(self.default)]
         self.reference = ms[0].outputs
         while len(ms) < REFERENCE_ROUNDS:
             self.latch.check()
