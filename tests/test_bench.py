@@ -25,7 +25,8 @@ def check_shape(result):
         assert isinstance(st["study"], str)
         assert isinstance(st["expected_calls"], (int, float)) and st["expected_calls"] >= 1
         assert isinstance(st["grid_size"], int) and st["grid_size"] >= 1
-        assert set(_studies.APPROACHES) <= set(st["approaches"]) <= {*_studies.APPROACHES, _studies.LOOP_ONLY}
+        extra = {_studies.LOOP_ONLY, _studies.PRODUCT}  # where XLA's options are searched
+        assert set(_studies.APPROACHES) <= set(st["approaches"]) <= {*_studies.APPROACHES, *extra}
         for name, row in st["approaches"].items():
             assert APPROACH_KEYS <= set(row), (name, row)
             assert isinstance(row["config"], dict)
