@@ -64,8 +64,9 @@ class TuneOptions:
             warning, for a program that cannot be isolated), ``True`` raises instead,
             ``False`` measures in this process.
         progress: show progress on stderr (default None: when stderr is a terminal).
-        xla: search XLA compile options per function too (``xla:O1``...): ``True``, ``False`` or
-            ``"auto"`` (default: :func:`autotune.program._xla.searched` decides).
+        xla: search XLA compile options per function too (``xla:O1``...), on the best loop configs
+            once the loop configs are searched: ``True``, ``False`` or ``"auto"`` (default:
+            :func:`autotune.study._xla_search.searched` decides, on those best configs' measurements).
         builders: processes that compile configs on this machine's cores while the worker
             process measures others (it then only loads their executables): a number, 0 (compile
             in the worker), or ``"auto"`` (default: min(4, cores - 1) where this process only

@@ -17,8 +17,9 @@ Run each from the repository root as a module, ``python -m benchmarks.<name> [--
 
 ``scripts/tpu_session.sh`` runs ``bench``, ``e2e``, ``builders`` and ``tpu_xla_probe`` on a TPU host;
 ``scripts/gpu_bench.sh`` runs ``bench`` on a GPU box. Modules whose name starts with ``_`` are helpers
-(``_burner``: a CPU burner; ``_studies``, ``_study_run``, ``_final``, ``_tables``, ``_walls``: the pieces
-of ``bench``, whose tables, run facts and fresh-process re-measure the others reuse). The demo of ``make demo`` stays in
+(``_burner``: a CPU burner; ``_studies``, ``_study_run``, ``_final``, ``_rows``, ``_xla_grid``, ``_tables``,
+``_walls``: the pieces of ``bench``, whose tables, run facts and fresh-process re-measure the others
+reuse). The demo of ``make demo`` stays in
 ``scripts/demo.py``. An experiment that answered its question left this package: its figures and
 the commit that holds its script are in ``docs/results/``. No module here imports one that imports
 it back (``tests/test_benchmarks.py``).

@@ -48,6 +48,8 @@ STUDY_SETS = ("default", "real", "all")
 APPROACHES = ["grid", "tuned", "random", "default", "for", "unroll8"]
 LOOP_ONLY = "loop_only"
 """The extra approach of a study that searches the XLA options: the tuner with ``xla=False``."""
+PRODUCT = "product"
+"""... and the tuner without its two stages: every loop config times every XLA choice in one space."""
 CROSSOVER_CALLS = [1, 10, 100, 1_000, 10_000, 100_000]
 
 
@@ -99,8 +101,8 @@ def label(config: dict[str, Any], sites: list[Any]) -> str:
 
 
 def approaches_of(st: dict[str, Any]) -> list[str]:
-    """The approaches a study row holds, in report order (``loop_only`` only where XLA was searched)."""
-    return APPROACHES + [LOOP_ONLY] * (LOOP_ONLY in st["approaches"])
+    """The approaches a study row holds, in report order (``loop_only``, ``product`` only where XLA was searched)."""
+    return APPROACHES + [x for x in (LOOP_ONLY, PRODUCT) if x in st["approaches"]]
 
 
 def measure_point(ctl, ex, config, timing: dict) -> Any:

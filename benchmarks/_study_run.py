@@ -20,8 +20,17 @@ import time
 from typing import Any
 
 from benchmarks._final import aggregate, config_key, final_measure
-from benchmarks._final import ratio as final_ratio
-from benchmarks._studies import APPROACHES, CROSSOVER_CALLS, LOOP_ONLY, controller, label, log, site_names, study_path
+from benchmarks._rows import approach_rows, final_record, ratios, site_rows
+from benchmarks._studies import (
+    CROSSOVER_CALLS,
+    LOOP_ONLY,
+    PRODUCT,
+    controller,
+    label,
+    log,
+    study_path,
+)
+from benchmarks._xla_grid import stages, xla_rule
 
 
 def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
@@ -38,13 +47,16 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
         sites = ctl.sites(*ex.args, **ex.kwargs)
         timing = {"target_s": a.target_s, **({"mode": a.timing} if a.timing else {})}
         runner = grid_runner(ctl, ex, timing, a)
-        xla = xla_dimension(a, runner, objective)
-        runner.close()  # the grid's own worker starts inside its wall, as the tuner's does
-        runner = grid_runner(ctl, ex, timing, a)
-        space = Space(sites, xla=xla) if xla else Space(sites)
-        log(a, f"== {study}: {len(space.sites)} sites, space {len(space)}, expected_calls={objective.expected_calls:g}")
-        configs, sampled = grid_configs(space, a.grid_max, a.seed)
-        grid = run_grid(study, runner, configs, objective, space.sites, a)
+        loops = Space(sites)
+        log(a, f"== {study}: {len(loops.sites)} sites, {len(loops)} loop configs, calls={objective.expected_calls:g}")
+        configs, sampled = grid_configs(loops, a.grid_max, a.seed)
+        decided: dict[str, Any] = {"xla": (), "rule": None}
+        grid = run_grid(
+            study, runner, configs, objective, loops.sites, a, more=xla_grid(a, runner, objective, sites, decided)
+        )
+        xla = decided["xla"]
+        space = Space(sites, xla=xla) if xla else loops
+        configs, sampled = [p["config"] for p in grid["points"]], sampled or decided.get("sampled", False)
         n_trials = max(a.min_trials, math.ceil(a.budget_frac * len(configs)))
         searches = run_searches(name, ctl, ex, objective, timing, bool(xla), n_trials, a, space.sites)
         chosen = {approach: s["config"] for approach, s in searches.items()}
@@ -67,6 +79,8 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
             **ratios(chosen, final["aggregate"], bool(xla)),
             "final": final_record(final, space.sites, a),
             "xla_choices": [str(c) for c in xla],
+            "xla_rule": decided["rule"],
+            "loop_space_size": len(loops),
             "wall_tuned_over_grid": approaches["tuned"]["tuning_wall_s"] / grid["wall"] if grid["wall"] else None,
             "grid_points": grid["points"],
             "grid_wall_report": grid["wall_report"],
@@ -74,11 +88,6 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
         }
         rows.append(row)
     return rows
-
-
-def site_rows(sites) -> list[dict[str, Any]]:
-    names = site_names(sites)
-    return [{"id": s.id, "short": names[s.id], "kind": s.kind, "length": s.length, "depth": s.depth} for s in sites]
 
 
 # ---------------------------------------------------------------------------------------
@@ -119,8 +128,9 @@ def point(m, objective) -> dict[str, Any]:
     }
 
 
-def run_grid(study, runner, configs, objective, sites, a: argparse.Namespace) -> dict[str, Any]:
-    """Measure every grid config with ``runner`` (not started yet; then closed): ``{"points", "best",
+def run_grid(study, runner, configs, objective, sites, a: argparse.Namespace, more=None) -> dict[str, Any]:
+    """Measure every grid config with ``runner`` (not started yet; then closed), then the configs
+    ``more`` adds on those points (the XLA variants, where the grid spans them): ``{"points", "best",
     "wall", "wall_report"}`` (where its seconds went, :class:`autotune.measuring._wall.WallReport`'s
     JSON). Its wall counts its worker's start and every measurement, the first one's included: what
     trying everything costs a user, as the tuner's wall counts its own."""
@@ -129,7 +139,9 @@ def run_grid(study, runner, configs, objective, sites, a: argparse.Namespace) ->
     points: list[dict[str, Any]] = []
     t0 = time.perf_counter()  # from its worker's start: trying everything pays that once, as the tuner does
     with Wall("grid") as accounted:  # where the grid's seconds go, as the tuner's are accounted
-        _grid_loop(runner, configs, objective, sites, points, a)
+        reference = _grid_loop(runner, configs, objective, sites, points, a)
+        if more is not None:
+            _grid_loop(runner, more(points), objective, sites, points, a, reference)
     wall = time.perf_counter() - t0
     runner.close()  # the device goes to the tuner's worker next
     ok = [p for p in points if p.get("state") == "complete"]
@@ -139,11 +151,31 @@ def run_grid(study, runner, configs, objective, sites, a: argparse.Namespace) ->
     return {"points": points, "best": best, "wall": wall, "wall_report": accounted.report().to_json()}
 
 
-def _grid_loop(runner, configs, objective, sites, points: list, a: argparse.Namespace) -> None:
-    """Measure each grid config once, appending its point (the first complete one is the guard's reference)."""
+def xla_grid(a: argparse.Namespace, runner, objective, sites, decided: dict[str, Any]):
+    """``more`` for :func:`run_grid`: on the loop grid's points, the XLA choices (the tuner's rule,
+    ``benchmarks._xla_grid.xla_rule``, recorded in ``decided``) and the product's XLA variants
+    to measure (every one, or those of a fixed ``--grid-max`` sample of the product)."""
+
+    def more(points: list[dict[str, Any]]) -> list:
+        from autotune.program._space import Space
+
+        if a.xla == "off" or not xla_supported():
+            return []
+        xla, decided["rule"] = xla_rule(a, runner.device_info(), objective, points)
+        decided["xla"] = xla
+        if not xla:
+            return []
+        product, decided["sampled"] = grid_configs(Space(sites, xla=xla), a.grid_max, a.seed)
+        return [c for c in product if c.xla]
+
+    return more
+
+
+def _grid_loop(runner, configs, objective, sites, points: list, a: argparse.Namespace, reference=None):
+    """Measure each grid config once, appending its point (the first complete one is the guard's
+    reference, unless given); returns the reference."""
     from autotune.study import compare_outputs
 
-    reference = None
     for i, config in enumerate(configs):
         entry = {"config": config.to_dict(), "label": label(config.to_dict(), sites)}
         try:
@@ -164,6 +196,7 @@ def _grid_loop(runner, configs, objective, sites, points: list, a: argparse.Name
             f"   grid {i + 1}/{len(configs)} {entry['label']}: compile {m.compile_total_s:.3f}s "
             f"run {m.run_s * 1e6:.1f}us cost {entry['cost']:.4g}",
         )
+    return reference
 
 
 def crossover(points: list[dict[str, Any]], objective) -> list[dict[str, Any]]:
@@ -194,22 +227,6 @@ def crossover(points: list[dict[str, Any]], objective) -> list[dict[str, Any]]:
 # the searches and the fixed baselines
 
 
-def xla_dimension(a: argparse.Namespace, runner, objective) -> tuple:
-    """The XLA choices the grid and the tuner span for this study (``()``: none; also on a tree
-    without ``TuneOptions.xla``): ``--xla on``, or ``auto`` where the tuner's own rule says
-    so on a fresh measurement of the default."""
-    if a.xla == "off" or not xla_supported():
-        return ()
-    from autotune import Config
-    from autotune.program._xla import choices, offered, searched
-
-    dev = runner.device_info()
-    default = runner.measure(Config()) if a.xla == "auto" else None
-    if not searched(True if a.xla == "on" else "auto", objective, default, dev["platform"]):
-        return ()
-    return choices(offered(dev["platform"], dev["device_kind"])[0])
-
-
 def tune_supports(name: str) -> bool:
     from autotune import tune
 
@@ -236,33 +253,35 @@ def tune_options(searched: bool, marks: dict[str, float], a: argparse.Namespace)
 
 
 def run_searches(name, ctl, ex, objective, timing, xla: bool, n_trials: int, a, sites) -> dict[str, dict[str, Any]]:
-    """``tune()`` as ``tuned``, ``random`` (and ``loop_only`` where XLA is searched): per approach
-    its chosen config, walls, trial counts and the study's own cost."""
+    """``tune()`` as ``tuned``, ``random`` (and ``loop_only``, ``product`` where XLA is searched): per
+    approach its chosen config, walls, trial counts, space size and the study's own cost."""
     from autotune import tune
 
     searches = {}
     tmp = tempfile.mkdtemp(prefix=f"bench-{name}-")
-    runs = [("tuned", a.sampler, xla), ("random", "random", xla)] + [(LOOP_ONLY, a.sampler, False)] * xla
+    runs = [("tuned", a.sampler, xla), ("random", "random", xla)]
+    runs += [(LOOP_ONLY, a.sampler, False), (PRODUCT, a.sampler, True)] * xla
     for approach, sampler, searched in runs:
         marks: dict[str, float] = {}
         t0 = time.perf_counter()
-        result = tune(
-            ctl.fun,
-            *ex.args,
-            kwargs=ex.kwargs,
-            expected_calls=objective.expected_calls,
-            compile_weight=objective.compile_weight,
-            runtime_weight=objective.runtime_weight,
-            n_trials=n_trials,
-            sampler=sampler,
-            storage=os.path.join(tmp, f"{approach}.db"),
-            function_key=ctl.key,
-            jit_kwargs=ctl.jit_kwargs,
-            seed=a.seed,
-            timing=timing,
-            trial_timeout=a.trial_timeout,
-            **tune_options(searched, marks, a),
-        )
+        with stages(approach):
+            result = tune(
+                ctl.fun,
+                *ex.args,
+                kwargs=ex.kwargs,
+                expected_calls=objective.expected_calls,
+                compile_weight=objective.compile_weight,
+                runtime_weight=objective.runtime_weight,
+                n_trials=n_trials,
+                sampler=sampler,
+                storage=os.path.join(tmp, f"{approach}.db"),
+                function_key=ctl.key,
+                jit_kwargs=ctl.jit_kwargs,
+                seed=a.seed,
+                timing=timing,
+                trial_timeout=a.trial_timeout,
+                **tune_options(searched, marks, a),
+            )
         wall = time.perf_counter() - t0
         searches[approach] = {
             "config": result.best_config.to_dict(),
@@ -272,6 +291,7 @@ def run_searches(name, ctl, ex, objective, timing, xla: bool, n_trials: int, a, 
             "measured": sum(1 for t in result.trials if t.state != "duplicate"),
             "confirm_measurements": sum(len(c.rounds) for c in result.confirmed),
             "sampler": result.sampler,
+            "space_size": result.space_size,
             "study_cost": result.best_cost,
             "wall_report": result.wall.to_json() if getattr(result, "wall", None) is not None else None,
         }
@@ -302,7 +322,7 @@ def baseline_configs(space) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------
-# the final re-measure and the study's row
+# the final re-measure
 
 
 def run_final(name, index, objective, chosen, grid_points, timing, a) -> dict[str, Any]:
@@ -331,83 +351,4 @@ def run_final(name, index, objective, chosen, grid_points, timing, a) -> dict[st
         "measured": measured,
         "aggregate": aggregate(measured, objective, a.final_processes),
         "errors": {**{k: f"failed in the grid: {why}" for k, why in failed.items()}, **measured["errors"]},
-    }
-
-
-def approach_rows(chosen, final, grid, searches, sites, xla: bool) -> dict[str, dict[str, Any]]:
-    """Each approach's final figures, config, label, trials and walls."""
-    approaches = {}
-    for approach in APPROACHES + [LOOP_ONLY] * xla:
-        cfg = chosen[approach]
-        key = config_key(cfg)
-        f = final["aggregate"].get(key)
-        row = {
-            "cost": f["cost"] if f else None,
-            "compile_cost_s": f["compile_cost_s"] if f else None,
-            "run_cost_s": f["run_cost_s"] if f else None,
-            "cost_per_process": f["cost_per_process"] if f else [],
-            "samples": f["rounds"] if f else 0,
-            "config": cfg,
-            "label": label(cfg, sites),
-        }
-        if f is None:
-            row["error"] = final["errors"].get(key, "not measured")
-        if approach == "grid":
-            row.update(trials=len(grid["points"]), tuning_wall_s=grid["wall"], search_cost=grid["best"]["cost"])
-        elif approach in searches:
-            s = searches[approach]
-            row.update(
-                trials=s["trials"],
-                measured=s["measured"],
-                tuning_wall_s=s["wall"],
-                search_wall_s=s["search_wall"],
-                confirm_measurements=s["confirm_measurements"],
-                sampler=s["sampler"],
-                search_cost=s["study_cost"],
-                wall_report=s["wall_report"],
-            )
-        else:
-            row.update(trials=0, tuning_wall_s=0.0)
-        approaches[approach] = row
-    return approaches
-
-
-def ratios(chosen, final, xla: bool) -> dict[str, Any]:
-    """The study's cost ratios between approaches: medians of the per-process ratios."""
-
-    def ratio(x, y, per_process=False):
-        med, each = final_ratio(final.get(config_key(chosen[x])), final.get(config_key(chosen[y])))
-        return each if per_process else med
-
-    return {
-        "regret": ratio("tuned", "grid"),
-        "random_regret": ratio("random", "grid"),
-        "random_over_tuned": ratio("random", "tuned"),
-        "default_over_tuned": ratio("default", "tuned"),
-        "for_over_tuned": ratio("for", "tuned"),
-        "unroll8_over_tuned": ratio("unroll8", "tuned"),
-        "loop_only_over_tuned": ratio(LOOP_ONLY, "tuned") if xla else None,
-        "default_over_tuned_per_process": ratio("default", "tuned", per_process=True),
-        "loop_only_over_tuned_per_process": ratio(LOOP_ONLY, "tuned", per_process=True) if xla else None,
-    }
-
-
-def final_record(final, sites, a: argparse.Namespace) -> dict[str, Any]:
-    """The final re-measure as the JSON keeps it: its processes and every sample per config."""
-    measured = final["measured"]
-    return {
-        "processes": a.final_processes,
-        "rounds": a.rounds,
-        "parent_pid": measured["parent_pid"],
-        "pids": [p["pid"] for p in measured["processes"]],
-        "failed": [p for p in measured["processes"] if p.get("error")],
-        "configs": [
-            {
-                "config": json.loads(k),
-                "label": label(json.loads(k), sites),
-                "error": final["errors"].get(k),
-                "samples": [{x: v for x, v in s.items() if x != "key"} for s in measured["samples"] if s["key"] == k],
-            }
-            for k in final["unique"]
-        ],
     }

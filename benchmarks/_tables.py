@@ -3,7 +3,7 @@ machine line, and re-labelling a saved result (``--render``), old key names incl
 the smaller benchmarks write beside their tables (:func:`run_facts`, :func:`write_json`).
 
 A leaf of ``benchmarks.bench`` beside ``benchmarks._study_run``: it imports only
-``benchmarks._studies``.
+``benchmarks._studies`` and the sections of ``_walls`` and ``_xla_grid``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from benchmarks._studies import LOOP_ONLY, approaches_of, label, site_names
 from benchmarks._walls import walls
+from benchmarks._xla_grid import stages_table
 
 # A result written with the figures' old names, read with autotune's (docs/architecture.md): a
 # row's old key -> its current name. In such a result ``compile_s`` / ``run_s`` are the charged figures.
@@ -299,7 +300,8 @@ def _crossover(result: dict[str, Any]) -> list[str]:
 
 def markdown(result: dict[str, Any]) -> str:
     """The report: every approach per study, the ratios, the targets, XLA, the crossover."""
-    parts = [_header, _approach_table, _per_study, lambda r: _targets(r["summary"]), walls, _xla, _crossover]
+    parts = [_header, _approach_table, _per_study, lambda r: _targets(r["summary"]), walls, _xla, stages_table]
+    parts.append(_crossover)
     return "\n".join(line for part in parts for line in part(result)) + "\n"
 
 

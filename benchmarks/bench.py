@@ -11,10 +11,14 @@ For every study (``studies/*.py``), in one run on one machine:
 * ``for``     every site ``{"repr": "for"}`` (fully unrolled / a Python ``for``);
 * ``unroll8`` every site ``{"repr": "scan", "unroll": min(8, length)}``;
 * ``loop_only`` only where the study searches XLA's compile options (``--xla``; ``auto``
-              decides by ``autotune.program._xla.searched`` on the default's measurement): the
-              tuner with ``xla=False``, the loop-only tuner. The grid and ``tuned``
-              then span the options too (``xla:O1``...); ``loop_only/tuned`` is what
-              the options win (target: >= 1.3 where compile dominates).
+              decides as the tuner does at its loop stage's end,
+              ``autotune.study._xla_search.searched``, on the loop grid's best configs): the
+              tuner with ``xla=False``, the loop-only tuner. The grid then adds the product's XLA
+              variants (``xla:O1``...), ``tuned`` and ``random`` try the options in their second
+              stage; ``loop_only/tuned`` is what the options win (target: >= 1.3 where compile
+              dominates);
+* ``product`` there too: the tuner without its stages, every loop config times every XLA
+              choice in one space (``benchmarks._xla_grid``), at the same budget.
 
 Each approach's chosen config is then re-measured in ``--final-processes`` fresh Python
 processes (default 3, quick 1), one after another, each an interleaved round robin
@@ -47,7 +51,8 @@ Outputs: a markdown report (``--out``) and a JSON file (``--json``) of shape
 result written before the rename (``compile_s`` / ``run_s`` then the charged figures).
 
 The modules: this one (the command line and the run), ``_study_run`` (one study),
-``_final`` (the fresh-process re-measure), ``_tables`` (the report), ``_studies`` (names).
+``_final`` (the fresh-process re-measure), ``_rows`` (a study's row), ``_xla_grid`` (the XLA
+dimension: the grid's decision, stages against the product), ``_tables`` (the report), ``_studies`` (names).
 """
 
 from __future__ import annotations
@@ -137,8 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         choices=["auto", "on", "off"],
         help="search XLA's compile options (TuneOptions.xla) in the grid, tuned and random approaches: auto "
-        "(the tuner's own rule on the default's measurement), on or off; where searched, a loop_only "
-        "approach (xla off) is added",
+        "(the tuner's own rule on the loop grid's best configs), on or off; where searched, the loop_only "
+        "(xla off) and product (no stages) approaches are added",
     )
     p.add_argument(
         "--trial-timeout",

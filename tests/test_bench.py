@@ -25,7 +25,8 @@ def check_shape(result):
         assert isinstance(st["study"], str)
         assert isinstance(st["expected_calls"], (int, float)) and st["expected_calls"] >= 1
         assert isinstance(st["grid_size"], int) and st["grid_size"] >= 1
-        assert set(_studies.APPROACHES) <= set(st["approaches"]) <= {*_studies.APPROACHES, _studies.LOOP_ONLY}
+        extra = {_studies.LOOP_ONLY, _studies.PRODUCT}  # where XLA's options are searched
+        assert set(_studies.APPROACHES) <= set(st["approaches"]) <= {*_studies.APPROACHES, *extra}
         for name, row in st["approaches"].items():
             assert APPROACH_KEYS <= set(row), (name, row)
             assert isinstance(row["config"], dict)
@@ -399,3 +400,17 @@ def test_burner_ends_when_the_bench_is_killed_outright():
     if alive:  # the test fails; the burner it found must not outlive it
         os.kill(pid, 9)
     assert not alive
+
+
+def test_the_stages_replayed_on_a_grid_hold_its_pick_once_they_reach_its_loop_config():
+    from benchmarks import _xla_grid
+
+    def pt(unroll, xla, cost):
+        config = {"s": {"repr": "scan", "unroll": unroll}, **({"@xla": [xla]} if xla else {})}
+        return {"config": config, "state": "complete", "cost": cost}
+
+    # the loop configs cheapest first: ×1, ×2, ×4; the grid's pick is ×2 under O1
+    grid = [pt(1, None, 1.0), pt(2, None, 1.1), pt(4, None, 1.2), pt(1, "O1", 0.9), pt(2, "O1", 0.5), pt(4, "O1", 2.0)]
+    assert _xla_grid.replay(grid, 1) == (4, 0.9 / 0.5)  # the 3 loop configs and ×1 under O1
+    assert _xla_grid.replay(grid, 2) == (5, 1.0) and _xla_grid.replay(grid, 3) == (6, 1.0)
+    assert _xla_grid.replay(grid[:3], 1) is None  # a loop-only grid: nothing to replay

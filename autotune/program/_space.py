@@ -17,6 +17,7 @@ gives 1, 2, 5, 10, 15 (1, 3, 6, 11, 16 copies) where powers of two gave 1, 2, 4,
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 from collections.abc import Callable, Iterator
@@ -173,6 +174,10 @@ class Space:
         self.xla: tuple[XlaChoice, ...] = tuple(xla) if len(xla) > 1 else ()
 
     def __len__(self) -> int:
+        return self.product_size()
+
+    def product_size(self) -> int:
+        """Every combination of the sites' choices and the XLA choices (a staged space measures fewer)."""
         n = max(1, len(self.xla))
         for e in self.entries:
             n *= len(e.choices)
@@ -214,8 +219,7 @@ class Space:
         pinned so that a search stops proposing configs that fail the same way.
         """
         ids = set(site_ids)
-        out = Space.__new__(Space)
-        out.all_sites, out.sites, out.xla = self.all_sites, self.sites, self.xla
+        out = copy.copy(self)  # a staged space (`autotune.program._staged`) stays one
         out.entries = [e if e.site.id not in ids else _default_only(e) for e in self.entries]
         return out
 

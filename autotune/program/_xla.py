@@ -33,17 +33,6 @@ DEFAULT_TEXT = "xla:default"
 """The notation of the empty choice (XLA's own defaults)."""
 PARAM = "xla"
 """The Optuna parameter of the XLA dimension (its choices are notation strings)."""
-AUTO_COMPILE_SHARE = 0.10
-"""``TuneOptions.xla="auto"`` searches the options on CPU when the default config's compile is at
-least this share of its cost at ``expected_calls`` (see :func:`searched`): the options act on the
-compile, so where it is a small share of the cost they have little to win, and a wider space costs
-trials. A run-time win no compile rule sees is left to ``xla=True``.
-Measured: docs/results/xla.md#the-auto-rule-which-compile-share-threshold (``python -m benchmarks.xla``)."""
-AUTO_MIN_COMPILE_S = 0.25
-"""... and at least this many CPU seconds of trace + lower + compile (see :func:`searched`): below it
-what the options can save is within a measurement's noise, and small programs (a test suite's)
-stay clear of the line. Measured: docs/results/xla.md#the-auto-rule-which-compile-share-threshold."""
-
 _DEBUG_OPTIONS = "https://github.com/openxla/xla/blob/main/xla/debug_options_flags.cc"
 _GPU_DOCS = "https://docs.jax.dev/en/latest/gpu_performance_tips.html"
 _GPU_TOOLBOX = "https://docs.nvidia.com/jax-toolbox/performance-profiling/gpu-performance"
@@ -349,41 +338,12 @@ def choices(options: Sequence[XlaOption]) -> tuple[XlaChoice, ...]:
 
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
-"""The jax platform names of a GPU (where :func:`searched` turns the options on by itself)."""
+"""The jax platform names of a GPU (where ``TuneOptions.xla="auto"`` searches the options by itself)."""
 
 
 def gpu_platform(platform: str) -> bool:
     """Whether ``platform`` (a jax platform name) is a GPU."""
     return platform in GPU_PLATFORMS
-
-
-def searched(xla: bool | str, objective: Any, default: Any, platform: str) -> bool:
-    """THE rule of whether a study searches the XLA options (``TuneOptions.xla``).
-
-    ``True``/``False`` say so; ``"auto"`` searches them on GPU (the options there move the
-    runtime: loop unrolling, command buffers), and on CPU when the default config's one-off
-    seconds are at least :data:`AUTO_COMPILE_SHARE` of its cost under ``objective`` (its
-    :meth:`~autotune.Objective.line` at ``expected_calls``, processes and cache included) and
-    at least :data:`AUTO_MIN_COMPILE_S`: the CPU options only trade compile for runtime, and
-    below that floor what they could save is within the noise of a measurement. ``default``
-    is the default's point (its ``load_cost_s`` the load a later process is charged; None,
-    not measured: not searched).
-
-    Example::
-
-        >>> searched("auto", None, None, "gpu"), searched(False, None, None, "gpu")
-        (True, False)
-    """
-    if isinstance(xla, bool):
-        return xla
-    if gpu_platform(platform):
-        return True
-    if default is None or objective is None:
-        return False
-    compile_cost_s = float(default.compile_cost_s)
-    intercept, slope = objective.line(compile_cost_s, float(default.run_cost_s), default.load_cost_s)
-    total = intercept + slope * objective.expected_calls
-    return compile_cost_s >= AUTO_MIN_COMPILE_S and total > 0 and intercept / total >= AUTO_COMPILE_SHARE
 
 
 def catalog_markdown(catalog: Sequence[XlaOption] = CATALOG) -> str:

@@ -44,7 +44,8 @@ def complete_range(
     budget, predicted over it, or timed out) are known to compile for at least some
     seconds ``lb`` but their run time is unknown, so they might win once
     ``compile_weight * lb`` drops below the chosen config's cost, i.e. above some call
-    count; *unmeasured* ones (a sampled search never reached them) might win anywhere.
+    count; *unmeasured* ones (a sampled search never reached them, or XLA's options were tried
+    on the best loop configs only) might win anywhere.
     The study's own call count is always covered: that is what it searched for.
 
     Arguments:
@@ -63,7 +64,8 @@ def complete_range(
         return {
             "from_calls": n0,
             "to_calls": n0,
-            "why": f"{unmeasured} config(s) of the space were never measured (a sampled search), so the "
+            "why": f"{unmeasured} config(s) of the space were never measured (a sampled search, or XLA's "
+            "options tried on the best loop configs only), so the "
             f"measurements decide only the tuned call count {format_calls(n0)}",
         }
     if not stopped or not points:

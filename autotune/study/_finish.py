@@ -128,9 +128,10 @@ def result(run: Run, records: list[TrialRecord], confirmed: list[Point] | None, 
         decided.add(r.config.to_json())
         if r.outcome.stopped:
             stopped.append((r.config, float(r.compile_s_at_least or 0.0)))
-    complete = _select.complete_range(
-        confirmed, goal, default=default, stopped=stopped, unmeasured=max(0, len(space) - len(decided))
-    )
+    # A staged space's XLA stage took the best loop configs at this call count only: every config of
+    # the product it left out is unmeasured for another call count.
+    unmeasured = max(0, space.product_size() - len(decided))
+    complete = _select.complete_range(confirmed, goal, default=default, stopped=stopped, unmeasured=unmeasured)
     if not finished:
         study.set_attrs(
             confirmed=[p.to_json() for p in confirmed],

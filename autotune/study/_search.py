@@ -95,7 +95,6 @@ class Search:
         watch: the progress display and interrupt latch (:class:`Watch`).
         unrewritable: (config that failed) -> {site id: why} for the sites it changes that
             cannot be re-emitted.
-        first_default: the default's first samples, taken to decide the XLA dimension.
     """
 
     def __init__(
@@ -110,7 +109,6 @@ class Search:
         options: TuneOptions,
         watch: Watch,
         unrewritable: Callable[[Config], dict[str, str]] | None = None,
-        first_default: list[Measurement] | None = None,
     ):
         self.study, self.space, self.runner, self.objective = study, space, runner, objective
         self.unrewritable = unrewritable
@@ -118,7 +116,6 @@ class Search:
         self.rtol, self.atol, self.progress, self.latch = options.rtol, options.atol, watch.progress, watch.latch
         self.default = space.default()
         self.keep_top = options.confirm_top  # contenders kept for confirmation
-        self.first_default = list(first_default or ())  # taken to decide the XLA dimension: its first samples
         self.reference: Any = None
         self.predictor = CompilePredictor(space)
         self._observed: set[int] = set()

@@ -23,7 +23,7 @@ from autotune.measuring._runner import InProcessRunner, Outcome
 from autotune.measuring._wall import Wall, part
 from autotune.program import _keys
 from autotune.program._call import Call
-from autotune.program._space import Space, unrewritable
+from autotune.program._space import unrewritable
 from autotune.select._objective import DEFAULT, Objective, compilation_cache_on
 from autotune.study import _seeded
 from autotune.study._confirm import confirm
@@ -39,11 +39,10 @@ from autotune.study._finish import (
 from autotune.study._load_costs import measure_loads
 from autotune.study._optuna import Study
 from autotune.study._progress import Progress, wanted
-from autotune.study._propose import make_proposer
 from autotune.study._result import TuneResult
 from autotune.study._search import Search, Watch, record_of
 from autotune.study._slowdown import measure_slowdown
-from autotune.study._xla_search import xla_dimension
+from autotune.study._xla_search import settled, xla_proposer, xla_space
 
 DEFAULT_TRIALS = 32
 # at.tune's own keywords besides the options (for the nearest-name hint of an unknown one)
@@ -246,9 +245,7 @@ def _run(
             ),
         )
         try:
-            loops = Space(program.sites)
-            xla, first = xla_dimension(options, goal, device, study, lambda: runner.measure(loops.default()))
-            space = Space(program.sites, xla=xla)
+            space = xla_space(options, device, study, program.sites)
             kind, budget = plan(options.sampler, options.search, len(space), options.n_trials)
             study.set_attrs(default_config=space.default().to_dict(), space_size=len(space), sampler=kind)
         except BaseException:
@@ -259,7 +256,7 @@ def _run(
         raise
     state = Run(study, space, program, signature, device, goal, options.search, kind, url, started)
     try:
-        return _search_and_confirm(state, call, runner, options, plumbing, fkey, budget, first_default=first)
+        return _search_and_confirm(state, call, runner, options, plumbing, fkey, budget)
     finally:
         study.close()
 
@@ -272,7 +269,6 @@ def _search_and_confirm(
     plumbing: Plumbing,
     fkey: str,
     budget: int,
-    first_default: list[Any] | None = None,
 ) -> TuneResult | None:
     study, space, goal = state.study, state.space, state.objective
     views = study.trials(space)
@@ -290,7 +286,7 @@ def _search_and_confirm(
         with Progress(wanted(options.progress), budget, title, completed=min(budget, before)) as bar:
             bar.update(status="finished: nothing new to measure")
         return finished
-    proposer = make_proposer(state.sampler, study, space, options.seed, budget)
+    proposer = xla_proposer(state, options.seed, budget)
     if plumbing.on_ready is not None:
         plumbing.on_ready(state.url, study.name)
     load_notes: list[str] = []
@@ -309,12 +305,12 @@ def _search_and_confirm(
                 options=options,
                 watch=Watch(bar, latch),
                 unrewritable=lambda c: unrewritable(call.function, call.args, call.kwargs, call.jit_kwargs, space, c),
-                first_default=first_default,
             )
             if not idle:  # an idle search would only measure the default again, for the guard
                 with part("search"):
                     deadline = None if options.timeout is None else time.monotonic() + options.timeout
                     seeding = _seeded.search(search, seeding, budget, deadline)
+                state = settled(state)  # "auto" may have declined the XLA stage: the loop space
             if plumbing.before_finish is not None:
                 plumbing.before_finish()
             if plumbing.join:

@@ -223,6 +223,25 @@ def test_the_summary_says_when_a_challenger_was_measured_again_in_a_second_worke
     assert "measured again in a second, fresh one" in out.export_text()
 
 
+def test_the_space_line_says_the_xla_options_were_tried_on_the_best_loop_configs(tmp_path):
+    """`autotune tune --xla on --sampler grid` measures the loop configs, then the options on the
+    best few (not every loop config times every option), and says so."""
+    import jax
+
+    from autotune.program._xla import choices, offered
+    from autotune.study._xla_search import XLA_TOP
+
+    (tmp_path / "tiny_study.py").write_text(STUDY)
+    env = cli_env(tmp_path)
+    args = ("tune", "tiny_study.py", "--xla", "on", "--sampler", "grid", *CLI_FAST, *ONE_ROUND_CLI)
+    status, out = run_in_pty(*args, cwd=tmp_path, env=env, columns=200)
+    assert status == 0, out[-4000:]
+    loops = 5  # the tiny study's loop of 4 steps: scan×1, scan×2, for, fori×1, fori×2
+    stage = XLA_TOP * (len(choices(offered("cpu", jax.devices()[0].device_kind)[0])) - 1)
+    want = f"{loops + stage} trials (grid over a space of {loops + stage}: {loops} loop configs, then {stage} with XLA"
+    assert any(line.startswith(want) for line in visible_lines(out)), visible_lines(out)[-30:]
+
+
 def _entries(folder):
     import sqlite3
 

@@ -3,7 +3,6 @@ executable built with them, the space and a tiny study that measures them."""
 
 import jax
 import jax.numpy as jnp
-import optuna
 import pytest
 from _presets import FAST
 
@@ -12,8 +11,7 @@ from autotune.measuring._stages import compile_config
 from autotune.program import _xla
 from autotune.program._config import Config, canonical_json
 from autotune.program._space import Space
-from autotune.program._xla import CATALOG, XlaChoice, XlaOption, jit_options, offered, searched
-from autotune.select import Point
+from autotune.program._xla import CATALOG, XlaChoice, XlaOption, jit_options, offered
 
 OPT_LEVEL = b"xla_backend_optimization_level"
 
@@ -126,61 +124,6 @@ def test_space_with_the_xla_dimension():
     o0 = next(c for c in configs if c.xla)
     assert xla.with_defaults(o0, ["l"]).xla == o0.xla and xla.pinned(["l"]).xla == xla.xla
     assert list(plain.configs()) == [c for c in configs if not c.xla]
-
-
-def test_searched_rule():
-    goal = at.Objective(expected_calls=10)
-    compile_heavy = Point(Config(), compile_cost_s=1.0, run_cost_s=0.001)
-    run_heavy = Point(Config(), compile_cost_s=0.01, run_cost_s=0.1)
-    assert searched(True, None, None, "cpu") and not searched(False, goal, compile_heavy, "gpu")
-    assert searched("auto", goal, None, "gpu")
-    assert not searched("auto", goal, None, "cpu")  # not measured: the loop-only space
-    assert searched("auto", goal, compile_heavy, "cpu") and not searched("auto", goal, run_heavy, "cpu")
-    tiny = Point(Config(), compile_cost_s=0.05, run_cost_s=0.0)  # all compile, but below the floor
-    assert not searched("auto", goal, tiny, "cpu")
-    # the share is taken from the objective's own line: 8 processes with the cache on make compile a small part
-    shared = at.Objective(expected_calls=10, processes=8, compilation_cache=True)
-    assert searched("auto", goal, Point(Config(), 1.0, 0.2), "cpu")
-    assert not searched("auto", shared, Point(Config(), 1.0, 0.2, load_cost_s=0.01), "cpu")
-
-
-class OneSlowFirstCompile(at.InProcessRunner):
-    """The real in-process runner whose first measurement charges 0.5 CPU s of compile, as one
-    moment of load can make a 0.05 s compile look (every later one is real)."""
-
-    def __init__(self, fn, args):
-        super().__init__(at.Call(fn, args), {"target_s": 0.01})
-        self.measured = 0
-
-    def measure(self, config, **kw):
-        m = super().measure(config, **kw)
-        self.measured += 1
-        return m.replace(compile_cpu_s=0.5) if self.measured == 1 else m
-
-
-def test_one_slow_compile_of_the_default_does_not_switch_the_xla_options_on(tmp_path):
-    """A study keeps its XLA decision for good, so a "yes" is taken again on the medians of the
-    default's reference samples (which the search then reuses: no measurement is added)."""
-
-    def fn(x):
-        return at.loop(lambda c, _: (c * 0.5 + 1.0, None), x, length=16, name="l")[0]
-
-    runner = OneSlowFirstCompile(fn, (jnp.ones(3),))
-    r = at.tune(
-        fn,
-        jnp.ones(3),
-        expected_calls=10,
-        n_trials=2,
-        storage=str(tmp_path / "s.db"),
-        runner=runner,
-        confirm_rounds=1,
-        progress=False,
-    )
-    study = optuna.load_study(study_name=r.study_name, storage="sqlite:///" + str(tmp_path / "s.db"))
-    assert study.user_attrs["xla_searched"] is False
-    assert all("@xla" not in t.user_attrs["config"] for t in study.trials)
-    rounds = study.trials[0].user_attrs["measurement"]["rounds"]  # the default's reference rounds...
-    assert len(rounds) == 3 and rounds[0][0] >= 0.5  # ...are the three samples that decided, the slow one first
 
 
 def test_tune_options_and_cli_flag():
