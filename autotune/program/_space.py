@@ -272,6 +272,11 @@ class Space:
             choices[e.site.id] = SiteChoice(rep, unroll, guard)
         return Config(choices, xla=params.get(XLA_PARAM) if self.xla else None)
 
+    def queued(self, fixed: dict[str, Any]) -> Space:
+        """The space a queued trial whose params are ``fixed`` (``study.enqueue_trial``) is
+        sampled from: this one."""
+        return self
+
     def suggest(self, trial: Any) -> Config:
         """Sample a config from an ``optuna.Trial``; unroll is conditional on the
         representation, and a while site's guard on its unroll being above 1."""

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from autotune.program._config import Config
 from autotune.program._sites import LoopSite
-from autotune.program._space import Space
+from autotune.program._space import XLA_PARAM, Space
 from autotune.program._xla import XlaChoice
 
 
@@ -43,6 +44,11 @@ class StagedSpace(Space):
         out = Space.__new__(Space)
         out.all_sites, out.sites, out.entries, out.xla = self.all_sites, self.sites, self.entries, ()
         return out
+
+    def queued(self, fixed: dict[str, Any]) -> Space:
+        """A queued trial that names no XLA choice is a loop stage's trial (XLA's defaults), not
+        one whose XLA choice the sampler draws."""
+        return self if XLA_PARAM in fixed else self.loops()
 
     def __len__(self) -> int:
         loops = len(self.loops())

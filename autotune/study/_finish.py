@@ -15,9 +15,9 @@ from autotune._errors import StudyError
 from autotune.measuring._outcome import counted
 from autotune.program._config import Config
 from autotune.program._space import Space
-from autotune.select import Point
+from autotune.select import Point, point_of
 from autotune.select._objective import Objective
-from autotune.study._confirm import contenders, point_of
+from autotune.study._contenders import contenders
 from autotune.study._optuna import Study
 from autotune.study._result import TrialRecord, TuneResult
 

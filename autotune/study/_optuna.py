@@ -173,7 +173,8 @@ class Study:
         trial.set_user_attr("device", device_key)
         trial.set_user_attr("owner", owner_identity())
         trial.set_user_attr("lease_until", time.time() + LEASE_S)
-        trial, got = self._lease(trial, space)
+        fixed = self._study._storage.get_trial(trial._trial_id).system_attrs.get("fixed_params", {})
+        trial, got = self._lease(trial, space.queued(fixed))
         trial.set_user_attr("config", got.to_json())
         return trial, got
 

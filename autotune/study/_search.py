@@ -25,7 +25,7 @@ from autotune.measuring._runner import Outcome, RunnerBase, TrialFailed
 from autotune.program._config import Config
 from autotune.select import Point
 from autotune.select._objective import Objective
-from autotune.study._confirm import contenders
+from autotune.study._contenders import contenders
 from autotune.study._guard import compare_outputs
 from autotune.study._optuna import Study
 from autotune.study._predict import MARGIN, CompilePredictor
@@ -175,8 +175,7 @@ class Search:
         """The default, measured REFERENCE_ROUNDS times: its medians are trial 0's figures. The first
         :data:`REFERENCE_COMPILES` compile it; the others re-time its kept executable, carrying the
         last compile (a runner that kept none compiles again)."""
-        ms = self.first_default or [self.runner.measure(self.default)]
-        self.first_default = []
+        ms = [self.runner.measure(self.default)]
         self.reference = ms[0].outputs
         while len(ms) < REFERENCE_ROUNDS:
             self.latch.check()

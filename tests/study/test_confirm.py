@@ -14,15 +14,8 @@ from autotune import select as _select
 from autotune.measuring._runner import InProcessRunner
 from autotune.measuring._stages import compile_config
 from autotune.select import Point
-from autotune.study._confirm import (
-    SECOND_PROCESS_LEAD,
-    by_program,
-    confirm,
-    contenders,
-    lead_needed,
-    second_process,
-    simplest_key,
-)
+from autotune.study._confirm import SECOND_PROCESS_LEAD, confirm, lead_needed, second_process
+from autotune.study._contenders import by_program, contenders, simplest_key
 
 DEFAULT = at.Config({})
 UNROLL2 = at.Config({"l": {"repr": "scan", "unroll": 2}})

@@ -101,9 +101,10 @@ def test_a_trial_that_cannot_win_stops_timing_once_a_short_estimate_says_so():
 def test_the_in_process_runner_stops_a_trial_over_its_ceiling_and_says_so():
     from autotune.study._search import _stopped_reason
 
-    runner = at.InProcessRunner(at.Call(smooth, (jnp.ones(8),)), {"target_s": 0.2, "min_reps": 3})
+    # Samples of 0.02 s each: the full sampling takes about 25 of them, the stopped one min_reps (3).
+    runner = at.InProcessRunner(at.Call(smooth, (jnp.ones(8),)), {"target_s": 0.5, "min_reps": 3})
     full = runner.measure(None)
-    short = runner.measure({"smooth": {"repr": "for"}}, run_ceiling_s=1e-12)  # any call is over it
-    assert short.stopped_early and not full.stopped_early and short.reps < full.reps
+    short = runner.measure(None, run_ceiling_s=1e-12)  # any call is over it
+    assert short.stopped_early and not full.stopped_early and short.reps * 3 < full.reps
     assert "timing stopped after" in _stopped_reason(short, 1e-12) and _stopped_reason(full, None) is None
     assert runner.measure(None, run_ceiling_s=None).stopped_early is False  # the ceiling is per measure
