@@ -82,11 +82,12 @@ class Study:
     Arguments:
         name, url: the study's name and storage URL.
         directions: 1 (weighted cost) or 2 (compile_cost_s, run_cost_s) objectives.
+        rdb: the storage of ``url`` where it is open already (:func:`storage`), else None.
     """
 
-    def __init__(self, name: str, url: str, directions: int):
+    def __init__(self, name: str, url: str, directions: int, rdb: optuna.storages.BaseStorage | None = None):
         self.name, self.url = name, url
-        self._rdb = st = storage(url)
+        self._rdb = st = storage(url) if rdb is None else rdb
         for attempt in range(6):
             try:
                 self._study = optuna.create_study(

@@ -38,6 +38,7 @@ from autotune.study._finish import (
 )
 from autotune.study._load_costs import measure_loads
 from autotune.study._optuna import Study
+from autotune.study._optuna import storage as open_storage
 from autotune.study._progress import Progress, wanted
 from autotune.study._result import TuneResult
 from autotune.study._search import Search, Watch, record_of
@@ -94,9 +95,10 @@ def runner_device(runner: Any) -> dict[str, Any]:
     return info() if callable(info) else _host.target_device()
 
 
-def open_study(name: str, url: str, search: str, device: dict, attrs: dict[str, Any]) -> Study:
-    """Create or resume the study, refusing one measured on another device."""
-    study = Study(name, url, 2 if search == "pareto" else 1)
+def open_study(name: str, url: str, search: str, device: dict, attrs: dict[str, Any], rdb: Any = None) -> Study:
+    """Create or resume the study (in ``rdb``, ``url``'s storage where it is open already),
+    refusing one measured on another device."""
+    study = Study(name, url, 2 if search == "pareto" else 1, rdb)
     ran_on = study.attrs.get("device")
     if ran_on is not None and _keys.device_key(ran_on) != _keys.device_key(device):
         study.close()
@@ -223,13 +225,14 @@ def _run(
         runner.start()
     try:
         program, signature = _keys.program_key(fn, args, kwargs, jit_kwargs)
+        storage = options.storage or storage_default
+        url = _paths.storage_url(storage) if storage else _paths.default_storage_url()
+        rdb = open_storage(url)  # opened while the worker still starts (Optuna's storage imports for a second or two)
         device = runner_device(runner)
         fkey = function_key or _keys.function_key(fn)
         name = options.study_name or _keys.study_name(
             fkey, program.fingerprint, signature, device, goal, options.search, options.timing_mode
         )
-        storage = options.storage or storage_default
-        url = _paths.storage_url(storage) if storage else _paths.default_storage_url()
         study = open_study(
             name,
             url,
@@ -243,6 +246,7 @@ def _run(
                 sites=[s.to_dict() for s in program.sites],
                 **({"retune": plumbing.retune} if plumbing.retune else {}),
             ),
+            rdb,
         )
         try:
             space = xla_space(options, device, study, program.sites)
