@@ -93,9 +93,8 @@ def device_bytes(memory: Mapping[str, int]) -> int | None:
 
 
 def gib(n: int | float) -> str:
-    """Bytes as GiB, for one line: ``2.1 GiB``, ``0.50 GiB``."""
-    value = n / 2**30
-    return f"{value:.2f} GiB" if value < 10 else f"{value:.1f} GiB"
+    """Bytes as GiB with two decimals (XLA's own figures, as ``17.52G``, keep theirs): ``0.50 GiB``."""
+    return f"{n / 2**30:.2f} GiB"
 
 
 PHASES = {"compile": "while compiling", "run": "while running", "load": "while loading"}
