@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 import autotune as at
+from autotune.measuring._oom import device_bytes, gib
 
 SIZES = {  # N (the buffer is N x N float32), K (the inner dimension), L (steps)
     "tpu": (16384, 128, 24),  # 1 GiB a step: scan×1 about 1.2 GiB, for about 24 GiB
@@ -55,6 +56,9 @@ def examples():
 
 
 def main(argv: list[str]) -> int:
+    from autotune.measuring import _host
+
+    _host.pin()  # this process traces and lowers on the CPU; the worker owns the chip (a TPU admits one process)
     size = "cpu" if "--cpu" in argv else "tpu"
     folder = tempfile.mkdtemp(prefix="tpu-oom-")
     result = at.tune(
@@ -68,13 +72,16 @@ def main(argv: list[str]) -> int:
         confirm_rounds=1,
         progress=False,
     )
+    for t in result.trials:  # what each config that ran asked for: does memory grow with the unroll here?
+        if t.measurement and t.measurement.get("memory"):
+            print(f"fits: trial {t.number} {t.config}: {gib(device_bytes(t.measurement['memory']) or 0)}")
     failed = [t for t in result.trials if t.state == "oom"]
     for t in failed:
         print(f"out of memory: trial {t.number} {t.config}: {t.reason}")
     if not failed:
         print("no config ran out of memory: raise the sizes in SIZES")
-    asked = sum(result.best.memory.get(k, 0) for k in ("argument", "output", "temp")) / 2**30
-    print(f"winner: {result.best_config} ({asked:.2f} GiB of device memory); default cost {result.default_cost:.4g} s")
+    asked = gib(device_bytes(result.best.memory) or 0)
+    print(f"winner: {result.best_config} ({asked} of device memory); default cost {result.default_cost:.4g} s")
     return 0 if failed else 1
 
 
