@@ -224,6 +224,9 @@ def retime_in(
     )
     if event.get("event") == Event.GONE:
         return None
+    if event.get("oom"):  # the worker is replaced, as after a trial that ran out
+        worker.kill()
+        raise TrialFailed("oom", oom_event_reason(event, worker.memory_bytes and worker.memory_bytes / 2**30, "run"))
     if event.get("event") != Event.RESULT:
         raise TrialFailed("error", f"{event.get('type')}: {event.get('message')}"[:MAX_ERROR_TEXT])
     return event["measurement"]
