@@ -164,7 +164,8 @@ def default_out_of_memory(reason: str, limit_gb: float | None) -> str:
         if limit_gb is not None
         else "the program as written does not fit the device; tune it at shapes that fit"
     )
-    return f"The default config ran out of memory, so no config can be compared with it: {reason}. To tune, {fix}."
+    said = reason.rstrip(". ")
+    return f"The default config ran out of memory, so no config can be compared with it: {said}. To tune, {fix}."
 
 
 def data_in_use() -> int | None:

@@ -269,8 +269,10 @@ class Search:
                 rounds = None
         except TrialFailed as exc:
             reason = exc.reason + (self._pin(got) if exc.outcome == Outcome.ERROR else "")
-            self.study.finish(trial, exc.outcome, reason=reason, compile_s_at_least=exc.compile_s_at_least)
-            if got == self.default and exc.outcome == Outcome.OOM:  # nothing left to compare configs with
+            stops = got == self.default and exc.outcome == Outcome.OOM  # nothing left to compare configs with
+            more = {"frees_config": True} if stops else {}
+            self.study.finish(trial, exc.outcome, reason=reason, compile_s_at_least=exc.compile_s_at_least, **more)
+            if stops:
                 raise StudyError(default_out_of_memory(exc.reason, self.memory_gb)) from None
             return
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: close this trial, keep the others
