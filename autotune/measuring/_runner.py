@@ -18,6 +18,7 @@ from autotune import _interrupt
 from autotune._errors import AutotuneError, error_text
 from autotune.measuring import _wall
 from autotune.measuring._executables import RECENT, ExecutableStore
+from autotune.measuring._oom import RanOutOfMemory, oom_reason, out_of_memory
 from autotune.measuring._outcome import Outcome as Outcome  # defined below the runner; the study publishes it
 from autotune.measuring._sampling import DEFAULT as DEFAULT_SAMPLING
 from autotune.measuring._sampling import Sampling
@@ -342,7 +343,12 @@ class InProcessRunner(RunnerBase):
             )
         except (TrialFailed, KeyboardInterrupt):
             raise
+        except RanOutOfMemory as exc:
+            raise TrialFailed("oom", oom_reason("run", exc.found, asked_bytes=exc.asked_bytes)) from exc
         except Exception as exc:  # the config does not trace, compile or run: a result
+            found = out_of_memory(str(exc), memory_error=isinstance(exc, MemoryError))
+            if found is not None:  # a TPU's compile over its HBM
+                raise TrialFailed("oom", oom_reason("while tracing, lowering or compiling", found)) from exc
             raise TrialFailed("error", error_text(exc, first_line=False)) from exc
         if exe is not None:
             self.store.put(config.to_json(), exe)

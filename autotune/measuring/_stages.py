@@ -26,6 +26,7 @@ import jax
 
 from autotune.measuring._beside import compiling
 from autotune.measuring._measurement import Measurement as Measurement  # the value this module produces
+from autotune.measuring._oom import running_out_of_memory
 from autotune.measuring._sampling import DEFAULT, Sampling
 from autotune.measuring._timing import Stopwatch, Timing, time_calls
 from autotune.program import _compat
@@ -38,7 +39,6 @@ from autotune.program._xla import XlaChoice, jit_options
 FRESH_BYTES = 256 * 2**20
 """The most bytes of fresh input copies made at once for a donating program (they are made before a
 sample's clock starts, one set per call of the sample)."""
-
 
 BESIDE_CALLS_S = 30.0
 """The most seconds ``retime(beside=True)`` keeps the calls going for a stand-in compile to finish
@@ -162,8 +162,7 @@ def compile_config(
 
 
 def compile_call(call: Call, config: Config | None = None, **options: Any) -> Stages:
-    """:func:`compile_config` of ``call``'s function, arguments and ``jax.jit`` options (``options``:
-    the rest of its keywords)."""
+    """:func:`compile_config` of ``call``'s function, arguments and ``jax.jit`` options (and ``options``)."""
     return compile_config(call.function, call.args, call.kwargs, config, jit_kwargs=call.jit_kwargs, **options)
 
 
@@ -250,7 +249,8 @@ def run_measurement(
     keep_outputs: bool = False,
 ) -> Measurement:
     """Time the runtime of compiled ``stages`` as ``sampling`` says and return the whole :class:`Measurement`."""
-    t = time_compiled(stages.compiled, args, kwargs, sampling, donating=donating)
+    with running_out_of_memory(lambda: _memory(stages.compiled)):  # raised as RanOutOfMemory, with its figures
+        t = time_compiled(stages.compiled, args, kwargs, sampling, donating=donating)
     return Measurement(
         **lowered_figures(stages),
         compile_s=stages.compile_s,

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune import select as _select
+from autotune._errors import StudyError
 from autotune._interrupt import Interrupted
 from autotune._options import TuneOptions
 from autotune.measuring._measurement import Measurement, median_of
+from autotune.measuring._oom import default_out_of_memory
 from autotune.measuring._outcome import counted
 from autotune.measuring._runner import Outcome, RunnerBase, TrialFailed
 from autotune.program._config import Config
@@ -115,6 +117,7 @@ class Search:
         self.search, self.proposer, self.device_key = options.search, proposer, device_key
         self.rtol, self.atol, self.progress, self.latch = options.rtol, options.atol, watch.progress, watch.latch
         self.default = space.default()
+        self.memory_gb = options.trial_memory_gb
         self.keep_top = options.confirm_top  # contenders kept for confirmation
         self.reference: Any = None
         self.predictor = CompilePredictor(space)
@@ -266,7 +269,11 @@ class Search:
                 rounds = None
         except TrialFailed as exc:
             reason = exc.reason + (self._pin(got) if exc.outcome == Outcome.ERROR else "")
-            self.study.finish(trial, exc.outcome, reason=reason, compile_s_at_least=exc.compile_s_at_least)
+            stops = got == self.default and exc.outcome == Outcome.OOM  # nothing left to compare configs with
+            more = {"frees_config": True} if stops else {}
+            self.study.finish(trial, exc.outcome, reason=reason, compile_s_at_least=exc.compile_s_at_least, **more)
+            if stops:
+                raise StudyError(default_out_of_memory(exc.reason, self.memory_gb)) from None
             return
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: close this trial, keep the others
             name = exc.name if isinstance(exc, Interrupted) else "SIGINT"

@@ -50,8 +50,12 @@ class TrialView:
 
     @property
     def takes_config(self) -> bool:
-        """Whether this trial holds its config (so no other trial measures it)."""
-        return self.config_json is not None and (self.outcome is None or not self.outcome.releases)
+        """Whether this trial holds its config (so no other trial measures it). A default that ran
+        out of memory stopped its study and frees its config (``frees_config``): a run with more
+        memory measures it again."""
+        if self.config_json is None or self.attrs.get("frees_config"):
+            return False
+        return self.outcome is None or not self.outcome.releases
 
     @property
     def skipped(self) -> bool:

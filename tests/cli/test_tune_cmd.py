@@ -15,6 +15,7 @@ import shutil
 import pytest
 from _cli import STUDY, cli_env, run, run_in_pty, too_long, visible_lines
 from _presets import CLI_FAST, ONE_ROUND_CLI
+from _repo import ROOT
 
 import autotune as at
 from autotune import _display
@@ -386,3 +387,39 @@ def test_tier_up_says_the_measured_slowdown_and_json_keeps_it_on_the_defaults_po
     (theirs,) = [p for p in entry["pareto"] if p["config"] == entry["default_config"]]
     assert theirs["slowdown"] >= 1.0 and round(theirs["slowdown"], 2) == shown
     assert theirs["compile_slowdown"] >= 1.0 and round(theirs["compile_slowdown"], 2) == stretch
+
+
+def test_a_config_over_the_trial_memory_fails_in_one_line_and_the_winner_fits(tmp_path):
+    """scripts/tpu_oom.py at its CPU sizes: ``for`` asks for 1 GiB (16 steps of a 64 MiB buffer,
+    all live at once when unrolled), scan×1 for 64 MiB; the worker is capped at 0.75 GiB."""
+    import optuna
+
+    script = ROOT / "scripts" / "tpu_oom.py"
+    env = cli_env(tmp_path, AUTOTUNE_OOM_SIZE="cpu")
+    args = ("tune", str(script), "--trial-memory", "0.75", "--trials", "5", "--storage", str(tmp_path / "s.db"))
+    r = run(*args, "--wide", *CLI_FAST, *ONE_ROUND_CLI, cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    at_for = lines.index(next(ln for ln in lines if ln.strip().startswith("#") and "oom: steps=for" in ln))
+    assert (
+        lines[at_for + 1]
+        .strip()
+        .startswith(
+            "ran out of memory while running: the config asks for 1.00 GiB of device memory, "
+            "the worker's limit is 0.75 GiB (trial_memory_gb; "
+        )
+    ), lines[at_for : at_for + 3]
+    (winner,) = [ln for ln in lines if ln.startswith("winner for tpu_oom:unrolls_grow: ")]
+    label = winner.split(": ", 1)[1].split(" cost ")[0]
+    (summary,) = optuna.study.get_all_study_summaries(f"sqlite:///{tmp_path / 's.db'}")
+    study = optuna.load_study(study_name=summary.study_name, storage=f"sqlite:///{tmp_path / 's.db'}")
+    states = {
+        t.user_attrs["config"]: (t.state, t.user_attrs.get("outcome"), t.user_attrs.get("reason")) for t in study.trials
+    }
+    state, outcome, reason = states['{"steps":{"repr":"for","unroll":1}}']
+    assert (state, outcome) == (optuna.trial.TrialState.FAIL, "oom") and reason in lines[at_for + 1], reason
+    fits = {
+        "steps=scan×1": '{"steps":{"repr":"scan","unroll":1}}',
+        "steps=scan×2": '{"steps":{"repr":"scan","unroll":2}}',
+    }
+    assert label in fits and states[fits[label]][1] == "complete", (winner, states)  # 64 or 128 MiB: under the cap

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _presets import FAST
+from _repo import ROOT, python
 
 import autotune as at
 from autotune._interrupt import Interrupted, InterruptLatch
@@ -151,3 +152,33 @@ def test_measure_executable_keeps_donated_inputs_fresh_for_retiming():
     again = exe.retime(Sampling.of(FAST))
     assert again.reps >= 3 and not x.is_deleted() and again.compile_s == m.compile_s
     np.testing.assert_allclose(m.outputs, np.arange(4.0) * 2)
+
+
+# In a process of its own, capped at 0.75 GiB of data: the in-process runner measures `for`,
+# which asks for 1 GiB (scripts/tpu_oom.py at its CPU sizes), then scan×1 in the same process.
+IN_PROCESS_OOM = """
+import resource, sys
+sys.path.insert(0, "scripts")
+import tpu_oom
+import autotune as at
+from autotune.measuring._runner import InProcessRunner, TrialFailed
+args = tpu_oom.inputs("cpu")
+resource.setrlimit(resource.RLIMIT_DATA, (3 * 2**28, 3 * 2**28))
+runner = InProcessRunner(at.Call(tpu_oom.unrolls_grow, args), {"target_s": 0.01, "min_reps": 1, "warmup": 0})
+try:
+    runner.measure(at.Config({"steps": {"repr": "for"}}))
+except TrialFailed as exc:
+    print(exc.state, "|", exc.reason)
+print("scan", runner.measure(at.Config()).run_s > 0)
+"""
+
+
+@pytest.mark.slow
+def test_the_in_process_runner_fails_a_run_out_of_memory_with_the_executables_figure():
+    r = python("-c", IN_PROCESS_OOM, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    state, reason = r.stdout.splitlines()[0].split(" | ")
+    assert state == "oom" and reason.startswith(
+        "ran out of memory while running: the config asks for 1.00 GiB of device memory; the error: RESOURCE_EXHAUSTED"
+    ), reason
+    assert r.stdout.splitlines()[1] == "scan True"

@@ -108,3 +108,30 @@ def test_the_in_process_runner_stops_a_trial_over_its_ceiling_and_says_so():
     assert short.stopped_early and not full.stopped_early and short.reps * 3 < full.reps
     assert "timing stopped after" in _stopped_reason(short, 1e-12) and _stopped_reason(full, None) is None
     assert runner.measure(None, run_ceiling_s=None).stopped_early is False  # the ceiling is per measure
+
+
+QUICK = {"timing": FAST, "progress": False, "confirm_top": 1, "confirm_rounds": 1}
+
+
+def one_gib_a_step(xs, w):  # each step's buffer, xs[i] @ w, is 16384 x 16384 float32: 1 GiB
+    return at.loop(lambda c, x: (jnp.tanh((x @ w) @ c), None), jnp.ones(w.shape[1]), xs=xs, name="steps")[0]
+
+
+@pytest.mark.slow
+def test_a_default_over_the_workers_memory_stops_the_study_with_one_line(tmp_path):
+    xs, w = jnp.full((2, 16384, 8), 0.01), jnp.full((8, 16384), 0.5)
+    with pytest.raises(at.StudyError) as info:
+        at.tune(one_gib_a_step, xs, w, trial_memory_gb=0.75, storage=str(tmp_path / "s.db"), **QUICK)
+    said = str(info.value)
+    assert said.startswith(
+        "The default config ran out of memory, so no config can be compared with it: ran out of memory while "
+        "running: the config asks for 1.00 GiB of device memory, the worker's limit is 0.75 GiB (trial_memory_gb; "
+    ), said
+    assert "raise trial_memory_gb above 0.75 (autotune tune --trial-memory GIB)" in said and "\n" not in said
+    # Tuned again with room for it, the same study measures the default (its failed trial frees it).
+    # Room: XLA's CPU runtime frees a call's temporaries only after its outputs are ready, so the
+    # next call allocates its own first (two calls' 1 GiB; each call waited for, so no more).
+    room = {**QUICK, "timing": {**FAST, "mode": "blocking"}, "trial_memory_gb": 3.0, "n_trials": 2}
+    again = at.tune(one_gib_a_step, xs, w, storage=str(tmp_path / "s.db"), **room)
+    (default,) = [t for t in again.trials if t.config == again.default.config and t.state == "complete"]
+    assert default.measurement["memory"]["temp"] >= 2**30 and again.best is not None

@@ -31,7 +31,7 @@ from typing import Any
 from autotune import _interrupt
 from autotune.measuring._runner import TrialFailed
 from autotune.measuring.process._channel import Dead, WorkerProcess
-from autotune.measuring.process._protocol import PROTOCOL, TPU_TOPOLOGIES, Event, Op
+from autotune.measuring.process._protocol import PROTOCOL, TPU_TOPOLOGIES, Event, Op, oom_event_reason
 
 MODULE = "autotune.worker._build_child"
 POLL_S = 0.05  # how often a wait re-checks the deadlines
@@ -288,7 +288,8 @@ class BuilderPool:
         else:
             text = f"{event.get('type')}: {event.get('message')}"
             if event.get("oom"):
-                build.failed = TrialFailed("oom", f"ran out of memory compiling in builder pid {b.proc.pid}: {text}")
+                why = oom_event_reason(event, self.memory_bytes and self.memory_bytes / 2**30, "compile")
+                build.failed = TrialFailed("oom", f"{why.replace('the worker', 'the builder')} (pid {b.proc.pid})")
                 self._replace(b)
             else:
                 build.error = text
@@ -305,7 +306,7 @@ class BuilderPool:
                 build.error = why
                 self._give_up(f"a builder process died compiling a tiny program for {self._device()}: {why}")
                 return
-            why = why.replace("the worker", "the builder", 1)
+            why = why.replace("the worker", "the builder")
             if state == "oom":
                 build.failed = TrialFailed(state, why)
             else:  # a crash may be the builder's own (a deviceless compile): the worker compiles it, isolated too

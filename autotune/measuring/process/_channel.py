@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune import _interrupt
-from autotune.measuring.process._protocol import OOM_WORDS, PROTOCOL, Event
+from autotune.measuring._oom import OutOfMemory, oom_reason, out_of_memory
+from autotune.measuring.process._protocol import PROTOCOL, Event
 
 _SIGNAL_WORDS = {
     "SIGSEGV": "segmentation fault",
@@ -64,7 +65,7 @@ def signal_name(num: int) -> str:
 def diagnose(rc: int | None, tail: str, pid: Any, when: str) -> tuple[str, str]:
     """(state, reason) for a worker that died with exit status ``rc`` and last words ``tail``."""
     said = f"; its last words: {tail}" if tail else ""
-    oom_words = any(w in tail.lower() for w in OOM_WORDS)
+    oom_words = out_of_memory(tail) is not None
     if rc is not None and rc < 0:
         sig = signal_name(-rc)
         if sig == "SIGKILL":
@@ -96,6 +97,7 @@ class WorkerProcess:
         cmd = [python, "-m", module, "--parent", str(os.getpid())]
         if memory_bytes is not None:
             cmd += ["--memory-bytes", str(int(memory_bytes))]
+        self.memory_bytes = memory_bytes
         self.stderr = tempfile.TemporaryFile(prefix="autotune-worker-", suffix=".log")
         self.spawned_at = time.monotonic()
         self.proc = subprocess.Popen(
@@ -203,12 +205,17 @@ class WorkerProcess:
         return " | ".join(lines[-4:])[-600:]
 
     def death(self, when: str) -> tuple[str, str]:
-        """(state, reason) for this worker, which closed its end."""
+        """(state, reason) for this worker, which closed its end: out of memory, the one line of
+        :func:`~autotune.measuring._oom.oom_reason` under this worker's limit."""
         try:
             rc = self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             rc = None
-        return diagnose(rc, self.stderr_tail(), self.pid, when)
+        state, why = diagnose(rc, self.stderr_tail(), self.pid, when)
+        if state == "oom":
+            limit = None if self.memory_bytes is None else self.memory_bytes / 2**30
+            why = oom_reason(when, OutOfMemory(said=why), limit)
+        return state, why
 
     def exit(self) -> None:
         """Ask the worker to exit, wait briefly, then kill it anyway."""

@@ -22,7 +22,7 @@ from autotune.measuring._runner import TrialFailed
 from autotune.measuring._sampling import Sampling
 from autotune.measuring._stages import Measurement
 from autotune.measuring.process._channel import Dead, WorkerProcess
-from autotune.measuring.process._protocol import Event, Mode, Op
+from autotune.measuring.process._protocol import Event, Mode, Op, oom_event_reason
 
 
 @dataclass
@@ -126,10 +126,8 @@ def follow(run: TrialRun) -> dict[str, Any]:
             text = f"{event.get('type')}: {event.get('message')}"
             if event.get("oom"):
                 worker.kill()  # a worker that ran out of memory is replaced
-                cap = f" (memory cap {run.trial_memory_gb:g} GiB)" if run.trial_memory_gb else ""
-                raise TrialFailed(
-                    "oom", f"ran out of memory during {event.get('phase', clock.phase)}{cap}: {text}"[:MAX_ERROR_TEXT]
-                )
+                why = oom_event_reason(event, run.trial_memory_gb, event.get("phase", clock.phase))
+                raise TrialFailed("oom", why[:MAX_ERROR_TEXT])
             raise TrialFailed("error", text[:MAX_ERROR_TEXT])
 
 
@@ -226,6 +224,9 @@ def retime_in(
     )
     if event.get("event") == Event.GONE:
         return None
+    if event.get("oom"):  # the worker is replaced, as after a trial that ran out
+        worker.kill()
+        raise TrialFailed("oom", oom_event_reason(event, worker.memory_bytes and worker.memory_bytes / 2**30, "run"))
     if event.get("event") != Event.RESULT:
         raise TrialFailed("error", f"{event.get('type')}: {event.get('message')}"[:MAX_ERROR_TEXT])
     return event["measurement"]

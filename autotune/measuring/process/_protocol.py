@@ -89,16 +89,6 @@ CARRIED_JIT_OPTIONS = frozenset(
 TPU_TOPOLOGIES = {"TPU v5 lite": "v5e:1x1", "TPU v5e": "v5e:1x1"}
 """Device kind (as a single-chip worker reports it) -> the compile-only topology a builder compiles for."""
 
-OOM_WORDS = (
-    "resource_exhausted",
-    "out of memory",
-    "bad_alloc",
-    "cannot allocate memory",
-    "memoryerror",
-    "failed to allocate",
-)
-"""Words in an error or a dying worker's last lines that mean it ran out of memory."""
-
 
 @dataclass(frozen=True)
 class Location:
@@ -170,18 +160,38 @@ class Location:
 
 def error_event(exc: BaseException, rid: Any, phase: str) -> dict[str, Any]:
     """The ``error`` event a worker or a builder sends for ``exc``, raised serving request ``rid``
-    in ``phase``: its type, its message and whether it ran out of memory."""
+    in ``phase``: its type, its message and whether it ran out of memory (``oom``; then what the
+    config asked for, what there was and what this process already used, where known)."""
     from autotune._errors import error_text
+    from autotune.measuring._oom import RanOutOfMemory, data_in_use, out_of_memory
 
-    oom = isinstance(exc, MemoryError) or any(w in str(exc).lower() for w in OOM_WORDS[:4])
-    return {
+    event = {
         "event": Event.ERROR,
         "id": rid,
         "type": type(exc).__name__,
         "message": error_text(exc, with_type=False),
         "phase": phase,
-        "oom": oom,
+        "oom": False,
     }
+    if isinstance(exc, RanOutOfMemory):
+        found, asked, in_use = exc.found, exc.asked_bytes, exc.in_use_bytes
+    else:
+        found = out_of_memory(str(exc), memory_error=isinstance(exc, MemoryError))
+        asked, in_use = None, data_in_use()
+    if found is not None:
+        event.update(oom=True, asked_bytes=asked if asked is not None else found.asked_bytes, in_use_bytes=in_use)
+        event.update(capacity_bytes=found.capacity_bytes, space=found.space, said=found.said)
+    return event
+
+
+def oom_event_reason(event: dict[str, Any], limit_gb: float | None, phase: str | None = None) -> str:
+    """The one line of a trial whose worker or builder sent an ``error`` event with ``oom``
+    (:func:`error_event`), under a memory limit of ``limit_gb`` GiB (``trial_memory_gb``) or none."""
+    from autotune.measuring._oom import OutOfMemory, oom_reason
+
+    found = OutOfMemory(None, event.get("capacity_bytes"), event.get("space"), event.get("said") or "")
+    in_use = event.get("in_use_bytes") if limit_gb is not None else None
+    return oom_reason(phase or event.get("phase") or "", found, limit_gb, in_use, event.get("asked_bytes"))
 
 
 def load_import_message(loc: Location, call: Call) -> tuple[dict[str, Any], str]:

@@ -152,11 +152,11 @@ class WorkerHost:
                     continue
                 if elsewhere:  # measuring here instead would open the same device, or time the CPU
                     raise StudyError(_held_elsewhere(why)) from None
+                if state == "oom":  # measuring in-process would drop the memory limit the study was given
+                    raise TrialFailed("oom", why) from None
                 if first and self.call is not None:
                     raise self._fall_back(_start_failure(why)) from exc
-                raise TrialFailed(
-                    "oom" if state == "oom" else "crashed", f"the worker process could not start: {why}"
-                ) from None
+                raise TrialFailed("crashed", f"the worker process could not start: {why}") from None
         problem = ready_problem(event, self.startup_timeout)
         if problem is not None:
             self._discard()

@@ -126,7 +126,9 @@ def test_out_of_memory_under_the_cap_is_oom_and_the_worker_replaced():
         with pytest.raises(TrialFailed) as info:
             runner.measure({})
         assert info.value.state == "oom", info.value.reason
-        assert "memory cap 1 GiB" in info.value.reason and "RESOURCE_EXHAUSTED" in info.value.reason
+        asks = "ran out of memory while running: the config asks for 1.49 GiB of device memory, "
+        assert info.value.reason.startswith(asks + "the worker's limit is 1.00 GiB (trial_memory_gb; "), info.value
+        assert "RESOURCE_EXHAUSTED" in info.value.reason and "\n" not in info.value.reason
         # Discarded, and its replacement already starting (it imports JAX while the study records the trial).
         assert gone(pid) and runner.pid not in (None, pid) and runner.restarts == 1
 

@@ -1,0 +1,91 @@
+"""A study where one config asks for more device memory than there is, on a TPU chip or on the CPU.
+
+    python scripts/tpu_oom.py            # on a TPU v5e (JAX_PLATFORMS unset): about 3 minutes
+    python scripts/tpu_oom.py --cpu      # the CPU twin: small sizes, the worker capped at 0.75 GiB
+
+The loop's body makes a large buffer from its step's input alone (``xs[i] @ w``: N x N) and
+folds it into the carry. As a scan one step's buffer is live at a time; unrolled, XLA computes
+every step's buffer before the first is folded in (they do not depend on the carry), so memory
+grows with the unroll: on the CPU ``for`` asks for L times what ``scan×1`` asks (measured with
+``Compiled.memory_analysis()``). At the TPU sizes one step's buffer is 1 GiB, so where XLA's
+TPU schedule keeps the unrolled steps' buffers live as the CPU's does (not yet measured on a
+chip), the unrolled configs ask for more than the chip's 15.75 GiB of HBM: XLA refuses them at
+compile (``RESOURCE_EXHAUSTED``), the trial fails with one line, and the study goes on to a
+winner that fits. The script prints what each config that ran asked for, each failed trial's
+line and the winner (exit status 1 when no config ran out of memory).
+
+It is also a study file (``autotune tune scripts/tpu_oom.py``); ``AUTOTUNE_OOM_SIZE=cpu`` picks
+the CPU sizes there.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+import jax
+import jax.numpy as jnp
+
+import autotune as at
+from autotune.measuring._oom import device_bytes, gib
+
+SIZES = {  # N (the buffer is N x N float32), K (the inner dimension), L (steps)
+    "tpu": (16384, 32, 24),  # 1 GiB a step: scan×1 about 1.05 GiB, scan×16 and for over 16 GiB
+    "cpu": (4096, 8, 16),  # 64 MiB a step: scan×1 about 64 MiB, for about 1 GiB
+}
+CPU_LIMIT_GB = 0.75  # the CPU twin's trial_memory_gb: over scan×1's needs, under for's
+
+
+def unrolls_grow(xs, w):
+    def step(c, x):
+        return jnp.tanh((x @ w) @ c), None
+
+    return at.loop(step, jnp.ones(w.shape[1]) / w.shape[1], xs=xs, name="steps")[0]
+
+
+hoisted = at.autotuned(expected_calls=1000)(unrolls_grow)
+
+
+def inputs(size: str) -> tuple:
+    n, k, length = SIZES[size]
+    xs = jax.random.normal(jax.random.PRNGKey(0), (length, n, k)) * 0.01
+    return xs, jnp.full((k, n), 0.5)
+
+
+def examples():
+    return [(hoisted, inputs(os.environ.get("AUTOTUNE_OOM_SIZE", "tpu")))]
+
+
+def main(argv: list[str]) -> int:
+    from autotune.measuring import _host
+
+    _host.pin()  # this process traces and lowers on the CPU; the worker owns the chip (a TPU admits one process)
+    size = "cpu" if "--cpu" in argv else "tpu"
+    folder = tempfile.mkdtemp(prefix="tpu-oom-")
+    result = at.tune(
+        unrolls_grow,
+        *inputs(size),
+        expected_calls=1000,
+        trial_memory_gb=CPU_LIMIT_GB if size == "cpu" else None,
+        storage=os.path.join(folder, "studies.db"),
+        timing={"target_s": 0.05, "min_reps": 3, "warmup": 1},
+        confirm_top=1,
+        confirm_rounds=1,
+        progress=False,
+    )
+    for t in result.trials:  # what each config that ran asked for: does memory grow with the unroll here?
+        if t.measurement and t.measurement.get("memory"):
+            print(f"fits: trial {t.number} {t.config}: {gib(device_bytes(t.measurement['memory']) or 0)}")
+    failed = [t for t in result.trials if t.state == "oom"]
+    for t in failed:
+        print(f"out of memory: trial {t.number} {t.config}: {t.reason}")
+    if not failed:
+        print("no config ran out of memory: raise the sizes in SIZES")
+    asked = gib(device_bytes(result.best.memory) or 0)
+    print(f"winner: {result.best_config} ({asked} of device memory); default cost {result.default_cost:.4g} s")
+    return 0 if failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
