@@ -111,6 +111,7 @@ def fresh(monkeypatch):
 
 
 @pytest.mark.parametrize("stem", STEMS)
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_the_small_size_is_the_default_and_runs_as_jax_jit_does(fresh, stem):
     form, _, expected_calls, dtype, sizes = STUDIES[stem]
     length, arg_shapes = sizes["small"]

@@ -26,6 +26,7 @@ def test_there_are_studies():
 
 
 @pytest.mark.parametrize("path", STUDY_FILES, ids=lambda p: os.path.basename(p)[:-3])
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_study_loads_finds_sites_and_runs_default(path):
     module = load_module(path)
     assert (module.__doc__ or "").strip(), "a study says where its pattern comes from in its docstring"

@@ -206,6 +206,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_four_processes_write_one_file_concurrently(tmp_path):
     path = tmp_path / "shared" / "c.db"
     env = repo_env(TEST_DIR=str(TESTS))
@@ -265,6 +266,7 @@ def test_another_schema_version_is_a_schema_error(tmp_path, version, words):
     assert count_rows(path) == 1
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_read_only_directory_can_be_read_but_not_written(tmp_path):
     ro = tmp_path / "ro dir #1?"
     ro.mkdir()

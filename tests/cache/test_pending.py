@@ -267,6 +267,7 @@ RECORD_WHILE_LOCKED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_record_on_a_locked_cache_returns_false_within_the_lock_budget(tmp_path):
     path = tmp_path / "c.db"
     Cache(path).record(make_record())
@@ -316,6 +317,7 @@ def test_records_on_postgresql(pg_url, tmp_path, monkeypatch):
     cache.close()
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_record_on_postgresql_does_not_queue_behind_a_writer(pg_url):
     """Another autotune writer holds the write lock (an import, say): record gives up within the budget."""
     import sqlalchemy as sa

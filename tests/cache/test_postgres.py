@@ -163,6 +163,7 @@ def workers_run(pg_server, tmp_path_factory):
     pg_server.drop_database(url)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_two_workers_tune_one_study(workers_run):
     url = workers_run["url"]
     study = _load_study(url)
@@ -275,6 +276,7 @@ def test_a_study_refuses_another_device(workers_run, monkeypatch):
         sys.path.remove(str(workers_run["folder"]))
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_independent_processes_on_one_study(pg_url, tmp_path):
     """Two `autotune tune FILE --storage postgresql://...` started together (as on two boxes):
     both load_if_exists and walk the grid; each config is opened and measured exactly once."""

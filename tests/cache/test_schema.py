@@ -197,6 +197,7 @@ def run_writers(url: str, folder: Path, n: int) -> None:
                 p.kill()
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_concurrent_first_writers_upgrade_exactly_once(tmp_path):
     path = v1_copy(tmp_path)
     run_writers(str(path), tmp_path, 4)
@@ -205,6 +206,7 @@ def test_concurrent_first_writers_upgrade_exactly_once(tmp_path):
     assert len(keys) == 3 + 20 and {f"proc{n}:f{i}" for n in range(4) for i in range(5)} <= set(keys)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_v1_database_on_postgresql_upgrades_in_place(pg_url, tmp_path):
     with Cache(pg_url) as cache:
         cache.put(make_entry("old:f"))

@@ -107,6 +107,7 @@ def test_values_dir_beside_a_file_or_in_the_user_cache_dir(tmp_path, monkeypatch
 # ------------------------------------------- passwords through the decorator and the CLI
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_password_in_the_cache_url_is_never_shown(tmp_path):
     url = f"postgresql+psycopg://me:{SECRET}@127.0.0.1:1/autotune"  # nothing listens on port 1
     source, ours = call_and_count(make(url))
@@ -123,6 +124,7 @@ def test_a_password_in_the_cache_url_is_never_shown(tmp_path):
         assert r.returncode == 2 and SECRET not in r.stdout + r.stderr and "me:***@" in r.stderr, r.stderr
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_import_and_export_messages_redact_a_real_servers_password(tmp_path, pg_url):
     url = pg_url.replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@")  # trust auth ignores it
     assert url != pg_url

@@ -109,6 +109,7 @@ def test_a_bug_prints_its_traceback_and_says_so(folder):
     assert r.stderr.rstrip().endswith("the traceback above shows where.")
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_closed_pipe_ends_quietly(folder, tmp_path):
     from _points import put_entry
 

@@ -16,6 +16,7 @@ def study(tmp_path_factory):
     return tiny_study(tmp_path_factory)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_cli_report_on_a_study_file_and_by_name(study, tmp_path, capsys):
     out = tmp_path / "by_file"
     assert cli.main(["report", study["file"], "--storage", study["storage"], "--out", str(out)]) == 0
@@ -53,6 +54,7 @@ def test_cli_report_errors_say_what_to_do(study, tmp_path, capsys):
     assert "autotune tune" in capsys.readouterr().err and not missing.exists()
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_cli_report_outside_the_range_prints_the_retune_command(tmp_path_factory, tmp_path, capsys):
     forged = forged_study(tmp_path_factory)
     argv = [
@@ -75,6 +77,7 @@ def test_cli_report_outside_the_range_prints_the_retune_command(tmp_path_factory
     assert "l=scan×1 ★ (default)" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_cli_report_by_function_key_and_every_reason_in_full_with_wide(study, tmp_path, capsys):
     """`report --function KEY` needs no study name; `--wide` is where the CLI shows a trial's
     whole reason (the short form names the trials and says so)."""

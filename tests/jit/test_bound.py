@@ -33,6 +33,7 @@ def check(fn, args, tmp_path, expected):
     np.testing.assert_allclose(fn(*args), expected, rtol=1e-6)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_plain_function_with_static_argnums_0(tmp_path):
     @at.autotuned(static_argnums=0, cache=str(tmp_path / "c.db"), key="tests:static0")
     def f(n, x):

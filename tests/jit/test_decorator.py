@@ -49,6 +49,7 @@ def test_static_and_donated_args(tmp_path):
     assert float(g(jnp.zeros(()), 1)) == pytest.approx(1.0)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_tune_then_cache_hit_in_this_and_a_fresh_process(tmp_path):
     cache = str(tmp_path / "c.db")
     module = tmp_path / "mod_under_test.py"
@@ -179,6 +180,7 @@ def test_cache_faults_run_the_default_and_warn_once(tmp_path, fault):
     np.testing.assert_allclose(out["c"], jax.jit(f.autotune.fun)(x, xs)["c"], rtol=1e-6)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_shared_study_writes_only_improvements(tmp_path):
     import dataclasses
 

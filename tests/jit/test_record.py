@@ -251,6 +251,7 @@ RECORD_WHILE_LOCKED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_locked_cache_skips_the_row_without_stalling_the_call(tmp_path):
     path = tmp_path / "locked.db"
     at.autotuned(donate, cache=str(path), record=True)(jnp.ones(1), jnp.ones(1))  # create the file
@@ -309,6 +310,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_scripts_function_is_located_by_its_file_and_module_name(tmp_path):
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")

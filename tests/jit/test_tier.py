@@ -200,6 +200,7 @@ INTERRUPTED_AT_EXIT = textwrap.dedent(
 
 
 @pytest.mark.parametrize("sig, status", [("SIGINT", -signal.SIGINT), ("SIGTERM", 143)])
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_second_interrupt_while_the_exit_waits_for_the_compile_exits_with_its_usual_status(tmp_path, sig, status):
     """The winner's compile (3,000 steps written out: seconds inside XLA) is under way when the
     program ends; two interrupts arrive while the exit waits for it (a user's second Ctrl-C, or a
@@ -226,6 +227,7 @@ def test_a_second_interrupt_while_the_exit_waits_for_the_compile_exits_with_its_
 
 
 @pytest.mark.parametrize("script", [EXIT_MID_COMPILE, EXIT_MID_COMPILE, BEFORE_COMPILE], ids=["mid", "again", "before"])
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_the_process_exits_cleanly_while_the_winner_compiles(tmp_path, script):
     tests = str(__import__("pathlib").Path(__file__).parents[1])
     done = subprocess.run(

@@ -195,6 +195,7 @@ def test_a_short_exclusive_lock_is_waited_out(tmp_path):
     assert got["sleeps"][0] and got["left"][0] < LOCK_WAIT_BUDGET_S, got  # it did wait (the lock was held)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_cache_locked_for_long_costs_a_process_at_most_its_lock_budget(tmp_path):
     """A rollback-journal file that stays locked: the first lookup waits the process's 3 s budget,
     every later lookup (each new input shape) tries once and runs the default at once; one warning."""
@@ -206,6 +207,7 @@ def test_a_cache_locked_for_long_costs_a_process_at_most_its_lock_budget(tmp_pat
     assert got["sleeps"][1:] == [[]] * (n - 1), got  # every later lookup tried once, without a wait
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_the_cli_on_a_cache_locked_for_long_says_so(tmp_path):
     path = tmp_path / "c.db"
     put_entry(path, make(path), jnp.zeros(3))
@@ -221,6 +223,7 @@ def test_the_cli_on_a_cache_locked_for_long_says_so(tmp_path):
 # --------------------------------------------------------------------------- read-only
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_read_only_directory_is_read_and_never_written(tmp_path):
     ro = tmp_path / "ro"
     ro.mkdir()
@@ -277,6 +280,7 @@ TUNE_THEN_REPORT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_an_edited_function_or_another_device_never_gets_the_entry(tmp_path):
     cache = tmp_path / "c.db"
     (tmp_path / "edit_me.py").write_text(MODULE.format(cache=str(cache)))
@@ -332,6 +336,7 @@ def tamper(path, sql, *params):
 
 
 @pytest.mark.parametrize("fault", ["device", "sites", "nested"])
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_row_whose_parts_disagree_is_never_applied(tmp_path, fault):
     path = tmp_path / "c.db"
     put_entry(path, make(path), jnp.zeros(3))

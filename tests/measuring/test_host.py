@@ -134,6 +134,7 @@ def test_autotune_tune_measures_every_trial_in_its_worker_on_an_exclusive_device
     assert result["confirmed"], "the contenders were re-timed in the worker"
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_process_that_holds_the_device_measures_in_process_with_one_warning(tmp_path):
     prog = script(
         tmp_path,

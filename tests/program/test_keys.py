@@ -30,6 +30,7 @@ def run(args, cwd, **kw):
     return python(*args, cwd=cwd, **kw)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_script_function_has_the_same_key_run_as_a_script_and_imported(tmp_path):
     (tmp_path / "app.py").write_text(APP.format(cache=str(tmp_path / "cache.db")))
     tuned = run(["app.py", "tune"], tmp_path)

@@ -63,6 +63,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("rep, reverse, with_ys", CASES)
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_every_representation_matches_the_reference(rep, reverse, with_ys):
     init, xs = make_inputs()
     body = body_with_ys if with_ys else body_no_ys

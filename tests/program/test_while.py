@@ -107,6 +107,7 @@ def test_a_while_loop_is_a_site_without_a_length():
 @pytest.mark.parametrize("guard", GUARDS)
 @pytest.mark.parametrize("k", UNROLLS)
 @pytest.mark.parametrize("name", list(SOLVERS))
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_unrolled_solver_is_bit_identical_under_jit_and_eagerly(name, k, guard):
     fn, args = SOLVERS[name]
     site = only_while(fn, *args)
@@ -119,6 +120,7 @@ def test_unrolled_solver_is_bit_identical_under_jit_and_eagerly(name, k, guard):
 
 @pytest.mark.parametrize("guard", GUARDS)
 @pytest.mark.parametrize("k", [2, 4])
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_vmap_with_batched_predicates(k, guard):
     site = only_while(babylonian_sqrt, A)
     g = configured(babylonian_sqrt, site, k, guard)
@@ -136,6 +138,7 @@ def test_vmap_with_batched_predicates(k, guard):
 
 @pytest.mark.parametrize("guard", GUARDS)
 @pytest.mark.parametrize("k", [2, 4])
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_forward_mode_derivatives(k, guard):
     site = only_while(babylonian_sqrt, A)
     g = configured(babylonian_sqrt, site, k, guard)
@@ -261,6 +264,7 @@ def test_nested_sites_take_every_combination(name):
             leaves_equal(jax.jit(at.with_config(fn, cfg))(X), want)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_while_inside_a_vmapped_function_inside_the_program():
     """vmap inside the program gives a while equation with a batched predicate: JAX runs
     it while any lane goes on and keeps finished lanes unchanged; so does the rewrite."""

@@ -139,6 +139,7 @@ def test_tune_options_and_cli_flag():
     assert tune_options(parse(["tune", "s.py"])).xla == "auto"
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_tiny_study_measures_xla_configs(tmp_path):
     def f(x):
         return jnp.tanh(x) * 0.5  # no loop: the XLA options are the whole space

@@ -221,6 +221,7 @@ def test_tune_recorded_tunes_the_good_and_skips_the_broken_with_one_line(space):
     assert again == {"rp_good:step": "tuned before", "rp_broken:step": "skipped"}
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_record_carries_the_programs_processes_and_cache_to_the_tune(space, monkeypatch, tmp_path):
     """Detected where the program ran (the cache directory set there), kept where it is tuned (not set)."""
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "jaxcache"))

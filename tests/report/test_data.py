@@ -106,6 +106,7 @@ def test_a_study_where_nothing_ran_still_reports(tmp_path):
     assert {t.outcome for t in rep.trials} == {"error"} and all(t.failed for t in rep.trials)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_while_loop_study_reports_its_dynamic_length(tmp_path):
     def fn(x):
         return lax.while_loop(lambda s: s[1] < 6, lambda s: (s[0] * 0.9 + 0.1, s[1] + 1), (x, 0))[0]

@@ -245,6 +245,7 @@ def loop16(x):
     return at.loop(lambda c, _: (jnp.sin(c) * 0.5 + 1.0, None), x, length=16, name="l")[0]
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_challenger_never_wins_on_its_search_compile_set_against_the_defaults_slower_confirmation_compiles():
     # Issue 21's training step: the search left the default's reference rounds, a config close to
     # the default (here fori×1, its very program, recorded without the hash as an older study

@@ -84,6 +84,7 @@ def test_a_challenger_ahead_on_the_median_but_not_in_enough_paired_rounds_keeps_
     assert not _select.beats(challenger, default, r.objective)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_challenger_as_good_as_the_default_within_noise_rarely_replaces_it_and_only_by_the_rule(tmp_path):
     # Every config runs 1 ms, each sample within ±20% (seeded): a challenger is a coin against the
     # default. It must win 3 of 3 rounds in the first process (1 time in 8 by chance) and 5 of 6

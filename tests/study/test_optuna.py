@@ -307,6 +307,7 @@ def test_two_processes_on_one_sqlite_study_never_draw_the_same_config(tmp_path):
     assert {t.user_attrs["owner"]["pid"] for t in trials} == {p.pid for p in procs}, info  # both measured
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_held_proposal_lock_delays_a_search_but_never_stops_it(tmp_path, monkeypatch):
     """A process stopped while it holds the lock (SIGSTOP, a debugger) costs the others at most
     PROPOSAL_WAIT_S per pick; they then pick without it."""

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from _cli import on_terminal
 from _repo import repo_env
 
@@ -26,6 +27,7 @@ def run_under_pty(script: str) -> str:
     return on_terminal([sys.executable, "-c", script], env=repo_env(), columns=100)[1]
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_progress_is_shown_at_a_terminal_and_not_through_a_pipe(tmp_path):
     at_terminal = run_under_pty(SCRIPT.format(storage=str(tmp_path / "a.db"), extra=""))
     # The standing best stays on the line from the first measured trial until confirmation ends,

@@ -34,6 +34,7 @@ def tuned(tmp_path, tier_up: bool):
     return fn, fn.tune(jnp.ones(8), confirm_top=16, confirm_rounds=1, progress=False, timing={"target_s": 0.02})
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_tier_up_study_measures_the_slowdown_and_the_cache_keeps_it(tmp_path):
     fn, r = tuned(tmp_path, tier_up=True)
     theirs = point_of(r.confirmed, r.default_config)
@@ -47,6 +48,7 @@ def test_a_tier_up_study_measures_the_slowdown_and_the_cache_keeps_it(tmp_path):
     assert lookup.entry.default_point.compile_slowdown == pytest.approx(theirs.compile_slowdown)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_study_without_tier_up_measures_none(tmp_path):
     _, r = tuned(tmp_path, tier_up=False)
     assert all(p.slowdown is None and p.compile_slowdown is None for p in r.confirmed)
@@ -61,6 +63,7 @@ def measured_runner():
 POINTS = [Point(DEFAULT, 0.01, 1e-5), Point(FOR, 0.5, 1e-6)]  # `for` qualifies: 50x the compile, +0.49 s
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_the_slowdown_is_measured_on_the_defaults_kept_executable():
     with measured_runner() as runner:
         points, notes = measure_slowdown(runner, POINTS, DEFAULT, Objective(1000, tier_up=True))
@@ -110,6 +113,7 @@ def test_a_tier_up_tune_through_such_a_runner_warns_once_and_still_picks(tmp_pat
     assert r.best_config == FOR  # 1e-6 s a call over 100,000 calls: `for` wins, tiered or not
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_failed_timing_beside_a_compile_leaves_the_points_and_says_why(monkeypatch):
     from autotune.measuring import _beside, _stages
 

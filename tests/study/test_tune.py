@@ -104,6 +104,7 @@ def test_trial_zero_is_default_and_measurements_are_stored(tmp_path):
     assert all(t.user_attrs.get("device") for t in study.trials)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_resume_continues_the_same_study(tmp_path):
     storage = str(tmp_path / "s.db")
     r1 = at.tune(tiny, jnp.ones(()), n_trials=3, sampler="tpe", storage=storage, **IN_PROCESS)
@@ -113,6 +114,7 @@ def test_resume_continues_the_same_study(tmp_path):
     assert [t.config for t in r2.trials[: len(r1.trials)]] == [t.config for t in r1.trials]
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_grid_resume_measures_nothing_twice(tmp_path):
     storage = str(tmp_path / "s.db")
     r1 = at.tune(tiny, jnp.ones(()), sampler="grid", storage=storage, **IN_PROCESS)
@@ -152,6 +154,7 @@ def two_loops(x):
     return at.loop(lambda c, _: (jnp.sin(c) * 0.5, None), a, length=32, name="b")[0]
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_every_trial_is_a_new_measurement_and_the_default_is_measured_three_times(tmp_path):
     storage = str(tmp_path / "s.db")
     r = at.tune(
@@ -180,6 +183,7 @@ def test_every_trial_is_a_new_measurement_and_the_default_is_measured_three_time
     assert all(t.user_attrs["outcome"] in ("complete", "shared") for t in complete)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_random_and_grid_never_repeat_and_resume_without_repeating(tmp_path):
     storage = str(tmp_path / "s.db")
     r1 = at.tune(
@@ -206,6 +210,7 @@ def test_random_and_grid_never_repeat_and_resume_without_repeating(tmp_path):
     assert len({t.config.to_json() for t in r2.trials}) == len(r2.trials)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_the_winner_cost_and_the_stored_winner_come_from_the_one_rule(tmp_path):
     from autotune import select as _select
 
@@ -258,6 +263,7 @@ def smooth(x):
     return at.loop(lambda c, _: (jnp.sin(0.5 * c) + 1.0, None), x, length=8, name="smooth")[0]
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_pareto_search_with_nsga2(tmp_path):
     storage = str(tmp_path / "s.db")
     fast = {"timing": STEADY, "confirm_rounds": 1, "isolate": False}
@@ -303,6 +309,7 @@ def examples():
 """
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_cli_tune_objective_pareto_stores_a_pareto_entry(tmp_path, capsys):
     study_file = tmp_path / "at_pareto_cli_study.py"
     study_file.write_text(STUDY_FILE)
@@ -338,6 +345,7 @@ class CountingRunner(at.InProcessRunner):
         return super().retime(config)
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_finished_study_measures_nothing_until_its_budget_grows(tmp_path):
     storage, x = str(tmp_path / "s.db"), jnp.ones(())
 
@@ -374,6 +382,7 @@ def _entry_row(cache: str):
         return db.execute("SELECT * FROM autotune_entries").fetchall()
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_fn_tune_again_keeps_the_entry_byte_for_byte_and_reconfirm_changes_it_only_on_a_win(tmp_path):
     cache = str(tmp_path / "cache.db")
     fn = at.autotuned(tiny, cache=cache, key="test:finished")

@@ -114,6 +114,7 @@ def test_a_grid_study_with_builders_compiles_nothing_in_the_worker(tmp_path):
     assert runner._pool is None  # closed with the runner
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_build_past_its_deadline_is_killed_and_the_pool_goes_on():
     pool = BuilderPool(1, CPU, python=sys.executable, env=worker_env({}), trial_timeout=1.0)
     try:

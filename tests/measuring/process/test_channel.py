@@ -176,6 +176,7 @@ def _interrupt_after(
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err), workers
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_ctrl_c_stops_cleanly_keeps_trials_reaps_the_worker_and_resumes(tmp_path):
     (tmp_path / "relax_study.py").write_text(CLI_STUDY)
     db = tmp_path / "studies.db"

@@ -87,6 +87,7 @@ def test_donated_leaves_follow_jit(jit_kwargs, want):
     assert donated_leaves(at.Call(f, args, kwargs, jit_kwargs)) == want
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_program_whose_constants_jit_passes_as_arguments_is_not_exported(tmp_path):
     """jax.export embeds the constants jax.jit hoists, and XLA folds only embedded ones: the worker
     would time another program than the decorator runs (demo_unroll's `for` on jax 0.12.1: 16 µs

@@ -158,6 +158,7 @@ def test_death_is_diagnosed_from_the_exit_status_and_the_last_words():
     assert diagnose(1, "", 7, "while starting") == ("crashed", "the worker (pid 7) exited with status 1 while starting")
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_tune_records_pruned_and_timed_out_trials(tmp_path):
     """tune() passes best cost / compile weight as the budget and records what the worker reports."""
     x = jnp.linspace(0.0, 1.0, 64)

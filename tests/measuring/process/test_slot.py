@@ -50,6 +50,7 @@ def tune(tmp_path, env: dict[str, str], retry_s: float | None = None) -> subproc
     )  # fmt: skip
 
 
+@pytest.mark.slow  # over 4 s: in `make test`, not `make test-fast`
 def test_a_worker_waits_for_a_holder_that_exits_then_measures_on_the_device(tmp_path):
     env = exclusive_env(tmp_path)
     with device_held(env, 4.0) as holder:
