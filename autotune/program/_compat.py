@@ -31,6 +31,7 @@ from autotune.program._compat_remat import (  # noqa: F401 (re-exported for _sit
     checkpoint_key,
     eqn_policy,
     is_checkpoint,
+    is_jit,
     policy_override,
 )
 from autotune.program._compat_source import (  # noqa: F401 (re-exported for _sites)

@@ -54,6 +54,11 @@ def is_checkpoint(eqn: Any) -> bool:
     return eqn.primitive is _remat_primitive()
 
 
+def is_jit(eqn: Any) -> bool:
+    """Whether ``eqn`` calls a ``jax.jit``-ed function (whose trace JAX caches)."""
+    return eqn.primitive.name in ("pjit", "jit")
+
+
 def policy_name(policy: Any) -> str:
     """The name in :data:`POLICIES` of a checkpoint equation's ``policy`` parameter (None, JAX's
     default, saves nothing), or :data:`CUSTOM`."""
@@ -84,17 +89,21 @@ def checkpoint_key(eqn: Any) -> str:
 
 
 @contextlib.contextmanager
-def policy_override(policies: Mapping[str, str]) -> Iterator[None]:
+def policy_override(policies: Mapping[str, str], cached: bool = False) -> Iterator[None]:
     """Inside, a checkpointed call of a function that ``policies`` maps (by its
     :func:`checkpoint_key`) binds with the policy named there instead of its own.
 
     Tracing a function inside applies the policy to the program it yields, derivatives taken
     in the trace included. The override is process-wide while it lasts, so traces that use it
-    take turns.
+    take turns. With ``cached`` (a call lies inside a ``jax.jit`` of its own, which JAX traces
+    once and caches), JAX's caches are cleared on entry, so that jit is traced again under the
+    override, and on exit, so no later trace reuses what was traced under it.
     """
     if not policies:
         yield
         return
+    if cached:
+        jax.clear_caches()
     prim = _remat_primitive()
     with _LOCK:
         original = prim.bind
@@ -110,3 +119,5 @@ def policy_override(policies: Mapping[str, str]) -> Iterator[None]:
             yield
         finally:
             prim.bind = original
+            if cached:
+                jax.clear_caches()

@@ -217,7 +217,8 @@ def under_policies(program: Program, fn: Callable, args: tuple, kwargs: dict | N
     policies = policies_of(program.sites, config)
     if not policies:
         return program
-    with _compat.policy_override(policies):
+    cached = any(s.remat_in_jit for s in program.sites if s.policy is not None)
+    with _compat.policy_override(policies, cached=cached):
         return trace_program(fn, args, kwargs)
 
 

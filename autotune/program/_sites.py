@@ -16,7 +16,7 @@ from autotune.program import _compat, _fingerprint
 from autotune.program._config import SiteChoice
 from autotune.program._loop import LoopTag
 
-_REWRITE_ONLY = ("num_carry", "num_xs", "reverse", "effects", "path", "remat_keys")
+_REWRITE_ONLY = ("num_carry", "num_xs", "reverse", "effects", "path", "remat_keys", "remat_in_jit")
 """A site's fields that say how the rewrite re-emits it, not what the site is: left out of its JSON."""
 
 
@@ -63,6 +63,8 @@ class LoopSite:
             backward loop, so that is the site that has it.
         remat_keys: the functions those calls checkpoint (where each is defined), by which a
             re-trace gives them another policy.
+        remat_in_jit: whether one of those calls lies inside a ``jax.jit`` of its own, whose
+            trace JAX caches (a re-trace must clear that cache to bind the call again).
     """
 
     id: str
@@ -84,6 +86,7 @@ class LoopSite:
     library_source: str | None = field(default=None, compare=False, repr=False)
     policy: str | None = None
     remat_keys: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    remat_in_jit: bool = field(default=False, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The site as its JSON describes it: every field but how the rewrite re-emits it."""
@@ -248,6 +251,7 @@ def discover(jaxpr: Any) -> list[LoopSite]:
     taken: set[str] = set()
     remat: dict[str, dict[str, str]] = {}  # site id -> {checkpoint key: policy name}
     claimed: set[str] = set()
+    in_jit: set[str] = set()  # the sites with a checkpointed call inside a jit of its own
 
     def visit(jx, path, parent, depth, pending: LoopTag | None, transposed: bool, outer: tuple):
         inner, _ = _compat.unpack(jx)
@@ -262,6 +266,8 @@ def discover(jaxpr: Any) -> list[LoopSite]:
                 if key not in claimed or key in remat.get(parent, {}):
                     claimed.add(key)
                     remat.setdefault(parent, {}).setdefault(key, _compat.eqn_policy(eqn))
+                    if any(_compat.is_jit(e) for e in outer):
+                        in_jit.add(parent)
             if eqn.primitive.name in LOOP_PRIMITIVES:
                 site = _make_site(eqn, here, parent, depth, taken, tag, under, outer)
                 sites.append(site)
@@ -272,13 +278,13 @@ def discover(jaxpr: Any) -> list[LoopSite]:
                     visit(sub, here + addr, site.id, depth + 1, None, under, outer + (eqn,))
 
     visit(jaxpr, (), None, 0, None, False, ())
-    return [_with_remat(s, remat[s.id]) if s.id in remat else s for s in sites]
+    return [_with_remat(s, remat[s.id], s.id in in_jit) if s.id in remat else s for s in sites]
 
 
-def _with_remat(site: LoopSite, policies: dict[str, str]) -> LoopSite:
+def _with_remat(site: LoopSite, policies: dict[str, str], in_jit: bool) -> LoopSite:
     names = set(policies.values())
     policy = names.pop() if len(names) == 1 else _compat.CUSTOM
-    return replace(site, policy=policy, remat_keys=tuple(sorted(policies)))
+    return replace(site, policy=policy, remat_keys=tuple(sorted(policies)), remat_in_jit=in_jit)
 
 
 def _is_dynamic(x: Any) -> bool:

@@ -107,3 +107,24 @@ def test_a_config_without_policy_leaves_the_users_policy_and_the_program_alone()
     plain = at.with_config(step, {site.id: {"repr": "scan", "unroll": 2}})
     np.testing.assert_array_equal(jax.jit(plain)(*ARGS)[1], jax.jit(step)(*ARGS)[1])
     assert [s.policy for s in at.sites(plain, *ARGS)] == [None, "dots"]
+
+
+def test_a_checkpointed_loop_inside_a_jit_of_its_own_gets_the_policy_and_leaves_no_stale_trace():
+    """JAX traces an inner jax.jit once and caches it: the re-trace clears that cache before
+    and after, so the policy reaches the inner trace and a later plain trace is the user's."""
+    inner = jax.jit(loss)
+
+    def step_of_jitted(ws, x):
+        return jax.grad(inner)(ws, x)
+
+    site = checkpointed(step_of_jitted)
+    configs = {p: {site.id: {"repr": "scan", "unroll": 1, "policy": p}} for p in ("nothing", "everything")}
+    used = {p: temp_bytes(at.with_config(step_of_jitted, c)) for p, c in configs.items()}
+    assert used["nothing"] < used["everything"], used
+    assert [s.policy for s in at.sites(step_of_jitted, *ARGS)] == [None, "dots"]
+    assert (
+        compare_outputs(
+            jax.jit(step_of_jitted)(*ARGS), jax.jit(at.with_config(step_of_jitted, configs["nothing"]))(*ARGS)
+        )
+        is None
+    )
