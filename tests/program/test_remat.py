@@ -128,3 +128,11 @@ def test_a_checkpointed_loop_inside_a_jit_of_its_own_gets_the_policy_and_leaves_
         )
         is None
     )
+
+
+def test_an_optuna_trial_suggests_the_policy_with_the_unroll():
+    import optuna
+
+    space = Space(at.sites(step, *ARGS))
+    for config in space.configs():
+        assert space.suggest(optuna.trial.FixedTrial(space.to_params(config))) == config
