@@ -1,5 +1,5 @@
-"""Checkpointed (``jax.checkpoint`` / ``jax.remat``) calls: their policies, where they were
-written, and a trace-time override of the policy of chosen calls.
+"""Checkpointed (``jax.checkpoint`` / ``jax.remat``) calls: their policies, the function each
+checkpoints, and a trace-time override of the policy of chosen calls.
 
 Part of the ``_compat`` layer (re-exported there). A checkpointed call is known by the function
 it checkpoints (:func:`checkpoint_key`: where that function is defined): the same key names the
@@ -39,7 +39,7 @@ def jax_policy(name: str) -> Any:
 CUSTOM = "custom"
 """The name of a policy that is none of :data:`POLICIES` (the user's own function)."""
 
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # held through an override's trace; a nested one in that trace may enter
 
 
 def _remat_primitive() -> Any:
