@@ -54,7 +54,8 @@ class CacheEntry(v.Record):
         device: ``platform``, ``device_kind``, ``device_count``, ``jax``, ``jaxlib``.
         config: ``site_id -> choice`` (``{"repr": ..., "unroll": ...}``), the chosen config.
         sites: ``site_id -> {"kind": "scan"|"loop"|"while", "length": int (None for a
-            while site), "has_ys": bool}`` for every loop site of the program.
+            while site), "has_ys": bool}`` for every loop site of the program, with ``"policy"``
+            (its own rematerialisation policy) for a site whose body is checkpointed.
         measurements: timings of the chosen config (``trace_s``, ``run_s``, ...).
         objective: ``expected_calls``, ``compile_weight``, ``runtime_weight`` used, and ``processes``,
             ``compilation_cache`` and ``tier_up`` where not the defaults (`Objective.to_dict`).

@@ -121,7 +121,9 @@ def _config(name: str, value: Any, sites: Mapping[str, Mapping[str, Any]]) -> di
         site = sites.get(sid)
         if site is None:
             raise FieldError(f"{name}.{sid}", f"names a site that is not in the entry's sites {sorted(sites)[:20]}")
-        wrong = misfit(choice, site["kind"], site["length"], site["has_ys"])
+        wrong = misfit(
+            choice, site["kind"], site["length"], site["has_ys"], checkpointed=site.get("policy") is not None
+        )
         if wrong is not None:
             raise FieldError(f"{name}.{sid}.{wrong[0]}", wrong[1])
     return config.to_dict()

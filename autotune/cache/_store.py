@@ -56,9 +56,16 @@ def entry_from_result(result: TuneResult, function_key: str, retune: str | None 
         device=dict(result.device),
         config=result.best_config.to_dict(),
         sites={
-            s.id: {"kind": s.kind, "length": s.length, "has_ys": s.has_ys, **({"derived": True} if s.derived else {})}
+            s.id: {
+                "kind": s.kind,
+                "length": s.length,
+                "has_ys": s.has_ys,
+                **({"derived": True} if s.derived else {}),
+                **({"policy": s.policy} if s.policy is not None else {}),
+            }
             for s in result.sites
-        },  # derived: `best` marks the loop JAX derived (grad's backward scan) as `sites` and `tune` do
+        },  # derived: `best` marks the loop JAX derived (grad's backward scan) as `sites` and `tune` do;
+        # policy: a checkpointed body's own, which lets the entry's config give it another
         measurements=measurements,
         objective=result.objective.to_dict(),
         cost=result.best_cost,

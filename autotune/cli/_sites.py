@@ -7,7 +7,8 @@ loop JAX derived from one of them (the backward pass under ``jax.grad``, a
 ``jax.checkpoint`` copy) is marked ``derived``; a while loop's length is ``dynamic``. A loop a
 library built is named by the user's line; ``--wide`` adds the library's own line. A site
 the rewrite cannot re-emit for any choice (a loop inside a Pallas kernel) is named below its
-table, with the reason: tuning leaves it at its default.
+table, with the reason: tuning leaves it at its default. A site whose body is checkpointed
+(``jax.checkpoint``) is named below its table with its policy and the policies it is tuned over.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from autotune._errors import StudyError
 from autotune.cli._output import console, emit_json, stdout_to_stderr
 from autotune.cli._tables import SiteNames, print_legend, say, table
-from autotune.program._config import choice_label
+from autotune.program._config import POLICIES, choice_label
 
 FORMS = {"loop": "at.loop", "scan": "scan", "fori": "fori", "while": "while"}
 DERIVED_NOTE = (
@@ -36,6 +37,12 @@ def form_text(site: dict[str, Any]) -> str:
     if site.get("kind") == "while" and site.get("form") == "fori":
         form = "fori (while)"
     return f"{form}, derived" if site.get("derived") else form
+
+
+def policy_note(name: str, policy: str) -> str:
+    """The line under a table that says a site's body is checkpointed and which policies it is tuned over."""
+    others = ", ".join(p for p in POLICIES if p != policy)
+    return f"site {name}: its body is checkpointed (policy {policy}); tuned over its own policy and {others}"
 
 
 def length_text(site: dict[str, Any]) -> str:
@@ -157,6 +164,8 @@ def cmd_sites(a: argparse.Namespace) -> int:
             t.add_row(*row)
         out.print(t)
         for s in sites:
+            if s.get("policy"):
+                say(out, policy_note(named.name(s["id"]), s["policy"]))
             if s.get("rewrite_error"):
                 why = s["rewrite_error"]
                 say(out, f"site {named.name(s['id'])} cannot be rewritten ({why}): tuning leaves it at its default")

@@ -223,10 +223,11 @@ class Autotuned:
         if lookup.source != "cache" and self.on_miss == "tune" and lookup.error is None:
             self._pending = True
         try:
-            from autotune.program._rewrite import Plan, evaluate
+            from autotune.program._rewrite import Plan, evaluate, under_policies
 
             leaves, _, dynamic = split_args(args, kwargs)
             config = Config() if tiered else lookup.config  # the default's sites, under this jit's options
+            program = under_policies(program, self.fun, args, kwargs, config)
             out = evaluate(program.jaxpr, [leaves[i] for i in dynamic], Plan(program.sites, config))
             return jax.tree_util.tree_unflatten(program.out_tree, out)
         except Exception as exc:

@@ -276,11 +276,13 @@ class Tier:
     def _builder(self, program: Any, config: Any, args: tuple, kwargs: dict) -> Callable[[], Any]:
         """What compiles the winner on the background thread: ``program`` (the decorator's trace)
         replayed under ``config``, jitted with its XLA options and lowered on the call's abstract
-        values (no buffer held); the function itself is not traced again."""
-        from autotune.program._rewrite import Plan, evaluate
+        values (no buffer held); the function itself is traced again only when ``config`` gives a
+        checkpointed loop body another policy."""
+        from autotune.program._rewrite import Plan, evaluate, under_policies
         from autotune.program._sites import split_args
 
         abstract_args, abstract_kwargs = _abstract(args, kwargs)
+        program = under_policies(program, self.target.fun, abstract_args, abstract_kwargs, config)
         plan = Plan(program.sites, config)
 
         def replay(*a: Any, **k: Any) -> Any:

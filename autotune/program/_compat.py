@@ -2,12 +2,14 @@
 
 Jaxpr objects changed shape between JAX versions (0.10 has ``ClosedJaxpr``
 wrapping an open ``Jaxpr``; 0.12 attaches consts to ``Jaxpr`` itself), and scan
-parameters were renamed. Everything here works on both by duck typing. The only
-equation parameter autotune ever writes is a scan's ``unroll``; while loops are
-re-emitted through the public ``lax.while_loop``, reading only their const counts.
-No other module imports ``jax._src``, ``jax.extend`` or ``jax.core``, but this layer's two
-parts re-exported here: ``_compat_axes.py`` (the axis names ``shard_map`` and ``pmap`` bind) and
-``_compat_source.py`` (where an equation came from: scopes, frames, installed files).
+parameters were renamed. Everything here works on both by duck typing. The equation
+parameters autotune writes are a scan's ``unroll`` and, while a function is traced again, a
+checkpointed call's ``policy``; while loops are re-emitted through the public
+``lax.while_loop``, reading only their const counts. No other module imports ``jax._src``,
+``jax.extend`` or ``jax.core``, but this layer's three parts re-exported here:
+``_compat_axes.py`` (the axis names ``shard_map`` and ``pmap`` bind), ``_compat_source.py``
+(where an equation came from: scopes, frames, installed files) and ``_compat_remat.py``
+(checkpointed calls: their policies, and the trace-time policy override).
 """
 
 from __future__ import annotations
@@ -24,6 +26,14 @@ import jax.extend.source_info_util as jex_siu
 
 from autotune._errors import TraceError
 from autotune.program._compat_axes import axis_context, with_manual_axes  # noqa: F401 (axis_context: for _rewrite)
+from autotune.program._compat_remat import (  # noqa: F401 (re-exported for _sites and _rewrite)
+    CUSTOM,
+    checkpoint_key,
+    eqn_policy,
+    is_checkpoint,
+    is_jit,
+    policy_override,
+)
 from autotune.program._compat_source import (  # noqa: F401 (re-exported for _sites)
     Frame,
     frames,

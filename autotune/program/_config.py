@@ -4,8 +4,9 @@ The notation, used by the CLI, the report, the benchmarks and the docs alike:
 ``scan×4`` (``lax.scan(unroll=4)``; ``scan×1`` is the plain scan), ``for`` (fully
 unrolled), ``fori×2`` (``lax.fori_loop(unroll=2)``), ``while×4`` (a while loop whose
 body runs up to 4 times per iteration, extra steps guarded by ``select``) and
-``while×4/cond`` (guarded by ``lax.cond``). :meth:`SiteChoice.parse` reads it back
-and also accepts an ASCII ``x`` for ``×``.
+``while×4/cond`` (guarded by ``lax.cond``); a checkpointed loop body's rematerialisation
+policy follows a ``+``: ``scan×4+dots``, ``for+nothing`` (no ``+``: the program's own policy).
+:meth:`SiteChoice.parse` reads it back and also accepts an ASCII ``x`` for ``×``.
 """
 
 from __future__ import annotations
@@ -27,10 +28,18 @@ LOOP_REPRS = ("scan", "for", "fori")
 GUARDS = ("select", "cond")
 """How the extra body applications of an unrolled while loop are guarded."""
 
-_KEYS = ("repr", "unroll", "guard")
+POLICIES = ("nothing", "dots", "dots_no_batch", "everything")
+"""The rematerialisation policies a checkpointed loop body may be given, by name: JAX's
+``nothing_saveable``, ``dots_saveable``, ``dots_with_no_batch_dims_saveable`` and
+``everything_saveable`` (``jax.checkpoint_policies``)."""
+
+_KEYS = ("repr", "unroll", "guard", "policy")
 XLA_KEY = "@xla"
 """The reserved key of a config's JSON that holds its XLA options (absent when it has none)."""
-_NOTATION = re.compile(r"^(?P<repr>scan|fori|while)(?:\s*[×x]\s*(?P<unroll>\d+))?(?:\s*/\s*(?P<guard>select|cond))?$")
+_NOTATION = re.compile(
+    r"^(?:(?P<for>for)|(?P<repr>scan|fori|while)(?:\s*[×x]\s*(?P<unroll>\d+))?(?:\s*/\s*(?P<guard>select|cond))?)"
+    r"(?:\s*\+\s*(?P<policy>\w+))?$"
+)
 
 
 @dataclass(frozen=True, order=True)
@@ -47,34 +56,43 @@ class SiteChoice:
         guard: only for ``"while"`` with ``unroll > 1``: ``"select"`` (every extra
             application is computed and discarded once the predicate is false; the
             default) or ``"cond"`` (skipped with ``lax.cond``). It is None otherwise.
+        policy: only for a loop whose body is checkpointed (``jax.checkpoint``): the
+            rematerialisation policy its checkpointed calls get, a name of :data:`POLICIES`;
+            None keeps the program's own.
 
     Example::
 
         >>> str(SiteChoice("while", 4, "cond")), SiteChoice.parse("scan x 4")
-        ('while×4/cond', SiteChoice(repr='scan', unroll=4, guard=None))
+        ('while×4/cond', SiteChoice(repr='scan', unroll=4, guard=None, policy=None))
+        >>> str(SiteChoice("scan", 4, policy="dots")), SiteChoice.parse("for+nothing").policy
+        ('scan×4+dots', 'nothing')
     """
 
     repr: str = "scan"
     unroll: int = 1
     guard: str | None = None
+    policy: str | None = None
 
     def __post_init__(self):
         rep, unroll, guard = checked_choice(self.repr, self.unroll, self.guard, "A site choice")
         object.__setattr__(self, "unroll", unroll)
         object.__setattr__(self, "guard", guard)
+        checked_policy(self.policy, "A site choice")
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"repr", "unroll"}``, plus ``"guard"`` when one is set (an unrolled while)."""
+        """``{"repr", "unroll"}``, plus ``"guard"`` when one is set (an unrolled while) and
+        ``"policy"`` when one is chosen."""
         d: dict[str, Any] = {"repr": self.repr, "unroll": self.unroll}
         if self.guard is not None:
             d["guard"] = self.guard
+        if self.policy is not None:
+            d["policy"] = self.policy
         return d
 
     def __str__(self) -> str:
-        if self.repr == "for":
-            return "for"
-        text = f"{self.repr}×{self.unroll}"
-        return f"{text}/cond" if self.guard == "cond" else text
+        text = "for" if self.repr == "for" else f"{self.repr}×{self.unroll}"
+        text = f"{text}/cond" if self.guard == "cond" else text
+        return f"{text}+{self.policy}" if self.policy is not None else text
 
     @classmethod
     def parse(cls, text: str) -> SiteChoice:
@@ -85,16 +103,18 @@ class SiteChoice:
         """
         if not isinstance(text, str):
             raise ConfigError(f"A site choice must be text like 'scan×4', got {type(text).__name__} {text!r}.")
-        s = text.strip()
-        if s == "for":
-            return cls("for")
-        m = _NOTATION.match(s)
+        m = _NOTATION.match(text.strip())
         if m is None:
             raise ConfigError(
                 f"Cannot read the site choice {text!r}; write one of 'for', 'scan×K', 'fori×K', "
-                "'while×K' or 'while×K/cond' (K a positive integer; 'x' works for '×')."
+                "'while×K' or 'while×K/cond' (K a positive integer; 'x' works for '×'), optionally "
+                f"followed by '+POLICY' (one of {list(POLICIES)})."
             )
-        return cls(*checked_choice(m["repr"], int(m["unroll"] or 1), m["guard"], f"The site choice {text!r}"))
+        where = f"The site choice {text!r}"
+        policy = checked_policy(m["policy"], where)
+        if m["for"]:
+            return cls("for", policy=policy)
+        return cls(*checked_choice(m["repr"], int(m["unroll"] or 1), m["guard"], where), policy=policy)
 
 
 def checked_choice(rep: Any, unroll: Any, guard: Any, where: str) -> tuple[str, int, str | None]:
@@ -120,20 +140,33 @@ def checked_choice(rep: Any, unroll: Any, guard: Any, where: str) -> tuple[str, 
     return rep, unroll, guard or "select"
 
 
+def checked_policy(policy: Any, where: str) -> str | None:
+    """THE rule of a choice's policy: None or a name of :data:`POLICIES`, else a
+    :class:`ConfigError` that starts with ``where``."""
+    if policy is not None and (not isinstance(policy, str) or policy not in POLICIES):
+        raise ConfigError(f"{where} has policy={policy!r}; valid policies are {list(POLICIES)} (or none).")
+    return policy
+
+
 def misfit(
-    choice: SiteChoice, kind: str, length: int | None, has_ys: bool, effects: bool = False
+    choice: SiteChoice, kind: str, length: int | None, has_ys: bool, effects: bool = False, checkpointed: bool = False
 ) -> tuple[str, str] | None:
     """THE rule of which choice fits which site: None when ``choice`` can be emitted at a site of
     ``kind`` (``"while"``, or a static loop of ``length`` steps, stacking outputs when ``has_ys``,
-    with side effects in its body when ``effects``), else ``(field, why)``: the choice's field at
-    fault (``"repr"``, ``"unroll"``, ``"guard"``) and why. The rewrite and the cache's entry
-    check both ask it.
+    with side effects in its body when ``effects``, a checkpointed body when ``checkpointed``),
+    else ``(field, why)``: the choice's field at fault (``"repr"``, ``"unroll"``, ``"guard"``,
+    ``"policy"``) and why. The rewrite and the cache's entry check both ask it.
 
     Example::
 
         >>> misfit(SiteChoice("scan", 16), "scan", 8, has_ys=False)[0]
         'unroll'
     """
+    if choice.policy is not None and not checkpointed:
+        return "policy", (
+            f"{choice.policy!r} applies only to a loop whose body is checkpointed (jax.checkpoint); "
+            "this one's is not: remove the policy"
+        )
     if kind == "while":
         if choice.repr != "while":
             return "repr", (
@@ -198,12 +231,11 @@ def _parse_choice(site_id: str, value: Any) -> SiteChoice:
     if unknown:
         raise ConfigError(
             f"Config entry for site {site_id!r} has unknown keys {sorted(map(str, unknown))}; "
-            'the valid keys are "repr", "unroll" and (for "while") "guard".'
+            'the valid keys are "repr", "unroll", (for "while") "guard" and (for a checkpointed body) "policy".'
         )
-    rep, unroll, guard = checked_choice(
-        value.get("repr", "scan"), value.get("unroll", 1), value.get("guard"), f"Config entry for site {site_id!r}"
-    )
-    return SiteChoice(rep, unroll, guard)
+    where = f"Config entry for site {site_id!r}"
+    rep, unroll, guard = checked_choice(value.get("repr", "scan"), value.get("unroll", 1), value.get("guard"), where)
+    return SiteChoice(rep, unroll, guard, checked_policy(value.get("policy"), where))
 
 
 class Config(Mapping):

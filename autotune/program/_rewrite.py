@@ -5,7 +5,10 @@ replays the jaxpr, binding each scan with the chosen ``unroll`` (the only scan
 parameter it writes), expanding ``at.loop`` sites into a Python ``for`` or a
 ``lax.fori_loop``, and re-emitting a changed while loop through the public
 ``lax.while_loop`` with cond/body functions that evaluate the original jaxprs
-(extra body applications guarded by the loop's predicate). Sub-jaxprs (scan/while bodies, cond branches, jit callees,
+(extra body applications guarded by the loop's predicate). A site's rematerialisation policy is
+applied earlier, where JAX reads it: the function is traced again with the chosen policy given
+to its checkpointed calls (:func:`under_policies`), so a ``jax.grad`` inside it saves the residuals
+that policy says. Sub-jaxprs (scan/while bodies, cond branches, jit callees,
 remat and custom-derivative bodies) that hold a changed site are re-traced
 through the same interpreter; all others are reused as they are.
 """
@@ -29,7 +32,7 @@ from autotune.program._xla import jit_options
 
 
 def _check_choice(site: LoopSite, choice: SiteChoice) -> None:
-    wrong = misfit(choice, site.kind, site.length, site.has_ys, bool(site.effects))
+    wrong = misfit(choice, site.kind, site.length, site.has_ys, bool(site.effects), site.policy is not None)
     if wrong is not None:
         field, why = wrong
         raise ConfigError(f"Config sets site {site.id!r} to {choice}, but its {field} {why}.")
@@ -196,6 +199,29 @@ def _expand_while(eqn, choice: SiteChoice, invals, plan: Plan, here: tuple) -> l
         return list(lax.while_loop(cond_fn, unrolled if choice.unroll > 1 else step, init))
 
 
+def policies_of(sites: list[LoopSite], config: Config) -> dict[str, str]:
+    """``{checkpoint key: policy name}`` for the checkpointed calls whose site ``config`` gives a
+    policy (see :func:`autotune.program._compat.policy_override`)."""
+    out: dict[str, str] = {}
+    for site in sites:
+        choice = config.get(site.id)
+        if choice is not None and choice.policy is not None and site.policy is not None:
+            out.update(dict.fromkeys(site.remat_keys, choice.policy))
+    return out
+
+
+def under_policies(program: Program, fn: Callable, args: tuple, kwargs: dict | None, config: Config) -> Program:
+    """``program`` (``fn`` traced on the arguments) when ``config`` chooses no policy for its
+    checkpointed loop bodies, else ``fn`` traced again with those policies in force: the same
+    sites, each with the policy it now has. Replay the program this returns under ``config``."""
+    policies = policies_of(program.sites, config)
+    if not policies:
+        return program
+    cached = any(s.remat_in_jit for s in program.sites if s.policy is not None)
+    with _compat.policy_override(policies, cached=cached):
+        return trace_program(fn, args, kwargs)
+
+
 def _signature_key(leaves, treedef, dynamic) -> Any:
     try:
         statics = tuple((i, leaves[i]) for i in range(len(leaves)) if i not in set(dynamic))
@@ -224,7 +250,8 @@ def with_config(fn: Callable, config: Config | dict | None) -> Callable:
     Arguments:
         fn: the function to re-emit.
         config: an :class:`at.Config` or a dict ``{site_id: {"repr": ..., "unroll": ...}}``;
-            a while site takes ``{"repr": "while", "unroll": k, "guard": "select" | "cond"}``.
+            a while site takes ``{"repr": "while", "unroll": k, "guard": "select" | "cond"}``;
+            a site whose body is checkpointed also takes ``"policy"`` (``"dots"``...).
 
     Returns:
         The re-emitted function.
@@ -249,7 +276,7 @@ def with_config(fn: Callable, config: Config | dict | None) -> Callable:
         if key is not None and key in programs:
             program, plan = programs[key]
         else:
-            program = trace_program(fn, args, kwargs)
+            program = under_policies(trace_program(fn, args, kwargs), fn, args, kwargs, config)
             plan = Plan(program.sites, config)
             if key is not None and not any(_compat.is_tracer(c) for c in _compat.unpack(program.jaxpr)[1]):
                 programs[key] = (program, plan)

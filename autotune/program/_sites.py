@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import jax
@@ -16,7 +16,7 @@ from autotune.program import _compat, _fingerprint
 from autotune.program._config import SiteChoice
 from autotune.program._loop import LoopTag
 
-_REWRITE_ONLY = ("num_carry", "num_xs", "reverse", "effects", "path")
+_REWRITE_ONLY = ("num_carry", "num_xs", "reverse", "effects", "path", "remat_keys", "remat_in_jit")
 """A site's fields that say how the rewrite re-emits it, not what the site is: left out of its JSON."""
 
 
@@ -56,6 +56,15 @@ class LoopSite:
         derived: True for a loop JAX derived from the user's (the backward loop of
             ``jax.grad``, a rematerialised copy under ``jax.checkpoint``); it is tuned
             as an ordinary scan.
+        policy: for a loop whose body makes checkpointed calls (``jax.checkpoint``, flax's
+            ``nn.remat``), the rematerialisation policy they have: a name of
+            :data:`~autotune.program._config.POLICIES`, or ``"custom"``; None for any other
+            loop. Under a ``jax.grad`` taken inside the program the calls appear in the
+            backward loop, so that is the site that has it.
+        remat_keys: the functions those calls checkpoint (where each is defined), by which a
+            re-trace gives them another policy.
+        remat_in_jit: whether one of those calls lies inside a ``jax.jit`` of its own, whose
+            trace JAX caches (a re-trace must clear that cache to bind the call again).
     """
 
     id: str
@@ -75,6 +84,9 @@ class LoopSite:
     effects: bool = field(default=False, compare=False, repr=False)
     path: tuple = field(default=(), compare=False, repr=False)
     library_source: str | None = field(default=None, compare=False, repr=False)
+    policy: str | None = None
+    remat_keys: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    remat_in_jit: bool = field(default=False, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The site as its JSON describes it: every field but how the rewrite re-emits it."""
@@ -232,10 +244,14 @@ def discover(jaxpr: Any) -> list[LoopSite]:
     An ``at.loop`` is recognised by the scope it opens around its scan. JAX sometimes
     moves that scope onto a call wrapping the scan (``jax.checkpoint`` under ``grad``),
     so a tag on a container that is not a loop passes down to the loops inside it.
-    A loop under a ``transpose`` transform anywhere above it is derived.
+    A loop under a ``transpose`` transform anywhere above it is derived. A checkpointed call
+    belongs to the innermost loop around it, and to the first such loop only.
     """
     sites: list[LoopSite] = []
     taken: set[str] = set()
+    remat: dict[str, dict[str, str]] = {}  # site id -> {checkpoint key: policy name}
+    claimed: set[str] = set()
+    in_jit: set[str] = set()  # the sites with a checkpointed call inside a jit of its own
 
     def visit(jx, path, parent, depth, pending: LoopTag | None, transposed: bool, outer: tuple):
         inner, _ = _compat.unpack(jx)
@@ -245,6 +261,13 @@ def discover(jaxpr: Any) -> list[LoopSite]:
             tag = LoopTag.from_scopes(scopes) or pending
             under = transposed or any(k == "transform" and n == "transpose" for k, n in scopes)
             site = None
+            if parent is not None and _compat.is_checkpoint(eqn):
+                key = _compat.checkpoint_key(eqn)
+                if key not in claimed or key in remat.get(parent, {}):
+                    claimed.add(key)
+                    remat.setdefault(parent, {}).setdefault(key, _compat.eqn_policy(eqn))
+                    if any(_compat.is_jit(e) for e in outer):
+                        in_jit.add(parent)
             if eqn.primitive.name in LOOP_PRIMITIVES:
                 site = _make_site(eqn, here, parent, depth, taken, tag, under, outer)
                 sites.append(site)
@@ -255,7 +278,13 @@ def discover(jaxpr: Any) -> list[LoopSite]:
                     visit(sub, here + addr, site.id, depth + 1, None, under, outer + (eqn,))
 
     visit(jaxpr, (), None, 0, None, False, ())
-    return sites
+    return [_with_remat(s, remat[s.id], s.id in in_jit) if s.id in remat else s for s in sites]
+
+
+def _with_remat(site: LoopSite, policies: dict[str, str], in_jit: bool) -> LoopSite:
+    names = set(policies.values())
+    policy = names.pop() if len(names) == 1 else _compat.CUSTOM
+    return replace(site, policy=policy, remat_keys=tuple(sorted(policies)), remat_in_jit=in_jit)
 
 
 def _is_dynamic(x: Any) -> bool:

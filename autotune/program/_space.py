@@ -1,5 +1,6 @@
-"""The search space of a program: per site a representation, an unroll factor and,
-for a while loop, a guard; and how many body copies each config emits.
+"""The search space of a program: per site a representation, an unroll factor,
+for a while loop a guard, for a checkpointed loop body a rematerialisation policy; and how
+many body copies each config emits.
 
 Unroll factors are remainder-aware. ``scan(unroll=k)`` over ``L`` steps emits
 ``k + L mod k`` copies of the body (``k`` in the rolled loop, the remainder after it),
@@ -24,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.program._config import GUARDS, Config, SiteChoice
+from autotune.program._config import GUARDS, POLICIES, Config, SiteChoice
 from autotune.program._rewrite import rewrite_error
 from autotune.program._sites import LoopSite
 from autotune.program._xla import PARAM as XLA_PARAM
@@ -93,12 +94,14 @@ def body_copies(site: LoopSite, choice: SiteChoice) -> int:
 
 @dataclass(frozen=True)
 class SiteSpace:
-    """The choices one site offers: representations, unroll factors, while guards."""
+    """The choices one site offers: representations, unroll factors, while guards and, for a
+    checkpointed body, rematerialisation policies (None, the program's own, first)."""
 
     site: LoopSite
     reprs: tuple[str, ...]
     unrolls: tuple[int, ...]
     guards: tuple[str, ...] = ()
+    policies: tuple[str | None, ...] = (None,)
 
     @property
     def choices(self) -> list[SiteChoice]:
@@ -111,7 +114,7 @@ class SiteSpace:
                     out.extend([SiteChoice("while", 1)] if u == 1 else [SiteChoice("while", u, g) for g in self.guards])
             else:
                 out.extend(SiteChoice(rep, u) for u in self.unrolls)
-        return out
+        return [SiteChoice(c.repr, c.unroll, c.guard, p) for p in self.policies for c in out]
 
     def param_names(self) -> tuple[str, str]:
         """The Optuna parameter names of this site's representation and unroll."""
@@ -122,14 +125,32 @@ class SiteSpace:
         """The Optuna parameter name of a while site's guard (set only when unroll > 1)."""
         return f"{self.site.id}.guard"
 
+    @property
+    def policy_param(self) -> str:
+        """The Optuna parameter name of a checkpointed site's policy (its value :data:`OWN`
+        for the program's own)."""
+        return f"{self.site.id}.policy"
+
+
+OWN = "own"
+"""The Optuna value of a site's policy parameter that keeps the program's own policy."""
+
+
+def policy_options(site: LoopSite) -> tuple[str | None, ...]:
+    """The policies a site offers: None (the program's own) and every other one of
+    :data:`POLICIES` when its body is checkpointed, else None alone."""
+    if site.policy is None:
+        return (None,)
+    return (None, *(p for p in POLICIES if p != site.policy))
+
 
 def _site_space(s: LoopSite) -> SiteSpace:
     if s.kind == "while":
         # A select guard would run a side-effecting body on discarded steps.
-        return SiteSpace(s, ("while",), WHILE_UNROLLS, ("cond",) if s.effects else GUARDS)
+        return SiteSpace(s, ("while",), WHILE_UNROLLS, ("cond",) if s.effects else GUARDS, policy_options(s))
     reprs = ("scan", "for") if s.kind == "scan" or s.has_ys else ("scan", "for", "fori")
     default_unroll = s.default.unroll if s.default.repr != "for" else 1
-    return SiteSpace(s, reprs, tuple(unroll_options(s.length, default_unroll)))
+    return SiteSpace(s, reprs, tuple(unroll_options(s.length, default_unroll)), (), policy_options(s))
 
 
 def _default_only(e: SiteSpace) -> SiteSpace:
@@ -158,7 +179,9 @@ class Space:
     offers ``scan`` (remainder-aware unroll factors, see :func:`unroll_options`) and
     ``for`` (fully unrolled); an ``at.loop`` also offers ``fori`` when it stacks no
     outputs; a while site offers ``while`` with unroll 1, 2, 4, 8, each unroll above 1
-    with the guard ``select`` or ``cond`` (only ``cond`` when the body has side effects).
+    with the guard ``select`` or ``cond`` (only ``cond`` when the body has side effects). A
+    site whose body is checkpointed offers each of those with its own policy and with every
+    other one of JAX's (:func:`policy_options`).
 
     Example::
 
@@ -245,6 +268,8 @@ class Space:
                 params[unroll_name] = choice.unroll
             if choice.guard is not None:
                 params[e.guard_param] = choice.guard
+            if len(e.policies) > 1:
+                params[e.policy_param] = choice.policy or OWN
         if self.xla:
             params[XLA_PARAM] = str(config.xla)
         return params
@@ -257,6 +282,8 @@ class Space:
             out[repr_name], out[unroll_name] = list(e.reprs), list(e.unrolls)
             if e.guards:
                 out[e.guard_param] = list(e.guards)
+            if len(e.policies) > 1:
+                out[e.policy_param] = [p or OWN for p in e.policies]
         if self.xla:
             out[XLA_PARAM] = [str(c) for c in self.xla]
         return out
@@ -269,7 +296,8 @@ class Space:
             rep = params.get(repr_name, e.reprs[0] if len(e.reprs) == 1 else e.site.default.repr)
             unroll = 1 if rep == "for" else int(params.get(unroll_name, 1))
             guard = params.get(e.guard_param) if rep == "while" and unroll > 1 else None
-            choices[e.site.id] = SiteChoice(rep, unroll, guard)
+            policy = params.get(e.policy_param, OWN) if len(e.policies) > 1 else None
+            choices[e.site.id] = SiteChoice(rep, unroll, guard, None if policy == OWN else policy)
         return Config(choices, xla=params.get(XLA_PARAM) if self.xla else None)
 
     def queued(self, fixed: dict[str, Any]) -> Space:
@@ -279,7 +307,8 @@ class Space:
 
     def suggest(self, trial: Any) -> Config:
         """Sample a config from an ``optuna.Trial``; unroll is conditional on the
-        representation, and a while site's guard on its unroll being above 1."""
+        representation, a while site's guard on its unroll being above 1; a checkpointed
+        site's policy is always asked (jointly with its unroll)."""
         choices = {}
         for e in self.entries:
             repr_name, unroll_name = e.param_names()
@@ -289,7 +318,10 @@ class Space:
                 unroll = int(trial.suggest_categorical(unroll_name, list(e.unrolls)))
             if rep == "while" and unroll > 1:
                 guard = trial.suggest_categorical(e.guard_param, list(e.guards))
-            choices[e.site.id] = SiteChoice(rep, unroll, guard)
+            policy = None
+            if len(e.policies) > 1:
+                policy = trial.suggest_categorical(e.policy_param, [p or OWN for p in e.policies])
+            choices[e.site.id] = SiteChoice(rep, unroll, guard, None if policy == OWN else policy)
         xla = trial.suggest_categorical(XLA_PARAM, [str(c) for c in self.xla]) if self.xla else None
         return Config(choices, xla=xla)
 

@@ -89,14 +89,22 @@ def distance(a: str, b: str) -> float:
 
 def _nearest_choice(choice: SiteChoice, offered: list[SiteChoice]) -> SiteChoice | None:
     """``choice`` where the site offers it, else the offered choice of its representation with
-    the nearest unroll factor (in ratio; its guard kept where offered); None for a representation
+    the nearest unroll factor (in ratio; its policy and guard kept where offered); None for a representation
     the site does not offer."""
     if choice in offered:
         return choice
     same = [c for c in offered if c.repr == choice.repr]
     if not same:
         return None
-    return min(same, key=lambda c: (c.guard != choice.guard, abs(math.log(c.unroll / choice.unroll)), c.unroll))
+    return min(
+        same,
+        key=lambda c: (
+            c.policy != choice.policy,
+            c.guard != choice.guard,
+            abs(math.log(c.unroll / choice.unroll)),
+            c.unroll,
+        ),
+    )
 
 
 def fit(config: Config, space: Any) -> Config | None:

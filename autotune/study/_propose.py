@@ -28,6 +28,8 @@ ENUMERATE_LIMIT = 20_000
 def _choice_distance(a: SiteChoice, b: SiteChoice) -> float:
     if a == b:
         return 0.0
+    if a.policy != b.policy:  # another rematerialisation policy: a program as different as another repr
+        return 1.0
     if a.repr != b.repr:
         return 1.0
     return min(1.0, abs(math.log2(max(1, a.unroll)) - math.log2(max(1, b.unroll))) / 4) or 0.25

@@ -136,3 +136,16 @@ def test_sites_names_match_the_legend_and_function_narrows_a_study_file(grad_stu
     assert "has no example of function 'grad_sites_study:nope'" in capsys.readouterr().err
     assert cli.main(["sites"]) == 2
     assert "Give a study FILE or --function KEY" in capsys.readouterr().err
+
+
+def test_a_checkpointed_loop_body_is_named_with_its_policy_and_the_ones_it_is_tuned_over(tmp_path):
+    from _repo import ROOT
+
+    study = str(ROOT / "studies" / "lstm_step.py")
+    r = run("sites", study, cwd=tmp_path, env=cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    note = "its body is checkpointed (policy nothing); tuned over its own policy and dots, dots_no_batch, everything"
+    assert note in text
+    r = run("sites", study, "--json", cwd=tmp_path, env=cli_env(tmp_path))
+    assert [s.get("policy") for s in json.loads(r.stdout)] == [None, "nothing"]

@@ -203,7 +203,15 @@ def test_equality_with_an_invalid_dict_is_false_not_an_error():
 
 # --- the one notation -------------------------------------------------------------------------
 
-from autotune.program._config import choice_label, config_label, scan_unroll, site_label  # noqa: E402
+from autotune.program._config import (  # noqa: E402
+    POLICIES,
+    SiteChoice,
+    choice_label,
+    config_label,
+    misfit,
+    scan_unroll,
+    site_label,
+)
 
 NOTATION = [
     (at.SiteChoice("scan", 1), "scan×1"),
@@ -359,3 +367,35 @@ def test_which_choice_fits_which_site_is_one_rule_for_the_rewrite_and_the_cache(
     assert misfit(at.SiteChoice("scan", 2), "while", None, has_ys=False)[0] == "repr"
     assert misfit(at.SiteChoice("while", 2), "while", None, has_ys=False, effects=True)[0] == "guard"
     assert misfit(at.SiteChoice("while", 2, "cond"), "while", None, has_ys=False, effects=True) is None
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("base", ["scan×4", "for", "fori×2", "while×4/cond", "while×1"])
+def test_a_policy_follows_a_plus_and_round_trips_through_text_and_json(base, policy):
+    choice = SiteChoice.parse(f"{base}+{policy}")
+    assert choice.policy == policy and str(choice) == f"{base}+{policy}"
+    assert SiteChoice.parse(str(choice).replace("×", "x").replace("+", " + ")) == choice
+    assert choice.to_dict()["policy"] == policy
+    config = at.Config({"s": choice})
+    assert at.Config.from_json(config.to_json()) == config and str(config) == f"s={base}+{policy}"
+
+
+def test_a_choice_without_policy_keeps_its_text_and_json():
+    """Entries written before policies existed still parse to the same config, with the same identity."""
+    assert SiteChoice.parse("scan×4").policy is None
+    assert at.Config({"s": {"repr": "scan", "unroll": 4}}).to_json() == '{"s":{"repr":"scan","unroll":4}}'
+    assert at.Config({"s": {"repr": "scan", "unroll": 4, "policy": None}}) == at.Config({"s": SiteChoice("scan", 4)})
+
+
+@pytest.mark.parametrize("text", ["scan×4+dot", "for+", "scan×4+dots+nothing", "+dots"])
+def test_an_unknown_or_malformed_policy_is_refused_by_name(text):
+    with pytest.raises(at.ConfigError, match=r"policy|Cannot read"):
+        SiteChoice.parse(text)
+    with pytest.raises(at.ConfigError, match=r"policy='x'; valid policies are \['nothing', 'dots'"):
+        at.Config({"s": {"repr": "scan", "unroll": 1, "policy": "x"}})
+
+
+def test_a_policy_fits_only_a_checkpointed_site():
+    choice = SiteChoice("scan", 2, policy="dots")
+    assert misfit(choice, "scan", 8, has_ys=False, checkpointed=True) is None
+    assert misfit(choice, "scan", 8, has_ys=False)[0] == "policy"
