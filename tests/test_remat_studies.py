@@ -106,14 +106,48 @@ def test_the_full_size_is_a_real_share_of_a_v5e_chip(monkeypatch, stem):
         sys.modules.pop(stem, None)
 
 
+TINY_STEP = """
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+import autotune as at
+
+EXPECTED_CALLS = 1000
+
+
+def layer(x, w):
+    return jnp.tanh(x @ w), None
+
+
+@at.autotuned(expected_calls=EXPECTED_CALLS)
+def train_step(ws, x):
+    def loss(ws):
+        y, _ = lax.scan(jax.checkpoint(layer), x, ws)
+        return jnp.sum(y * y)
+
+    return ws - 0.1 * jax.grad(loss)(ws)
+
+
+def examples():
+    return [(train_step, (jnp.full((4, 8, 8), 0.1), jnp.ones((2, 8))))]
+"""
+
+
 @pytest.mark.slow
 def test_autotune_tune_searches_the_policy_end_to_end(tmp_path):
+    """A training step of the studies' shape (a scan over a checkpointed layer, grad inside) at
+    a size that compiles in a fraction of a second: ``autotune tune`` measures policy configs."""
+    path = tmp_path / "tiny_step.py"
+    path.write_text(TINY_STEP)
     r = run(
         "tune",
-        study_path("transformer_step"),
+        str(path),
         "--json",
         "--trials",
-        "4",
+        "6",
+        "--sampler",
+        "grid",
         "--xla",
         "off",
         *CLI_FAST,
