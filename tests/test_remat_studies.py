@@ -65,7 +65,11 @@ def test_the_backward_loop_holds_the_checkpointed_layer_and_is_tuned_over_polici
     assert len(space) == len(space.entries[0].choices) ** 2 * 4 <= 64
 
 
-@pytest.mark.parametrize("stem", STUDIES)
+# The transformer compiles for 6 s a config on the CPU: its policies run in `make test` (slow).
+SLOW_STEMS = {"transformer_step"}
+
+
+@pytest.mark.parametrize("stem", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW_STEMS else s for s in STUDIES])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_every_policy_passes_the_guard_on_values_and_gradients(small, stem, policy):
     ex = small(stem)
@@ -76,6 +80,7 @@ def test_every_policy_passes_the_guard_on_values_and_gradients(small, stem, poli
     assert compare_outputs(want, got) is None
 
 
+@pytest.mark.slow  # two transformer compiles; tests/program/test_remat.py checks the same on a small step
 def test_the_policy_changes_the_transformer_steps_memory(small):
     """The key test: jax.grad runs inside the step, so what its forward pass saves was decided
     while tracing; a different temporary size shows the chosen policy reached that decision."""
