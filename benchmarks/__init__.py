@@ -12,7 +12,6 @@ Run each from the repository root as a module, ``python -m benchmarks.<name> [--
 - ``beside``: the slowdown of calls beside a compile, the tuner's stand-in against the winner's build.
 - ``workers``: scale-out with several worker processes (SQLite or PostgreSQL).
 - ``shapes``: a second input signature tuned from its neighbour's configs against a fresh study of it.
-- ``levers``: an experiment, each lever on the tuner's wall turned off in turn (``docs/results/tuning-wall.md``).
 - ``xla``: what XLA's compile options trade on the CPU (the catalog and the default of ``--xla``).
 - ``tpu_xla_probe``: which compile options the TPU's compiler takes and what they trade.
 
