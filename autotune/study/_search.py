@@ -175,8 +175,7 @@ class Search:
         """The default, measured REFERENCE_ROUNDS times: its medians are trial 0's figures. The first
         :data:`REFERENCE_COMPILES` compile it; the others re-time its kept executable, carrying the
         last compile (a runner that kept none compiles again)."""
-        ms = self.first_default or [self.runner.measure(self.default)]
-        self.first_default = []
+        ms = [self.runner.measure(self.default)]
         self.reference = ms[0].outputs
         while len(ms) < REFERENCE_ROUNDS:
             self.latch.check()
