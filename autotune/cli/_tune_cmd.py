@@ -125,6 +125,7 @@ def said_objective(a: argparse.Namespace) -> Override:
         getattr(a, "runtime_weight", None),
         getattr(a, "processes", None),
         cache,
+        getattr(a, "max_memory", None),
     )
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune import select as _select
-from autotune.measuring._measurement import Measurement
+from autotune.measuring._measurement import Measurement, device_memory
 from autotune.measuring._outcome import Outcome, counts_toward_trials, tally
 from autotune.measuring._wall import WallReport
 from autotune.program._config import Config
@@ -44,6 +44,11 @@ class TrialRecord:
     def skipped(self) -> bool:
         """Closed on its predicted compile time before compiling: no measurement."""
         return self.predicted_compile_s is not None
+
+    @property
+    def memory_bytes(self) -> int | None:
+        """The config's device memory as measured (:attr:`Measurement.memory_bytes`), or None."""
+        return None if not self.measurement else device_memory(self.measurement.get("memory"))
 
     @property
     def outcome(self) -> Outcome | None:

@@ -206,10 +206,10 @@ class StagedProposer:
 
 def xla_proposer(state: Run, seed: int | None, budget: int) -> Any:
     """The proposer of a run: ``_propose``'s for its sampler, staged where its space is."""
-    space = state.space
+    space, limited = state.space, state.objective.budget_bytes is not None
     if not isinstance(space, StagedSpace) or not space.xla:
-        return make_proposer(state.sampler, state.study, space, seed, budget)
-    loop = make_proposer(state.sampler, state.study, space.loops(), seed, budget - reserve(budget, space))
+        return make_proposer(state.sampler, state.study, space, seed, budget, limited)
+    loop = make_proposer(state.sampler, state.study, space.loops(), seed, budget - reserve(budget, space), limited)
     return StagedProposer(loop, state, budget)
 
 
