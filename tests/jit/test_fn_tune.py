@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import optuna
 import pytest
-from _presets import FAST, MEASURE_FAST, ONE_ROUND
+from _presets import FAST, ONE_ROUND
 
 import autotune as at
 from autotune import select as _select
