@@ -191,6 +191,8 @@ def result_json(fn, r) -> dict[str, Any]:
         "best_cost": r.best_cost,
         "default_cost": r.default_cost,
         "objective": r.objective.to_dict(),
+        "memory_bytes": r.best.memory_bytes,
+        "max_memory": r.objective.budget_bytes,
         "study": r.study_name,
         "storage": redact(r.storage),
         "cache": fn.cache.display_url,

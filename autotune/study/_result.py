@@ -88,6 +88,7 @@ class TrialRecord:
             "cost": self.cost,
             "reason": self.reason,
             "measurement": self.measurement,
+            "memory_bytes": self.memory_bytes,
             "compile_s_at_least": self.compile_s_at_least,
             "predicted_compile_s": self.predicted_compile_s,
         }
@@ -201,6 +202,12 @@ class TuneResult:
 
     def _gain_text(self) -> str:
         return "∞×" if math.isinf(self.speedup) else f"{self.speedup:.3g}×"
+
+    def over_budget(self, most: int = 3) -> list[TrialRecord]:
+        """The cheapest ``most`` trials measured over the memory budget that confirmation left out."""
+        limit, held = self.objective.budget_bytes, {p.config for p in self.confirmed}
+        over = [r for r in self.trials if r.point() is not None and r.cost is not None and not _select.fits(r, limit)]
+        return sorted((r for r in over if r.config not in held), key=lambda r: r.cost)[:most]
 
     def counts(self) -> dict[str, int]:
         """How many trials came to each outcome."""
