@@ -15,6 +15,7 @@ import autotune as at
 from autotune import select as _select
 from autotune.measuring._runner import InProcessRunner
 from autotune.report import load_study_report, report, studies_for_file
+from autotune.report._figures import FIGURES
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +129,7 @@ def test_a_while_loop_study_reports_its_dynamic_length(tmp_path):
     assert site["kind"] == "while" and site["length"] is None and rep.tunable_sites == [site]
     assert rep.default_config == {site["id"]: {"repr": "while", "unroll": 1}}
     files = report(str(tmp_path / "out"), study_names=[result.study_name], storage=storage)
-    assert len(files.figures) == 4
+    assert len(files.figures) == len(FIGURES)
 
 
 def test_a_missing_storage_is_one_clear_error_and_no_new_file(tmp_path):
