@@ -274,9 +274,10 @@ def tune_recorded(
 def pending_status(cache: Cache) -> list[PendingStatus]:
     """Every pending record, whether this device has a tuned entry for its exact key, and
     whether its value files are there."""
-    device_key = _keys.device_key(_host.target_device())
+    device = _host.target_device()
     rows = []
     for rec in cache.pending():
+        device_key = _keys.device_key(_keys.under_budget(device, rec.device.get("max_memory")))  # its budget's entry
         tuned = cache.lookup(rec.function_key, rec.fingerprint, rec.signature, device_key) is not None
         stored = bool(rec.value_files) and all(
             os.path.isfile(os.path.join(cache.values_dir, f)) for f in rec.value_files
