@@ -51,11 +51,11 @@ def test_bench_quick_one_study_json_shape(tmp_path):
     result = json.loads(out_json.read_text())
     check_shape(result)
     st = result["studies"][0]
+    assert result["settings"]["max_memory"] == st["max_memory"] == 2**30  # every approach under one budget
+    assert all(p["memory_bytes"] > 0 for p in st["grid_points"] if p.get("state") == "complete")
     assert st["study"] == "lambda_returns" and st["grid_size"] == 4 and st["sampled"] is True
     assert st["approaches"]["default"]["config"] == st["grid_points"][0]["config"]
     assert result["settings"]["final_processes"] == 2 and result["settings"]["burner"] is False
-    assert result["settings"]["max_memory"] == st["max_memory"] == 2**30  # every approach under one budget
-    assert all(p["memory_bytes"] > 0 for p in st["grid_points"] if p.get("state") == "complete")
     final = st["final"]
     assert len(set(final["pids"])) == 2 and final["parent_pid"] not in final["pids"]
     assert all(len(r["cost_per_process"]) == 2 for r in st["approaches"].values())
