@@ -47,6 +47,22 @@ def ratio(x: float | None) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x:.2f}×"
 
 
+def memory(n: int | float | None) -> str:
+    """Bytes for people, in binary units: ``"512 B"``, ``"1.5 KiB"``, ``"12 GiB"``, ``"-"`` for None.
+
+    Example::
+
+        >>> memory(512), memory(1536), memory(12 * 2**30), memory(None)
+        ('512 B', '1.5 KiB', '12 GiB', '-')
+    """
+    if n is None:
+        return "-"
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} B"
+
+
 def one_line(text: str | None) -> str:
     """Every run of whitespace (newlines included) as one space."""
     return " ".join((text or "").split())

@@ -21,6 +21,7 @@ from typing import Any
 from autotune._errors import StudyError, warn_user_once
 from autotune.measuring._sampling import NAMES as SAMPLING_NAMES
 from autotune.measuring._sampling import TIMING_MODES, Sampling, timing_mode_error
+from autotune.select._budget import parse as parse_budget
 
 SAMPLERS = ("auto", "tpe", "grid", "random", "nsga2")
 SEARCHES = ("cost", "pareto")
@@ -78,6 +79,11 @@ class TuneOptions:
             while it compiles beside it, instead of its compile as a stall (the tuned objective's
             ``tier_up``; a decorator with ``tier_up=True`` turns it on too). It is part of the study
             name, so a tiered pick never resumes a plain study.
+        max_memory: a memory budget (default None): a config whose device memory is over it never
+            wins. Bytes (``"12GiB"``, ``"512MB"``, an int) or a fraction of the device's memory
+            (``0.5``; refused where the device reports none, the CPU). It is the tuned objective's
+            ``max_memory`` (a decorator's ``max_memory`` sets it too), part of the study name and of
+            the cache entry's key: docs/how-to/memory-budget.md.
         neighbours: start a new study from what the cache holds for the same function on the same
             device at other input signatures (default True; ``fn.tune`` and ``autotune tune``, which
             have a cache): the default, then the nearest neighbours' best configs that fit are
@@ -119,6 +125,7 @@ class TuneOptions:
     builders: int | str = "auto"
     tier_up: bool = False
     neighbours: bool = True
+    max_memory: int | float | str | None = None
 
     def __post_init__(self):
         n = self.n_trials
@@ -140,6 +147,7 @@ class TuneOptions:
                 f"tier_up={self.tier_up!r} must be True or False (True: charge a slow compile what it costs "
                 "the calls the default serves beside it, as @at.autotuned(tier_up=True) runs it)."
             )
+        object.__setattr__(self, "max_memory", parse_budget(self.max_memory))
         if not isinstance(self.neighbours, bool):
             raise StudyError(
                 f"neighbours={self.neighbours!r} must be True or False (True: start from the cache's configs of "
@@ -178,8 +186,10 @@ class TuneOptions:
 
     def goal(self, objective: Any) -> Any:
         """``objective`` (an :class:`autotune.Objective`) as these options tune it: with ``tier_up``
-        turned on when they ask for it (the one place the option reaches the objective)."""
-        return objective.overridden(tier_up=True) if self.tier_up and not objective.tier_up else objective
+        turned on when they ask for it, and with their ``max_memory`` where they set one (the one
+        place these options reach the objective)."""
+        goal = objective.overridden(tier_up=True) if self.tier_up and not objective.tier_up else objective
+        return goal if self.max_memory is None else goal.overridden(max_memory=self.max_memory)
 
     @property
     def timing_mode(self) -> str:

@@ -44,6 +44,7 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
         ctl = controller(ex.fn)
         study = name if len(examples) == 1 else f"{name}:{ctl.__name__}"
         objective = Objective(ctl.expected_calls, ctl.compile_weight, ctl.runtime_weight)
+        a.max_memory_bytes = budget_bytes(a)
         sites = ctl.sites(*ex.args, **ex.kwargs)
         timing = {"target_s": a.target_s, **({"mode": a.timing} if a.timing else {})}
         runner = grid_runner(ctl, ex, timing, a)
@@ -70,6 +71,7 @@ def run_study(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
             "expected_calls": objective.expected_calls,
             "compile_weight": objective.compile_weight,
             "runtime_weight": objective.runtime_weight,
+            "max_memory": a.max_memory_bytes,
             "space_size": len(space),
             "grid_size": len(configs),
             "sampled": sampled,
@@ -124,8 +126,18 @@ def point(m, objective) -> dict[str, Any]:
         "run_cost_s": m.run_cost_s,  # ... and the 10th percentile of the calls (load stretches the median)
         "run_s": m.run_s,
         "run_iqr_s": m.run_iqr_s,
+        "memory_bytes": m.memory_bytes,
         "cost": objective.cost(m),
     }
+
+
+def budget_bytes(a: argparse.Namespace) -> int | None:
+    """``--max-memory`` in bytes on the device the trials run on (a fraction of its memory resolved there)."""
+    from autotune.measuring import _host
+    from autotune.select._budget import resolve
+
+    limit = None if a.max_memory is None or isinstance(a.max_memory, int) else _host.target_device().get("bytes_limit")
+    return resolve(a.max_memory, limit, "--max-memory")
 
 
 def run_grid(study, runner, configs, objective, sites, a: argparse.Namespace, more=None) -> dict[str, Any]:
@@ -147,7 +159,11 @@ def run_grid(study, runner, configs, objective, sites, a: argparse.Namespace, mo
     ok = [p for p in points if p.get("state") == "complete"]
     if not ok:
         raise RuntimeError(f"{study}: no grid config compiled and ran")
-    best = min(ok, key=lambda p: p["cost"])
+    from autotune.select._budget import within
+
+    # Under a budget the grid's best is the best config that fits it (where none does, the best of all).
+    fit = [p for p in ok if within(p.get("memory_bytes"), getattr(a, "max_memory_bytes", None))] or ok
+    best = min(fit, key=lambda p: p["cost"])
     return {"points": points, "best": best, "wall": wall, "wall_report": accounted.report().to_json()}
 
 
@@ -280,6 +296,7 @@ def run_searches(name, ctl, ex, objective, timing, xla: bool, n_trials: int, a, 
                 seed=a.seed,
                 timing=timing,
                 trial_timeout=a.trial_timeout,
+                max_memory=a.max_memory_bytes,
                 **tune_options(searched, marks, a),
             )
         wall = time.perf_counter() - t0

@@ -158,6 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["steady", "blocking", "device"],
         help="how a call's runtime is timed in every approach (default: the tuner's default)",
     )
+    p.add_argument(
+        "--max-memory",
+        default=None,
+        metavar="SIZE",
+        help="a memory budget for every approach (12GiB, bytes, or a fraction of the device's): the tuner tunes "
+        "under it and the grid's best is the best config that fits it",
+    )
     p.add_argument("--quiet", action="store_true")
     p.add_argument(
         "--render",
@@ -176,6 +183,9 @@ def resolve(a: argparse.Namespace) -> argparse.Namespace:
     if a.rounds < 1 or a.final_processes < 1:
         raise SystemExit("benchmarks.bench: --rounds and --final-processes must be at least 1.")
     a.target_s = a.target_s if a.target_s is not None else (0.05 if a.quick else 0.2)
+    from autotune.select._budget import parse
+
+    a.max_memory = parse(a.max_memory, "--max-memory")  # bytes or a fraction, turned into bytes per study
     for name in a.studies:
         if not os.path.isfile(study_path(name)):
             raise SystemExit(
@@ -219,7 +229,8 @@ def child_argv(a: argparse.Namespace) -> list[str]:
         "--xla",
         a.xla,
     ]
-    for flag, value in (("--confirm-top", a.confirm_top), ("--confirm-rounds", a.confirm_rounds)):
+    more = (("--confirm-top", a.confirm_top), ("--confirm-rounds", a.confirm_rounds), ("--max-memory", a.max_memory))
+    for flag, value in more:
         if value is not None:
             argv += [flag, str(value)]
     return argv
@@ -324,6 +335,7 @@ def header(a: argparse.Namespace, jax, jaxlib, _host) -> dict[str, Any]:
             "xla": a.xla,
             "timing": a.timing or "default",
             "trial_timeout": a.trial_timeout,
+            "max_memory": a.max_memory,
         },
         "loadavg_start": loadavg(),
         "studies": [],

@@ -44,13 +44,15 @@ def check_shape(result):
 def test_bench_quick_one_study_json_shape(tmp_path):
     out_json, out_md = tmp_path / "b.json", tmp_path / "b.md"
     cmd = tiny_bench("lambda_returns", out_json, "--quick", "--grid-max", "4", "--min-trials", "2")
-    cmd += ["--final-processes", "2", "--out", str(out_md)]
+    cmd += ["--final-processes", "2", "--out", str(out_md), "--max-memory", "1GiB"]
     env = repo_env()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out_json.read_text())
     check_shape(result)
     st = result["studies"][0]
+    assert result["settings"]["max_memory"] == st["max_memory"] == 2**30  # every approach under one budget
+    assert all(p["memory_bytes"] > 0 for p in st["grid_points"] if p.get("state") == "complete")
     assert st["study"] == "lambda_returns" and st["grid_size"] == 4 and st["sampled"] is True
     assert st["approaches"]["default"]["config"] == st["grid_points"][0]["config"]
     assert result["settings"]["final_processes"] == 2 and result["settings"]["burner"] is False

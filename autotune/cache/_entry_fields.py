@@ -29,12 +29,13 @@ _REQUIRED = tuple("function_key fingerprint signature device config sites measur
 _OPTIONAL = ("default_cost", "pareto", "study_name", "created_at", "default_config", "complete_range", "retune")
 _POINT_KEYS = tuple(
     "config compile_cost_s run_cost_s rounds confirmed equivalent load_cost_s load_measured slowdown "
-    "compile_slowdown".split()
+    "compile_slowdown memory_bytes".split()
 )
 """What an entry keeps of a :class:`autotune.select.Point` (older entries spell the seconds
 ``compile_s`` and ``run_s``: read as these, see ``Point.LEGACY_KEYS``; ``load_cost_s``, what a later
 process pays with the compilation cache on, re-picks ``best --processes``; ``slowdown``, the
-default's calls beside a compile, and ``compile_slowdown``, a compile beside them, re-pick with tier-up)."""
+default's calls beside a compile, and ``compile_slowdown``, a compile beside them, re-pick with tier-up;
+``memory_bytes``, the config's device memory, re-picks under a memory budget)."""
 _RANGE_KEYS = ("from_calls", "to_calls", "why")
 
 
@@ -147,6 +148,8 @@ def _point(name: str, value: Any, sites: Mapping[str, Mapping[str, Any]]) -> dic
     for k in ("slowdown", "compile_slowdown"):
         if k in item:
             out[k] = v.number(f"{name}.{k}", item[k], minimum=1)
+    if item.get("memory_bytes") is not None:
+        out["memory_bytes"] = int(v.number(f"{name}.memory_bytes", item["memory_bytes"], minimum=0))
     if "rounds" in item:
         out["rounds"] = _rounds(f"{name}.rounds", item["rounds"])
     if "equivalent" in item:  # configs that lowered to this point's program (one contender)

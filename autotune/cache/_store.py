@@ -47,6 +47,8 @@ def entry_from_result(result: TuneResult, function_key: str, retune: str | None 
         "reps": best.reps,
     }
     measurements.update({f"memory_{k}_bytes": v for k, v in best.memory.items()})
+    if best.memory_bytes is not None:  # THE device memory figure (`device_memory`), what a budget holds
+        measurements["memory_bytes"] = best.memory_bytes
     if best.flops is not None:
         measurements["flops"] = best.flops
     return CacheEntry(

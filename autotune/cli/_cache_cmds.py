@@ -75,7 +75,14 @@ def entry_json(e) -> dict[str, Any]:
         "in_range": e.covers(_calls(e)),
         "retune_command": e.retune_command(_calls(e)),
         "tiered_cost": _tiered(e),
+        "memory_bytes": _memory(e),
+        "max_memory": e.goal.budget_bytes,
     }
+
+
+def _memory(e) -> int | None:
+    """The winner's device memory (`autotune.measuring._measurement.device_memory`), as stored."""
+    return e.measurements.get("memory_bytes")
 
 
 def site_names(entries: list, wide: bool = False) -> SiteNames:
@@ -175,19 +182,22 @@ def _best_table(entries: list, names: SiteNames, wide: bool):
     show_processes = any(e.goal.processes != 1 for e in entries)
     tiered = {id(e): _tiered(e) for e in entries}
     show_tiered = any(x is not None for x in tiered.values())  # a winner qualifies for tier-up
+    show_budget = any(e.goal.budget_bytes is not None for e in entries)
     cols = (
         ["function"]
         + (["device"] if show_device else [])
         + (["signature"] if show_signature else [])
         + ["config", "cost"]
         + (["tiered"] if show_tiered else [])
+        + ["memory"]
+        + (["budget"] if show_budget else [])
         + ["calls"]
         + (["processes"] if show_processes else [])
         + ["complete for"]
         + (["compile", "run"] if wide else [])
     )
     title = "best configs" + ("" if show_device else f" on {entries[0].device.get('device_kind', '?')}")
-    t = table(title, cols, right=("cost", "tiered", "calls", "compile", "run"), wide=wide)
+    t = table(title, cols, right=("cost", "tiered", "memory", "budget", "calls", "compile", "run"), wide=wide)
     for e in entries:
         row = [e.function_key]
         if show_device:
@@ -198,6 +208,8 @@ def _best_table(entries: list, names: SiteNames, wide: bool):
             names.config(e.config, e.function_key),
             _display.cost(e.cost),
             *([_display.cost(tiered[id(e)]) if tiered[id(e)] is not None else "-"] if show_tiered else []),
+            _display.memory(_memory(e)),
+            *([_display.memory(e.goal.budget_bytes)] if show_budget else []),
             _select.format_calls(_calls(e)),
             *([_processes_text(e)] if show_processes else []),
             _display.range_text(e.covered_range),

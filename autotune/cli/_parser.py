@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from autotune.cli._types import duration, memory_size
+
 DESCRIPTION = "Tune the loop structure of JAX programs (for / scan / fori / unroll), and inspect the tuning cache."
 HELPER_ONLY = ("join_study", "example")
 """Hidden ``tune`` options that only a ``--workers`` helper gets."""
@@ -47,17 +49,6 @@ positive_int = _number("positive_int", int, 1)
 builders_count = _number("builders_count", int, 0, word="auto")  # --builders: auto or K >= 0
 nonneg_float = _number("nonneg_float", float, 0)
 positive_float = _number("positive_float", float, 0, above=True)  # --run-seconds: no sampling times nothing
-
-
-def duration(text: str) -> float:
-    """Seconds of ``90s``, ``30m``, ``1.5h`` or plain seconds (`autotune.record._budget.parse_duration`)."""
-    from autotune._errors import StudyError
-    from autotune.record._budget import parse_duration
-
-    try:
-        return parse_duration(text)
-    except StudyError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("--time-budget ").rstrip(".")) from None
 
 
 def _one_of(name: str):
@@ -120,6 +111,7 @@ _BUILDERS_HELP = (
     "K, 0 (compile in the worker) or auto (default: min(4, cores-1) when the worker owns a TPU v5e chip)"
 )
 _NEIGHBOURS_HELP = "start each study from nothing, not from the cache's configs of the function at other signatures"
+_MAX_MEMORY_HELP = "memory budget: 12GiB, 512MB, bytes or a fraction of the device's (0.5); default: the decorator's"
 _PROCESSES_HELP = (
     "how many processes will run each function (each calling it --expected-calls times); "
     "override the decorator's processes (default 1)"
@@ -149,6 +141,7 @@ def _tune_parser(sub) -> None:
         ("--compile-weight", nonneg_float, "W", "override the decorator's compile_weight (default 1)"),
         ("--runtime-weight", nonneg_float, "W", "override the decorator's runtime_weight (default 1)"),
         ("--processes", positive_int, "P", _PROCESSES_HELP),
+        ("--max-memory", memory_size, "SIZE", _MAX_MEMORY_HELP),
     )
     p.add_argument(
         "--compilation-cache",

@@ -57,6 +57,20 @@ def space_text(result) -> str:
     return f"{result.space_size}: {loops} loop configs, then {extra} with XLA options on the best of them"
 
 
+def budget_line(result) -> str:
+    """One line on the memory budget a tune kept (`autotune.select._budget.feasible` decided)."""
+    limit = result.objective.budget_bytes
+    head = f"memory budget {_display.memory(limit)}: "
+    mine = _select.point_of(result.confirmed, result.default_config)
+    used = _display.memory(None if mine is None else mine.memory_bytes)
+    if not any(_select.fits(p, limit) for p in result.confirmed):
+        return head + f"no config measured fits it, so the default ({used}) stays"
+    if mine is not None and not _select.fits(mine, limit):
+        return head + f"the default ({used}) is over it, so the winner is the cheapest config that fits"
+    over = sum(1 for t in result.trials if t.point() is not None and not _select.fits(t, limit))
+    return head + f"{over} of the configs measured are over it and cannot win"
+
+
 def show_result(out, fn, result, *, wide: bool = False, timing: str | None = None) -> None:
     """The tables and lines ``autotune tune`` prints for one function (one line for a
     finished study, which measured nothing); ``timing``: the timing mode asked for."""
@@ -80,7 +94,9 @@ def show_result(out, fn, result, *, wide: bool = False, timing: str | None = Non
     )
     out.print(result_table(result, names, title))
     say(out, timing_line(result, timing), wide=wide)
-    ranked = _select.ranked(result.confirmed, goal)
+    if goal.budget_bytes is not None:
+        say(out, budget_line(result), wide=wide)
+    ranked = _select.ranked([p for p in result.confirmed if _select.fits(p, goal.budget_bytes)], goal)
     if ranked and ranked[0].config != winner:
         say(
             out,

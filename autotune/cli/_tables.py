@@ -348,8 +348,8 @@ def result_table(result, names: SiteNames, title: str | None = None):
     rows = _select.ranked(result.confirmed, goal)
     tiered = [tiered_of(result.confirmed, row.config, default, goal) for row in rows]
     shown = any(x is not None for x in tiered)  # a "tiered" column where a config qualifies for tier-up
-    columns = ("config", "compile", "run", "cost", *(("tiered",) if shown else ()), "vs default")
-    t = table(title, columns, right=("compile", "run", "cost", "tiered", "vs default"), wide=names.wide)
+    columns = ("config", "compile", "run", "cost", *(("tiered",) if shown else ()), "memory", "vs default")
+    t = table(title, columns, right=("compile", "run", "cost", "tiered", "memory", "vs default"), wide=names.wide)
     for row, x in zip(rows, tiered):
         c = _select.cost(row, goal)
         is_default = row.config == default
@@ -360,9 +360,21 @@ def result_table(result, names: SiteNames, title: str | None = None):
             _display.seconds(row.run_cost_s),
             _display.cost(c),
             *((_display.cost(x) if x is not None else "-",) if shown else ()),
-            "default" if is_default else _display.ratio(result.default_cost / c) if c > 0 else "-",
+            _display.memory(row.memory_bytes),
+            _versus(result, row, c, is_default),
         )
+    for r in result.over_budget():  # measured, never confirmed: listed with the figure that rules them out
+        figures = (_display.seconds(r.point().compile_cost_s), _display.seconds(r.point().run_cost_s))
+        t.add_row(names.config(r.config.to_dict()), *figures, _display.cost(r.cost), *(("-",) if shown else ()),
+                  _display.memory(r.memory_bytes), "over budget")  # fmt: skip
     return t
+
+
+def _versus(result, row: Any, c: float, is_default: bool) -> str:
+    over = not _select.fits(row, result.objective.budget_bytes)
+    if is_default:
+        return "default, over budget" if over else "default"
+    return "over budget" if over else _display.ratio(result.default_cost / c) if c > 0 else "-"
 
 
 def trial_lines(trials: Sequence[Any], names: SiteNames, width: int, most: int = 8, full: bool = False) -> list[str]:

@@ -125,6 +125,7 @@ def said_objective(a: argparse.Namespace) -> Override:
         getattr(a, "runtime_weight", None),
         getattr(a, "processes", None),
         cache,
+        getattr(a, "max_memory", None),
     )
 
 
@@ -190,6 +191,8 @@ def result_json(fn, r) -> dict[str, Any]:
         "best_cost": r.best_cost,
         "default_cost": r.default_cost,
         "objective": r.objective.to_dict(),
+        "memory_bytes": r.best.memory_bytes,
+        "max_memory": r.objective.budget_bytes,
         "study": r.study_name,
         "storage": redact(r.storage),
         "cache": fn.cache.display_url,

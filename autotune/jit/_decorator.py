@@ -338,6 +338,7 @@ def autotuned(
     key: str | None = None,
     record: bool | str = False,
     tier_up: bool = False,
+    max_memory: int | float | str | None = None,
     **jit_kwargs: Any,
 ):
     """Decorate a function like ``jax.jit``; its loops follow the tuned config in the cache.
@@ -364,6 +365,7 @@ def autotuned(
             compiles much slower than the default runs the default at once while the winner
             compiles on a background thread, and the winner from the first call after it is built
             (`autotune.jit._tier`; docs/how-to/tier-up.md). Hands out the :class:`Autotuned` object.
+        max_memory: a memory budget, ``"12GiB"`` or a fraction such as ``0.5``: docs/how-to/memory-budget.md.
         **jit_kwargs: passed to ``jax.jit`` (``static_argnums``, ``donate_argnums``, ...).
 
     Returns:
@@ -385,8 +387,7 @@ def autotuned(
         >>> smooth(jnp.zeros(4)).shape
         (4,)
     """
-    said = dict(expected_calls=expected_calls, compile_weight=compile_weight, runtime_weight=runtime_weight)
-    said.update(processes=processes, compilation_cache=compilation_cache)
+    said = {k: v for k, v in locals().items() if k in OBJECTIVE_KEYWORDS}  # the objective's keywords, as said
     objective, _ = merged_objective(DEFAULT, True, said)  # the one Objective, built at the boundary
     detect = compilation_cache is None
 

@@ -185,9 +185,11 @@ def read_config(reader: Reader, target: Target, objective: Objective, program: A
     after_prefetch()
     fingerprint = program.fingerprint
     try:
-        device_key = _keys.device_key(_keys.device_info())
+        info = _keys.device_info()
     except Exception as exc:  # no backend: jit itself will say so
         return Lookup(Config(), "default (cache error)", None, fingerprint, signature, "?", str(exc))
+    objective = objective.on_device(info.get("bytes_limit"))  # a budget's fraction, in bytes (else ConfigError)
+    device_key = _keys.device_key(_keys.under_budget(info, objective.budget_bytes))  # an entry of this budget
     key = target.key
     try:
         # Tuned for another call count or weights: the lookup re-picks with the one rule.

@@ -262,11 +262,12 @@ def _prepare(target: Target, values_mode: bool, cache: Any, rec: Recording, toke
         if any(r.key == token for r in cache.pending(target.key)):
             return None  # recorded before: do not copy or write its values again
         arrays, note = host_copies(leaves, rec.values, max_bytes())
+    info = _keys.device_info()  # keyed as the entry it becomes: under the objective's memory budget
     fields = dict(
         function_key=target.key,
         fingerprint=rec.lookup.fingerprint,
         signature=rec.lookup.signature,
-        device=_keys.device_info(),
+        device=_keys.under_budget(info, rec.objective.on_device(info.get("bytes_limit")).budget_bytes),
         location=location,
         abstract=abstract,
         # Where the program runs is where its processes and compilation cache are known.

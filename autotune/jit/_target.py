@@ -30,7 +30,14 @@ from autotune.select._objective import Objective, compilation_cache_on
 ON_MISS = ("default", "warn", "tune")
 """What ``on_miss=`` may say: run the default, warn once and run it, or tune after the first call."""
 
-OBJECTIVE_KEYWORDS = ("expected_calls", "compile_weight", "runtime_weight", "processes", "compilation_cache")
+OBJECTIVE_KEYWORDS = (
+    "expected_calls",
+    "compile_weight",
+    "runtime_weight",
+    "processes",
+    "compilation_cache",
+    "max_memory",
+)
 """The decorator's keywords that make its :class:`Objective` (`merged_objective`)."""
 
 

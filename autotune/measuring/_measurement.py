@@ -22,6 +22,9 @@ STAGES = ("trace_s", "lower_s", "compile_s")
 OPTIONAL_SECONDS = ("trace_cpu_s", "lower_cpu_s", "compile_cpu_s", "run_p10_s", "load_cost_s", "sampled_s", "loaded_s")
 """Seconds a record may lack (None): older records, or not measured."""
 
+MEMORY_PARTS = ("temp", "generated_code", "argument", "output", "alias")
+"""The byte counts kept of XLA's ``Compiled.memory_analysis()`` (``<part>_size_in_bytes``), under these names."""
+
 OLDER_TIMING = "blocking"
 """The timing of a record written before the mode was kept: every call was waited for on its own."""
 
@@ -37,7 +40,8 @@ class Measurement:
         run_s: median seconds per call after warm-up, timed as :attr:`timing` says; ``run_iqr_s`` is
             the interquartile range of the samples.
         reps: how many calls the runtime figures are based on.
-        memory: bytes XLA reports (``temp``, ``generated_code``, ``argument``, ``output``).
+        memory: bytes XLA reports (:data:`MEMORY_PARTS`: ``temp``, ``generated_code``, ``argument``,
+            ``output``, ``alias``); their one total is :attr:`memory_bytes`.
         flops: flops XLA's cost analysis reports, or None.
         program_hash: sha256 of the lowered program's text (computed before compiling):
             two configs with the same hash compile to the same program.
@@ -90,6 +94,11 @@ class Measurement:
         """The per-call seconds the objective charges: :attr:`run_p10_s` (a call another
         process preempts takes longer, never shorter), else ``run_s``."""
         return self.run_s if self.run_p10_s is None else self.run_p10_s
+
+    @property
+    def memory_bytes(self) -> int | None:
+        """The config's device memory (:func:`device_memory`), or None where XLA reports none."""
+        return device_memory(self.memory)
 
     @property
     def compile_total_s(self) -> float:
@@ -162,6 +171,27 @@ def compile_total(figures: Any) -> float | None:
     if get("trace_s") is None:
         return None
     return sum(float(get(k) or 0.0) for k in STAGES)
+
+
+def device_memory(memory: Any) -> int | None:
+    """THE device memory of a config, in bytes, from XLA's figures (``Measurement.memory``):
+    arguments + outputs + temporaries + generated code − aliased bytes, what one call of the
+    executable holds on the device at its peak as XLA's buffer assignment plans it (an output that
+    reuses a donated argument's buffer is counted once). None where XLA reports no arguments,
+    outputs nor temporaries (a backend without a memory analysis).
+
+    Example::
+
+        >>> device_memory({"argument": 400, "output": 400, "temp": 100, "generated_code": 20, "alias": 400})
+        520
+        >>> device_memory({}) is None
+        True
+    """
+    memory = dict(memory or {})
+    if not any(k in memory for k in ("argument", "output", "temp")):
+        return None
+    total = sum(int(memory.get(k) or 0) for k in ("argument", "output", "temp", "generated_code"))
+    return max(0, total - int(memory.get("alias") or 0))
 
 
 def median_of(ms: list[Measurement]) -> Measurement:

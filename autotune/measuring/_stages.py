@@ -25,6 +25,7 @@ from typing import Any
 import jax
 
 from autotune.measuring._beside import compiling
+from autotune.measuring._measurement import MEMORY_PARTS
 from autotune.measuring._measurement import Measurement as Measurement  # the value this module produces
 from autotune.measuring._oom import running_out_of_memory
 from autotune.measuring._sampling import DEFAULT, Sampling
@@ -180,8 +181,7 @@ def _memory(compiled) -> dict[str, int]:
         stats = compiled.memory_analysis()
     except Exception:
         return {}
-    sizes = {k: getattr(stats, f"{k}_size_in_bytes", None) for k in ("temp", "generated_code", "argument", "output")}
-    return {key: int(value) for key, value in sizes.items() if value is not None}
+    return {k: int(v) for k in MEMORY_PARTS if (v := getattr(stats, f"{k}_size_in_bytes", None)) is not None}
 
 
 def _flops(compiled) -> float | None:

@@ -359,3 +359,14 @@ def jaxpr_function(closed: Any):
     """(a function of a closed jaxpr's flat inputs that evaluates it, the inputs' avals)."""
     inner, _ = unpack(closed)
     return jex_core.jaxpr_as_fun(closed), [v.aval for v in inner.invars]
+
+
+def device_bytes_limit(device: Any) -> int | None:
+    """The memory a device reports it can give (``memory_stats()["bytes_limit"]``), or None where it
+    reports none (the CPU)."""
+    try:
+        stats = device.memory_stats()
+    except Exception:  # a backend without memory statistics
+        return None
+    limit = (stats or {}).get("bytes_limit")
+    return int(limit) if limit else None

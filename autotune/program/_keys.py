@@ -11,7 +11,9 @@ Nothing else in autotune computes these. The rules (also in the README's cache s
 * signature: pytree structure, then per leaf dtype (``~`` = weak type), shape, the mesh
   it is on (axis names and sizes, non-Auto axis types, an explicit spec), or the value of
   a static leaf.
-* device: platform, device kind and count, jax and jaxlib versions.
+* device: platform, device kind and count, jax and jaxlib versions; and the memory budget in
+  bytes where one was set (``|max_memory=N``: a config tuned under a budget is the answer for
+  a device with that much memory to give, and stands in for no other budget).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from typing import Any
 import jax
 import jaxlib
 import numpy as np
+
+from autotune.program import _compat
 
 _ADDRESS_RE = re.compile(r" at 0x[0-9a-fA-F]+")
 MAX_SIGNATURE_CHARS = 2000
@@ -164,24 +168,36 @@ def short_hash(text: str, n: int = 10) -> str:
 
 
 def device_info(backend: str | None = None) -> dict[str, Any]:
-    """Platform, device kind and count, jax and jaxlib versions of the default backend."""
+    """Platform, device kind and count, jax and jaxlib versions of the default backend, and the
+    first device's memory in bytes (``bytes_limit``) where it reports one (the CPU does not)."""
     devices = jax.devices(backend) if backend else jax.devices()
     first = devices[0]
-    return {
+    info = {
         "platform": first.platform,
         "device_kind": str(getattr(first, "device_kind", first.platform)),
         "device_count": len(devices),
         "jax": jax.__version__,
         "jaxlib": getattr(jaxlib, "__version__", "?"),
     }
+    limit = _compat.device_bytes_limit(first)
+    return info if limit is None else {**info, "bytes_limit": limit}
 
 
 def device_key(info: dict[str, Any]) -> str:
-    """``"platform|device_kind|device_count|jax=V|jaxlib=V"``: only those five fields count."""
+    """``"platform|device_kind|device_count|jax=V|jaxlib=V"``, then ``"|max_memory=N"`` where the
+    device dict carries a memory budget (:func:`under_budget`): only those fields count."""
+    budget = info.get("max_memory")
     return (
         f"{info.get('platform')}|{info.get('device_kind')}|{info.get('device_count')}|"
-        f"jax={info.get('jax')}|jaxlib={info.get('jaxlib')}"
+        f"jax={info.get('jax')}|jaxlib={info.get('jaxlib')}" + ("" if budget is None else f"|max_memory={budget}")
     )
+
+
+def under_budget(info: dict[str, Any], max_memory: int | None) -> dict[str, Any]:
+    """The device dict a result tuned under the memory budget ``max_memory`` (bytes; None: no
+    budget) is keyed by: ``info`` with ``max_memory`` set, or without it."""
+    rest = {k: v for k, v in info.items() if k != "max_memory"}
+    return rest if max_memory is None else {**rest, "max_memory": int(max_memory)}
 
 
 def study_name(
@@ -201,7 +217,7 @@ def study_name(
     A ``search="pareto"`` study does not depend on the objective (it minimises compile and
     run seconds separately), so its name ends in ``/pareto`` and every call count re-uses it.
     An objective with ``tier_up`` (another cost: a slow compile is charged what it costs the calls
-    served beside it) ends in ``,tier``.
+    served beside it) ends in ``,tier``; one with a memory budget in ``,mem<=BYTES``.
     """
     head = (
         f"{function_key}@{fingerprint[:10]}/{short_hash(signature, 8)}/{device['platform']}:{device['device_kind']}/"
@@ -212,9 +228,11 @@ def study_name(
     processes = getattr(objective, "processes", 1)  # several processes: their own study (another cost)
     shared = "" if processes == 1 else f",p={processes}" + (",cc" if objective.compilation_cache else "")
     tier = ",tier" if getattr(objective, "tier_up", False) else ""
+    budget = getattr(objective, "max_memory", None)  # another budget: other configs may win
+    memory = "" if budget is None else f",mem<={budget}"
     return head + (
         f"calls={objective.expected_calls:g},cw={objective.compile_weight:g},rw={objective.runtime_weight:g}"
-        f"{shared}{tier}"
+        f"{shared}{tier}{memory}"
     )
 
 

@@ -220,18 +220,22 @@ def tune_recorded(
 
     Returns one `Replayed` per distinct recorded signature."""
     override = override or Override()
-    device_key = _keys.device_key(_host.target_device())
+    device = _host.target_device()
+    device_key = _keys.device_key(device)
     out, ready = [], []
     for rec in select(cache.pending(function), device_key):
         goal = override.over(Objective.from_dict(rec.objective))
         calls, cw, rw = goal.expected_calls, goal.compile_weight, goal.runtime_weight
         said = override.keywords()
-        # processes and the compilation cache: the recorded program's, or the command's; else detected
+        # processes, the compilation cache and the memory budget: the recorded program's, or the command's
         more = {
-            k: getattr(goal, k) for k in ("processes", "compilation_cache") if said[k] is not None or k in rec.objective
+            k: getattr(goal, k)
+            for k in ("processes", "compilation_cache", "max_memory")
+            if said[k] is not None or k in rec.objective
         }
-        if function is None:
-            entry = cache.lookup(rec.function_key, rec.fingerprint, rec.signature, device_key)
+        if function is None:  # its budget's entry (a fraction of the memory is resolved when tuned)
+            budgeted = _keys.device_key(_keys.under_budget(device, goal.budget_bytes))
+            entry = cache.lookup(rec.function_key, rec.fingerprint, rec.signature, budgeted)
             held = None if entry is None else entry.goal
             charges = (cw, rw, more.get("processes", 1))
             if held and entry.covers(calls) and (held.compile_weight, held.runtime_weight, held.processes) == charges:
@@ -274,9 +278,10 @@ def tune_recorded(
 def pending_status(cache: Cache) -> list[PendingStatus]:
     """Every pending record, whether this device has a tuned entry for its exact key, and
     whether its value files are there."""
-    device_key = _keys.device_key(_host.target_device())
+    device = _host.target_device()
     rows = []
     for rec in cache.pending():
+        device_key = _keys.device_key(_keys.under_budget(device, rec.device.get("max_memory")))  # its budget's entry
         tuned = cache.lookup(rec.function_key, rec.fingerprint, rec.signature, device_key) is not None
         stored = bool(rec.value_files) and all(
             os.path.isfile(os.path.join(cache.values_dir, f)) for f in rec.value_files

@@ -19,7 +19,7 @@ from autotune import select as _select
 from autotune._errors import StudyError
 from autotune._paths import redact
 from autotune.cache._entry import fill_retune
-from autotune.measuring._measurement import Measurement, compile_total
+from autotune.measuring._measurement import Measurement, compile_total, device_memory
 from autotune.measuring._outcome import Outcome, tally
 from autotune.program._config import Config, config_label
 from autotune.select import Point
@@ -45,6 +45,7 @@ class TrialRow:
     run_s: float | None = None
     cost: float | None = None
     duration_s: float | None = None
+    memory_bytes: int | None = None  # the config's device memory (`device_memory`)
 
     @property
     def compile_total_s(self) -> float | None:
@@ -224,6 +225,7 @@ def _trial_row(view, frozen, objective: Objective) -> TrialRow:
         lower_s=_float(m.get("lower_s")),
         compile_s=_float(m.get("compile_s")),
         run_s=_float(m.get("run_s")),
+        memory_bytes=device_memory(m.get("memory")),
     )
     if frozen is not None and frozen.datetime_start is not None and frozen.datetime_complete is not None:
         row.duration_s = (frozen.datetime_complete - frozen.datetime_start).total_seconds()
@@ -289,7 +291,7 @@ def load_study_report(
     # by the one selection rule; a study without confirmation falls back to its trials.
     confirmed = [Point.from_json(c) for c in attrs.get("confirmed") or []]
     points = confirmed or [
-        Point(Config.from_dict(t.config), t.compile_total_s, t.run_s)
+        Point(Config.from_dict(t.config), t.compile_total_s, t.run_s, memory_bytes=t.memory_bytes)
         for t in trials
         if t.counts and t.compile_total_s is not None and t.run_s is not None
     ]

@@ -2,6 +2,7 @@
 
 * ``tradeoff``: compile seconds against run seconds per trial, the Pareto front, the
   chosen config and the default marked, with the curve of equal cost through the chosen;
+* ``memory``: run seconds against device memory per trial, the memory budget and the chosen;
 * ``crossover``: cost against expected calls (log-log), one line per shown config, the
   stretch where each is the winner drawn thick and the crossovers marked;
 * ``sites``: per loop site, compile and run seconds against the unroll factor;
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from autotune import _display
 from autotune import select as _select
 from autotune.program._config import Config
 from autotune.report._axes import OUTCOME_STYLE, empty, legend, new_figure, padded, time_unit, wants_log
@@ -25,7 +27,7 @@ from autotune.report._crossover import figure_crossover
 from autotune.report._data import StudyReport
 from autotune.report._history import figure_history, figure_sites
 
-FIGURES = ("tradeoff", "crossover", "sites", "history")
+FIGURES = ("tradeoff", "memory", "crossover", "sites", "history")
 """The figures of each study, in page order; each is written as ``<slug>_<name>.png``."""
 
 
@@ -186,8 +188,49 @@ def figure_tradeoff(rep: StudyReport):
     return fig
 
 
+def figure_memory(rep: StudyReport):
+    """Device memory (x) against run seconds (y) per trial: the budget, what is over it, the chosen."""
+    fig = new_figure(8.0, 5.0)
+    ax = fig.add_subplot()
+    measured = [t for t in rep.trials if t.counts and t.run_s is not None and t.memory_bytes is not None]
+    limit = rep.objective.budget_bytes
+    said = "no memory budget" if limit is None else f"memory budget {_display.memory(limit)}"
+    ax.set_title(
+        f"Run time vs device memory per trial — {rep.function_key}\n{len(measured)} trials; {said}", fontsize=10
+    )
+    if not measured:
+        empty(ax, "no trial reported its memory")
+        return fig
+    mk, mu = _memory_unit([t.memory_bytes for t in measured] + ([limit] if limit else []))
+    yk, yu = time_unit([t.run_s for t in measured])
+    for inside in (True, False):
+        pts = [t for t in measured if _select.within(t.memory_bytes, limit) == inside]
+        style = {"color": "#4c72b0", "label": "trial"} if inside else {"color": "#c44e52", "label": "over the budget"}
+        if pts:
+            ax.scatter([t.memory_bytes * mk for t in pts], [t.run_s * yk for t in pts], s=30, zorder=2, **style)
+    if limit is not None:
+        ax.axvline(limit * mk, color="#c44e52", ls="--", lw=1.0, label="memory budget")
+    chosen = None if rep.chosen is None else Config.from_dict(rep.chosen["config"])
+    mine = [t for t in measured if chosen is not None and Config.from_dict(t.config) == chosen]
+    if mine:
+        ax.scatter([mine[0].memory_bytes * mk], [mine[0].run_s * yk], s=320, marker="*", facecolor="gold",
+                   edgecolor="black", lw=0.8, zorder=6, label="chosen")  # fmt: skip
+    ax.set_xlabel(f"device memory: arguments + outputs + temporaries + code − aliased ({mu})")
+    ax.set_ylabel(f"run time per call, median ({yu})")
+    ax.grid(True, alpha=0.25)
+    legend(ax, fontsize=8, loc="best", framealpha=0.9)
+    return fig
+
+
+def _memory_unit(values: list[int]) -> tuple[float, str]:
+    top = max(values)
+    unit, size = next(((u, n) for u, n in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)) if top >= n), ("B", 1))
+    return 1 / size, unit
+
+
 FIGURE_DRAWERS: dict[str, Callable[[StudyReport], Any]] = {
     "tradeoff": figure_tradeoff,
+    "memory": figure_memory,
     "crossover": figure_crossover,
     "sites": figure_sites,
     "history": figure_history,
@@ -211,6 +254,9 @@ CAPTIONS = {
     "against its median run time per call. The Pareto front (lettered) holds the configs no other beats "
     "on both; the star is the config chosen for the expected call count (framed by the square when it is "
     "the default), the dotted curve the configs that would cost the same.",
+    "memory": "Each measured trial's median run time per call against its device memory (arguments + outputs + "
+    "temporaries + generated code − aliased bytes, as XLA's memory analysis of the compiled executable reports "
+    "them). Under a memory budget (dashed), a config to its right never wins; the star is the chosen config.",
     "crossover": "Total cost against how many times the compiled function runs, one line per config of the "
     "Pareto front (and any other config the winner rule picks somewhere). Each config is the winner "
     "where its line is thick; the circles mark the call counts where the winner "

@@ -28,7 +28,7 @@ class ReportFiles:
 def write_report(
     reports: Sequence[StudyReport], out_dir: str, *, title: str | None = None, progress: bool = False
 ) -> ReportFiles:
-    """Write ``report.html``, ``report.json`` and four PNG figures per study into ``out_dir``.
+    """Write ``report.html``, ``report.json`` and five PNG figures per study into ``out_dir``.
 
     Arguments:
         reports: from :func:`load_study_report`.

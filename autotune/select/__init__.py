@@ -31,6 +31,9 @@ the range over which a study's measurements are complete) comes from this module
 Only the standard library is needed.
 """
 
+from autotune.select._budget import feasible as feasible
+from autotune.select._budget import fits as fits
+from autotune.select._budget import within as within
 from autotune.select._complete import complete_range as complete_range
 from autotune.select._front import best_at as best_at
 from autotune.select._front import crossover_intervals as crossover_intervals

@@ -19,6 +19,7 @@ from fractions import Fraction
 from typing import Any
 
 from autotune.program._config import Config
+from autotune.select._budget import feasible
 from autotune.select._objective import Objective
 from autotune.select._point import Point, as_points
 from autotune.select._rule import Cost, Line, Piece, default_line, line_at, lines_of, median_cost, winner_line
@@ -194,6 +195,7 @@ def crossover_intervals(
     processes: int = 1,
     compilation_cache: bool = False,
     tier_up: bool = False,
+    max_memory: int | None = None,
 ) -> list[dict[str, Any]]:
     """The call counts for which each config is the winner: ``[from_calls, to_calls)``.
 
@@ -211,6 +213,8 @@ def crossover_intervals(
         default: the default config (a ``Config`` or its dict), whose point the challengers must beat.
         tier_up: with ``default``, charge a config that qualifies for tier-up its tiered cost
             (`autotune.select._tiered`), as a study tuned for ``@at.autotuned(tier_up=True)`` does.
+        max_memory: a memory budget in bytes: a point over it wins no interval
+            (`autotune.select._budget.feasible`).
 
     Returns:
         ``[{"config": Config, "from_calls": a, "to_calls": b}, ...]`` ordered by call
@@ -235,9 +239,11 @@ def crossover_intervals(
         processes=processes,
         compilation_cache=compilation_cache,
         tier_up=tier_up,
+        max_memory=max_memory,
     )
     chosen_default = None if default is None else Config.from_dict(default)
-    lines = lines_of(as_points(points), objective, chosen_default)
+    fitting, chosen_default = feasible(as_points(points), objective.budget_bytes, chosen_default)
+    lines = lines_of(fitting, objective, chosen_default)
     out: list[dict[str, Any]] = []
     current = None
     for x, w in stretches(lines, default_line(lines, chosen_default)):

@@ -9,6 +9,7 @@ from fractions import Fraction
 from typing import Any
 
 from autotune._errors import ConfigError
+from autotune.select import _budget
 
 _FIGURES = ("expected_calls", "compile_weight", "runtime_weight")
 
@@ -37,6 +38,10 @@ class Objective:
             default serving while it compiles beside it where that is cheaper than compiling it
             up front, else the up-front compile (`autotune.select._tiered.charged_at`). The
             winner rule (`autotune.select._rule`) reads it.
+        max_memory: the memory budget: a config whose device memory is over it never wins
+            (`autotune.select._budget.feasible`); bytes (int), a fraction of the device's memory
+            (float in (0, 1], turned into bytes by :meth:`on_device` where the device is known), or
+            None (no budget). Any form `autotune.select._budget.parse` reads is accepted.
 
     Example::
 
@@ -53,8 +58,10 @@ class Objective:
     processes: int = 1
     compilation_cache: bool = False
     tier_up: bool = False
+    max_memory: int | float | None = None
 
     def __post_init__(self):
+        object.__setattr__(self, "max_memory", _budget.parse(self.max_memory))
         for name in _FIGURES:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
@@ -114,8 +121,18 @@ class Objective:
     def line_figures(self) -> dict[str, Any]:
         """Every figure but the call count, as :func:`autotune.select.crossover_intervals` takes them
         (the crossovers are over N)."""
-        keys = ("compile_weight", "runtime_weight", "processes", "compilation_cache", "tier_up")
+        keys = ("compile_weight", "runtime_weight", "processes", "compilation_cache", "tier_up", "max_memory")
         return {k: getattr(self, k) for k in keys}
+
+    def on_device(self, bytes_limit: int | None) -> Objective:
+        """This objective with its budget in bytes on a device whose memory is ``bytes_limit``
+        (None: the device reports none; a fraction there is a ``ConfigError``)."""
+        return dataclasses.replace(self, max_memory=_budget.resolve(self.max_memory, bytes_limit))
+
+    @property
+    def budget_bytes(self) -> int | None:
+        """The budget in bytes (None: no budget, or a fraction not yet put :meth:`on_device`)."""
+        return self.max_memory if isinstance(self.max_memory, int) else None
 
     @property
     def shared(self) -> bool:
@@ -135,6 +152,8 @@ class Objective:
             given["compilation_cache"] = bool(d["compilation_cache"])
         if "tier_up" in d:
             given["tier_up"] = bool(d["tier_up"])
+        if d.get("max_memory") is not None:
+            given["max_memory"] = d["max_memory"]
         return cls(**given)
 
     def overridden(
@@ -146,6 +165,7 @@ class Objective:
         processes: int | None = None,
         compilation_cache: bool | None = None,
         tier_up: bool | None = None,
+        max_memory: int | float | str | None = None,
     ) -> Objective:
         """This objective with the figures given replaced (None keeps one): the one merge of a
         stored or recorded objective with the options of a command.
@@ -165,11 +185,14 @@ class Objective:
             changes["compilation_cache"] = compilation_cache
         if tier_up is not None:
             changes["tier_up"] = tier_up
+        if max_memory is not None:
+            changes["max_memory"] = max_memory
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
         """The figures as JSON data; ``processes``, ``compilation_cache`` and ``tier_up`` only where
-        they are not the defaults (1, False, False), so an objective of one process keeps its earlier JSON."""
+        they are not the defaults (1, False, False) and ``max_memory`` where there is a budget, so an
+        objective of one process keeps its earlier JSON."""
         out: dict[str, Any] = {
             "expected_calls": self.expected_calls,
             "compile_weight": self.compile_weight,
@@ -181,6 +204,8 @@ class Objective:
             out["compilation_cache"] = True
         if self.tier_up:
             out["tier_up"] = True
+        if self.max_memory is not None:
+            out["max_memory"] = self.max_memory
         return out
 
     def describe(self) -> str:
@@ -209,13 +234,14 @@ class Override:
     runtime_weight: float | None = None
     processes: int | None = None
     compilation_cache: bool | None = None
+    max_memory: int | float | str | None = None
 
     def over(self, goal: Objective) -> Objective:
         """``goal`` with every figure said here replaced."""
         return goal.overridden(**self.keywords())
 
     def keywords(self) -> dict[str, Any]:
-        """The five figures as keywords (None: not said), as ``Objective.overridden`` and the
+        """The six figures as keywords (None: not said), as ``Objective.overridden`` and the
         decorator's ``with_options`` take them."""
         return dataclasses.asdict(self)
 

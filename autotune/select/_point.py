@@ -71,6 +71,9 @@ class Point:
         compile_slowdown: on the same point, how many times longer a compile took beside its calls
             than alone (the tiered cost's ``c``, measured with ``s``); None when not measured
             (then ``DEFAULT_COMPILE_SLOWDOWN`` is charged).
+        memory_bytes: the config's device memory (:func:`autotune.measuring._measurement.device_memory`;
+            taken from ``measurement`` when not given); None when unknown (an older entry, a backend
+            without a memory analysis). A memory budget (``Objective.max_memory``) reads it.
 
     Example::
 
@@ -93,6 +96,7 @@ class Point:
     load_measured: bool = False
     slowdown: float | None = None
     compile_slowdown: float | None = None
+    memory_bytes: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.config, Config):
@@ -106,6 +110,13 @@ class Point:
             object.__setattr__(self, "load_measured", self.measurement.load_cost_s is not None)
         if self.load_cost_s is not None:
             object.__setattr__(self, "load_cost_s", _seconds("load_cost_s", self.load_cost_s))
+        if self.memory_bytes is None and self.measurement is not None:
+            object.__setattr__(self, "memory_bytes", self.measurement.memory_bytes)
+        if self.memory_bytes is not None:
+            b = self.memory_bytes
+            if isinstance(b, bool) or not isinstance(b, (int, float)) or b != int(b) or b < 0:
+                raise ValueError(f"A point's memory_bytes={b!r} must be a whole number of bytes >= 0.")
+            object.__setattr__(self, "memory_bytes", int(b))
         for name in ("slowdown", "compile_slowdown"):
             value = getattr(self, name)
             if value is None:
@@ -149,6 +160,8 @@ class Point:
             out["slowdown"] = self.slowdown
         if self.compile_slowdown is not None:
             out["compile_slowdown"] = self.compile_slowdown
+        if self.memory_bytes is not None:
+            out["memory_bytes"] = self.memory_bytes
         if self.measurement is not None:
             out["measurement"] = self.measurement.to_dict()
         return out
@@ -181,6 +194,7 @@ class Point:
             load_measured=bool(d.get("load_measured", False)),
             slowdown=d.get("slowdown"),
             compile_slowdown=d.get("compile_slowdown"),
+            memory_bytes=d.get("memory_bytes"),
         )
 
     def replace(self, **changes: Any) -> Point:

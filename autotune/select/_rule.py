@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from autotune.program._config import Config
+from autotune.select._budget import feasible
 from autotune.select._objective import Objective
 from autotune.select._point import Point, point_of
 from autotune.select._range import in_range as _in_range
@@ -201,11 +202,13 @@ def winner(points: Sequence[Point], objective: Objective, default: Config | None
 
     Arguments:
         points: confirmed points (the default's among them when ``default`` is given).
-        objective: the call count and weights.
+        objective: the call count, weights and memory budget (a point over the budget never
+            wins: `autotune.select._budget.feasible`).
         default: the default config; None compares on cost alone (the lower envelope).
     """
     if not points:
         return None
+    points, default = feasible(points, objective.budget_bytes, default)
     lines = lines_of(points, objective, default)
     return winner_line(lines, default_line(lines, default), Fraction(objective.expected_calls)).point
 

@@ -53,6 +53,7 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from autotune.program._config import Config
+from autotune.select._budget import fits
 from autotune.select._point import Point, point_of
 
 __all__ = [
@@ -259,11 +260,13 @@ class _Exact(NamedTuple):
 
 def tiers(point: Point, default: Point | None, objective: Any) -> bool:
     """Whether ``objective`` charges ``point`` the tiered cost: it has ``tier_up``, the default's
-    point is known, ``point`` is another config and its compile :func:`qualifies` against the
-    default's (on the median compile costs, as the decorator decides)."""
+    point is known and fits the objective's memory budget (it serves while the winner compiles:
+    `autotune.select._budget.fits`), ``point`` is another config and its compile :func:`qualifies`
+    against the default's (on the median compile costs, as the decorator decides)."""
     return (
         objective.tier_up
         and default is not None
+        and fits(default, getattr(objective, "budget_bytes", None))
         and point.config != default.config
         and qualifies(default.compile_cost_s, point.compile_cost_s)
     )

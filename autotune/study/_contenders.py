@@ -62,9 +62,10 @@ def contenders(
     The configs cheapest at some call count are the lower envelope of the cost lines
     (:func:`autotune.select.crossover_intervals`): a point on the Pareto front above that
     envelope is never the winner for any call count, so re-timing it decides nothing. A Pareto
-    search (``whole_front``) confirms the whole front, which is what it reports.
+    search (``whole_front``) confirms the whole front, which is what it reports. Under a memory
+    budget, only the configs that fit it (:func:`autotune.select.feasible`).
     """
-    points = by_program(points, default)
+    points = _select.feasible(by_program(points, default), objective.budget_bytes)[0]
     ranked = [p.config for p in _select.ranked(points, objective, default)]
     if whole_front:
         front = [p.config for p in _select.pareto_front(points)]

@@ -217,6 +217,8 @@ class Study:
         for k, v in attrs.items():
             if v is not None:
                 trial.set_user_attr(k, v)
+        if SETS_CONSTRAINTS and attrs.get("memory_over_bytes") is not None:  # under a memory budget
+            trial.set_constraint("memory", float(attrs["memory_over_bytes"]))
         state = getattr(optuna.trial.TrialState, _STATE.get(outcome, "FAIL"))
         if state == optuna.trial.TrialState.COMPLETE:
             self._study.tell(trial, value)
@@ -299,17 +301,31 @@ class Study:
         return out
 
 
-def make_sampler(name: str, seed: int | None, budget: int) -> optuna.samplers.BaseSampler:
-    """The Optuna sampler behind ``sampler="tpe" | "nsga2" | "random"``."""
-    if name == "tpe":
-        with warnings.catch_warnings():  # `group` is "experimental" since Optuna 2.8
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+SETS_CONSTRAINTS = hasattr(optuna.trial.Trial, "set_constraint")
+"""Whether a trial carries its own constraints (Optuna 5), which its samplers read."""
+
+
+def make_sampler(name: str, seed: int | None, budget: int, constrained: bool = False) -> optuna.samplers.BaseSampler:
+    """The Optuna sampler behind ``sampler="tpe" | "nsga2" | "random"``; ``constrained`` (a memory
+    budget): TPE and NSGA-II learn which configs are over it, from the constraint each trial sets
+    (:meth:`Study.finish`, Optuna 5) or, before Optuna 5, from :func:`memory_constraint`."""
+    extra = {"constraints_func": memory_constraint} if constrained and not SETS_CONSTRAINTS else {}
+    with warnings.catch_warnings():  # `group` and `constraints_func` are "experimental" in Optuna
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if name == "tpe":
             return optuna.samplers.TPESampler(
-                seed=seed, multivariate=True, group=True, n_startup_trials=max(3, min(10, budget // 3))
+                seed=seed, multivariate=True, group=True, n_startup_trials=max(3, min(10, budget // 3)), **extra
             )
-    if name == "nsga2":  # small generations, so that a short budget still evolves
-        return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, min(50, budget // 3)))
+        if name == "nsga2":  # small generations, so that a short budget still evolves
+            return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, min(50, budget // 3)), **extra)
     return optuna.samplers.RandomSampler(seed=seed)
+
+
+def memory_constraint(trial: optuna.trial.FrozenTrial) -> tuple[float]:
+    """Optuna's constraint of a trial (feasible at <= 0): how many bytes over the memory budget its
+    config is (``memory_over_bytes``, `autotune.study._trials.memory_attrs`); a trial that measured
+    nothing counts as feasible (its state already says it failed)."""
+    return (float(trial.user_attrs.get("memory_over_bytes", -1)),)
 
 
 def load(name: str, url: str) -> Study:

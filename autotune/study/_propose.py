@@ -152,12 +152,13 @@ class SamplerProposer(_Pinning):
         return best
 
 
-def make_proposer(kind: str, study, space, seed: int | None, budget: int):
-    """The proposer of a sampler name: ``grid``, ``random``, ``tpe`` or ``nsga2``."""
+def make_proposer(kind: str, study, space, seed: int | None, budget: int, constrained: bool = False):
+    """The proposer of a sampler name: ``grid``, ``random``, ``tpe`` or ``nsga2`` (``constrained``:
+    under a memory budget, which TPE and NSGA-II are told as a constraint)."""
     if kind == "grid":
         return GridProposer(space)
     if kind == "random":
         return RandomProposer(space, seed)
     from autotune.study._optuna import make_sampler
 
-    return SamplerProposer(kind, study, space, make_sampler(kind, seed, budget), seed)
+    return SamplerProposer(kind, study, space, make_sampler(kind, seed, budget, constrained), seed)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune import select as _select
-from autotune.measuring._measurement import Measurement
+from autotune.measuring._measurement import Measurement, device_memory
 from autotune.measuring._outcome import Outcome, counts_toward_trials, tally
 from autotune.measuring._wall import WallReport
 from autotune.program._config import Config
@@ -44,6 +44,11 @@ class TrialRecord:
     def skipped(self) -> bool:
         """Closed on its predicted compile time before compiling: no measurement."""
         return self.predicted_compile_s is not None
+
+    @property
+    def memory_bytes(self) -> int | None:
+        """The config's device memory as measured (:attr:`Measurement.memory_bytes`), or None."""
+        return None if not self.measurement else device_memory(self.measurement.get("memory"))
 
     @property
     def outcome(self) -> Outcome | None:
@@ -83,6 +88,7 @@ class TrialRecord:
             "cost": self.cost,
             "reason": self.reason,
             "measurement": self.measurement,
+            "memory_bytes": self.memory_bytes,
             "compile_s_at_least": self.compile_s_at_least,
             "predicted_compile_s": self.predicted_compile_s,
         }
@@ -196,6 +202,12 @@ class TuneResult:
 
     def _gain_text(self) -> str:
         return "∞×" if math.isinf(self.speedup) else f"{self.speedup:.3g}×"
+
+    def over_budget(self, most: int = 3) -> list[TrialRecord]:
+        """The cheapest ``most`` trials measured over the memory budget that confirmation left out."""
+        limit, held = self.objective.budget_bytes, {p.config for p in self.confirmed}
+        over = [r for r in self.trials if r.point() is not None and r.cost is not None and not _select.fits(r, limit)]
+        return sorted((r for r in over if r.config not in held), key=lambda r: r.cost)[:most]
 
     def counts(self) -> dict[str, int]:
         """How many trials came to each outcome."""

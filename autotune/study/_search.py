@@ -32,7 +32,7 @@ from autotune.study._guard import compare_outputs
 from autotune.study._optuna import Study
 from autotune.study._predict import MARGIN, CompilePredictor
 from autotune.study._result import TrialRecord
-from autotune.study._trials import TrialView
+from autotune.study._trials import TrialView, memory_attrs, over_budget
 
 REFERENCE_ROUNDS = 3
 """How many times the default is measured before its cost sets the compile budget."""
@@ -297,14 +297,16 @@ class Search:
             if shared
             else _stopped_reason(m, ceiling)
         )
+        over = over_budget(m.memory_bytes, self.objective.budget_bytes)
         self.study.finish(
             trial,
             outcome,
             value=self._value(m, rounds),
-            reason=reason,
+            reason="; ".join(r for r in (reason, over) if r) or None,
             measurement=measurement,
             program_hash=m.program_hash,
             shared_with=shared.get("from"),
+            **memory_attrs(m.memory_bytes, self.objective.budget_bytes),
         )
         if m.program_hash and not shared:
             self._by_hash[m.program_hash] = (trial.number, m)

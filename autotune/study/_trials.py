@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from autotune import _display
 from autotune.measuring._outcome import Outcome, counts_toward_trials
 from autotune.program._config import Config
+from autotune.select._budget import within
 
 TRIAL_ATTRS = (
     "config",
@@ -24,10 +26,13 @@ TRIAL_ATTRS = (
     "predicted_compile_s",
     "owner",
     "lease_until",
+    "memory_bytes",
+    "memory_over_bytes",
 )
 """User attributes of a trial: its config (canonical JSON), device key, :class:`Outcome`, reason,
 measurement (``Measurement.to_dict()``), lowered-program hash, the trial whose measurement it
-shares, a compile-time lower bound when stopped, a predicted compile time when skipped, and its lease."""
+shares, a compile-time lower bound when stopped, a predicted compile time when skipped, its lease,
+and its config's device memory (``memory_bytes``) with, under a memory budget, how far over it it is."""
 
 
 @dataclass(frozen=True)
@@ -95,3 +100,20 @@ def view(t: Any, space=None) -> TrialView:
         values,
         attrs,
     )
+
+
+def memory_attrs(used: int | None, max_memory: int | None) -> dict[str, int | None]:
+    """A measured trial's memory attributes: its device memory (``memory_bytes``) and, under a
+    budget, how far over it (``memory_over_bytes``, negative where it fits; a figure XLA did not
+    report counts as over: the constraint Optuna's samplers read, `_optuna.make_sampler`)."""
+    if max_memory is None:
+        return {"memory_bytes": used}
+    return {"memory_bytes": used, "memory_over_bytes": (used - max_memory) if used is not None else 1}
+
+
+def over_budget(used: int | None, max_memory: int | None) -> str | None:
+    """The reason a trial carries when its config is over the memory budget, or None where it fits."""
+    if within(used, max_memory):
+        return None
+    said = "XLA reported no memory figure" if used is None else _display.memory(used)
+    return f"over the memory budget ({said} > {_display.memory(max_memory)}): it cannot win"

@@ -229,6 +229,8 @@ def _run(
         url = _paths.storage_url(storage) if storage else _paths.default_storage_url()
         rdb = open_storage(url)  # opened while the worker still starts (Optuna's storage imports for a second or two)
         device = runner_device(runner)
+        goal = goal.on_device(device.get("bytes_limit"))  # a fraction of the device's memory, in bytes
+        device = _keys.under_budget(device, goal.budget_bytes)  # the budget keys the study and the entry
         fkey = function_key or _keys.function_key(fn)
         name = options.study_name or _keys.study_name(
             fkey, program.fingerprint, signature, device, goal, options.search, options.timing_mode

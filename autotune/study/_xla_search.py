@@ -122,7 +122,8 @@ def loop_counted(views: Iterable[TrialView]) -> int:
 
 
 def ranked_loops(views: Iterable[TrialView], objective: Objective) -> tuple[list[Point], list[Config]]:
-    """``(points, rest)``: the loop stage's measured points, cheapest first under ``objective`` and one
+    """``(points, rest)``: the loop stage's measured points, cheapest first under ``objective`` (those over
+    its memory budget last) and one
     per lowered program before the configs that share a program; then the loop configs it took
     without a measurement (stopped, failed), in trial order, which only fill an XLA stage that
     has fewer measured programs than it tries."""
@@ -136,7 +137,7 @@ def ranked_loops(views: Iterable[TrialView], objective: Objective) -> tuple[list
             rest.append(config)
         elif all(p.config != config for p in points):
             points.append(point)
-    points.sort(key=lambda p: _select.cost(p, objective))
+    points.sort(key=lambda p: (not _select.fits(p, objective.budget_bytes), _select.cost(p, objective)))
     seen: set[Any] = set()
     first, shared = [], []
     for p in points:
@@ -206,10 +207,10 @@ class StagedProposer:
 
 def xla_proposer(state: Run, seed: int | None, budget: int) -> Any:
     """The proposer of a run: ``_propose``'s for its sampler, staged where its space is."""
-    space = state.space
+    space, limited = state.space, state.objective.budget_bytes is not None
     if not isinstance(space, StagedSpace) or not space.xla:
-        return make_proposer(state.sampler, state.study, space, seed, budget)
-    loop = make_proposer(state.sampler, state.study, space.loops(), seed, budget - reserve(budget, space))
+        return make_proposer(state.sampler, state.study, space, seed, budget, limited)
+    loop = make_proposer(state.sampler, state.study, space.loops(), seed, budget - reserve(budget, space), limited)
     return StagedProposer(loop, state, budget)
 
 

@@ -25,6 +25,8 @@ def _value_for(action: argparse.Action) -> list[str]:
         return [flag, "pareto"]
     if action.dest == "timing":
         return [flag, "blocking"]
+    if action.dest == "max_memory":
+        return [flag, "2.5GiB"]
     if action.choices:  # a choice that is not the default (--compilation-cache: off)
         return [flag, next(c for c in reversed(list(action.choices)) if c != action.default)]
     if action.type is not None and getattr(action.type, "__name__", "") in ("positive_int", "int", "builders_count"):
@@ -168,3 +170,13 @@ def test_pending_and_recorded_reach_the_record_commands(capsys):
     if getattr(_record, "STUB", False):  # until record-and-replay lands: one clear line, exit 2
         assert cli.main(["pending"]) == 2 and "not built yet" in capsys.readouterr().err
         assert cli.main(["tune", "--recorded"]) == 2 and "not built yet" in capsys.readouterr().err
+
+
+def test_max_memory_reads_units_and_fractions_and_says_the_forms_it_takes(capsys):
+    parser = build_parser()
+    assert parser.parse_args(["tune", "x.py", "--max-memory", "12GiB"]).max_memory == 12 * 2**30
+    assert parser.parse_args(["tune", "x.py", "--max-memory", "0.5"]).max_memory == 0.5
+    with pytest.raises(SystemExit):
+        parser.parse_args(["tune", "x.py", "--max-memory", "12 parsecs"])
+    err = capsys.readouterr().err
+    assert "--max-memory='12 parsecs' is not a memory budget; give bytes with a unit ('12GiB'" in err

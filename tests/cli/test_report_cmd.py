@@ -39,7 +39,7 @@ def test_cli_report_on_a_study_file_and_by_name(study, tmp_path, capsys):
     ]
     assert cli.main(argv) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["html"] == str(out2 / "report.html") and len(data["figures"]) == 4
+    assert data["html"] == str(out2 / "report.html") and len(data["figures"]) == 5
     assert data["studies"][0]["function_key"] == study["key"]
     assert data["studies"][0]["in_range"] is True
 

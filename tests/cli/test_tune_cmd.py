@@ -423,3 +423,34 @@ def test_a_config_over_the_trial_memory_fails_in_one_line_and_the_winner_fits(tm
         "steps=scan×2": '{"steps":{"repr":"scan","unroll":2}}',
     }
     assert label in fits and states[fits[label]][1] == "complete", (winner, states)  # 64 or 128 MiB: under the cap
+
+
+def test_max_memory_reaches_the_study_the_json_the_tables_and_best(tmp_path):
+    (tmp_path / "tiny_study.py").write_text(STUDY)
+    env = cli_env(tmp_path)
+    args = ("tune", "tiny_study.py", "--trials", "2", "--max-memory", "10B", *CLI_FAST, *ONE_ROUND_CLI)
+    r = run(*args, "--json", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    (res,) = json.loads(r.stdout)
+    assert res["max_memory"] == 10 and res["objective"]["max_memory"] == 10 and res["study"].endswith(",mem<=10")
+    assert res["memory_bytes"] > 10  # nothing this small: no config fits, so the default stays
+    default = next(t for t in res["trials"] if t["number"] == 0)
+    assert res["best_config"] == default["config"] and all(t["memory_bytes"] > 10 for t in res["trials"])
+    assert all(p["memory_bytes"] > 10 for p in res["confirmed"])
+    r = run(*args, "--reconfirm", cwd=tmp_path, env=env)  # the tables, at a pipe
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "memory budget 10 B: no config measured fits it, so the default" in text and "memory" in text
+    r = run("best", "--json", cwd=tmp_path, env=env)
+    (entry,) = json.loads(r.stdout)
+    assert entry["max_memory"] == 10 and entry["memory_bytes"] == res["memory_bytes"]
+    assert entry["device_key"].endswith("|max_memory=10")
+    r = run("best", cwd=tmp_path, env=env)
+    assert "memory" in r.stdout and "budget" in r.stdout and "10 B" in r.stdout
+
+
+def test_a_fraction_of_the_memory_is_refused_where_the_device_reports_none(tmp_path):
+    (tmp_path / "tiny_study.py").write_text(STUDY)
+    r = run("tune", "tiny_study.py", "--trials", "1", "--max-memory", "0.5", cwd=tmp_path, env=cli_env(tmp_path))
+    assert r.returncode != 0
+    assert "fraction of the device's memory, but this device reports none" in r.stderr and "4GiB" in r.stderr

@@ -241,3 +241,20 @@ def test_a_record_carries_the_programs_processes_and_cache_to_the_tune(space, mo
     assert done.status == "tuned"
     [entry] = space.cache.entries("rp_procs:step")
     assert entry.objective["processes"] == 4 and entry.objective["compilation_cache"] is True
+
+
+def test_a_record_is_keyed_and_tuned_under_its_decorators_memory_budget(space):
+    mod = space("rp_budget", extra=", max_memory='1GiB'")
+    mod.step(jnp.ones(8), 4)
+    [rec] = records(space)
+    assert rec.objective["max_memory"] == 2**30 and rec.device_key.endswith("|max_memory=1073741824")
+    fast = TuneOptions(n_trials=2, sampler="grid", isolate=False, timing={"target_s": 0.02}, progress=False)
+    [done] = tune_recorded(space.cache, fast, say=lambda _: None)
+    assert done.status == "tuned"
+    [entry] = space.cache.entries("rp_budget:step")
+    assert entry.objective["max_memory"] == 2**30 and entry.device_key == rec.device_key
+    assert mod.step.config_for(jnp.ones(8), 4).source == "cache"  # the decorator reads its budget's entry
+    [status] = pending_status(space.cache)
+    assert status.tuned_here
+    [again] = tune_recorded(space.cache, fast, say=lambda _: None)
+    assert again.status == "tuned before"

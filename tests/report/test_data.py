@@ -15,6 +15,7 @@ import autotune as at
 from autotune import select as _select
 from autotune.measuring._runner import InProcessRunner
 from autotune.report import load_study_report, report, studies_for_file
+from autotune.report._figures import FIGURES
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +130,7 @@ def test_a_while_loop_study_reports_its_dynamic_length(tmp_path):
     assert site["kind"] == "while" and site["length"] is None and rep.tunable_sites == [site]
     assert rep.default_config == {site["id"]: {"repr": "while", "unroll": 1}}
     files = report(str(tmp_path / "out"), study_names=[result.study_name], storage=storage)
-    assert len(files.figures) == 4
+    assert len(files.figures) == len(FIGURES)
 
 
 def test_a_missing_storage_is_one_clear_error_and_no_new_file(tmp_path):
@@ -137,3 +138,26 @@ def test_a_missing_storage_is_one_clear_error_and_no_new_file(tmp_path):
     with pytest.raises(at.StudyError, match="autotune tune"):
         load_study_report("s", str(missing))
     assert not missing.exists()
+
+
+def test_a_budgeted_study_reports_each_trials_memory_and_chooses_as_tune_did(tmp_path):
+    def rollout(x, w):
+        return lax.scan(lambda c, _: (jnp.tanh(c @ w), jnp.outer(c[0], c[0])), x, None, length=16)
+
+    args = (jnp.ones((8, 128)), jnp.ones((128, 128)))
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    free = at.tune(rollout, *args, sampler="grid", storage=storage, isolate=False, progress=False, timing=FAST)
+    sizes = sorted({t.memory_bytes for t in free.trials if t.memory_bytes is not None})
+    assert len(sizes) > 1  # the premise: the configs differ in memory
+    budget = sizes[0]  # only the leanest configs fit
+    kept = at.tune(
+        rollout, *args, sampler="grid", storage=storage, isolate=False, progress=False, timing=FAST, max_memory=budget
+    )
+    rep = load_study_report(kept.study_name, storage)
+    assert rep.objective.max_memory == budget
+    assert {t.number: t.memory_bytes for t in rep.trials if t.counts} == {
+        t.number: t.memory_bytes
+        for t in kept.trials
+        if t.memory_bytes is not None and t.state in ("complete", "shared")
+    }
+    assert rep.chosen["config"] == kept.best_config.to_dict() and kept.best.memory_bytes <= budget

@@ -54,12 +54,12 @@ def written(study):
 
 def test_report_files_are_valid_and_self_contained(written):
     out, files = written
-    assert Path(files.html) == out / "report.html" and len(files.figures) == len(FIGURES) == 4
+    assert Path(files.html) == out / "report.html" and len(files.figures) == len(FIGURES) == 5
     for fig in files.figures:
         check_png(Path(fig))
     page = parse(out / "report.html")
     assert page.external == [] and "script" not in page.tags and "link" not in page.tags
-    assert len(page.images) == 4
+    assert len(page.images) == 5
     on_disk = {Path(f).read_bytes() for f in files.figures}
     for src in page.images:
         assert src.startswith("data:image/png;base64,")

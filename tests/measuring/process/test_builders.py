@@ -76,6 +76,10 @@ def test_builders_compile_and_the_worker_loads_with_the_outputs_of_jax_jit():
         np.testing.assert_allclose(m.outputs["y"], expected["y"], rtol=1e-6)
         np.testing.assert_allclose(m.outputs["total"], expected["total"], rtol=1e-6)
     assert first.program_hash != unrolled.program_hash
+    for m, config in ((first, {}), (unrolled, FOR)):  # the loaded executable's memory figures are jax.jit's
+        stats = jax.jit(at.with_config(smooth, config)).lower(x, bias).compile().memory_analysis()
+        assert m.memory["temp"] == stats.temp_size_in_bytes and m.memory["output"] == stats.output_size_in_bytes
+        assert m.memory_bytes is not None and m.memory_bytes >= stats.argument_size_in_bytes
 
 
 def test_configs_with_one_program_share_one_build():
