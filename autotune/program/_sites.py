@@ -214,25 +214,14 @@ def _make_site(
         k += 1
         site_id = f"{base}#{k}"
     taken.add(site_id)
+    # the site's fields, grouped: where it is, its loop's shape, what it offers
+    # fmt: off
     return LoopSite(
-        id=site_id,
-        kind=kind,
-        length=length,
-        depth=depth,
-        parent=parent,
-        source=source,
-        name=name,
-        has_ys=len(eqn.outvars) > num_carry,
-        num_carry=num_carry,
-        num_xs=num_xs,
-        reverse=reverse,
-        default=default,
-        form=form,
-        derived=derived,
-        effects=effects,
-        path=path,
-        library_source=library,
+        id=site_id, kind=kind, depth=depth, parent=parent, source=source, name=name, path=path,
+        library_source=library, length=length, has_ys=len(eqn.outvars) > num_carry, num_carry=num_carry,
+        num_xs=num_xs, reverse=reverse, default=default, form=form, derived=derived, effects=effects,
     )
+    # fmt: on
 
 
 LOOP_PRIMITIVES = ("scan", "while")
