@@ -16,6 +16,7 @@
 #                                        # run of each mode (not run yet: about 8 min)
 #   bash scripts/tpu_session.sh notebook # a process that holds the chip tunes in-process (one warning)
 #   bash scripts/tpu_session.sh xla      # benchmarks/tpu_xla_probe.py: which compile options the TPU takes
+#   bash scripts/tpu_session.sh memory   # a checkpointed training step tuned, then under half its winner's memory
 #
 # Tried on the CPU first: `AUTOTUNE_STUDY_SIZE=small bash scripts/tpu_session.sh check` runs the
 # same steps with small studies (NO_WHEELS=1 PYTHON=.venv/bin/python: no wheels, the venv's Python).
@@ -98,6 +99,30 @@ builders)
     "$PY" -m benchmarks.builders --study "studies/$study.py" --builders 4 --trials 6 --trial-timeout 20 \
         --json "$OUT/builders-$study.json" "$@" 2>&1 | tee "$OUT/builders-$study.log"
     ;;
+memory)
+    # Issue 47 on the chip: a training step over checkpointed layers (STUDY, default transformer_step), tuned
+    # with the policy dimension, then again under a budget of half the first winner's device memory; prints
+    # each winner's config, cost and memory (about 4 min at full size by estimate; arguments after go to both tunes)
+    study=${MEMORY_STUDY:-transformer_step}
+    timeout 240 "$PY" -m autotune tune "studies/$study.py" --trials 6 --xla off --trial-timeout "$TIMEOUT" \
+        --storage "$work/studies.db" --json "$@" > "$OUT/memory-$study.json" 2> "$OUT/memory-$study.log"
+    echo "tune: exit $?"
+    half=$("$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))[0]; print(int(r["memory_bytes"]) // 2)' \
+        "$OUT/memory-$study.json") || exit 1
+    timeout 240 "$PY" -m autotune tune "studies/$study.py" --trials 6 --xla off --trial-timeout "$TIMEOUT" \
+        --max-memory "$half" --storage "$work/studies.db" --json "$@" > "$OUT/memory-$study-half.json" \
+        2> "$OUT/memory-$study-half.log"
+    echo "tune under $half B: exit $?"
+    "$PY" - "$OUT/memory-$study.json" "$OUT/memory-$study-half.json" <<'PY'
+import json, sys
+for path in sys.argv[1:]:
+    for r in json.load(open(path)):
+        print(path.rsplit("/", 1)[-1], "budget", r.get("max_memory"), "best", r["best_config"], f"cost {r['best_cost']:.4g} s",
+              f"default {r['default_cost']:.4g} s", "memory", r.get("memory_bytes"))
+        for t in r["trials"]:
+            print("  ", t["state"], t["config"], t.get("memory_bytes"), (t.get("reason") or "")[:100])
+PY
+    ;;
 xla) timeout 150 "$PY" -m benchmarks.tpu_xla_probe --json "$OUT/xla-probe.json" 2>&1 | tail -20 ;;
-*) echo "tpu_session.sh: unknown part '$part' (check, notebook, xla, bench-one NAME, builders NAME, e2e, e2e-tier)" >&2; exit 2 ;;
+*) echo "tpu_session.sh: unknown part '$part' (check, notebook, xla, memory, bench-one NAME, builders NAME, e2e, e2e-tier)" >&2; exit 2 ;;
 esac

@@ -227,9 +227,9 @@ class Autotuned:
 
             leaves, _, dynamic = split_args(args, kwargs)
             config = Config() if tiered else lookup.config  # the default's sites, under this jit's options
-            program = under_policies(program, self.fun, args, kwargs, config)
-            out = evaluate(program.jaxpr, [leaves[i] for i in dynamic], Plan(program.sites, config))
-            return jax.tree_util.tree_unflatten(program.out_tree, out)
+            p = under_policies(program, self.fun, args, kwargs, config)  # re-traced where a config sets a policy
+            out = evaluate(p.jaxpr, [leaves[i] for i in dynamic], Plan(p.sites, config))
+            return jax.tree_util.tree_unflatten(p.out_tree, out)
         except Exception as exc:
             return self._fallback(args, kwargs, f"emit its config {lookup.config}", exc)
 
@@ -356,8 +356,7 @@ def autotuned(
             ``$AUTOTUNE_CACHE`` or the user cache dir.
         on_miss: ``"default"`` runs the default config when nothing is cached,
             ``"warn"`` also warns once, ``"tune"`` tunes briefly after the first call.
-        key: the function's stable key; default ``module:qualname`` (a script's
-            ``__main__`` counts as its module name).
+        key: the function's stable key; default ``module:qualname`` (a script's ``__main__`` counts as its module).
         record: ``True`` writes a pending row at the first call per signature, for
             ``autotune tune --recorded`` to tune later; ``"values"`` also keeps the argument
             values (``AUTOTUNE_RECORD=1`` / ``values`` turns it on for every function).

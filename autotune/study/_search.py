@@ -59,15 +59,9 @@ def record_of(view: TrialView, objective: Objective) -> TrialRecord:
         return TrialRecord(
             view.number, config, "running", None, view.reason or "being measured by another worker", view.measurement
         )
+    at_least, predicted = view.attrs.get("compile_s_at_least"), view.attrs.get("predicted_compile_s")
     record = TrialRecord(
-        view.number,
-        config,
-        view.outcome.value,
-        None,
-        view.reason,
-        view.measurement,
-        view.attrs.get("compile_s_at_least"),
-        view.attrs.get("predicted_compile_s"),
+        view.number, config, view.outcome.value, None, view.reason, view.measurement, at_least, predicted
     )
     point = record.point()
     if point is None:

@@ -424,7 +424,10 @@ def test_an_in_process_runner_has_no_second_process():
     runner = CountingRunner()
     assert runner.renew() is False
     confirmed = confirm(runner, runtime_points(runner, 0.01), DEFAULT, RUNTIME, top=3, rounds=3)
-    assert all(len(p.rounds) == 3 for p in confirmed)
+    # No second process's 3 rounds: the default has its 3, a challenger at most 3 (fewer where the
+    # default dominated it in round 1 and the race left it out of the later rounds).
+    (default,) = [p for p in confirmed if p.config == DEFAULT]
+    assert len(default.rounds) == 3 and all(1 <= len(p.rounds) <= 3 for p in confirmed)
 
 
 def test_a_tune_confirms_one_contender_per_program_and_lists_the_others_as_equivalent(tmp_path):
