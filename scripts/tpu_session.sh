@@ -104,12 +104,12 @@ memory)
     # with the policy dimension, then again under a budget of half the first winner's device memory; prints
     # each winner's config, cost and memory (about 4 min at full size by estimate; arguments after go to both tunes)
     study=${MEMORY_STUDY:-transformer_step}
-    timeout 240 "$PY" -m autotune tune "studies/$study.py" --trials 6 --xla off --trial-timeout "$TIMEOUT" \
+    timeout "${MEMORY_TIMEOUT:-240}" "$PY" -m autotune tune "studies/$study.py" --trials 6 --xla off --trial-timeout "$TIMEOUT" \
         --storage "$work/studies.db" --json "$@" > "$OUT/memory-$study.json" 2> "$OUT/memory-$study.log"
     echo "tune: exit $?"
     half=$("$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))[0]; print(int(r["memory_bytes"]) // 2)' \
         "$OUT/memory-$study.json") || exit 1
-    timeout 240 "$PY" -m autotune tune "studies/$study.py" --trials 6 --xla off --trial-timeout "$TIMEOUT" \
+    timeout "${MEMORY_TIMEOUT:-240}" "$PY" -m autotune tune "studies/$study.py" --trials 6 --xla off --trial-timeout "$TIMEOUT" \
         --max-memory "$half" --storage "$work/studies.db" --json "$@" > "$OUT/memory-$study-half.json" \
         2> "$OUT/memory-$study-half.log"
     echo "tune under $half B: exit $?"
