@@ -22,7 +22,7 @@ def test_cli_report_on_a_study_file_and_by_name(study, tmp_path, capsys):
     assert cli.main(["report", study["file"], "--storage", study["storage"], "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "cheapest for" in text and "wrote" in text and (out / "report.html").is_file()
-    assert f"wrote {out / 'report.html'} and 4 figures" in " ".join(text.split())  # a path is never cut
+    assert f"wrote {out / 'report.html'} and 5 figures" in " ".join(text.split())  # a path is never cut
     assert "measurements complete for" in text and "★" in text
     assert sorted(p.name.split("_", 1)[1] for p in out.glob("*.png")) == sorted(f"{f}.png" for f in FIGURES)
 
