@@ -12,8 +12,9 @@ TPU schedule keeps the unrolled steps' buffers live as the CPU's does (not yet m
 chip), the unrolled configs ask for more than the chip's 15.75 GiB of HBM: XLA refuses them at
 compile (``RESOURCE_EXHAUSTED``), the trial fails with one line, and the study goes on to a
 winner that fits. Measured on a v5e (2026-12-06): it does not; every config asked for
-0.05-0.14 GiB and none ran out (docs/reliability.md). The script prints what each config that ran asked for, each failed trial's
-line and the winner (exit status 1 when no config ran out of memory).
+0.05-0.14 GiB and none ran out (docs/reliability.md). The script prints what each config that
+ran asked for, each failed trial's line and the winner (exit status 1 when no config ran out of
+memory).
 
 It is also a study file (``autotune tune scripts/tpu_oom.py``); ``AUTOTUNE_OOM_SIZE=cpu`` picks
 the CPU sizes there.
