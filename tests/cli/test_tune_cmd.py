@@ -375,7 +375,19 @@ def test_tier_up_says_the_measured_slowdown_and_json_keeps_it_on_the_defaults_po
     (tmp_path / "slow_for.py").write_text(SLOW_FOR_STUDY)
     env = cli_env(tmp_path)
     # the whole grid confirmed in one round, so `for` (which qualifies for tier-up) is among the points
-    args = ("tune", "slow_for.py", "--tier-up", "--confirm-top", "16", "--confirm-rounds", "1", *CLI_FAST)
+    # the loop configs alone (--xla off): XLA's stage, where "auto" takes it (jax 0.12), would take trials from them
+    args = (
+        "tune",
+        "slow_for.py",
+        "--tier-up",
+        "--xla",
+        "off",
+        "--confirm-top",
+        "16",
+        "--confirm-rounds",
+        "1",
+        *CLI_FAST,
+    )
     r = run(*args, "--wide", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     (line,) = [ln for ln in r.stdout.splitlines() if "tier-up: the default's calls ran" in ln]

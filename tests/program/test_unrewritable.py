@@ -169,6 +169,8 @@ def test_autotune_tune_says_so_once_and_json_carries_it(tmp_path):
         "6",
         "--sampler",
         "grid",
+        "--xla",
+        "off",  # the loop configs alone: XLA's stage, where "auto" takes it (jax 0.12), takes trials from them
         "--run-seconds",
         "0.02",
         *ONE_ROUND_CLI,
@@ -187,6 +189,8 @@ def test_autotune_tune_says_so_once_and_json_carries_it(tmp_path):
         "6",
         "--sampler",
         "grid",
+        "--xla",
+        "off",  # the loop configs alone: XLA's stage, where "auto" takes it (jax 0.12), takes trials from them
         "--run-seconds",
         "0.02",
         *ONE_ROUND_CLI,
