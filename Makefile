@@ -54,7 +54,7 @@ test: lint
 # load can flip; tests/study/test_decisions.py asserts the same decisions on canned figures), the
 # tests marked slow (real tuning studies end to end through the CLI, the benchmark scripts' smoke
 # runs, PostgreSQL scale-out with several processes, the loaded-machine and sharded-mesh checks, and
-# every test that took over 4 s on this project's 2-core machine: marked so that the quick loop fits 3 minutes)
+# every test that took over 4 s (3.4 s on a quiet machine) on this 2-core machine: so the quick loop fits 3 minutes)
 # and tests/test_real_studies*.py (the real-library studies: flax, diffrax, blackjax, optax,
 # numpyro, equinox, optimistix).
 test-fast: lint

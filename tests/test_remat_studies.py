@@ -52,6 +52,7 @@ def checkpointed_site(ex):
 
 
 @pytest.mark.parametrize("stem", STUDIES)
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_the_backward_loop_holds_the_checkpointed_layer_and_is_tuned_over_policies(small, stem):
     own, function = STUDIES[stem]
     ex = small(stem)

@@ -133,6 +133,7 @@ def test_a_location_only_sqlalchemy_can_read_goes_to_cache(tmp_path):
     assert fast.lookup(*key_of(entry)) == entry and fast.opened is not None
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_cache_in_a_read_only_directory_is_read_without_writing(tmp_path):
     folder = tmp_path / "ro"
     folder.mkdir()

@@ -226,6 +226,7 @@ def test_warning_function_prints_for_more_workers_than_devices(capsys):
     assert "2 workers share 1 cpu device(s)" in " ".join(capsys.readouterr().err.split())
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_fresh_process_reads_the_tuned_config_from_postgres(workers_run):
     url, folder = workers_run["url"], workers_run["folder"]
     (entry,) = Cache(url).entries()

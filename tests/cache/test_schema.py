@@ -112,6 +112,7 @@ def tuned_key(e):
     return (e.function_key, e.fingerprint, e.signature, e.device_key)
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_v1_file_in_a_read_only_directory_is_read(tmp_path):
     ro = tmp_path / "ro"
     ro.mkdir()

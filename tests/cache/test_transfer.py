@@ -75,6 +75,7 @@ def test_a_huge_sparse_file_is_refused_by_its_size_before_reading(tmp_path):
     assert peak < _CHUNK, peak
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_the_size_cap_can_be_raised_or_lowered(tmp_path):
     path = an_export(tmp_path)
     size = path.stat().st_size

@@ -7,6 +7,7 @@ import types
 
 import jax
 import jax.numpy as jnp
+import pytest
 from _fake_runner import FakeRunner
 from rich.console import Console
 
@@ -30,6 +31,7 @@ def shown(result) -> str:
     return out.export_text()
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_the_space_line_names_the_loop_configs_and_the_xla_stage(tmp_path):
     loops, options = len(Space(at.sites(loop8, X))), len(choices(offered("cpu", jax.devices()[0].device_kind)[0]))
     runner = FakeRunner(loop8, (X,), {"*": (0.5, 1e-4)})

@@ -60,6 +60,7 @@ class Model:
         return lax.scan(lambda c, _: (c * 0.5 + 1.0, None), x, length=self.n)[0]
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_method_with_a_static_self(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "c.db"))
     m = Model(8, None)
@@ -82,6 +83,7 @@ class Params:
         return lax.scan(lambda c, _: (jnp.tanh(c * self.w), None), x, length=self.n)[0]
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_method_of_a_pytree_module_traces_self(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "c.db"))
     p = Params(jnp.full(4, 0.5))
@@ -95,6 +97,7 @@ def test_a_method_of_a_pytree_module_traces_self(tmp_path, monkeypatch):
     assert g.shape == (4,) and bool(jnp.all(jnp.isfinite(g)))
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_donate_argnums_0_is_honoured(tmp_path):
     @at.autotuned(donate_argnums=0, cache=str(tmp_path / "c.db"), key="tests:donate0")
     def f(x):

@@ -5,6 +5,7 @@ saves what the policy says, with the same values."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax import lax
 
 import autotune as at
@@ -32,6 +33,7 @@ def make(cache):
 ARGS = (jax.random.normal(jax.random.PRNGKey(0), (6, 16, 16)) / 4, jax.random.normal(jax.random.PRNGKey(1), (8, 16)))
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_cached_policy_is_applied_by_the_decorator(tmp_path):
     cache_path = str(tmp_path / "c.db")
     step = make(cache_path)

@@ -29,6 +29,7 @@ def options(tmp_path, **more):
     return {"storage": str(tmp_path / "s.db"), "timing": FAST, "isolate": False, "progress": False, **ONE_ROUND, **more}
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_second_signature_starts_from_the_firsts_configs(tmp_path):
     f = tuned(tmp_path)
     first = f.tune(jnp.ones(4), n_trials=5, sampler="grid", **options(tmp_path))
@@ -97,6 +98,7 @@ def test_the_stored_figure_is_what_memory_analysis_reports_for_the_decorators_ex
     assert attrs and all(a["memory_bytes"] == device_memory(a["measurement"]["memory"]) for a in attrs)
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_under_a_budget_a_config_over_it_never_wins_and_each_budget_keeps_its_own_entry(tmp_path):
     site = at.sites(outer_rollout, *ROLLOUT_ARGS)[0].id
     unrolled, rolled = Config({site: {"repr": "for"}}), Config({site: {"repr": "scan", "unroll": 1}})

@@ -78,6 +78,7 @@ def test_the_in_process_runner_times_a_kept_executable_beside_a_compile():
         assert runner.retime({"l": {"repr": "for"}}, beside=True) is None  # never measured: not kept
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_the_worker_times_its_kept_executable_beside_a_compile():
     x = jnp.ones(16)
     with WorkerRunner(at.Call(loop8, (x,)), STEADY, trial_timeout=60) as runner:

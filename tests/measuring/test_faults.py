@@ -107,6 +107,7 @@ def hold_lock(path, mode, seconds):
     return proc
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_locked_cache_in_wal_mode_is_still_read(tmp_path):
     """autotune writes its cache in WAL mode, where a writer's exclusive lock does not block readers."""
     path = tmp_path / "c.db"
@@ -188,6 +189,7 @@ def lookups_under_lock(tmp_path, mode, seconds, n):
             holder.wait(timeout=60)
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_short_exclusive_lock_is_waited_out(tmp_path):
     """A rollback-journal file locked for 2 s: the lookup waits for it and then reads the entry."""
     got, _ = lookups_under_lock(tmp_path, "rollback", 2, 1)

@@ -22,6 +22,7 @@ def script(tmp_path, body: str) -> str:
     return str(path)
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_the_exclusive_device_refuses_a_second_process_and_admits_cpu_only_ones(tmp_path):
     prog = script(
         tmp_path,
@@ -40,6 +41,7 @@ def test_the_exclusive_device_refuses_a_second_process_and_admits_cpu_only_ones(
     assert r.stdout.split() == ["1", "True", "0"]
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_pin_leaves_the_device_to_workers_and_learns_it_from_them(tmp_path):
     prog = script(
         tmp_path,
@@ -71,6 +73,7 @@ def test_pin_leaves_the_device_to_workers_and_learns_it_from_them(tmp_path):
     assert out["parent_platforms"] == "cpu" and out["worker_gets"] == ""  # unset, as the user had it
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_pin_is_refused_once_jax_opened_its_devices_and_is_a_no_op_under_jax_platforms_cpu(tmp_path):
     prog = script(
         tmp_path,

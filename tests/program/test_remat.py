@@ -77,6 +77,7 @@ def test_every_policy_keeps_the_gradient_taken_outside(policy):
     assert compare_outputs(want, got) is None
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_the_policy_takes_effect_in_the_program_differentiated_inside():
     """What the backward pass keeps is decided when grad runs, in the trace: saving every
     intermediate needs more temporary memory than saving none, so the policy really changed."""

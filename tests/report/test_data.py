@@ -28,6 +28,7 @@ def forged(tmp_path_factory):
     return forged_study(tmp_path_factory)
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_the_report_names_what_tune_decided(study):
     result = study["result"]
     rep = load_study_report(result.study_name, study["storage"])
@@ -140,6 +141,7 @@ def test_a_missing_storage_is_one_clear_error_and_no_new_file(tmp_path):
     assert not missing.exists()
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_budgeted_study_reports_each_trials_memory_and_chooses_as_tune_did(tmp_path):
     def rollout(x, w):
         return lax.scan(lambda c, _: (jnp.tanh(c @ w), jnp.outer(c[0], c[0])), x, None, length=16)

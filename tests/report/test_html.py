@@ -52,6 +52,7 @@ def written(study):
     return out, report(str(out), study_names=[study["result"].study_name], storage=study["storage"])
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_report_files_are_valid_and_self_contained(written):
     out, files = written
     assert Path(files.html) == out / "report.html" and len(files.figures) == len(FIGURES) == 5
@@ -86,6 +87,7 @@ def test_the_page_and_the_json_name_the_tuned_winner_and_the_range(study, writte
     json.loads(Path(files.data).read_text(), parse_constant=lambda c: pytest.fail(f"{c} in strict JSON"))
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_out_of_range_the_page_gives_the_retune_command(tmp_path_factory, tmp_path):
     forged = forged_study(tmp_path_factory)
     files = report(str(tmp_path / "out"), study_names=[forged["name"]], storage=forged["storage"], expected_calls=5000)

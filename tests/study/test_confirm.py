@@ -481,6 +481,7 @@ def test_a_round_measured_in_a_stall_is_taken_again_once():
     assert _select.winner(confirmed, objective, DEFAULT).config == FOR
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_challenger_the_default_dominates_in_round_one_is_left_out_of_the_later_rounds():
     """It compiled no faster and ran no faster in round 1: it lost that paired round at every call
     count, and the rule needs all 3, so it is not measured again; a challenger that is faster in

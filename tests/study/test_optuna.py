@@ -222,6 +222,7 @@ def test_a_config_queued_beyond_the_budget_is_closed_as_a_duplicate(tmp_path):
     assert left.user_attrs["config"] == trials[0].user_attrs["config"]
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_config_queued_through_optuna_is_measured_next_and_proposals_stay_distinct(tmp_path):
     storage, fn, options = _small_grid_study(tmp_path, "test_optuna:direct", n_trials=2)
     first = at.tune(fn, jnp.ones(3), **options)

@@ -106,6 +106,7 @@ RANKED = {"l=for": (0.5, 1e-4), "l=scan×4": (0.5, 2e-4), "l=scan×2": (0.5, 3e-
 SHARED = {"l=fori×4": "l=scan×4"}
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_the_xla_stage_follows_the_loop_stage_on_the_best_loop_configs_only(tmp_path):
     r = tune(FakeRunner(loop8, (X,), RANKED, programs=SHARED), tmp_path / "s.db", xla=True)
     assert r.space_size == len(r.trials) == LOOPS + STAGE < LOOPS * len(XLA)
@@ -139,6 +140,7 @@ class StopAt(FakeRunner):
         return super().measure(config, **kw)
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_resumed_study_goes_on_where_it_stopped(tmp_path):
     whole = tune(FakeRunner(loop8, (X,), RANKED, programs=SHARED), tmp_path / "whole.db", xla=True)
     stopped = StopAt(
@@ -162,6 +164,7 @@ def test_a_resumed_study_goes_on_where_it_stopped(tmp_path):
 
 
 @pytest.mark.parametrize("others", [0.3, 0.03])
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_default_right_at_the_line_does_not_flip_the_space_between_two_runs(tmp_path, others):
     """Two fresh studies whose default measures right below and right above the share line, the
     other best loop configs (for, scan×4) clearly on one side: both end with the same space."""
@@ -238,6 +241,7 @@ def test_one_slow_compile_of_the_default_does_not_switch_the_xla_options_on(tmp_
     assert len(rounds) == 3 and rounds[0][0] >= 0.5  # ...are the three samples that decided, the slow one first
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_without_stages_the_options_multiply_every_loop_config(tmp_path, monkeypatch):
     """``XLA_TOP = None``: the product space (what ``benchmarks.bench`` measures beside the stages)."""
     monkeypatch.setattr(_xla_search, "XLA_TOP", None)

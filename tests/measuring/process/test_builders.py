@@ -55,6 +55,7 @@ def heavy(x):
     return x
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_builders_compile_and_the_worker_loads_with_the_outputs_of_jax_jit():
     x, bias = jnp.linspace(0.0, 1.0, 16), jnp.float32(1.0)
     expected = jax.jit(smooth)(x, bias)
@@ -176,6 +177,7 @@ def test_a_builder_that_stops_responding_is_replaced_and_the_worker_compiles_its
     assert f"builder pid {stuck} " in said[0] and "--trial-timeout" in said[0], said[0]
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_fresh_worker_loads_what_the_builders_compiled():
     x, bias = jnp.linspace(0.0, 1.0, 16), jnp.float32(1.0)
     with WorkerRunner(at.Call(smooth, (x, bias)), FAST, builders=1) as runner:

@@ -107,6 +107,7 @@ def test_sigterm_during_a_slow_compile_kills_the_worker_at_once_and_the_parent_e
     assert gone(worker, wait=5)
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_worker_exits_by_itself_when_its_parent_dies_of_sigterm_or_sigkill(slow_study):
     for sig in (signal.SIGTERM, signal.SIGKILL):
         proc, worker = _start(slow_study, "idle")  # no latch while idle: the default action kills it

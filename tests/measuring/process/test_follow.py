@@ -100,6 +100,7 @@ def test_a_compile_that_explodes_is_killed_at_the_trial_timeout(study_file):
         assert again.compile_s > 0
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_worker_that_segfaults_or_aborts_is_replaced(study_file):
     with WorkerRunner.for_study_file(study_file, timing=STEADY, trial_timeout=120) as runner:
         runner.measure({})

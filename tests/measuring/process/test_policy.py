@@ -1,6 +1,7 @@
 """GPU honesty: the compile policy comes from the platform and reaches the worker's environment."""
 
 import jax.numpy as jnp
+import pytest
 
 import autotune as at
 from autotune.measuring.process._policy import CARRY_OVER_FLAGS, CompilePolicy, compile_policy, jax_env, platform
@@ -36,6 +37,7 @@ def test_the_jax_settings_the_worker_inherits():
     assert env["JAX_ENABLE_X64"] in ("0", "1") and env.get("JAX_PLATFORMS") == "cpu"
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_a_fresh_worker_policy_replaces_the_worker_before_every_compile_and_carries_its_flags():
     """What GPU does, forced on CPU: each trial that compiles gets a new process, whose XLA_FLAGS
     are the policy's (the worker reports its own environment)."""

@@ -61,6 +61,7 @@ def test_export_mode_runs_a_closure_in_a_warm_worker_retimes_it_and_reaps_it():
     assert unrolled.config == at.Config(FOR) and first.program_hash != unrolled.program_hash
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_export_mode_shares_a_program_without_sending_it():
     f = lambda v: jax.lax.scan(lambda c, _: (c * 2.0, None), v, None, length=8)[0]  # noqa: E731
     x = jnp.ones(4)
@@ -282,6 +283,7 @@ def test_a_closed_runner_and_bad_options_say_so():
         WorkerRunner.for_study_file("/nonexistent/study.py")
 
 
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
 def test_constants_jit_passes_as_arguments_send_the_study_file_to_the_worker(tmp_path):
     """Where jax.jit hoists a closed-over constant (jax >= 0.12; the variable turns it on for
     jax 0.10 too), export would embed it and the worker would time another program: the runner
