@@ -425,16 +425,15 @@ def test_a_config_over_the_trial_memory_fails_in_one_line_and_the_winner_fits(tm
     label = winner.split(": ", 1)[1].split(" cost ")[0]
     (summary,) = optuna.study.get_all_study_summaries(f"sqlite:///{tmp_path / 's.db'}")
     study = optuna.load_study(study_name=summary.study_name, storage=f"sqlite:///{tmp_path / 's.db'}")
-    states = {
-        t.user_attrs["config"]: (t.state, t.user_attrs.get("outcome"), t.user_attrs.get("reason")) for t in study.trials
-    }
-    state, outcome, reason = states['{"steps":{"repr":"for","unroll":1}}']
-    assert (state, outcome) == (optuna.trial.TrialState.FAIL, "oom") and reason in lines[at_for + 1], reason
-    fits = {
-        "steps=scan×1": '{"steps":{"repr":"scan","unroll":1}}',
-        "steps=scan×2": '{"steps":{"repr":"scan","unroll":2}}',
-    }
-    assert label in fits and states[fits[label]][1] == "complete", (winner, states)  # 64 or 128 MiB: under the cap
+    trials = {str(at.Config.from_json(t.user_attrs["config"])): t for t in study.trials}
+    failed = trials["steps=for"]
+    reason = failed.user_attrs.get("reason")
+    assert (failed.state, failed.user_attrs.get("outcome")) == (optuna.trial.TrialState.FAIL, "oom"), reason
+    assert reason in lines[at_for + 1], reason
+    # Which config wins is the CPU's timing (fori×2 and scan×2 ask the same 128 MiB); the claim
+    # is that it ran, and fits under the cap.
+    won = trials[label].user_attrs
+    assert won.get("outcome") == "complete" and 0 < won.get("memory_bytes") <= 0.75 * 2**30, (winner, won)
 
 
 def test_max_memory_reaches_the_study_the_json_the_tables_and_best(tmp_path):
