@@ -105,17 +105,17 @@ class WallReport:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        """``{"total_s", "parts", "by_part", "by_stage"}`` (seconds, rounded to the millisecond)."""
+        """``{"total_s", "parts", "by_part", "by_stage"}`` (seconds, rounded to the millisecond).
+        ``by_stage`` sums the rounded ``by_part`` figures, so the JSON adds up as shown and reads
+        back to the same JSON (:meth:`from_json`)."""
 
         def r(d: dict[str, float]) -> dict[str, float]:
             return {k: round(v, 3) for k, v in d.items()}
 
-        return {
-            "total_s": round(self.total_s, 3),
-            "parts": r(self.parts),
-            "by_part": {p: r(s) for p, s in self.by_part.items()},
-            "by_stage": r(self.by_stage),
-        }
+        by_part = {p: r(s) for p, s in self.by_part.items()}
+        shown = WallReport(self.total_s, self.parts, by_part)
+        total = round(self.total_s, 3)
+        return {"total_s": total, "parts": r(self.parts), "by_part": by_part, "by_stage": r(shown.by_stage)}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> WallReport:

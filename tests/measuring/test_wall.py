@@ -34,6 +34,18 @@ def test_parts_and_stages_add_up_to_the_wall_and_other_takes_the_rest():
     assert WallReport.from_json(report.to_json()).to_json() == report.to_json()
 
 
+def test_the_json_adds_up_as_shown_and_reads_back_to_itself():
+    """Two parts whose unrounded stage seconds sum to a figure that rounds the other way: the
+    JSON's ``by_stage`` is the sum of the ``by_part`` figures it shows (the CI failure of
+    a8a06ef: 0.0204 + 0.0152 rounded 0.036 as a sum, 0.035 from the shown parts)."""
+    stages = {s: 0.0 for s in STAGES}
+    by_part = {"a": {**stages, OTHER: 0.0204}, "b": {**stages, OTHER: 0.0152}}
+    report = WallReport(0.0356, {"a": 0.0204, "b": 0.0152}, by_part)
+    shown = report.to_json()
+    assert shown["by_stage"][OTHER] == 0.035 == shown["by_part"]["a"][OTHER] + shown["by_part"]["b"][OTHER]
+    assert WallReport.from_json(shown).to_json() == shown
+
+
 def test_charges_outside_an_open_wall_go_nowhere():
     charge("compile", 1.0)  # no wall open: nothing to raise, nothing kept
     with Wall() as wall:
