@@ -6,7 +6,6 @@ step's values and gradients; the policy really changes the differentiated progra
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import jax
@@ -30,17 +29,22 @@ def study_path(stem: str) -> str:
     return str(ROOT / "studies" / f"{stem}.py")
 
 
+def load_small(stem: str, patch: pytest.MonkeyPatch):
+    """The study's example at the small size (``patch`` unsets the size knob), its module loaded afresh."""
+    patch.delenv(ENV, raising=False)
+    sys.modules.pop(stem, None)
+    [ex] = load_examples(study_path(stem))
+    return ex
+
+
 @pytest.fixture
 def small(monkeypatch):
-    """``small(stem)``: the study's example at the small size, its module dropped before and after."""
+    """``small(stem)``: :func:`load_small`, its module dropped again after the test."""
     used = []
 
     def load(stem: str):
-        monkeypatch.delenv(ENV, raising=False)
-        sys.modules.pop(stem, None)
         used.append(stem)
-        [ex] = load_examples(study_path(stem))
-        return ex
+        return load_small(stem, monkeypatch)
 
     yield load
     for stem in used:
@@ -55,15 +59,12 @@ def reference():
 
     def get(stem: str):
         if stem not in outputs:
-            sys.modules.pop(stem, None)
-            size = os.environ.pop(ENV, None)  # the small size, as `small` loads it
-            try:
-                [ex] = load_examples(study_path(stem))
-                outputs[stem] = jax.block_until_ready(jax.jit(ex.fn.fun)(*ex.args))
-            finally:
-                sys.modules.pop(stem, None)
-                if size is not None:
-                    os.environ[ENV] = size
+            with pytest.MonkeyPatch.context() as patch:
+                try:
+                    ex = load_small(stem, patch)
+                    outputs[stem] = jax.block_until_ready(jax.jit(ex.fn.fun)(*ex.args))
+                finally:
+                    sys.modules.pop(stem, None)
         return outputs[stem]
 
     return get
