@@ -425,15 +425,17 @@ def test_a_config_over_the_trial_memory_fails_in_one_line_and_the_winner_fits(tm
     label = winner.split(": ", 1)[1].split(" cost ")[0]
     (summary,) = optuna.study.get_all_study_summaries(f"sqlite:///{tmp_path / 's.db'}")
     study = optuna.load_study(study_name=summary.study_name, storage=f"sqlite:///{tmp_path / 's.db'}")
-    trials = {str(at.Config.from_json(t.user_attrs["config"])): t for t in study.trials}
-    failed = trials["steps=for"]
-    reason = failed.user_attrs.get("reason")
-    assert (failed.state, failed.user_attrs.get("outcome")) == (optuna.trial.TrialState.FAIL, "oom"), reason
-    assert reason in lines[at_for + 1], reason
+    trials: dict[str, list] = {}  # every trial of each config (one config may have several)
+    for t in study.trials:
+        trials.setdefault(str(at.Config.from_json(t.user_attrs["config"])), []).append(t)
+    for failed in trials["steps=for"]:
+        reason = failed.user_attrs.get("reason")
+        assert (failed.state, failed.user_attrs.get("outcome")) == (optuna.trial.TrialState.FAIL, "oom"), reason
+        assert reason in lines[at_for + 1], reason
     # Which config wins is the CPU's timing (fori×2 and scan×2 ask the same 128 MiB); the claim
     # is that it ran, and fits under the cap.
-    won = trials[label].user_attrs
-    assert won.get("outcome") == "complete" and 0 < won.get("memory_bytes") <= 0.75 * 2**30, (winner, won)
+    ran = [t.user_attrs for t in trials[label] if t.user_attrs.get("outcome") == "complete"]
+    assert ran and all(0 < a.get("memory_bytes") <= 0.75 * 2**30 for a in ran), (winner, trials[label])
 
 
 def test_max_memory_reaches_the_study_the_json_the_tables_and_best(tmp_path):
