@@ -47,7 +47,8 @@ class TuneOptions:
         search: ``"cost"`` searches the weighted cost; ``"pareto"`` the (compile, run)
             trade-off with NSGA-II, then picks the front's winner for ``expected_calls``.
         seed: the sampler's seed (default 0; None draws one).
-        confirm_top: how many contenders to re-time side by side (default 3).
+        confirm_top: how many of the cheapest configs to re-time side by side with the default (default 3;
+            at least one besides the default, so a default that won the search meets its runner-up).
         confirm_rounds: in how many rounds (default 3).
         reconfirm: re-time the contenders of a finished study (default False).
         rtol, atol: override the correctness guard's tolerances (default None: per dtype).

@@ -59,6 +59,11 @@ def contenders(
     """The configs to confirm, one per program (:func:`by_program`): the ``top`` cheapest, the
     configs cheapest at some call count (capped), the default.
 
+    The ``top`` cheapest hold at least one config besides the default wherever the search
+    measured another program: a default that won the search is re-timed beside its runner-up, so
+    its win is decided side by side, and the cache entry keeps a ranking that a study of another
+    input signature starts from (`autotune.study._neighbours`), not the default alone.
+
     The configs cheapest at some call count are the lower envelope of the cost lines
     (:func:`autotune.select.crossover_intervals`): a point on the Pareto front above that
     envelope is never the winner for any call count, so re-timing it decides nothing. A Pareto
@@ -71,8 +76,11 @@ def contenders(
         front = [p.config for p in _select.pareto_front(points)]
     else:
         front = [it["config"] for it in _select.crossover_intervals(points, **objective.line_figures())]
+    picks = ranked[:top]
+    if all(c == default for c in picks):
+        picks += [c for c in ranked if c != default][:1]
     out: list[Config] = []
-    for c in ranked[:top] + front[:front_cap]:
+    for c in picks + front[:front_cap]:
         if c not in out:
             out.append(c)
     if default not in out:

@@ -305,6 +305,18 @@ def test_the_default_is_always_a_contender_and_the_cheapest_come_first():
     assert got[0] == UNROLL2 and got[-1] == DEFAULT and FOR in got  # FOR is cheapest above 444 calls
 
 
+def test_a_default_that_won_the_search_is_confirmed_beside_its_runner_up():
+    # The default dominates (cheapest to compile and to run), so it alone is the top one and the
+    # whole crossover front; its runner-up is re-timed anyway, so the win is decided side by side
+    # and the cache entry keeps a ranking a neighbouring signature's study starts from.
+    points = [P(DEFAULT, 0.1, 1e-4), P(FOR, 0.2, 2e-4), P(UNROLL2, 0.3, 3e-4)]
+    assert [it["config"] for it in _select.crossover_intervals(points, **RUNTIME.line_figures())] == [DEFAULT]
+    assert contenders(points, DEFAULT, RUNTIME, top=1) == [DEFAULT, FOR]
+    assert contenders(points, DEFAULT, RUNTIME, top=2) == [DEFAULT, FOR]
+    # With nothing else measured, the default stands alone.
+    assert contenders(points[:1], DEFAULT, RUNTIME, top=1) == [DEFAULT]
+
+
 def test_a_front_point_that_is_never_cheapest_is_not_confirmed_except_for_a_pareto_search():
     mid = at.Config({"l": {"repr": "scan", "unroll": 4}})
     points = [P(UNROLL2, 0.1, 1e-3), P(mid, 0.4, 6e-4), P(FOR, 0.5, 1e-4)]  # mid: on the front, above the envelope
