@@ -210,7 +210,8 @@ def _tune_parser(sub) -> None:
             "--confirm-top",
             positive_int,
             "K",
-            "how many of the cheapest configs to re-time side by side with the default (default 3; at least one besides it)",
+            "how many of the cheapest configs to re-time side by side with the default "
+            "(default 3; at least one besides it)",
         ),
         (
             "--confirm-rounds",
