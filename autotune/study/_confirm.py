@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import Any
 
 from autotune import select as _select
@@ -18,7 +19,7 @@ from autotune.measuring._runner import RunnerBase
 from autotune.program._config import Config
 from autotune.select import Point, point_of
 from autotune.select._objective import Objective
-from autotune.study._contenders import by_program, contenders
+from autotune.study._contenders import CALLS, PICK, by_program, contenders
 
 COMPILE_NOISE = 0.15
 """Relative compile-time noise assumed between two measurements of one config (at least)."""
@@ -30,9 +31,12 @@ their median and their signs, so each needs only a share of a trial's samples. M
 docs/results/tuning-wall.md."""
 
 SECOND_PROCESS_LEAD = 1.5
-"""A winner that costs at most 1/this of the default in every paired round is not measured again
-in a second process: on the CPU a program's runtime moves between processes by up to 1.3x (below),
-so such a lead holds in any of them. Measured: docs/results/tuning-wall.md."""
+"""A winner that stays cheaper than the default in every paired round with its calls this many
+times slower is not measured again in a second process (:func:`holds_anywhere`): on the CPU a
+program's runtime moves between processes by up to 1.3x (below), so such a lead holds in any of
+them. Only the runtime is scaled: a compile's CPU seconds do not move with the process (its noise
+is confirmation's compiled rounds' to settle), so a lead made of compile seconds needs no second
+process. Measured: docs/results/tuning-wall.md."""
 
 PLATFORM_LEAD = {"tpu": 1.05}
 """The lead that needs no second process where a platform's runtimes move less between processes
@@ -144,9 +148,37 @@ def second_process(
     chosen = _select.winner(points, objective, default)
     if chosen is None or d is None or chosen.config == default:
         return []
-    if lead(chosen, d, objective) >= needed:
+    if holds_anywhere(chosen, d, objective, needed):
         return []
     return [p.config for p in points if p is not d and _select.beats(p, d, objective)]
+
+
+def holds_anywhere(winner: Point, default: Point, objective: Objective, needed: float) -> bool:
+    """Whether the winner's lead over the default holds in any process: in every paired round (their
+    medians where the rounds do not pair) it stays no dearer than the default with its calls ``needed``
+    times slower. Under tier-up, whose charge mixes compile and calls, its whole cost must lead by
+    ``needed`` (:func:`lead`).
+
+    Example::
+
+        >>> w, d = Point(Config({"l": {"repr": "for"}}), 0.8, 1e-4), Point(Config({}), 1.0, 1e-4)
+        >>> holds_anywhere(w, d, Objective(expected_calls=1000), 1.5)  # 0.95 s against 1.1 s: compile leads
+        True
+        >>> holds_anywhere(w, d, Objective(expected_calls=100_000), 1.5)  # 15.8 s against 11 s
+        False
+    """
+    if objective.tier_up:
+        return lead(winner, default, objective) >= needed
+
+    def lines(p: Point, rows) -> list[tuple[Fraction, Fraction]]:
+        return [objective.line(c, r, p.load_cost_s) for c, r in rows]
+
+    mine, theirs = lines(winner, winner.rounds), lines(default, default.rounds)
+    if not mine or len(mine) != len(theirs):
+        mine = lines(winner, [(winner.compile_cost_s, winner.run_cost_s)])
+        theirs = lines(default, [(default.compile_cost_s, default.run_cost_s)])
+    n, slower = Fraction(objective.expected_calls), Fraction(needed)
+    return all(a + slower * b * n <= c + d * n for (a, b), (c, d) in zip(mine, theirs))
 
 
 def lead(winner: Point, default: Point, objective: Objective) -> float:
@@ -195,22 +227,34 @@ class _Rounds:
                     if m is not None:
                         samples[r] = (m, fresh)
 
-    def race(self, default: Config) -> None:
-        """Leave out of the later rounds each challenger the default dominated in round 1 (it compiled
-        no faster and ran no faster): it lost that paired round at every call count, and where the winner
-        rule needs a challenger to win every round (3 of 3: `autotune.select.wins_needed`), no later
-        round can make it a winner anywhere; its one round stays its point's."""
+    def race(self, default: Config, objective: Objective | None = None) -> None:
+        """Leave out of the later rounds each challenger that lost round 1 to the default: where the
+        winner rule needs a challenger to win every round (3 of 3: `autotune.select.wins_needed`), no
+        later round can make it a winner; its one round stays its point's. It lost at every call count
+        when the default dominated it (compiled no faster and ran no faster); with ``objective`` (a
+        confirmation that serves the tuned call count alone), when it cost no less there."""
         first = self.samples[default][0] if default in self.samples else None
         n = len(self.samples[default]) if first is not None else 0
         if first is None or _select.wins_needed(n) < n:  # a challenger may lose a round and still win
             return
         d_compile, d_run = self.rows(default)[0]
+        mine = _point(default, [self])
         for config in self.configs:
             got = self.samples[config][0]
             if config != default and got is not None:
                 compile_s, run_s = self.rows(config)[0]
                 if compile_s >= d_compile and run_s >= d_run:
                     self.out.add(config)
+                elif objective is not None and mine is not None and self._lost(config, mine, objective):
+                    self.out.add(config)
+
+    def _lost(self, config: Config, default: Point, objective: Objective) -> bool:
+        """Whether ``config``'s round 1 cost no less than the default's, as the winner rule charges a round."""
+        p = _point(config, [self])
+        if p is None:
+            return False
+        mine, theirs = _select.round_costs(p, objective, default), _select.round_costs(default, objective)
+        return bool(mine and theirs) and mine[0] >= theirs[0]
 
     def rows(self, config: Config) -> list[tuple[float, float]]:
         """``[(compile_cost_s, run_cost_s), ...]``: each round's own compile, or round 1's where carried."""
@@ -275,11 +319,13 @@ def _measure_rounds(
     searched: Sequence[Point] = (),
     each_round: bool | None = None,
     race: bool = True,
+    serve: str = CALLS,
 ) -> _Rounds:
     """One process's rounds (see the module docstring); ``searched``: the search's points, which
     size the compile noise (:func:`compile_noise`); ``each_round`` forces the compile mode; ``race``:
     leave out the challengers round 1 rules out (:meth:`_Rounds.race`; the first process only, where
-    a challenger must win every round)."""
+    a challenger must win every round; at the tuned call count alone where the confirmation
+    ``serve`` s :data:`~autotune.study._contenders.PICK`)."""
     got = _Rounds(configs, rounds)
     # round 1: every contender side by side, compiled where a compile sample could flip the decision on
     # the search's figures (taken at other moments: SEARCH_COMPILE_NOISE), else re-timed, its executable kept
@@ -297,7 +343,7 @@ def _measure_rounds(
     if got.each_round and not full:
         got.take(runner, range(1), True, check)  # round 1 again, compiled side by side
     if race:
-        got.race(default)
+        got.race(default, objective if serve == PICK else None)
     got.take(runner, range(1, rounds), got.each_round, check)
     if (
         each_round is None
@@ -320,18 +366,20 @@ def confirm(
     top: int = 3,
     rounds: int = 3,
     check: Callable[[], None] = lambda: None,
-    whole_front: bool = False,
+    serve: str = CALLS,
     platform: str = "cpu",
 ) -> list[Point]:
     """Confirmed points of the contenders (see the module docstring); the default's always among them
     when it can be measured at all. A point lists the configs that lowered to its program in
     ``equivalent``, how many compiles confirmation took of it in ``compiles`` and in how many
-    processes it was measured in ``processes``."""
+    processes it was measured in ``processes``. ``serve``: what the confirmation serves
+    (:func:`autotune.study._contenders.serves`): the pick at the tuned call count alone takes fewer
+    contenders and leaves a challenger out of the later rounds once it lost round 1 there."""
     rounds = max(1, int(rounds))
-    configs = contenders(points, default, objective, top, whole_front=whole_front)
+    configs = contenders(points, default, objective, top, serve=serve)
     equivalent = {p.config: p.equivalent for p in by_program(points, default)}
     runner.retain(configs)
-    first = _measure_rounds(runner, configs, rounds, default, objective, check, points)
+    first = _measure_rounds(runner, configs, rounds, default, objective, check, points, serve=serve)
     processes = [first]
 
     def confirmed_now() -> list[Point]:

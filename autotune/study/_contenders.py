@@ -1,9 +1,12 @@
 """Which configs confirmation re-times: one per lowered program, the cheapest few, those cheapest
-at some call count, and the default (:func:`contenders`); a program's configs stand behind its
-simplest one (:func:`simplest_key`)."""
+at some call count where the measurements can decide other call counts, and the default
+(:func:`contenders`; what the confirmation serves: :func:`serves`); a program's configs stand behind
+its simplest one (:func:`simplest_key`). :data:`CUTOFF`: past it, a config cannot win.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +14,16 @@ from autotune import select as _select
 from autotune.program._config import Config
 from autotune.select import Point
 from autotune.select._objective import Objective
+
+CUTOFF = 2.0
+"""A config whose cost (or whose calls alone) would be over this many times the best cost cannot
+win: the search stops timing such a trial once a short estimate says so (``Sampling.stop_above_s``),
+and confirmation does not re-time it (TileLang and Helion skip a candidate whose first estimate is
+over about 2x the best). Measured: docs/results/tuning-wall.md."""
+
+PICK, CALLS, FRONT = "pick", "calls", "front"
+"""What a confirmation serves (:func:`serves`): the pick at the tuned call count, the cheapest config
+at every call count, or the whole Pareto front."""
 
 _REPR_ORDER = {"scan": 0, "fori": 1, "while": 2, "for": 3}
 _FOR_COPIES = 1 << 30  # a full unroll: more body copies than any partial one of the same site
@@ -48,16 +61,35 @@ def by_program(points: Sequence[Point], default: Config) -> list[Point]:
     return out
 
 
+def serves(search: str, space_size: int, decided: int) -> str:
+    """What confirmation serves: :data:`FRONT` for a Pareto search (it reports the front);
+    :data:`CALLS` where the search decided every config of the space (``decided`` of
+    ``space_size``: measured or stopped), so the confirmed points say which config is cheapest at
+    every call count; else :data:`PICK`: a config never measured could be the cheapest at another
+    call count, so the measurements decide only the tuned one (`autotune.select.complete_range`),
+    and re-timing configs for the other counts' table would buy nothing.
+
+    Example::
+
+        >>> serves("cost", 252, 23), serves("cost", 13, 13), serves("pareto", 252, 23)
+        ('pick', 'calls', 'front')
+    """
+    if search == "pareto":
+        return FRONT
+    return CALLS if decided >= space_size else PICK
+
+
 def contenders(
     points: Sequence[Point],
     default: Config,
     objective: Objective,
     top: int,
     front_cap: int = 6,
-    whole_front: bool = False,
+    serve: str = CALLS,
 ) -> list[Config]:
-    """The configs to confirm, one per program (:func:`by_program`): the ``top`` cheapest, the
-    configs cheapest at some call count (capped), the default.
+    """The configs to confirm, one per program (:func:`by_program`): the ``top`` cheapest that
+    could win (a cost within :data:`CUTOFF` of the best's; under tier-up, any), the configs cheapest at some call count
+    (capped; only where the confirmation ``serve`` s :data:`CALLS` or :data:`FRONT`), the default.
 
     The ``top`` cheapest hold at least one config besides the default wherever the search
     measured another program: a default that won the search is re-timed beside its runner-up, so
@@ -67,16 +99,22 @@ def contenders(
     The configs cheapest at some call count are the lower envelope of the cost lines
     (:func:`autotune.select.crossover_intervals`): a point on the Pareto front above that
     envelope is never the winner for any call count, so re-timing it decides nothing. A Pareto
-    search (``whole_front``) confirms the whole front, which is what it reports. Under a memory
+    search (:data:`FRONT`) confirms the whole front, which is what it reports. Under a memory
     budget, only the configs that fit it (:func:`autotune.select.feasible`).
     """
     points = _select.feasible(by_program(points, default), objective.budget_bytes)[0]
-    ranked = [p.config for p in _select.ranked(points, objective, default)]
-    if whole_front:
+    order = _select.ranked(points, objective, default)
+    ranked = [p.config for p in order]
+    if serve == FRONT:
         front = [p.config for p in _select.pareto_front(points)]
-    else:
+    elif serve == CALLS:
         front = [it["config"] for it in _select.crossover_intervals(points, **objective.line_figures())]
-    picks = ranked[:top]
+    else:
+        front = []
+    # Under tier-up a config's charge waits on the slowdown measured after confirmation, so the
+    # search's figures rule none out.
+    bar = math.inf if objective.tier_up or not order else CUTOFF * _select.cost(order[0], objective)
+    picks = [p.config for p in order[:top] if p.config == default or _select.cost(p, objective) <= bar]
     if all(c == default for c in picks):
         picks += [c for c in ranked if c != default][:1]
     out: list[Config] = []
@@ -88,4 +126,4 @@ def contenders(
     return out
 
 
-__all__ = ["by_program", "contenders", "simplest_key"]
+__all__ = ["CALLS", "CUTOFF", "FRONT", "PICK", "by_program", "contenders", "serves", "simplest_key"]

@@ -17,7 +17,7 @@ from autotune.program._config import Config
 from autotune.program._space import Space
 from autotune.select import Point, point_of
 from autotune.select._objective import Objective
-from autotune.study._contenders import contenders
+from autotune.study._contenders import contenders, serves
 from autotune.study._optuna import Study
 from autotune.study._result import TrialRecord, TuneResult
 
@@ -76,8 +76,19 @@ def measured(records: list[TrialRecord]) -> list[int]:
     return sorted(r.number for r in records if r.point() is not None)
 
 
+def decided(records: list[TrialRecord]) -> set[str]:
+    """The configs (canonical JSON) the search decided: measured, or stopped before their run time
+    was known (pruned, predicted over the compile budget, timed out)."""
+    return {r.config.to_json() for r in records if r.outcome is not None and not r.outcome.releases}
+
+
+def serving(run: Run, records: list[TrialRecord]) -> str:
+    """What the run's confirmation serves (`autotune.study._contenders.serves`), from its trials."""
+    return serves(run.search, run.space.product_size(), len(decided(records)))
+
+
 def top_with(
-    points: list[Point], incumbent: Config | None, default: Config, goal: Objective, top: int, search: str
+    points: list[Point], incumbent: Config | None, default: Config, goal: Objective, top: int, serve: str
 ) -> int:
     """``top``, raised until the study's earlier winner (or a config of its program) is a
     contender: it must be re-timed side by side for a new pick to replace it."""
@@ -85,7 +96,7 @@ def top_with(
     if mine is None:
         return top
     same = {p.config for p in points if p is mine or (mine.program and p.program == mine.program)}
-    while top < len(points) and not same & set(contenders(points, default, goal, top, whole_front=search == "pareto")):
+    while top < len(points) and not same & set(contenders(points, default, goal, top, serve=serve)):
         top += 1
     return top
 
@@ -121,16 +132,14 @@ def result(run: Run, records: list[TrialRecord], confirmed: list[Point] | None, 
     else:  # a finished Pareto study re-picks for this call count from its stored rounds, measuring nothing
         best = keep_or_replace(confirmed, goal, default, incumbent(attrs, goal))
     dflt = next((p for p in confirmed if p.config == default), best)
-    stopped, decided = [], set()
-    for r in records:
-        if r.outcome is None or r.outcome.releases:
-            continue
-        decided.add(r.config.to_json())
-        if r.outcome.stopped:
-            stopped.append((r.config, float(r.compile_s_at_least or 0.0)))
+    stopped = [
+        (r.config, float(r.compile_s_at_least or 0.0))
+        for r in records
+        if r.outcome is not None and not r.outcome.releases and r.outcome.stopped
+    ]
     # A staged space's XLA stage took the best loop configs at this call count only: every config of
     # the product it left out is unmeasured for another call count.
-    unmeasured = max(0, space.product_size() - len(decided))
+    unmeasured = max(0, space.product_size() - len(decided(records)))
     complete = _select.complete_range(confirmed, goal, default=default, stopped=stopped, unmeasured=unmeasured)
     if not finished:
         study.set_attrs(

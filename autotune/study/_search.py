@@ -27,7 +27,7 @@ from autotune.measuring._runner import Outcome, RunnerBase, TrialFailed
 from autotune.program._config import Config
 from autotune.select import Point
 from autotune.select._objective import Objective
-from autotune.study._contenders import contenders
+from autotune.study._contenders import CUTOFF, contenders, serves
 from autotune.study._guard import compare_outputs
 from autotune.study._optuna import Study
 from autotune.study._predict import MARGIN, CompilePredictor
@@ -44,12 +44,6 @@ the compile budget keeps :data:`BUDGET_MARGIN` over it). Measured: docs/results/
 
 BUDGET_MARGIN = 0.10
 """The least relative margin added to the best cost when it becomes a compile budget."""
-
-CUTOFF = 2.0
-"""A trial whose calls alone would cost over this many times the best cost so far stops timing
-them once a short estimate says so (``Sampling.stop_above_s``): it cannot win, and the estimate
-is enough to rank it (TileLang and Helion skip a candidate whose first estimate is over about 2x
-the best). Measured: docs/results/tuning-wall.md."""
 
 
 def record_of(view: TrialView, objective: Objective) -> TrialRecord:
@@ -370,9 +364,8 @@ class Search:
             views = self.study.trials(self.space)
             points = self.points([record_of(v, self.objective) for v in views])
             # Keep the contenders' executables in the warm worker: confirmation re-times them without compiling.
-            self.runner.retain(
-                contenders(points, self.default, self.objective, self.keep_top, whole_front=self.search == "pareto")
-            )
+            serve = serves(self.search, self.space.product_size(), budget)  # as the budget will leave it
+            self.runner.retain(contenders(points, self.default, self.objective, self.keep_top, serve=serve))
             if self.progress.shown:
                 self.progress.update(completed=min(budget, counted(views)), best=self.best_text(points), status="")
 

@@ -34,6 +34,7 @@ from autotune.study._finish import (
     keep_or_replace,
     nothing_to_measure,
     result,
+    serving,
     top_with,
 )
 from autotune.study._load_costs import measure_loads
@@ -325,7 +326,8 @@ def _search_and_confirm(
             records = search.records()
             points = search.points(records)
             default = space.default()
-            top = top_with(points, incumbent(study.attrs, goal), default, goal, options.confirm_top, options.search)
+            serve = serving(state, records)  # the pick alone where configs were left unmeasured
+            top = top_with(points, incumbent(study.attrs, goal), default, goal, options.confirm_top, serve)
             with part("confirmation"):
                 confirmed = confirm(
                     runner,
@@ -335,7 +337,7 @@ def _search_and_confirm(
                     top=top,
                     rounds=options.confirm_rounds,
                     check=latch.check,
-                    whole_front=options.search == "pareto",
+                    serve=serve,
                     platform=state.device["platform"],
                 )
             if goal.tier_up:

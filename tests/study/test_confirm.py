@@ -15,7 +15,7 @@ from autotune.measuring._runner import InProcessRunner
 from autotune.measuring._stages import compile_config
 from autotune.select import Point
 from autotune.study._confirm import SECOND_PROCESS_LEAD, confirm, lead_needed, second_process
-from autotune.study._contenders import by_program, contenders, simplest_key
+from autotune.study._contenders import CALLS, FRONT, PICK, by_program, contenders, serves, simplest_key
 
 DEFAULT = at.Config({})
 UNROLL2 = at.Config({"l": {"repr": "scan", "unroll": 2}})
@@ -323,7 +323,7 @@ def test_a_front_point_that_is_never_cheapest_is_not_confirmed_except_for_a_pare
     assert mid in [p.config for p in _select.pareto_front(points)]
     got = contenders(points, DEFAULT, at.Objective(expected_calls=10), top=1)
     assert got == [UNROLL2, FOR, DEFAULT]  # no call count has mid cheapest: re-timing it decides nothing
-    assert mid in contenders(points, DEFAULT, at.Objective(expected_calls=10), top=1, whole_front=True)
+    assert mid in contenders(points, DEFAULT, at.Objective(expected_calls=10), top=1, serve=FRONT)
 
 
 class TwoProcessRunner(CountingRunner):
@@ -415,6 +415,18 @@ def test_second_process_names_every_contender_that_beats_the_default_while_the_l
     assert second_process([pt(DEFAULT, 1e-3), pt(UNROLL2, 1.2e-3)], DEFAULT, RUNTIME) == []
 
 
+def test_a_lead_made_of_compile_seconds_needs_no_second_process_a_lead_made_of_calls_does():
+    # Both run alike; the challenger compiles 0.2 s faster. At 1,000 calls its calls are 0.1 s of
+    # its 0.9 s: 1.5 times slower they would still leave it ahead (0.95 s against 1.1 s), though its
+    # whole cost leads by only 1.22x. At 100,000 calls the same lead is made of calls: not so.
+    def pt(config, compile_s, run_s):
+        return P(config, compile_s, run_s, [[compile_s, run_s]] * 3)
+
+    points = [pt(DEFAULT, 1.0, 1e-4), pt(FOR, 0.8, 0.9e-4)]
+    assert second_process(points, DEFAULT, at.Objective(expected_calls=1000)) == []
+    assert second_process(points, DEFAULT, at.Objective(expected_calls=100_000)) == [FOR]
+
+
 def test_a_platform_whose_runtimes_move_less_between_processes_needs_a_smaller_lead():
     def pt(config, run_s):
         return P(config, 0.1, run_s, [[0.1, run_s]] * 3)
@@ -500,11 +512,11 @@ def test_a_challenger_the_default_dominates_in_round_one_is_left_out_of_the_late
     round 1 stays for every round. With rounds where one loss is allowed (6: 5 of 6), nobody leaves."""
     runner = Scripted(
         {DEFAULT: [1e-3], UNROLL2: [0.8e-3], FOR: [2e-3]},
-        {DEFAULT: [0.1], UNROLL2: [0.1], FOR: [0.3]},
+        {DEFAULT: [0.1], UNROLL2: [0.1], FOR: [0.15]},
     )
     runner.measure(DEFAULT), runner.measure(UNROLL2), runner.measure(FOR)  # the search: executables kept
     runner.forget()
-    points = [P(DEFAULT, 0.1, 1e-3, [[0.1, 1e-3]] * 3), P(UNROLL2, 0.1, 0.8e-3), P(FOR, 0.3, 2e-3)]
+    points = [P(DEFAULT, 0.1, 1e-3, [[0.1, 1e-3]] * 3), P(UNROLL2, 0.1, 0.8e-3), P(FOR, 0.15, 2e-3)]
     every = at.Objective(expected_calls=0)  # compile decides: every round compiles, side by side
     by = {p.config: p for p in confirm(runner, points, DEFAULT, every, top=3, rounds=3)}
     assert len(by[FOR].rounds) == 1 and runner.measured.count(FOR) == 1
@@ -512,3 +524,34 @@ def test_a_challenger_the_default_dominates_in_round_one_is_left_out_of_the_late
     runner.forget()
     by = {p.config: p for p in confirm(runner, points, DEFAULT, every, top=3, rounds=6)}
     assert len(by[FOR].rounds) == 6  # wins_needed(6) == 5: a loss in round 1 rules nothing out
+
+
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
+def test_serving_the_pick_alone_a_challenger_that_lost_round_one_there_leaves_the_later_rounds():
+    """FOR runs faster than the default but compiles so much slower that at the tuned call count it
+    costs more in round 1: not dominated (it could be cheaper at many more calls), so a confirmation
+    that serves every call count keeps it for every round; one that serves the tuned count alone
+    (a sampled search) leaves it out after round 1, since it cannot win all three rounds there."""
+    runner = Scripted(
+        {DEFAULT: [1e-3], UNROLL2: [0.8e-3], FOR: [0.5e-3]},
+        {DEFAULT: [0.1], UNROLL2: [0.1], FOR: [0.15]},
+    )
+    runner.measure(DEFAULT), runner.measure(UNROLL2), runner.measure(FOR)
+    points = [P(DEFAULT, 0.1, 1e-3, [[0.1, 1e-3]] * 3), P(UNROLL2, 0.1, 0.8e-3), P(FOR, 0.15, 0.5e-3)]
+    goal = at.Objective(expected_calls=10)  # FOR: 0.155 s against the default's 0.11 s
+    for serve, rounds in ((CALLS, 3), (PICK, 1)):
+        runner.forget()
+        by = {p.config: p for p in confirm(runner, points, DEFAULT, goal, top=3, rounds=3, serve=serve)}
+        assert len(by[FOR].rounds) == rounds and len(by[UNROLL2].rounds) == len(by[DEFAULT].rounds) == 3
+
+
+def test_serving_the_pick_alone_confirms_neither_the_call_count_table_nor_a_config_past_the_cutoff():
+    # UNROLL2 is cheapest at 10 calls; FOR, 2.6 times its cost there, is cheapest above 444 calls.
+    points = [P(UNROLL2, 0.1, 1e-3), P(FOR, 0.5, 1e-4)]
+    goal = at.Objective(expected_calls=10)
+    assert FOR in contenders(points, DEFAULT, goal, top=3, serve=CALLS)  # for the call-count table
+    assert contenders(points, DEFAULT, goal, top=3, serve=PICK) == [UNROLL2, DEFAULT]
+    within = [P(UNROLL2, 0.1, 1e-3), P(FOR, 0.2, 1e-4)]  # 1.8 times: it could still win here
+    assert contenders(within, DEFAULT, goal, top=3, serve=PICK) == [UNROLL2, FOR, DEFAULT]
+    assert serves("cost", space_size=5, decided=5) == CALLS and serves("cost", 5, 4) == PICK
+    assert serves("pareto", 5, 4) == FRONT

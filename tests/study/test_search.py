@@ -85,7 +85,8 @@ def test_a_trial_that_cannot_win_stops_timing_once_a_short_estimate_says_so():
     """The ceiling: the seconds a call may take before its calls alone cost CUTOFF times the best
     cost; never for the default (the reference), a Pareto search or before any point."""
     from autotune.select import Point
-    from autotune.study._search import CUTOFF, Search
+    from autotune.study._contenders import CUTOFF
+    from autotune.study._search import Search
 
     objective = at.Objective(expected_calls=1000)
     default, other = at.Config(), at.Config({"smooth": {"repr": "for"}})
