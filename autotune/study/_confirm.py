@@ -238,23 +238,16 @@ class _Rounds:
         if first is None or _select.wins_needed(n) < n:  # a challenger may lose a round and still win
             return
         d_compile, d_run = self.rows(default)[0]
-        mine = _point(default, [self])
+        theirs = None if objective is None else _point(default, [self])
+        bar = None if theirs is None else _select.round_costs(theirs, objective)[0]  # at the tuned call count
         for config in self.configs:
             got = self.samples[config][0]
             if config != default and got is not None:
                 compile_s, run_s = self.rows(config)[0]
                 if compile_s >= d_compile and run_s >= d_run:
                     self.out.add(config)
-                elif objective is not None and mine is not None and self._lost(config, mine, objective):
+                elif bar is not None and _select.round_costs(_point(config, [self]), objective, theirs)[0] >= bar:
                     self.out.add(config)
-
-    def _lost(self, config: Config, default: Point, objective: Objective) -> bool:
-        """Whether ``config``'s round 1 cost no less than the default's, as the winner rule charges a round."""
-        p = _point(config, [self])
-        if p is None:
-            return False
-        mine, theirs = _select.round_costs(p, objective, default), _select.round_costs(default, objective)
-        return bool(mine and theirs) and mine[0] >= theirs[0]
 
     def rows(self, config: Config) -> list[tuple[float, float]]:
         """``[(compile_cost_s, run_cost_s), ...]``: each round's own compile, or round 1's where carried."""

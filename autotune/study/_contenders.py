@@ -104,7 +104,6 @@ def contenders(
     """
     points = _select.feasible(by_program(points, default), objective.budget_bytes)[0]
     order = _select.ranked(points, objective, default)
-    ranked = [p.config for p in order]
     if serve == FRONT:
         front = [p.config for p in _select.pareto_front(points)]
     elif serve == CALLS:
@@ -116,7 +115,7 @@ def contenders(
     bar = math.inf if objective.tier_up or not order else CUTOFF * _select.cost(order[0], objective)
     picks = [p.config for p in order[:top] if p.config == default or _select.cost(p, objective) <= bar]
     if all(c == default for c in picks):
-        picks += [c for c in ranked if c != default][:1]
+        picks += [p.config for p in order if p.config != default][:1]
     out: list[Config] = []
     for c in picks + front[:front_cap]:
         if c not in out:
