@@ -110,7 +110,11 @@ class WorkerProcess:
             close_fds=True,
         )
         self._finalizer = weakref.finalize(self, kill_group, self.proc)
-        self.buf = b""
+        # What was read past the last event. A bytearray grows in place, and a read looks for the
+        # line's end in its new chunk only: an event of hundreds of MB (a large function's
+        # outputs) arrives in linear time, where re-copying and re-scanning the whole buffer per
+        # chunk took minutes.
+        self.buf = bytearray()
         self.received = 0  # bytes read from it so far (a sign of life while it sends a large event)
         self._signs: tuple[float | None, int] = (None, 0)  # what quiet_s last saw
         self._active_at = self.spawned_at
@@ -142,7 +146,8 @@ class WorkerProcess:
         at once, instead of after the trial.
         """
         fd = self.proc.stdout.fileno()
-        while b"\n" not in self.buf:
+        end = self.buf.find(b"\n")
+        while end < 0:
             latch = _interrupt.current()
             wake = latch.wakeup_fd if latch is not None else None
             if latch is not None and latch.requested:
@@ -157,12 +162,15 @@ class WorkerProcess:
                     continue  # handled at the top of the loop
                 _drain(wake)  # a stale wakeup byte: the signal was already acted on
                 continue
-            chunk = os.read(fd, 1 << 20)
+            chunk = os.read(fd, 1 << 22)
             if not chunk:
                 raise Dead()
+            at = chunk.find(b"\n")
+            end = -1 if at < 0 else len(self.buf) + at
             self.buf += chunk
             self.received += len(chunk)
-        line, self.buf = self.buf.split(b"\n", 1)
+        line = bytes(self.buf[:end])
+        del self.buf[: end + 1]
         try:
             return json.loads(line)
         except ValueError:

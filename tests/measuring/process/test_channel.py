@@ -208,3 +208,54 @@ def test_ctrl_c_stops_cleanly_keeps_trials_reaps_the_worker_and_resumes(tmp_path
     assert all(gone(pid) for pid in workers)
     now = _complete_trials(db)
     assert now[: len(kept)] == kept and len(now) > len(kept) and min(set(now) - set(kept)) > max(kept)
+
+
+# A stand-in worker program that talks the protocol's framing (one JSON event per line): two
+# events in one write, then one of TALKER_SIZE characters written in 3 MB pieces, then one more.
+TALKER = textwrap.dedent("""
+    import json, os, sys, time
+    out = sys.stdout
+    out.write(json.dumps({"event": "a"}) + "\\n" + json.dumps({"event": "b", "n": 1}) + "\\n")
+    out.flush()
+    text = json.dumps({"event": "big", "text": "x" * int(os.environ["TALKER_SIZE"])})
+    for i in range(0, len(text), 3 << 20):
+        out.write(text[i : i + (3 << 20)])
+        out.flush()
+    out.write("\\n" + json.dumps({"event": "c"}) + "\\n")
+    out.flush()
+    time.sleep(60)
+""")
+
+
+def _talk(tmp_path: Path, size: int) -> float:
+    """Start the talker, read its four events (checking each), and return the seconds the large one took."""
+    from autotune.measuring.process._channel import WorkerProcess
+
+    (tmp_path / "talker.py").write_text(TALKER)
+    env = {**repo_env(), "PYTHONPATH": str(tmp_path), "TALKER_SIZE": str(size)}
+    w = WorkerProcess(sys.executable, env, module="talker")
+    try:
+        deadline = time.monotonic() + 300
+        assert w.read(deadline) == {"event": "a"}
+        assert w.read(deadline) == {"event": "b", "n": 1}
+        t0 = time.perf_counter()
+        big = w.read(deadline)
+        took = time.perf_counter() - t0
+        assert big["event"] == "big" and len(big["text"]) == size
+        assert w.read(deadline) == {"event": "c"}
+        assert len(w.buf) == 0  # nothing read past the last event
+        return took
+    finally:
+        w.kill()
+
+
+def test_events_arrive_whole_and_in_order_however_they_are_cut_into_writes(tmp_path):
+    _talk(tmp_path, 10 << 20)
+
+
+@pytest.mark.timing
+def test_an_event_of_hundreds_of_megabytes_arrives_in_seconds(tmp_path):
+    # A training step's outputs (its new parameters) come back from the worker as one event: a
+    # 0.4 GB transformer's took minutes when the buffer was re-copied and re-scanned per chunk.
+    took = _talk(tmp_path, 400 << 20)
+    assert took < 20, f"a 400 MB event took {took:.1f} s to read"
