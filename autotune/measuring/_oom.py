@@ -35,6 +35,9 @@ _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 # XLA writes sizes with binary multiples and a bare letter ("17.52G", tsl::strings::HumanReadableNumBytes).
 _SIZE = r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?"
 _USED_OF = re.compile(rf"used {_SIZE} of {_SIZE}(?: (\w+))?", re.IGNORECASE)
+# The v5e's wording in jax 0.10.2 when a compile's temporaries alone are over the chip (seen for real:
+# "... the total memory required for HLO temporaries (33.28G) exceeds available HBM (15.75G).").
+_REQUIRED = re.compile(rf"required for [^(]*\({_SIZE}\) exceeds available (\w+) \({_SIZE}\)", re.IGNORECASE)
 _ALLOCATING = re.compile(r"(?:allocating|allocate)\s+(\d+)\s*bytes", re.IGNORECASE)
 _ALLOCATE_SIZE = re.compile(rf"(?:allocating|allocate)\s+{_SIZE}", re.IGNORECASE)
 
@@ -76,6 +79,10 @@ def out_of_memory(text: str, *, memory_error: bool = False) -> OutOfMemory | Non
     if used is not None:
         space = used.group(5)
         return OutOfMemory(_bytes(*used.group(1, 2)), _bytes(*used.group(3, 4)), space, said)
+    required = _REQUIRED.search(text)
+    if required is not None:
+        asked, space, capacity = required.group(1, 2), required.group(3).lower(), required.group(4, 5)
+        return OutOfMemory(_bytes(*asked), _bytes(*capacity), space, said)
     exact = _ALLOCATING.search(text)
     if exact is not None:
         return OutOfMemory(int(exact.group(1)), said=said)

@@ -14,6 +14,12 @@ TPU = (
     "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space hbm. "
     "Used 17.52G of 15.75G hbm. Exceeded hbm capacity by 1.77G."
 )
+# The same chip's words in jax 0.10.2 for a compile whose temporaries alone are over its HBM (seen on a
+# v5e: scripts/tpu_oom.py --remat, a checkpointed training step saving everything).
+TPU_TEMPORARIES = (
+    "RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries (33.28G) "
+    "exceeds available HBM (15.75G)."
+)
 # The worker's last words when its threads cannot get their stacks under RLIMIT_DATA (seen at 0.3 GiB).
 NO_STACK = "LLVM ERROR: pthread_create failed: Resource temporarily unavailable"
 
@@ -38,6 +44,15 @@ def test_the_tpu_compile_over_hbm_names_what_was_asked_and_what_there_is():
         "ran out of memory while compiling: the config asks for 17.52 GiB of device memory (hbm), "
         "the device has 15.75 GiB; the error: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error."
     ), line
+
+
+def test_the_tpu_compile_whose_temporaries_are_over_hbm_names_both_sizes():
+    found = out_of_memory(TPU_TEMPORARIES)
+    assert (found.asked_bytes, found.capacity_bytes, found.space) == (int(33.28 * 2**30), int(15.75 * 2**30), "hbm")
+    assert oom_reason("compile", found).startswith(
+        "ran out of memory while compiling: the config asks for 33.28 GiB of device memory (hbm), the device has "
+        "15.75 GiB; the error: RESOURCE_EXHAUSTED: Ran out of memory on HBM"
+    )
 
 
 def test_a_real_cpu_allocation_over_the_cap_is_read_with_its_bytes():
