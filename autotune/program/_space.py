@@ -209,6 +209,19 @@ class Space:
     def default(self) -> Config:
         return Config({e.site.id: e.site.default for e in self.entries})
 
+    def leanest(self) -> Config:
+        """The config likeliest to need the least device memory: every site rolled (its default's
+        representation where that is a loop, else ``scan``; unroll 1) and, where its body is
+        checkpointed, the policy that saves nothing. A study under a memory budget its default is
+        over measures it next (`autotune.study._search`)."""
+        choices = {}
+        for e in self.entries:
+            d = e.site.default
+            rep = d.repr if d.repr in e.reprs and d.repr != "for" else e.reprs[0]
+            policy = None if e.site.policy in (None, "nothing") else "nothing"
+            choices[e.site.id] = SiteChoice(rep, 1, None, policy)
+        return Config(choices)
+
     def configs(self) -> Iterator[Config]:
         """Every config, the default first (for each XLA choice, every site combination)."""
         default = self.default()

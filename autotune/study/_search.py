@@ -193,8 +193,19 @@ class Search:
             return self.study.open(self.default, self.space, self.device_key)
         if any(v.state == "WAITING" for v in views):
             return self.study.pop_queued(self.space, self.device_key)
-        config = self.proposer.propose(taken)
+        config = self._leanest_next(views, taken) or self.proposer.propose(taken)
         return None if config is None else self.study.open(config, self.space, self.device_key)
+
+    def _leanest_next(self, views: list[TrialView], taken: set[str]) -> Config | None:
+        """The leanest config (`Space.leanest`) where the default is over the memory budget and no
+        trial took it yet: a sampler learns what fits only from trials that fit, so the config
+        likeliest to fit is measured right after the default."""
+        budget, default = self.objective.budget_bytes, self.default.to_json()
+        lean = self.space.leanest() if budget is not None else None
+        if lean is None or lean.to_json() in taken or lean == self.default:
+            return None
+        d = next((v for v in views if v.config_json == default and v.measurement is not None), None)
+        return lean if d is not None and d.attrs.get("memory_over_bytes", 0) > 0 else None
 
     def ahead(self, got: Config, taken: set[str], budget_s: float | None) -> list[Config]:
         """The configs the grid will propose after ``got`` (one per builder the runner has, none

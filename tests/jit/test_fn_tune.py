@@ -125,3 +125,34 @@ def test_under_a_budget_a_config_over_it_never_wins_and_each_budget_keeps_its_ow
     assert mine.source == theirs.source == "cache" and mine.device_key != theirs.device_key
     assert mine.entry.objective["max_memory"] == budget and "max_memory" not in theirs.entry.objective
     assert Config.from_dict(mine.entry.config) == kept.best_config
+
+
+def _checkpointed_step(ws, x):
+    def layer(h, w):
+        return h + jnp.tanh(jnp.tanh(h @ w) @ w.T), None
+
+    def loss(ws):
+        y, _ = jax.lax.scan(jax.checkpoint(layer, policy=jax.checkpoint_policies.dots_saveable), x, ws)
+        return jnp.mean(y * y)
+
+    return jax.grad(loss)(ws)
+
+
+STEP_ARGS = (jnp.full((4, 16, 64), 0.05), jnp.ones((128, 16)))
+
+
+@pytest.mark.slow  # over 3.4 s: in `make test`, not `make test-fast`
+def test_under_a_budget_the_default_is_over_the_leanest_config_is_measured_next(tmp_path):
+    # A sampler learns what fits only from trials that fit: the config likeliest to fit (rolled
+    # loops, the checkpointed body saving nothing) is trial 1, whatever the sampler draws.
+    sites = at.sites(_checkpointed_step, *STEP_ARGS)
+    derived = next(s for s in sites if s.policy is not None)
+    policy = {derived.id: {"policy": "nothing"}}
+    lean = Config({s.id: {"repr": "scan", "unroll": 1, **policy.get(s.id, {})} for s in sites})
+    sizes = {c: at.measure(_checkpointed_step, STEP_ARGS, config=c, target_s=0.01).memory_bytes for c in (None, lean)}
+    assert sizes[lean] < sizes[None]  # the premise: saving nothing keeps less than saving the dots
+    f = at.autotuned(_checkpointed_step, key="tests:checkpointed", max_memory=(sizes[lean] + sizes[None]) // 2)
+    r = f.tune(*STEP_ARGS, n_trials=3, sampler="random", seed=3, **options(tmp_path))
+    assert [t.config for t in r.trials[:2]] == [r.default_config, lean]
+    assert "over the memory budget" in r.trials[0].reason and r.trials[1].memory_bytes == sizes[lean]
+    assert r.best_config == lean or r.best.memory_bytes <= f.autotune.objective.max_memory

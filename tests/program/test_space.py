@@ -1,5 +1,6 @@
 """The search space: remainder-aware unroll factors, per-site choices, Optuna params, body copies."""
 
+import dataclasses
 import math
 import re
 
@@ -171,3 +172,24 @@ def test_copies_count_what_the_compiler_sees():
         cfg = at.Config({site.id: {"unroll": k}})
         text = jax.jit(at.with_config(f, cfg)).lower(X).compile().as_text()
         assert len(re.findall(r"\bsine\(", text)) == space.copies(cfg)[site.id], k
+
+
+def test_the_leanest_config_rolls_every_loop_and_saves_nothing_where_a_body_is_checkpointed():
+    def step(ws, x):
+        def loss(ws):
+            h = at.loop(lambda c, _: (jnp.tanh(c), None), x, length=4, name="warm", repr="for")[0]
+            body = jax.checkpoint(lambda c, w: (jnp.tanh(c @ w), None), policy=jax.checkpoint_policies.dots_saveable)
+            y, _ = lax.scan(body, h, ws)
+            return jnp.sum(y)
+
+        return jax.grad(loss)(ws)
+
+    sites = at.sites(step, jnp.ones((3, 4, 4)), jnp.ones((2, 4)))
+    lean = Space(sites).leanest()
+    assert lean["warm"] == at.SiteChoice("scan", 1)  # the user's `for`, rolled
+    policies = {s.id: lean[s.id].policy for s in sites if s.id != "warm"}
+    assert sorted(policies.values(), key=str) == [None, "nothing"]  # the derived scan holds the checkpoint
+    assert all(lean[s.id].unroll == 1 and lean[s.id].repr == "scan" for s in sites)
+    # A body that already saves nothing (a plain jax.checkpoint) keeps its own policy: nothing to add.
+    plain = [dataclasses.replace(s, policy="nothing") if s.policy else s for s in sites]
+    assert all(c.policy is None for c in Space(plain).leanest().values())
