@@ -17,6 +17,8 @@
 #   bash scripts/tpu_session.sh notebook # a process that holds the chip tunes in-process (one warning)
 #   bash scripts/tpu_session.sh xla      # benchmarks/tpu_xla_probe.py: which compile options the TPU takes
 #   bash scripts/tpu_session.sh memory   # a checkpointed training step tuned, then under half its winner's memory
+#   bash scripts/tpu_session.sh oom      # scripts/tpu_oom.py --remat: configs over the chip's HBM fail, the study
+#                                        # finishes (72 s on a v5e)
 #
 # Tried on the CPU first: `AUTOTUNE_STUDY_SIZE=small bash scripts/tpu_session.sh check` runs the
 # same steps with small studies (NO_WHEELS=1 PYTHON=.venv/bin/python: no wheels, the venv's Python).
@@ -37,6 +39,17 @@ bench() {
     local name=$1; shift
     "$PY" -m benchmarks.bench "$@" --final-processes 2 --rounds 2 --trial-timeout "$TIMEOUT" \
         --json "$OUT/$name.json" --out "$OUT/$name.md" 2>&1 | tee "$OUT/$name.log"  # progress streams: a killed part still shows where it was
+}
+watch_trials() {  # every 20 s, each trial of the studies in $1 so far: a tune with --json shows no progress
+    while sleep 20; do
+        [ -f "$1" ] && "$PY" - "$1" <<'PY'
+import sqlite3, sys, time
+rows = sqlite3.connect(sys.argv[1]).execute(
+    "select study_id, number, state, round((julianday(coalesce(datetime_complete, datetime('now'))) - "
+    "julianday(datetime_start)) * 86400, 1) from trials order by trial_id").fetchall()
+print(time.strftime("%H:%M:%S"), "trials (study, number, state, s):", rows, flush=True)
+PY
+    done
 }
 part=${1:-check}
 shift $(( $# > 0 ? 1 : 0 ))  # what follows the part goes to its benchmark (bench-one accel_rnn --grid-max 16)
@@ -104,11 +117,13 @@ memory)
     # with the policy dimension, then again under a budget of half the first winner's device memory; prints
     # each winner's config, cost and memory (about 4 min at full size by estimate; arguments after go to both tunes)
     study=${MEMORY_STUDY:-transformer_step}
+    watch_trials "$work/studies.db" &
+    watcher=$!
     timeout "${MEMORY_TIMEOUT:-240}" "$PY" -m autotune tune "studies/$study.py" --trials 6 --xla off --trial-timeout "$TIMEOUT" \
         --storage "$work/studies.db" --json "$@" > "$OUT/memory-$study.json" 2> "$OUT/memory-$study.log"
     echo "tune: exit $?"
     half=$("$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))[0]; print(int(r["memory_bytes"]) // 2)' \
-        "$OUT/memory-$study.json") || exit 1
+        "$OUT/memory-$study.json") || { kill "$watcher"; exit 1; }
     timeout "${MEMORY_TIMEOUT:-240}" "$PY" -m autotune tune "studies/$study.py" --trials 6 --xla off --trial-timeout "$TIMEOUT" \
         --max-memory "$half" --storage "$work/studies.db" --json "$@" > "$OUT/memory-$study-half.json" \
         2> "$OUT/memory-$study-half.log"
@@ -122,7 +137,9 @@ for path in sys.argv[1:]:
         for t in r["trials"]:
             print("  ", t["state"], t["config"], t.get("memory_bytes"), (t.get("reason") or "")[:100])
 PY
+    kill "$watcher"
     ;;
+oom) timeout 300 "$PY" scripts/tpu_oom.py --remat 2>&1 | tee "$OUT/oom-remat.log" ;;
 xla) timeout 150 "$PY" -m benchmarks.tpu_xla_probe --json "$OUT/xla-probe.json" 2>&1 | tail -20 ;;
-*) echo "tpu_session.sh: unknown part '$part' (check, notebook, xla, memory, bench-one NAME, builders NAME, e2e, e2e-tier)" >&2; exit 2 ;;
+*) echo "tpu_session.sh: unknown part '$part' (check, notebook, xla, memory, oom, bench-one NAME, builders NAME, e2e, e2e-tier)" >&2; exit 2 ;;
 esac
