@@ -182,3 +182,12 @@ def test_the_guard_rejects_a_config_whose_program_computes_something_else(tmp_pa
     assert rejected and all(t.state == "rejected" for t in rejected), [(t.state, t.reason) for t in r.trials]
     for t in rejected:
         assert t.reason.startswith("correctness guard: output leaf 0 differs from the default config's by"), t.reason
+
+
+def test_identical_bits_pass_nans_and_infinities_included():
+    x = np.array([1.0, np.nan, -np.inf, 0.0, 3.5], np.float32)
+    assert (
+        compare_outputs({"a": x, "b": x.astype(ml_dtypes.bfloat16)}, {"a": x.copy(), "b": x.astype(ml_dtypes.bfloat16)})
+        is None
+    )
+    assert compare_outputs(x, np.where(np.isnan(x), 1.0, x).astype(np.float32)) is not None  # a NaN gone is caught
