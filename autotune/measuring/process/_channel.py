@@ -18,6 +18,7 @@ from typing import Any
 
 from autotune import _interrupt
 from autotune.measuring._oom import OutOfMemory, oom_reason, out_of_memory
+from autotune.measuring.process._codec import SPILL_ENV, spill_dir
 from autotune.measuring.process._protocol import PROTOCOL, Event
 
 _SIGNAL_WORDS = {
@@ -105,7 +106,7 @@ class WorkerProcess:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
-            env=env,
+            env={**env, SPILL_ENV: spill_dir()},  # where large arrays travel both ways (_codec)
             start_new_session=True,
             close_fds=True,
         )

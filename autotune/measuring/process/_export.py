@@ -172,7 +172,8 @@ def args_message(exported: Any, call: Call) -> tuple[bytes, list]:
     leaves = call_leaves(call)
     shardings = [encode_sharding(x, f"argument leaf {i}") for i, x in enumerate(leaves)]
     arrays = [np.asarray(x, dtype=aval.dtype) for x, aval in zip(leaves, exported.in_avals)]
-    encoded = [encode_array(a) if s is None else {**encode_array(a), "sharding": s} for a, s in zip(arrays, shardings)]
+    # keep: the same line goes to every worker the runner starts (its files go with the runner)
+    encoded = [{**encode_array(a, keep=True), **({"sharding": s} if s else {})} for a, s in zip(arrays, shardings)]
     line = json.dumps({"op": Op.LOAD_ARGS, "leaves": encoded}) + "\n"
     return line.encode(), arrays
 

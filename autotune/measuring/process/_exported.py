@@ -14,8 +14,10 @@ the worker compiles as it does without them.
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
+import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -28,7 +30,7 @@ from autotune.measuring._sampling import Sampling
 from autotune.measuring._stages import Measurement, Stages, lowered_figures, reuse
 from autotune.measuring.process._builders import Build, BuilderPool, auto_count
 from autotune.measuring.process._channel import worker_env
-from autotune.measuring.process._codec import NotPortable
+from autotune.measuring.process._codec import NotPortable, remove, spilled
 from autotune.measuring.process._export import (
     CannotExport,
     Exported,
@@ -226,6 +228,7 @@ class ExportHost(WorkerHost):
                 self._args_line, _ = args_message(ex.exported, self.call)
             except NotPortable as exc:
                 raise self._fall_back(str(exc)) from None
+            weakref.finalize(self, remove, spilled(json.loads(self._args_line)))  # its large arrays' files
             self._placement = placement(call_leaves(self.call))
         prep = Prepared(stages, ex)
         if stages.program_hash not in self._measured:  # a program measured here is shared, not built again
@@ -372,6 +375,7 @@ class ExportHost(WorkerHost):
 
             try:
                 self._import_request, self._input_digest = load_import_message(loc, self.call)
+                weakref.finalize(self, remove, spilled(self._import_request))
                 self._placement = placement(jax_leaves((self.call.args, self.call.kwargs)))
             except NotPortable as exc:
                 raise self._fall_back(f"{reason}, and {exc}") from None

@@ -207,7 +207,7 @@ def load_import_message(loc: Location, call: Call) -> tuple[dict[str, Any], str]
         "op": Op.LOAD_IMPORT,
         "location": loc.to_dict(),
         "sys_path": list(sys.path),
-        "args": encode_tree([list(args), dict(kwargs)]),
+        "args": encode_tree([list(args), dict(kwargs)], keep=True),  # sent to each new worker
         "jit_kwargs": dict(jit_kwargs),
     }
     try:

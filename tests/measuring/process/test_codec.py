@@ -1,12 +1,15 @@
 """Arrays and argument trees cross to the worker as JSON, never pickled."""
 
 import json
+import os
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _repo import python
 
 from autotune.measuring.process._codec import (
+    SPILL_BYTES,
     NotPortable,
     array_leaves,
     decode_array,
@@ -14,6 +17,9 @@ from autotune.measuring.process._codec import (
     digest,
     encode_array,
     encode_tree,
+    remove,
+    spill_dir,
+    spilled,
 )
 
 
@@ -108,3 +114,53 @@ def test_a_committed_array_comes_back_on_its_device_and_a_missing_device_is_name
                 "sharding": {"kind": "named", "mesh": mesh, "spec": ["data"], "memory_kind": None},
             }
         )
+
+
+def test_a_large_array_travels_as_a_file_the_reader_deletes():
+    import ml_dtypes
+
+    for a in (np.arange(1 << 18, dtype=np.float32), np.ones((512, 1024), ml_dtypes.bfloat16)):
+        assert a.nbytes >= SPILL_BYTES
+        d = encode_array(a)
+        assert set(d) == {"dtype", "file"} and os.path.dirname(d["file"]) == spill_dir()
+        back = decode_array(json.loads(json.dumps(d)))
+        assert back.dtype == a.dtype and np.array_equal(back, a)
+        assert not os.path.exists(d["file"])  # read once, then gone
+    assert "file" not in encode_array(np.ones(SPILL_BYTES // 8 - 64))  # small ones stay in the line
+
+
+def test_the_spill_folder_is_the_parents_its_workers_share_and_goes_with_it(tmp_path):
+    # A parent makes its folder on first use and removes it at exit, files a killed reader left
+    # included; a worker it starts is handed the same folder.
+    (tmp_path / "say_spill.py").write_text(
+        "import json, os\nprint(json.dumps({'event': 'spill', 'dir': os.environ['AUTOTUNE_SPILL_DIR']}), flush=True)\n"
+    )
+    code = (
+        "import sys, time, numpy as np\n"
+        "from autotune.measuring.process._codec import encode_array, spill_dir\n"
+        "from autotune.measuring.process._channel import WorkerProcess, worker_env\n"
+        "left = encode_array(np.ones(1 << 20))['file']\n"  # never read
+        f"w = WorkerProcess(sys.executable, worker_env({{'PYTHONPATH': {str(tmp_path)!r}}}), module='say_spill')\n"
+        "said = w.read(time.monotonic() + 60)\n"
+        "print(spill_dir(), left, said['dir'], flush=True)\n"
+        "w.kill()\n"
+    )
+    r = python("-c", code)
+    assert r.returncode == 0, r.stderr[-2000:]
+    folder, left, theirs = r.stdout.split()
+    assert theirs == folder and os.path.dirname(left) == folder and not os.path.exists(folder)
+
+
+def test_a_message_sent_again_keeps_its_files_until_its_writer_removes_them():
+    # The arguments go to every worker a runner starts (one that ran out of memory is replaced):
+    # their files outlive a read, and the runner removes them when it goes.
+    big = np.arange(1 << 18, dtype=np.float32)
+    message = {"op": "load", "args": encode_tree([[big, 1.5], {"w": big}], keep=True)}
+    paths = spilled(json.loads(json.dumps(message)))
+    assert len(paths) == 2 and all(os.path.exists(p) for p in paths)
+    for _ in range(2):  # two workers read it
+        args, kwargs = decode_tree(message["args"])
+        assert np.array_equal(args[0], big) and args[1] == 1.5 and np.array_equal(kwargs["w"], big)
+    assert all(os.path.exists(p) for p in paths)
+    remove(paths)
+    assert not any(os.path.exists(p) for p in paths)
