@@ -97,24 +97,24 @@ def _compare_floats(
     # 16-bit floats are compared in float32, which holds them exactly and rounds a difference far
     # below their tolerance (half the memory and time of float64 on a model's parameters).
     work = np.float32 if np.dtype(dtype).itemsize <= 2 else np.float64
-    r64, c64 = r.astype(work), c.astype(work)
+    rw, cw = r.astype(work), c.astype(work)
     where = f"output leaf {i}{part}"
-    r_nan, c_nan = np.isnan(r64), np.isnan(c64)
+    r_nan, c_nan = np.isnan(rw), np.isnan(cw)
     if not np.array_equal(r_nan, c_nan):
         k = int(np.argmax(r_nan != c_nan))
         return (
-            f"{where} has NaN where the default config's has {float(r64.flat[k])}, or the reverse "
+            f"{where} has NaN where the default config's has {float(rw.flat[k])}, or the reverse "
             f"(first at flat index {k})"
         )
-    r_inf, c_inf = np.isinf(r64), np.isinf(c64)
-    if not np.array_equal(r_inf, c_inf) or not np.array_equal(np.sign(r64[r_inf]), np.sign(c64[c_inf])):
-        bad = (r_inf != c_inf) | (r_inf & c_inf & (np.sign(r64) != np.sign(c64)))
+    r_inf, c_inf = np.isinf(rw), np.isinf(cw)
+    if not np.array_equal(r_inf, c_inf) or not np.array_equal(np.sign(rw[r_inf]), np.sign(cw[c_inf])):
+        bad = (r_inf != c_inf) | (r_inf & c_inf & (np.sign(rw) != np.sign(cw)))
         k = int(np.argmax(bad))
-        return f"{where} is {float(c64.flat[k])} where the default config's is {float(r64.flat[k])} (flat index {k})"
+        return f"{where} is {float(cw.flat[k])} where the default config's is {float(rw.flat[k])} (flat index {k})"
     finite = ~(r_nan | r_inf)
     if not finite.any():
         return None
-    rf, cf = r64[finite], c64[finite]
+    rf, cf = rw[finite], cw[finite]
     elem_rtol, norm_rtol = tolerance(dtype)
     if rtol is not None:
         elem_rtol = norm_rtol = float(rtol)

@@ -26,7 +26,7 @@ from autotune._errors import error_text
 from autotune.measuring._runner import TrialFailed
 from autotune.measuring._sampling import Sampling
 from autotune.measuring._stages import Stages, compile_call, dynamic_args, jit_option_set, lowered_figures
-from autotune.measuring.process._codec import encode_array
+from autotune.measuring.process._codec import encode_array, spilled
 from autotune.measuring.process._protocol import Mode, Op
 from autotune.measuring.process._shardings import encode_sharding
 from autotune.program._call import Call
@@ -165,17 +165,18 @@ def call_leaves(call: Call) -> list:
     return jax.tree_util.tree_leaves(call.dynamic())
 
 
-def args_message(exported: Any, call: Call) -> tuple[bytes, list]:
+def args_message(exported: Any, call: Call) -> tuple[bytes, list, list[str]]:
     """The ``load_args`` request line (the exported program's flat inputs, each with its
-    sharding when committed) and those arrays. Raises ``NotPortable`` for a sharding that
-    cannot cross."""
+    sharding when committed), those arrays, and the files the large ones were spilled to (kept
+    for every worker the line goes to: the caller removes them). Raises ``NotPortable`` for a
+    sharding that cannot cross."""
     leaves = call_leaves(call)
     shardings = [encode_sharding(x, f"argument leaf {i}") for i, x in enumerate(leaves)]
     arrays = [np.asarray(x, dtype=aval.dtype) for x, aval in zip(leaves, exported.in_avals)]
-    # keep: the same line goes to every worker the runner starts (its files go with the runner)
-    encoded = [{**encode_array(a, keep=True), **({"sharding": s} if s else {})} for a, s in zip(arrays, shardings)]
-    line = json.dumps({"op": Op.LOAD_ARGS, "leaves": encoded}) + "\n"
-    return line.encode(), arrays
+    encoded = [encode_array(a, keep=True) for a in arrays]
+    leaves = [d if s is None else {**d, "sharding": s} for d, s in zip(encoded, shardings)]
+    line = json.dumps({"op": Op.LOAD_ARGS, "leaves": leaves}) + "\n"
+    return line.encode(), arrays, spilled(encoded)
 
 
 def outputs_of(exported: Any, encoded: list, out_tree: Any = None) -> Any:

@@ -14,7 +14,6 @@ the worker compiles as it does without them.
 
 from __future__ import annotations
 
-import json
 import time
 import warnings
 import weakref
@@ -225,10 +224,10 @@ class ExportHost(WorkerHost):
             return Prepared()
         if self._args_line is None:
             try:
-                self._args_line, _ = args_message(ex.exported, self.call)
+                self._args_line, _, files = args_message(ex.exported, self.call)
             except NotPortable as exc:
                 raise self._fall_back(str(exc)) from None
-            weakref.finalize(self, remove, spilled(json.loads(self._args_line)))  # its large arrays' files
+            weakref.finalize(self, remove, files)  # the line goes to each new worker: its files go with this host
             self._placement = placement(call_leaves(self.call))
         prep = Prepared(stages, ex)
         if stages.program_hash not in self._measured:  # a program measured here is shared, not built again

@@ -39,8 +39,8 @@ def test_a_config_is_traced_lowered_and_exported_with_its_timings_and_hash():
     assert (req["trace_s"], req["lower_s"]) == (st.trace_s, st.lower_s) and req["donate"] == [0]
     program = jax.export.deserialize(bytearray(base64.b64decode(req["program"])))
     assert program.in_tree == ex.exported.in_tree
-    line, arrays = args_message(ex.exported, STEP)
-    assert line.endswith(b"\n") and [a.shape for a in arrays] == [(3,), ()]
+    line, arrays, files = args_message(ex.exported, STEP)
+    assert line.endswith(b"\n") and [a.shape for a in arrays] == [(3,), ()] and files == []  # small: inline
     tree = outputs_of(ex.exported, [{"dtype": "float32", "npy": _npy(np.zeros(3, np.float32))}])
     assert set(tree) == {"y"}
 
