@@ -2,6 +2,8 @@
 
     python scripts/tpu_oom.py            # on a TPU v5e (JAX_PLATFORMS unset): about 3 minutes
     python scripts/tpu_oom.py --cpu      # the CPU twin: small sizes, the worker capped at 0.75 GiB
+    python scripts/tpu_oom.py --remat    # on the chip: a checkpointed step whose +everything configs
+                                         # ask for 31-33 GiB of HBM (72 s on a v5e; REMAT_SIZES)
 
 The loop's body makes a large buffer from its step's input alone (``xs[i] @ w``: N x N) and
 folds it into the carry. As a scan one step's buffer is live at a time; unrolled, XLA computes
@@ -36,8 +38,8 @@ SIZES = {  # N (the buffer is N x N float32), K (the inner dimension), L (steps)
     "tpu": (16384, 32, 24),  # 1 GiB a step: scan×1 about 1.05 GiB, scan×16 and for over 16 GiB
     "cpu": (4096, 8, 16),  # 64 MiB a step: scan×1 about 64 MiB, for about 1 GiB
 }
-CPU_LIMIT_GB = 0.75
-REMAT_TRIALS, REMAT_SEED = 6, 0  # the CPU twin's trial_memory_gb: over scan×1's needs, under for's
+CPU_LIMIT_GB = 0.75  # the CPU twin's trial_memory_gb: over scan×1's needs, under for's
+REMAT_TRIALS, REMAT_SEED = 6, 0
 
 
 def unrolls_grow(xs, w):
@@ -127,7 +129,7 @@ def main(argv: list[str]) -> int:
     for t in failed:
         print(f"out of memory: trial {t.number} {t.config}: {t.reason}")
     if not failed:
-        print("no config ran out of memory: raise the sizes in SIZES")
+        print(f"no config ran out of memory: raise the sizes in {'REMAT_SIZES' if remat else 'SIZES'}")
     asked = gib(device_bytes(result.best.memory) or 0)
     print(f"winner: {result.best_config} ({asked} of device memory); default cost {result.default_cost:.4g} s")
     return 0 if failed else 1

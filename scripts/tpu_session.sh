@@ -119,11 +119,12 @@ memory)
     study=${MEMORY_STUDY:-transformer_step}
     watch_trials "$work/studies.db" &
     watcher=$!
+    trap 'kill "$watcher" 2>/dev/null' EXIT  # on every way out: a watcher left running holds the output pipe open
     timeout "${MEMORY_TIMEOUT:-240}" "$PY" -m autotune tune "studies/$study.py" --trials 6 --xla off --trial-timeout "$TIMEOUT" \
         --storage "$work/studies.db" --json "$@" > "$OUT/memory-$study.json" 2> "$OUT/memory-$study.log"
     echo "tune: exit $?"
     half=$("$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))[0]; print(int(r["memory_bytes"]) // 2)' \
-        "$OUT/memory-$study.json") || { kill "$watcher"; exit 1; }
+        "$OUT/memory-$study.json") || exit 1
     timeout "${MEMORY_TIMEOUT:-240}" "$PY" -m autotune tune "studies/$study.py" --trials 6 --xla off --trial-timeout "$TIMEOUT" \
         --max-memory "$half" --storage "$work/studies.db" --json "$@" > "$OUT/memory-$study-half.json" \
         2> "$OUT/memory-$study-half.log"
@@ -137,7 +138,6 @@ for path in sys.argv[1:]:
         for t in r["trials"]:
             print("  ", t["state"], t["config"], t.get("memory_bytes"), (t.get("reason") or "")[:100])
 PY
-    kill "$watcher"
     ;;
 oom) timeout 300 "$PY" scripts/tpu_oom.py --remat 2>&1 | tee "$OUT/oom-remat.log" ;;
 xla) timeout 150 "$PY" -m benchmarks.tpu_xla_probe --json "$OUT/xla-probe.json" 2>&1 | tail -20 ;;
