@@ -144,18 +144,21 @@ def run_grid(study, runner, configs, objective, sites, a: argparse.Namespace, mo
     """Measure every grid config with ``runner`` (not started yet; then closed), then the configs
     ``more`` adds on those points (the XLA variants, where the grid spans them): ``{"points", "best",
     "wall", "wall_report"}`` (where its seconds went, :class:`autotune.measuring._wall.WallReport`'s
-    JSON). Its wall counts its worker's start and every measurement, the first one's included: what
-    trying everything costs a user, as the tuner's wall counts its own."""
+    JSON). Its wall counts its worker's start, every measurement, the first one's included, and its
+    worker's end (on a TPU the runtime takes seconds to let the chip go): what trying everything
+    costs a user, as the tuner's wall counts its own, ``runner.close()`` included."""
     from autotune.measuring._wall import Wall
 
     points: list[dict[str, Any]] = []
     t0 = time.perf_counter()  # from its worker's start: trying everything pays that once, as the tuner does
     with Wall("grid") as accounted:  # where the grid's seconds go, as the tuner's are accounted
-        reference = _grid_loop(runner, configs, objective, sites, points, a)
-        if more is not None:
-            _grid_loop(runner, more(points), objective, sites, points, a, reference)
+        try:
+            reference = _grid_loop(runner, configs, objective, sites, points, a)
+            if more is not None:
+                _grid_loop(runner, more(points), objective, sites, points, a, reference)
+        finally:
+            runner.close()  # the device goes to the tuner's worker next
     wall = time.perf_counter() - t0
-    runner.close()  # the device goes to the tuner's worker next
     ok = [p for p in points if p.get("state") == "complete"]
     if not ok:
         raise RuntimeError(f"{study}: no grid config compiled and ran")

@@ -305,6 +305,17 @@ SETS_CONSTRAINTS = hasattr(optuna.trial.Trial, "set_constraint")
 """Whether a trial carries its own constraints (Optuna 5), which its samplers read."""
 
 
+def startup_trials(budget: int) -> int:
+    """How many trials TPE draws at random before its model draws (its ``n_startup_trials``)."""
+    return max(3, min(10, budget // 3))
+
+
+def learned_from(study: Study) -> int:
+    """The trials of ``study`` TPE counts toward its random start (complete or pruned)."""
+    counted = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    return sum(1 for t in study.frozen_trials() if t.state in counted)
+
+
 def make_sampler(name: str, seed: int | None, budget: int, constrained: bool = False) -> optuna.samplers.BaseSampler:
     """The Optuna sampler behind ``sampler="tpe" | "nsga2" | "random"``; ``constrained`` (a memory
     budget): TPE and NSGA-II learn which configs are over it, from the constraint each trial sets
@@ -314,7 +325,7 @@ def make_sampler(name: str, seed: int | None, budget: int, constrained: bool = F
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if name == "tpe":
             return optuna.samplers.TPESampler(
-                seed=seed, multivariate=True, group=True, n_startup_trials=max(3, min(10, budget // 3)), **extra
+                seed=seed, multivariate=True, group=True, n_startup_trials=startup_trials(budget), **extra
             )
         if name == "nsga2":  # small generations, so that a short budget still evolves
             return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, min(50, budget // 3)), **extra)

@@ -8,6 +8,11 @@ the study's trials so far (without recording a trial) and draw again when the dr
 taken, and after ``redraws`` taken draws the nearest config not taken to the model's last
 draw is measured instead.
 
+TPE's random start is measured cheapest compile first: its random draws are made at once and
+handed out in the order of their body copies (``_predict.copies``), so the same configs are tried,
+but a costly one (a full unroll) comes after cheap ones have lowered the compile budget it is
+pruned at, and after the compile predictor has trials enough to skip it.
+
 A site the rewrite cannot re-emit at all is *pinned* (:meth:`pin`): from then on every
 proposal holds it at its default, so a study spends one trial on such a site, not many.
 """
@@ -20,6 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from autotune.program._config import Config, SiteChoice
+from autotune.study._predict import copies
 
 ENUMERATE_LIMIT = 20_000
 """Spaces up to this many configs are enumerated for random and nearest-config search."""
@@ -124,13 +130,18 @@ class SamplerProposer(_Pinning):
     site of a draw is set to its default.
     """
 
-    def __init__(self, kind: str, study, space, sampler: Any, seed: int | None, redraws: int = 12):
+    def __init__(self, kind: str, study, space, sampler: Any, seed: int | None, redraws: int = 12, startup: int = 0):
         self.kind, self.study, self.sampler = kind, study, sampler
         self.full = self.space = space
         self.rng, self.redraws = random.Random(seed), redraws
         self.walks = 0  # proposals that came from the nearest-config walk, for the record
+        self.startup = startup  # the sampler's random draws before its model (0: none ordered)
+        self._start: list[Config] | None = None  # those draws, cheapest compile first
 
     def propose(self, taken: set[str]) -> Config | None:
+        first = self._startup_next(taken)
+        if first is not None:
+            return first
         draws = self.study.sample(self.sampler, self.full, self.redraws)
         if self.pinned:
             draws = [self.full.with_defaults(c, self.pinned) for c in draws]
@@ -138,6 +149,25 @@ class SamplerProposer(_Pinning):
             if config.to_json() not in taken:
                 return config
         return self.nearest_free(draws[-1], taken)
+
+    def _startup_next(self, taken: set[str]) -> Config | None:
+        """The next of the random start's draws not taken, the fewest body copies first (drawn
+        together at the first proposal of a study still in its random start)."""
+        if self._start is None:
+            from autotune.study._optuna import learned_from  # Optuna loads late
+
+            left = self.startup - learned_from(self.study)
+            draws = self.study.sample(self.sampler, self.full, max(self.redraws, 4 * left)) if left > 0 else []
+            free = {c.to_json(): c for c in draws if c.to_json() not in taken}
+            picked = list(free.values())[: max(0, left)]
+            self._start = sorted(picked, key=lambda c: sum(copies(self.full, c).values()))
+        while self._start:
+            config = self._start.pop(0)
+            if self.pinned:
+                config = self.full.with_defaults(config, self.pinned)
+            if config.to_json() not in taken:
+                return config
+        return None
 
     def nearest_free(self, config: Config, taken: set[str]) -> Config | None:
         best, best_d = None, math.inf
@@ -159,6 +189,7 @@ def make_proposer(kind: str, study, space, seed: int | None, budget: int, constr
         return GridProposer(space)
     if kind == "random":
         return RandomProposer(space, seed)
-    from autotune.study._optuna import make_sampler
+    from autotune.study._optuna import make_sampler, startup_trials
 
-    return SamplerProposer(kind, study, space, make_sampler(kind, seed, budget, constrained), seed)
+    startup = startup_trials(budget) if kind == "tpe" else 0
+    return SamplerProposer(kind, study, space, make_sampler(kind, seed, budget, constrained), seed, startup=startup)

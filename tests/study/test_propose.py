@@ -118,3 +118,27 @@ def test_a_huge_space_is_sampled_not_enumerated():
     assert len({c.to_json() for c in got}) > 1
     again = RandomProposer(big, seed=0)
     assert [again.propose(set()) for _ in range(5)] == got  # seeded
+
+
+def one_long_loop(x):
+    return at.loop(lambda c, _: (jnp.sin(c) * 0.5, None), x, length=64, name="long")[0]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_tpe_measures_its_random_start_cheapest_compile_first(tmp_path, seed):
+    # The same random draws, in the order of their body copies: a full unroll comes after the
+    # cheap configs have lowered the budget it is pruned at (and given the predictor its trials).
+    from autotune.study import _optuna
+    from autotune.study._predict import copies
+
+    space = Space(at.sites(one_long_loop, jnp.ones(4)))
+    study = _optuna.Study(f"start{seed}", f"sqlite:///{tmp_path / 's.db'}", 1)
+    try:
+        proposer = make_proposer("tpe", study, space, seed=seed, budget=12)
+        start: list[at.Config] = []
+        while len(start) < _optuna.startup_trials(12):
+            start.append(proposer.propose(taken(*start)))
+        sizes = [sum(copies(space, c).values()) for c in start]
+        assert len({c.to_json() for c in start}) == len(start) and sizes == sorted(sizes), (sizes, start)
+    finally:
+        study.close()

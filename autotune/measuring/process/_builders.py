@@ -10,7 +10,8 @@ A builder is a process of its own, so a compile *can* be stopped: a build past t
 (wall seconds since a builder took it) is killed as ``timeout``, and one past the compile budget
 (the parent's trace + lower plus the builder's process CPU seconds, the figure the objective
 charges; wall seconds where the CPU time cannot be read) as ``pruned``, but never before
-``grace`` seconds (as for a trial in the worker); the builder is replaced and the pool goes on.
+``grace`` seconds (as for a trial in the worker) unless another builder is up and idle (the next
+trial need not wait for the replacement then); the builder is replaced and the pool goes on.
 Without a trial timeout, a builder quiet on a build (no CPU seconds used, no bytes sent) for
 :data:`STUCK_FACTOR` times the slowest build seen, at least :data:`STUCK_FLOOR_S`, is stuck: it is
 replaced, the worker compiles the config, and one warning names it and the option that bounds a build.
@@ -346,7 +347,11 @@ class BuilderPool:
                     "killed",
                     compile_s_at_least=spent,
                 )
-            elif self.budget is not None and spent >= self.budget and build.parent_s + ran >= self.grace:
+            elif (
+                self.budget is not None
+                and spent >= self.budget
+                and (build.parent_s + ran >= self.grace or self._spare(b))
+            ):
                 build.failed = TrialFailed(
                     "pruned",
                     (
@@ -361,6 +366,11 @@ class BuilderPool:
             b.build = None
             self._settled(build)
             self._replace(b)
+
+    def _spare(self, b: _Builder) -> bool:
+        """Whether another builder is up and idle: then killing ``b`` for its budget costs the study
+        nothing (its replacement starts in the background), so the grace does not hold it."""
+        return any(o is not b and o.ready and o.build is None and o.proc.alive() for o in self._builders)
 
     @property
     def stuck_after_s(self) -> float:

@@ -53,6 +53,7 @@ class WorkerOptions:
         prune_grace_s: a trial over its compile budget is killed once its compile has also run
             this long. None (default): the time the last worker took to start (killing a compile
             that would end sooner than a new worker starts costs more than it saves; 0: at once).
+            A build in a builder is killed at its budget when another builder is idle.
         python: the worker's interpreter (default: this one).
         policy: the :class:`~autotune.measuring.process.CompilePolicy` (default: from the platform; on
             GPU a fresh worker for every trial that compiles).

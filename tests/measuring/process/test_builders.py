@@ -1,9 +1,10 @@
 """Builder processes: configs compiled in parallel processes and loaded by the worker, which only
 measures. Real processes and real JAX on the CPU: the pool compiles, the worker loads and its
 outputs equal jax.jit's; a grid study compiles nothing in the worker; a build past its deadline
-is killed and the pool goes on; a builder that stops responding (SIGSTOP) is replaced past the
-default deadline and the worker compiles its config; a fresh worker loads instead of compiling;
-without builds the worker compiles and says why once."""
+is killed and the pool goes on (past its budget at once where another builder is idle); a
+builder that stops responding (SIGSTOP) is replaced past the default deadline and the worker
+compiles its config; a fresh worker loads instead of compiling; without builds the worker
+compiles and says why once."""
 
 from __future__ import annotations
 
@@ -141,6 +142,30 @@ def test_a_build_past_its_deadline_is_killed_and_the_pool_goes_on():
         assert info.value.state == "pruned" and info.value.compile_s_at_least >= 0.3
     finally:
         pool.close()
+
+
+@pytest.mark.slow
+def test_a_build_over_its_budget_is_killed_within_the_grace_when_another_builder_is_idle():
+    # The grace keeps a compile that would end sooner than a replacement starts; with a second
+    # builder up and idle the replacement costs the study nothing, so the budget alone decides.
+    pool = BuilderPool(2, CPU, python=sys.executable, env=worker_env({}))
+    try:
+        pool.wait(pool.submit("quick", _request(smooth, jnp.ones(4), jnp.float32(1.0))))
+        while not all(b.ready for b in pool._builders):  # both up: one of them is the spare
+            pool.poll(0.05)
+        build = pool.submit("heavy", _request(heavy, jnp.ones((8, 8))))
+        with pytest.raises(TrialFailed) as info:
+            pool.wait(build, budget=0.3, grace=600.0)
+        assert info.value.state == "pruned" and info.value.compile_s_at_least >= 0.3
+        assert gone(build.pid)
+    finally:
+        pool.close()
+    alone = BuilderPool(1, CPU, python=sys.executable, env=worker_env({}))
+    try:  # no spare: the grace holds and the compile ends
+        built = alone.wait(alone.submit("heavy", _request(heavy, jnp.ones((8, 8)))), budget=0.3, grace=600.0)
+        assert built["compile_s"] > 0.3
+    finally:
+        alone.close()
 
 
 @pytest.mark.slow
