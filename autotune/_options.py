@@ -23,7 +23,7 @@ from autotune.measuring._sampling import NAMES as SAMPLING_NAMES
 from autotune.measuring._sampling import TIMING_MODES, Sampling, timing_mode_error
 from autotune.select._budget import parse as parse_budget
 
-SAMPLERS = ("auto", "tpe", "grid", "random", "nsga2")
+SAMPLERS = ("auto", "tpe", "grid", "random", "nsga2", "ladder")
 SEARCHES = ("cost", "pareto")
 
 
@@ -39,8 +39,10 @@ class TuneOptions:
         n_trials: distinct configs to measure (default None: 32, or the whole space when
             the grid fits).
         timeout: seconds for the search (None: no limit); the confirmation comes after it.
-        sampler: ``"auto"`` (the grid when it fits the budget, else TPE; NSGA-II for a
-            Pareto search), ``"tpe"``, ``"grid"``, ``"random"`` or ``"nsga2"``.
+        sampler: ``"auto"`` (the grid when it fits the budget, else the ladder for one scan
+            site, else TPE; NSGA-II for a Pareto search), ``"tpe"``, ``"grid"``, ``"random"``,
+            ``"nsga2"`` or ``"ladder"`` (one scan site's unroll factors walked from the
+            default until the cost stops falling, `autotune.study._ladder`).
         storage: the Optuna storage URL or file path (None: ``studies.db`` beside the cache).
         study_name: the study's name (None: derived from the function, program, signature,
             device and objective); running again with the same name resumes it.

@@ -277,49 +277,49 @@ def run_searches(name, ctl, ex, objective, timing, xla: bool, n_trials: int, a, 
     from autotune import tune
 
     searches = {}
-    tmp = tempfile.mkdtemp(prefix=f"bench-{name}-")
-    runs = [("tuned", a.sampler, xla), ("random", "random", xla)]
-    runs += [(LOOP_ONLY, a.sampler, False), (PRODUCT, a.sampler, True)] * xla
-    for approach, sampler, searched in runs:
-        marks: dict[str, float] = {}
-        t0 = time.perf_counter()
-        with stages(approach):
-            result = tune(
-                ctl.fun,
-                *ex.args,
-                kwargs=ex.kwargs,
-                expected_calls=objective.expected_calls,
-                compile_weight=objective.compile_weight,
-                runtime_weight=objective.runtime_weight,
-                n_trials=n_trials,
-                sampler=sampler,
-                storage=os.path.join(tmp, f"{approach}.db"),
-                function_key=ctl.key,
-                jit_kwargs=ctl.jit_kwargs,
-                seed=a.seed,
-                timing=timing,
-                trial_timeout=a.trial_timeout,
-                max_memory=a.max_memory_bytes,
-                **tune_options(searched, marks, a),
+    with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:  # the studies go with it
+        runs = [("tuned", a.sampler, xla), ("random", "random", xla)]
+        runs += [(LOOP_ONLY, a.sampler, False), (PRODUCT, a.sampler, True)] * xla
+        for approach, sampler, searched in runs:
+            marks: dict[str, float] = {}
+            t0 = time.perf_counter()
+            with stages(approach):
+                result = tune(
+                    ctl.fun,
+                    *ex.args,
+                    kwargs=ex.kwargs,
+                    expected_calls=objective.expected_calls,
+                    compile_weight=objective.compile_weight,
+                    runtime_weight=objective.runtime_weight,
+                    n_trials=n_trials,
+                    sampler=sampler,
+                    storage=os.path.join(tmp, f"{approach}.db"),
+                    function_key=ctl.key,
+                    jit_kwargs=ctl.jit_kwargs,
+                    seed=a.seed,
+                    timing=timing,
+                    trial_timeout=a.trial_timeout,
+                    max_memory=a.max_memory_bytes,
+                    **tune_options(searched, marks, a),
+                )
+            wall = time.perf_counter() - t0
+            searches[approach] = {
+                "config": result.best_config.to_dict(),
+                "wall": wall,
+                "search_wall": (marks["search_end"] - t0) if "search_end" in marks else None,
+                "trials": len(result.trials),
+                "measured": sum(1 for t in result.trials if t.state != "duplicate"),
+                "confirm_measurements": sum(len(c.rounds) for c in result.confirmed),
+                "sampler": result.sampler,
+                "space_size": result.space_size,
+                "study_cost": result.best_cost,
+                "wall_report": result.wall.to_json() if getattr(result, "wall", None) is not None else None,
+            }
+            log(
+                a,
+                f"   {approach} ({result.sampler}, {n_trials} trials, {wall:.1f}s): "
+                f"{label(result.best_config.to_dict(), sites)}",
             )
-        wall = time.perf_counter() - t0
-        searches[approach] = {
-            "config": result.best_config.to_dict(),
-            "wall": wall,
-            "search_wall": (marks["search_end"] - t0) if "search_end" in marks else None,
-            "trials": len(result.trials),
-            "measured": sum(1 for t in result.trials if t.state != "duplicate"),
-            "confirm_measurements": sum(len(c.rounds) for c in result.confirmed),
-            "sampler": result.sampler,
-            "space_size": result.space_size,
-            "study_cost": result.best_cost,
-            "wall_report": result.wall.to_json() if getattr(result, "wall", None) is not None else None,
-        }
-        log(
-            a,
-            f"   {approach} ({result.sampler}, {n_trials} trials, {wall:.1f}s): "
-            f"{label(result.best_config.to_dict(), sites)}",
-        )
     return searches
 
 

@@ -162,8 +162,9 @@ def _tune_parser(sub) -> None:
         type=_one_of("SAMPLERS"),
         default="auto",
         metavar="NAME",
-        help="auto (the whole grid when it fits the budget, else TPE; NSGA-II for --search pareto), "
-        "tpe, grid, random or nsga2",
+        help="auto (the whole grid when it fits the budget, else the ladder for one scan site, else TPE; "
+        "NSGA-II for --search pareto), tpe, grid, random, nsga2 or ladder (one scan site's unroll factors "
+        "walked from the default until the cost stops falling)",
     )
     p.add_argument(
         "--search",

@@ -183,10 +183,14 @@ class SamplerProposer(_Pinning):
 
 
 def make_proposer(kind: str, study, space, seed: int | None, budget: int, constrained: bool = False):
-    """The proposer of a sampler name: ``grid``, ``random``, ``tpe`` or ``nsga2`` (``constrained``:
+    """The proposer of a sampler name: ``grid``, ``random``, ``tpe``, ``nsga2`` or ``ladder`` (``constrained``:
     under a memory budget, which TPE and NSGA-II are told as a constraint)."""
     if kind == "grid":
         return GridProposer(space)
+    if kind == "ladder":
+        from autotune.study._ladder import LadderProposer
+
+        return LadderProposer(study, space)
     if kind == "random":
         return RandomProposer(space, seed)
     from autotune.study._optuna import make_sampler, startup_trials

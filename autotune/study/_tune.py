@@ -24,6 +24,7 @@ from autotune.measuring._wall import Wall, part
 from autotune.program import _keys
 from autotune.program._call import Call
 from autotune.program._space import unrewritable
+from autotune.program._staged import StagedSpace
 from autotune.select._objective import DEFAULT, Objective, compilation_cache_on
 from autotune.study import _seeded
 from autotune.study._confirm import confirm
@@ -37,6 +38,7 @@ from autotune.study._finish import (
     serving,
     top_with,
 )
+from autotune.study._ladder import is_ladder
 from autotune.study._load_costs import measure_loads
 from autotune.study._optuna import Study
 from autotune.study._optuna import storage as open_storage
@@ -61,15 +63,26 @@ _TUNE_KEYWORDS = (
 )
 
 
-def plan(sampler: str, search: str, space_size: int, n_trials: int | None) -> tuple[str, int]:
+def plan(sampler: str, search: str, space_size: int, n_trials: int | None, ladder: bool = False) -> tuple[str, int]:
     """(sampler kind, trial budget): ``auto`` is the exhaustive grid when the whole space fits
-    the budget, else TPE (NSGA-II for a Pareto search). The options are valid (`TuneOptions`)."""
+    the budget, else the ladder where the (loop) space is one scan site's (``ladder``,
+    :func:`autotune.study._ladder.is_ladder`), else TPE (NSGA-II for a Pareto search). The options
+    are valid (`TuneOptions`); ``"ladder"`` asked for where there is none raises StudyError."""
     budget = n_trials if n_trials is not None else DEFAULT_TRIALS
-    kind = (
-        sampler
-        if sampler != "auto"
-        else ("grid" if space_size <= budget else ("nsga2" if search == "pareto" else "tpe"))
-    )
+    if sampler == "ladder" and (not ladder or search != "cost"):
+        other = "study searches the Pareto front" if ladder else "program's space is not one scan site's"
+        raise StudyError(
+            f"sampler='ladder' walks one scan site's unroll factors for the weighted cost, and this {other}: "
+            "use sampler='auto' (autotune tune --sampler auto)."
+        )
+    if sampler != "auto":
+        kind = sampler
+    elif space_size <= budget:
+        kind = "grid"
+    elif search == "pareto":
+        kind = "nsga2"
+    else:
+        kind = "ladder" if ladder else "tpe"
     if kind == "grid" and n_trials is None:
         budget = space_size
     return kind, min(budget, space_size)
@@ -253,7 +266,8 @@ def _run(
         )
         try:
             space = xla_space(options, device, study, program.sites)
-            kind, budget = plan(options.sampler, options.search, len(space), options.n_trials)
+            loops = space.loops() if isinstance(space, StagedSpace) else space
+            kind, budget = plan(options.sampler, options.search, len(space), options.n_trials, is_ladder(loops))
             study.set_attrs(default_config=space.default().to_dict(), space_size=len(space), sampler=kind)
         except BaseException:
             study.close()
@@ -282,7 +296,10 @@ def _search_and_confirm(
     held = [record_of(v, goal) for v in views]
     before = counted(views)
     seeding = _seeded.planned(state, options, plumbing, budget, views)  # neighbours' configs first
-    idle = nothing_to_measure(views, len(space), budget) or _seeded.stopped(seeding)
+    proposer = xla_proposer(state, options.seed, budget)
+    done = getattr(proposer, "done", None)  # a search that ends by itself (the ladder's walk) has ended
+    walked = done is not None and (seeding is None or seeding.verdict is not None) and done(views)
+    idle = nothing_to_measure(views, len(space), budget) or _seeded.stopped(seeding) or walked
     title = f"tuning {fkey}"
     if idle and (plumbing.join or (not options.reconfirm and confirmed_as_is(study, held))):
         runner.close()  # a finished study: no trial, no confirmation, no helper
@@ -293,7 +310,6 @@ def _search_and_confirm(
         with Progress(wanted(options.progress), budget, title, completed=min(budget, before)) as bar:
             bar.update(status="finished: nothing new to measure")
         return finished
-    proposer = xla_proposer(state, options.seed, budget)
     if plumbing.on_ready is not None:
         plumbing.on_ready(state.url, study.name)
     load_notes: list[str] = []

@@ -180,6 +180,17 @@ class StagedProposer:
             return self.loop.propose(taken)
         return next((c for c in self.stage(views) if c.to_json() not in taken), None)
 
+    def done(self, views: list[TrialView]) -> bool:
+        """Whether a loop stage that ends by itself (the ladder's walk, `_ladder`) has ended and the
+        XLA stage, declined or taken, has nothing left: the study has nothing to measure."""
+        loop_done = getattr(self.loop, "done", None)
+        if loop_done is None:
+            return False
+        decided, taken = self.study.attrs.get("xla_searched"), {v.config_json for v in views if v.takes_config}
+        if decided is None or not (loop_done(views) or (decided and self._loop_left(views) <= 0)):
+            return False
+        return not decided or all(c.to_json() in taken for c in self.stage(views))
+
     def upcoming(self, taken: set[str], n: int) -> list[Config]:
         """The next ``n`` configs :meth:`propose` hands out where they are known ahead: the loop
         stage's (where its proposer walks a fixed order, the grid), then the XLA stage's."""
