@@ -10,8 +10,7 @@ A builder is a process of its own, so a compile *can* be stopped: a build past t
 (wall seconds since a builder took it) is killed as ``timeout``, and one past the compile budget
 (the parent's trace + lower plus the builder's process CPU seconds, the figure the objective
 charges; wall seconds where the CPU time cannot be read) as ``pruned``, but never before
-``grace`` seconds (as for a trial in the worker) unless another builder is up and idle (the next
-trial need not wait for the replacement then); the builder is replaced and the pool goes on.
+``grace`` seconds (as in the worker) unless another builder is idle; the builder is replaced.
 Without a trial timeout, a builder quiet on a build (no CPU seconds used, no bytes sent) for
 :data:`STUCK_FACTOR` times the slowest build seen, at least :data:`STUCK_FLOOR_S`, is stuck: it is
 replaced, the worker compiles the config, and one warning names it and the option that bounds a build.
@@ -340,25 +339,16 @@ class BuilderPool:
                 continue
             spent = build.parent_cpu_s + (cpu - build.cpu_at_start) if None not in (cpu, build.cpu_at_start) else None
             spent = build.parent_s + ran if spent is None else spent
+            held = build.parent_s + ran < self.grace and not self._spare(b)  # within the grace: no kill yet
             if self.trial_timeout is not None and ran >= self.trial_timeout:
-                build.failed = TrialFailed(
-                    "timeout",
-                    f"compiling took over the trial timeout of {self.trial_timeout:g} s in builder pid {b.proc.pid}; "
-                    "killed",
-                    compile_s_at_least=spent,
-                )
-            elif (
-                self.budget is not None
-                and spent >= self.budget
-                and (build.parent_s + ran >= self.grace or self._spare(b))
-            ):
+                why = f"compiling took over the trial timeout of {self.trial_timeout:g} s in builder pid {b.proc.pid}"
+                build.failed = TrialFailed("timeout", f"{why}; killed", compile_s_at_least=spent)
+            elif self.budget is not None and spent >= self.budget and not held:
                 build.failed = TrialFailed(
                     "pruned",
-                    (
-                        f"stopped compiling after {spent:.3g} s of trace+lower+compile, over the compile budget of "
-                        f"{self.budget:.3g} s (best cost / compile weight), so this config can no longer win; "
-                        f"builder pid {b.proc.pid} killed"
-                    ),
+                    f"stopped compiling after {spent:.3g} s of trace+lower+compile, over the compile budget of "
+                    f"{self.budget:.3g} s (best cost / compile weight), so this config can no longer win; "
+                    f"builder pid {b.proc.pid} killed",
                     compile_s_at_least=spent,
                 )
             else:
