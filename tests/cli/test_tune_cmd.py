@@ -412,7 +412,7 @@ def test_a_config_over_the_trial_memory_fails_in_one_line_and_the_winner_fits(tm
     r = run(*args, "--wide", *CLI_FAST, *ONE_ROUND_CLI, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.splitlines()
-    at_for = lines.index(next(ln for ln in lines if ln.strip().startswith("#") and "oom: steps=for" in ln))
+    at_for = lines.index(next(ln for ln in lines if ln.strip().startswith("#") and ln.endswith("oom: steps=for")))
     assert (
         lines[at_for + 1]
         .strip()
