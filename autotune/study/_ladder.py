@@ -80,21 +80,22 @@ class LadderProposer:
     def __init__(self, study: Any, space: Any):
         if not is_ladder(space):
             raise ValueError("sampler='ladder' needs a space of one scan site (scan unroll factors and 'for').")
-        self.study, self.full = study, space
-        self.space = space
+        self.study, self.space = study, space
         self.pinned: frozenset = frozenset()
-        self.rungs = rungs(space)
+        site = space.entries[0].site
+        self.default = space.default().to_json()
         # The default's place by its height: a program's own unroll may be no rung (one clamped to the length).
-        e = space.entries[0]
-        mine = _height(e.site, e.site.default)
-        self.up = [c for c in self.rungs if _height(e.site, c.get(e.site.id)) > mine]
-        self.down = [c for c in self.rungs if _height(e.site, c.get(e.site.id)) < mine][::-1]
+        mine, ladder = _height(site, site.default), rungs(space)
+        up = [c for c in ladder if _height(site, c[site.id]) > mine]
+        self.down = [c for c in ladder if _height(site, c[site.id]) < mine][::-1]
+        self.top = up.pop() if up and up[-1][site.id].repr == "for" else None  # measured once the way up ends
+        self.up = up
 
     def pin(self, site_ids) -> None:
         self.pinned = frozenset(site_ids)  # the one site cannot be rewritten: nothing is left to walk
 
     def propose(self, taken: set[str]) -> Config | None:
-        return self._next(self.study.trials(self.full), taken)
+        return self._next(self.study.trials(self.space), taken)
 
     def done(self, views: list[Any]) -> bool:
         """Whether the walk has ended on the trials ``views`` (a study that has nothing to measure):
@@ -116,10 +117,9 @@ class LadderProposer:
         for v in views:
             if v.config_json is not None and (cost := _cost(v)) is not None:
                 seen.setdefault(v.config_json, cost)
-        start = seen.get(self.space.default().to_json())
+        start = seen.get(self.default)
         best = start if isinstance(start, float) else math.inf
-        top = self.up[-1] if self.up and self.up[-1].get(self.space.entries[0].site.id).repr == "for" else None
-        for going_up, walk in ((True, [c for c in self.up if c is not top]), (False, self.down)):
+        for going_up, walk in ((True, self.up), (False, self.down)):
             misses, stopped, pending = 0, False, False
             for config in walk:
                 key = config.to_json()
@@ -138,12 +138,12 @@ class LadderProposer:
                         break
                 else:
                     best, misses = cost, 0
-            if going_up and top is not None and not stopped:  # a loop-free program can fall off the curve
-                cost = seen.get(top.to_json())
+            if going_up and self.top is not None and not stopped:  # a loop-free program can fall off the curve
+                cost = seen.get(self.top.to_json())
                 if cost is None:
-                    if pending or top.to_json() in taken:
+                    if pending or self.top.to_json() in taken:
                         return None  # the way up is still being measured: its end decides
-                    return top
+                    return self.top
                 if isinstance(cost, float):
                     best = min(best, cost)
         return None
