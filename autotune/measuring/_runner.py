@@ -97,7 +97,9 @@ class Runner(Protocol):
     ``prefetch(configs)`` (optional)
         The configs the search will measure next (the grid's next few, else the one about to be
         measured): a runner may trace and compile them ahead, in parallel (the worker runner's
-        builder processes); configs named before and not again are no longer wanted.
+        builder processes); configs named before and not again are no longer wanted. The runners
+        here also take ``fresh=True``: build them even where measured before (a confirmation round
+        that compiles every contender again).
     ``close()``
         Release every resource (idempotent).
     ``isolated``
@@ -177,16 +179,18 @@ class RunnerBase:
         compile_budget_s: float | None = None,
         on_lowered: OnLowered | None = None,
         run_ceiling_s: float | None = None,
+        sampling: Sampling | None = None,
     ) -> Measurement:
         """Measure ``config`` (the :class:`Runner` contract); ``run_ceiling_s``: a call slower than
-        this cannot win, so its sampling stops once a short estimate says so (``Sampling.stop_above_s``).
-        Its wall is charged to the open wall's stages (`autotune.measuring._wall`)."""
+        this cannot win, so its sampling stops once a short estimate says so (``Sampling.stop_above_s``);
+        ``sampling``: sample its calls so instead of as the runner's trials do (confirmation's
+        shorter rounds). Its wall is charged to the open wall's stages (`autotune.measuring._wall`)."""
         started, starts = time.perf_counter(), _wall.charged("process starts")
 
         def waited() -> float:
             return time.perf_counter() - started - (_wall.charged("process starts") - starts)
 
-        self.trial_sampling = self.sampling.replace(stop_above_s=run_ceiling_s)
+        self.trial_sampling = (sampling or self.sampling).replace(stop_above_s=run_ceiling_s)
         try:
             m = self._measure(Config.from_dict(config), compile_budget_s, on_lowered)
         except TrialFailed:

@@ -16,6 +16,7 @@ from typing import Any
 from autotune import select as _select
 from autotune.measuring._measurement import Measurement
 from autotune.measuring._runner import RunnerBase
+from autotune.measuring._sampling import Sampling
 from autotune.program._config import Config
 from autotune.select import Point, point_of
 from autotune.select._objective import Objective
@@ -66,26 +67,26 @@ Measured: docs/results/design-figures.md#a-stalled-confirmation-round."""
 
 
 def _sample(runner, config: Config, full: bool) -> tuple[Measurement | None, bool]:
-    """One round's measurement of ``config`` and whether it compiled afresh (a full measure). A
-    re-time samples for :data:`ROUND_SAMPLING` of a trial's sampling where the runner says how it
-    samples (a runner of `autotune.measuring._runner`); a full measure samples as a trial does."""
+    """One round's measurement of ``config`` and whether it compiled afresh (a full measure).
+    Either samples the calls for :data:`ROUND_SAMPLING` of a trial's sampling where the runner
+    says how it samples (a runner of `autotune.measuring._runner`), else as its trials do."""
+    shorter = _shorter(runner)
     try:
         if not full:
-            m = _retime(runner, config)
+            m = runner.retime(config) if shorter is None else runner.retime(config, sampling=shorter)
             if m is not None:
                 return m, False
-        return runner.measure(config), True
+        return (runner.measure(config) if shorter is None else runner.measure(config, sampling=shorter)), True
     except KeyboardInterrupt:
         raise
     except Exception:
         return None, True
 
 
-def _retime(runner, config: Config) -> Measurement | None:
+def _shorter(runner) -> Sampling | None:
     if not isinstance(runner, RunnerBase):
-        return runner.retime(config)
-    shorter = runner.sampling.replace(target_s=runner.sampling.target_s * ROUND_SAMPLING)
-    return runner.retime(config, sampling=shorter)
+        return None
+    return runner.sampling.replace(target_s=runner.sampling.target_s * ROUND_SAMPLING)
 
 
 def _rotated(configs: list[Config], r: int) -> list[Config]:
@@ -203,9 +204,13 @@ class _Rounds:
         self.out: set[Config] = set()  # challengers no later round can make a winner: not measured again
 
     def take(self, runner, rounds: range, full: bool, check: Callable[[], None]) -> None:
-        """Measure rounds ``rounds`` (again, if taken before), interleaved."""
+        """Measure rounds ``rounds`` (again, if taken before), interleaved; a round that compiles
+        has the runner's builders (where it has some) compile its contenders side by side first."""
         for r in rounds:
-            for config in _rotated([c for c in self.configs if c not in self.out], r):
+            order = _rotated([c for c in self.configs if c not in self.out], r)
+            if full and isinstance(runner, RunnerBase) and hasattr(runner, "prefetch"):
+                runner.prefetch(order, fresh=True)
+            for config in order:
                 check()
                 m, fresh = _sample(runner, config, full)
                 self.samples[config][r] = None if m is None else (m, fresh)

@@ -97,6 +97,15 @@ class LadderProposer:
     def propose(self, taken: set[str]) -> Config | None:
         return self._next(self.study.trials(self.space), taken)
 
+    def upcoming(self, taken: set[str], n: int) -> list[Config]:
+        """The next ``n`` rungs the walk measures if those under way do not end it: the way up, for
+        builders to compile while a rung is measured (one that turns out past the walk's end is dropped)."""
+        views, taken, out = self.study.trials(self.space), set(taken), []
+        while len(out) < n and (config := self._next(views, taken)) is not None:
+            out.append(config)
+            taken.add(config.to_json())
+        return out
+
     def done(self, views: list[Any]) -> bool:
         """Whether the walk has ended on the trials ``views`` (a study that has nothing to measure):
         none of them in flight or queued, and no rung left to measure (or the site pinned)."""

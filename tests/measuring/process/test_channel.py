@@ -259,3 +259,13 @@ def test_an_event_of_hundreds_of_megabytes_arrives_in_seconds(tmp_path):
     # 0.4 GB transformer's took minutes when the buffer was re-copied and re-scanned per chunk.
     took = _talk(tmp_path, 400 << 20)
     assert took < 20, f"a 400 MB event took {took:.1f} s to read"
+
+
+def test_a_worker_maps_a_small_tpu_transfer_buffer_unless_the_user_chose_one(monkeypatch):
+    from autotune.measuring.process._channel import PREMAPPED_BYTES, worker_env
+
+    monkeypatch.delenv("TPU_PREMAPPED_BUFFER_SIZE", raising=False)
+    assert worker_env({})["TPU_PREMAPPED_BUFFER_SIZE"] == str(256 << 20) == str(PREMAPPED_BYTES)
+    monkeypatch.setenv("TPU_PREMAPPED_BUFFER_SIZE", "4294967296")
+    assert worker_env({})["TPU_PREMAPPED_BUFFER_SIZE"] == "4294967296"
+    assert worker_env({"TPU_PREMAPPED_BUFFER_SIZE": "1"})["TPU_PREMAPPED_BUFFER_SIZE"] == "1"
