@@ -101,7 +101,11 @@ def main():
         print(*row)
     print("WALL", round(wall, 2), r.best_config.to_json(), r.sampler, json.dumps(r.wall.to_json()))
     for tr in r.trials:
-        print("TRIAL", tr.number, tr.state, tr.config.to_json() if tr.config else None, tr.cost)
+        m = tr.measurement
+        print("TRIAL", tr.number, tr.state, tr.config.to_json() if tr.config else None, tr.cost,
+              m and {k: m.get(k) for k in ("compile_s", "compile_cpu_s", "trace_cpu_s", "lower_cpu_s", "run_p10_s")})
+    for p in r.confirmed:
+        print("CONFIRMED", p.config.to_json(), p.compile_cost_s, p.run_cost_s, p.compiles, p.rounds)
 
 
 main()

@@ -97,9 +97,7 @@ class Runner(Protocol):
     ``prefetch(configs)`` (optional)
         The configs the search will measure next (the grid's next few, else the one about to be
         measured): a runner may trace and compile them ahead, in parallel (the worker runner's
-        builder processes); configs named before and not again are no longer wanted. The runners
-        here also take ``fresh=True``: build them even where measured before (a confirmation round
-        that compiles every contender again).
+        builder processes); configs named before and not again are no longer wanted.
     ``close()``
         Release every resource (idempotent).
     ``isolated``

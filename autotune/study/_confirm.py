@@ -204,13 +204,9 @@ class _Rounds:
         self.out: set[Config] = set()  # challengers no later round can make a winner: not measured again
 
     def take(self, runner, rounds: range, full: bool, check: Callable[[], None]) -> None:
-        """Measure rounds ``rounds`` (again, if taken before), interleaved; a round that compiles
-        has the runner's builders (where it has some) compile its contenders side by side first."""
+        """Measure rounds ``rounds`` (again, if taken before), interleaved."""
         for r in rounds:
-            order = _rotated([c for c in self.configs if c not in self.out], r)
-            if full and isinstance(runner, RunnerBase) and hasattr(runner, "prefetch"):
-                runner.prefetch(order, fresh=True)
-            for config in order:
+            for config in _rotated([c for c in self.configs if c not in self.out], r):
                 check()
                 m, fresh = _sample(runner, config, full)
                 self.samples[config][r] = None if m is None else (m, fresh)

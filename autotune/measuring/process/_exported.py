@@ -103,11 +103,9 @@ class ExportHost(WorkerHost):
         self._measured: set[str | None] = set()  # program hashes measured by this runner
 
     # -- public ------------------------------------------------------------------------------
-    def prefetch(self, configs: Iterable[Config | dict], *, fresh: bool = False) -> None:
+    def prefetch(self, configs: Iterable[Config | dict]) -> None:
         """Prepare ``configs`` now and start their builds (the next ones a search will measure);
-        configs prepared before and not named again are dropped. Nothing happens without builders.
-        ``fresh``: build them even where their program was measured here (a confirmation round
-        that compiles every contender again has them built side by side)."""
+        configs prepared before and not named again are dropped. Nothing happens without builders."""
         wanted = [Config.from_dict(c) for c in configs]
         keys = {c.to_json() for c in wanted}
         for key in [k for k in self._prepared if k not in keys]:
@@ -127,7 +125,7 @@ class ExportHost(WorkerHost):
                     if key in self._prepared or (self._renewed and key in self._built):
                         continue
                     _interrupt.check()
-                    self._prepared[key] = self._prepare(config, platform, None, fresh)
+                    self._prepared[key] = self._prepare(config, platform, None)
                     if self.mode != Mode.EXPORT:
                         return
             except (FellBack, TrialFailed, StudyError):
@@ -210,9 +208,8 @@ class ExportHost(WorkerHost):
             config=config, outputs=outputs_of(ex.exported, done.get("outputs"), ex.out_tree)
         )
 
-    def _prepare(self, config: Config, platform: str | None, budget: float | None, fresh: bool = False) -> Prepared:
-        """Trace, lower and export ``config`` (a failure kept for its measure) and start its build
-        (``fresh``: even where its program was measured here)."""
+    def _prepare(self, config: Config, platform: str | None, budget: float | None) -> Prepared:
+        """Trace, lower and export ``config`` (a failure kept for its measure) and start its build."""
         started = time.monotonic()
         try:
             stages = trace_and_lower(
@@ -233,7 +230,7 @@ class ExportHost(WorkerHost):
             weakref.finalize(self, remove, files)  # the line goes to each new worker: its files go with this host
             self._placement = placement(call_leaves(self.call))
         prep = Prepared(stages, ex)
-        if fresh or stages.program_hash not in self._measured:  # a program measured here is shared, not built again
+        if stages.program_hash not in self._measured:  # a program measured here is shared, not built again
             self._submit(prep)
         return prep
 
