@@ -70,23 +70,25 @@ def _sample(runner, config: Config, full: bool) -> tuple[Measurement | None, boo
     """One round's measurement of ``config`` and whether it compiled afresh (a full measure).
     Either samples the calls for :data:`ROUND_SAMPLING` of a trial's sampling where the runner
     says how it samples (a runner of `autotune.measuring._runner`), else as its trials do."""
-    shorter = _shorter(runner)
+    how = _round_sampling(runner)
     try:
         if not full:
-            m = runner.retime(config) if shorter is None else runner.retime(config, sampling=shorter)
+            m = runner.retime(config, **how)
             if m is not None:
                 return m, False
-        return (runner.measure(config) if shorter is None else runner.measure(config, sampling=shorter)), True
+        return runner.measure(config, **how), True
     except KeyboardInterrupt:
         raise
     except Exception:
         return None, True
 
 
-def _shorter(runner) -> Sampling | None:
+def _round_sampling(runner) -> dict[str, Sampling]:
+    """``{"sampling": ...}`` for a runner of `autotune.measuring._runner`, else nothing (a
+    :class:`autotune.Runner` of the user's samples as it does)."""
     if not isinstance(runner, RunnerBase):
-        return None
-    return runner.sampling.replace(target_s=runner.sampling.target_s * ROUND_SAMPLING)
+        return {}
+    return {"sampling": runner.sampling.replace(target_s=runner.sampling.target_s * ROUND_SAMPLING)}
 
 
 def _rotated(configs: list[Config], r: int) -> list[Config]:

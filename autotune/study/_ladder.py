@@ -100,11 +100,7 @@ class LadderProposer:
     def upcoming(self, taken: set[str], n: int) -> list[Config]:
         """The next ``n`` rungs the walk measures if those under way do not end it: the way up, for
         builders to compile while a rung is measured (one that turns out past the walk's end is dropped)."""
-        views, taken, out = self.study.trials(self.space), set(taken), []
-        while len(out) < n and (config := self._next(views, taken)) is not None:
-            out.append(config)
-            taken.add(config.to_json())
-        return out
+        return self._ahead(self.study.trials(self.space), taken, n)
 
     def done(self, views: list[Any]) -> bool:
         """Whether the walk has ended on the trials ``views`` (a study that has nothing to measure):
@@ -115,6 +111,14 @@ class LadderProposer:
         if self.space.entries[0].site.id in unrewritable:
             return True
         return self._next(views, {v.config_json for v in views if v.takes_config}) is None
+
+    def _ahead(self, views: list[Any], taken: set[str], n: int) -> list[Config]:
+        """:meth:`_next` ``n`` times, each rung it names taken in turn."""
+        taken, out = set(taken), []
+        while len(out) < n and (config := self._next(views, taken)) is not None:
+            out.append(config)
+            taken.add(config.to_json())
+        return out
 
     def _next(self, views: list[Any], taken: set[str]) -> Config | None:
         """The walk replayed on the trials: each rung judged against the best before it on the walk

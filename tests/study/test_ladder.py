@@ -123,6 +123,17 @@ def test_a_rung_another_worker_measures_is_passed_over_but_the_full_unroll_waits
     assert LadderProposer(None, space)._next(views(space, {0: 10.0, 1: 11.0, 3: 12.0}), {ladder[2].to_json()}) is None
 
 
+def test_the_builders_are_handed_the_way_up_in_order_but_never_the_full_unroll_ahead_of_it():
+    space = Space(at.sites(rolled, X))
+    ladder, top = rungs(space), len(space) - 1
+    ahead = LadderProposer(None, space)._ahead(views(space, {0: 10.0}), {ladder[1].to_json()}, 3)
+    assert ahead == ladder[2:5]  # rung 1 is under way: the three above it
+    every = LadderProposer(None, space)._ahead(views(space, {0: 10.0}), set(), len(space))
+    assert every == ladder[1:top]  # `for` waits until the way up has been measured
+    done = {0: 10.0, 1: 8.0, 2: 9.0, 3: 8.5}  # two rungs in a row improved on nothing
+    assert LadderProposer(None, space)._ahead(views(space, done), set(), 3) == [ladder[top]]
+
+
 def test_the_walk_down_counts_a_stopped_rung_as_a_miss():
     space = Space(at.sites(from_eight, X))
     top = len(space) - 1
