@@ -6,9 +6,11 @@ Compile time grows with the body copies a config emits, and the run time falls w
 levels off (or rises, as the program outgrows the caches): along the ladder the cost falls to a
 lowest rung and then rises. So a direction stops after :data:`PATIENCE` rungs in a row that
 improve on the best before them on the walk, and at once after a rung stopped for its compile
-(pruned, skipped, timed out) or its memory (out of memory, over the budget): every rung above it
-emits more copies still (on the way down such a rung is a miss). A rung that failed otherwise
-(rejected, an error, a crash) is a miss.
+(pruned, skipped, timed out, or measured whole with a compile that alone costs the best before
+it: one fact, whether a build was stopped at its budget or finished within its grace) or its
+memory (out of memory, over the budget): every rung above it emits more copies still (on the
+way down such a rung is a miss). A rung that failed otherwise (rejected, an error, a crash) is a
+miss.
 
 The full unroll (``for``) is measured when the way up ends, unless a rung stopped it for its
 compile or memory: with no loop left, XLA can fuse across the steps, so its cost can fall far
@@ -30,8 +32,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from autotune.measuring._measurement import Measurement
 from autotune.measuring._outcome import Outcome
 from autotune.program._config import Config, SiteChoice
+from autotune.select._objective import Objective
 from autotune.study._predict import body_copies
 
 PATIENCE = 2
@@ -72,6 +76,16 @@ def _cost(view: Any) -> float | None | str:
     return "miss"
 
 
+def _charge(view: Any, objective: Objective | None) -> float | None:
+    """What a measured rung's compile alone costs under ``objective`` (None: not measured, or no
+    objective whose compile charge is the cost's one-off part, as under tier-up)."""
+    if objective is None or objective.tier_up or view.outcome not in (Outcome.COMPLETE, Outcome.SHARED):
+        return None
+    if not view.measurement:
+        return None
+    return float(objective.line(Measurement.from_dict(view.measurement).compile_cost_s, 0.0)[0])
+
+
 class LadderProposer:
     """The ladder's next rung not measured, or None once both directions have stopped."""
 
@@ -81,6 +95,8 @@ class LadderProposer:
         if not is_ladder(space):
             raise ValueError("sampler='ladder' needs a space of one scan site (scan unroll factors and 'for').")
         self.study, self.space = study, space
+        held = study.attrs.get("objective") if study is not None else None
+        self.objective = None if held is None else Objective.from_dict(held)
         self.pinned: frozenset = frozenset()
         site = space.entries[0].site
         self.default = space.default().to_json()
@@ -127,9 +143,14 @@ class LadderProposer:
         if self.pinned:
             return None
         seen: dict[str, float | str] = {}
+        charges: dict[str, float] = {}
         for v in views:
-            if v.config_json is not None and (cost := _cost(v)) is not None:
-                seen.setdefault(v.config_json, cost)
+            key = v.config_json
+            if key is None or key in seen or (cost := _cost(v)) is None:
+                continue
+            seen[key] = cost
+            if (charge := _charge(v, self.objective)) is not None:
+                charges[key] = charge
         start = seen.get(self.default)
         best = start if isinstance(start, float) else math.inf
         for going_up, walk in ((True, self.up), (False, self.down)):
@@ -142,8 +163,8 @@ class LadderProposer:
                         pending = True
                         continue
                     return config
-                if cost == "stop" and going_up:
-                    stopped = True
+                if going_up and (cost == "stop" or charges.get(key, -math.inf) >= best):
+                    stopped = True  # its compile alone cannot win: nor can any rung above it
                     break
                 if cost == "stop" or cost == "miss" or cost >= best:
                     misses += 1

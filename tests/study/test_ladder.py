@@ -6,6 +6,8 @@ before its trial budget and, run again, has nothing to measure."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 import pytest
 from _presets import FAST
@@ -14,6 +16,7 @@ from jax import lax
 import autotune as at
 from autotune.measuring._outcome import Outcome
 from autotune.program._space import Space
+from autotune.select._objective import Objective
 from autotune.study._ladder import LadderProposer, is_ladder, rungs
 from autotune.study._trials import TrialView
 from autotune.study._tune import plan
@@ -115,6 +118,24 @@ def test_a_default_that_is_no_rung_is_placed_by_its_body_copies():
     assert below == rungs(space)[-2]  # then down: the largest factor below its 8 copies
 
 
+def test_a_rung_whose_compile_alone_costs_the_best_ends_the_way_up_as_a_pruned_one_does():
+    space = Space(at.sites(rolled, X))  # the default is rung 0: no way down
+
+    def after(compile_s: float, objective: Objective) -> int | None:
+        measured = views(space, {0: 10.0, 1: 11.0})  # rung 1 costs more than the default: a miss, or a stop
+        measured[1] = dataclasses.replace(
+            measured[1], measurement={"trace_s": 0.0, "lower_s": 0.0, "compile_s": compile_s, "run_s": 1e-3}
+        )
+        ladder = LadderProposer(None, space)
+        ladder.objective = objective
+        got = ladder._next(measured, set())
+        return None if got is None else rungs(space).index(got)
+
+    assert after(10.0, Objective(1)) is None  # as if pruned at its budget: nothing above can win, `for` included
+    assert after(4.0, Objective(1)) == 2  # its calls made it dear: one miss, on up
+    assert after(10.0, Objective(1, tier_up=True)) == 2  # under tier-up a compile is no one-off charge
+
+
 def test_a_rung_another_worker_measures_is_passed_over_but_the_full_unroll_waits_for_it():
     space = Space(at.sites(rolled, X))
     ladder = rungs(space)
@@ -163,12 +184,18 @@ def heavy(x):
 @pytest.mark.parametrize("xla", [False, "auto"])  # auto: the ladder is the loop stage (XLA's declined: small compiles)
 def test_a_study_walks_the_ladder_stops_before_the_top_and_run_again_measures_nothing(tmp_path, xla):
     # Tuned for one call, compile is the cost: scan×64 (64 copies) costs several times the best
-    # of the low rungs, so two misses end the way up before it whatever the noise among them.
+    # of the low rungs, so the way up ends before it whatever the noise among them: at a rung whose
+    # compile alone costs the best (pruned at its budget, or measured whole within its grace), or
+    # after two misses, and then at the full unroll.
     fn = at.autotuned(heavy, expected_calls=1)
     options = dict(sampler="ladder", storage=str(tmp_path / "s.db"), timing=FAST, progress=False, xla=xla)
     first = fn.tune(jnp.ones(256), **options)
     labels = [t.config.label(first.sites).split("=")[-1] for t in first.trials]
     assert first.sampler == "ladder" and len(labels) < first.space_size == 8
-    assert "scan×64" not in labels and labels[-1] == "for", labels  # the way up ended, then the full unroll
+    last, before = first.trials[-1], [t.cost for t in first.trials[:-1] if t.cost is not None]
+    stopped = last.state in ("pruned", "timeout") or (
+        last.point() is not None and last.point().compile_cost_s >= min(before)  # compile weight 1
+    )
+    assert "scan×64" not in labels and (stopped or labels[-1] == "for"), (labels, last.state, last.reason)
     again = fn.tune(jnp.ones(256), **options)
     assert again.finished and again.new_trials == 0 and again.best_config == first.best_config
