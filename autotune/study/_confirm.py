@@ -159,8 +159,12 @@ def second_process(
 def holds_anywhere(winner: Point, default: Point, objective: Objective, needed: float) -> bool:
     """Whether the winner's lead over the default holds in any process: in every paired round (their
     medians where the rounds do not pair) it stays no dearer than the default with its calls ``needed``
-    times slower. Under tier-up, whose charge mixes compile and calls, its whole cost must lead by
-    ``needed`` (:func:`lead`).
+    times slower. A round pairs the calls only: each side's compile is its median over the rounds,
+    since a compile's CPU seconds do not move with the process and one round's compile sample is
+    noise the rounds' median settles (on a TPU v5e one config's compile read 0.39-0.48 CPU s within
+    one process, a tenth of a whole cost, which would send a 1.13x lead to a second process that
+    costs a chip's close and open). Under tier-up, whose charge mixes compile and calls, its whole
+    cost must lead by ``needed`` (:func:`lead`).
 
     Example::
 
@@ -173,13 +177,12 @@ def holds_anywhere(winner: Point, default: Point, objective: Objective, needed: 
     if objective.tier_up:
         return lead(winner, default, objective) >= needed
 
-    def lines(p: Point, rows) -> list[tuple[Fraction, Fraction]]:
-        return [objective.line(c, r, p.load_cost_s) for c, r in rows]
+    def lines(p: Point, runs) -> list[tuple[Fraction, Fraction]]:
+        return [objective.line(p.compile_cost_s, r, p.load_cost_s) for r in runs]
 
-    mine, theirs = lines(winner, winner.rounds), lines(default, default.rounds)
+    mine, theirs = lines(winner, [r for _, r in winner.rounds]), lines(default, [r for _, r in default.rounds])
     if not mine or len(mine) != len(theirs):
-        mine = lines(winner, [(winner.compile_cost_s, winner.run_cost_s)])
-        theirs = lines(default, [(default.compile_cost_s, default.run_cost_s)])
+        mine, theirs = lines(winner, [winner.run_cost_s]), lines(default, [default.run_cost_s])
     n, slower = Fraction(objective.expected_calls), Fraction(needed)
     return all(a + slower * b * n <= c + d * n for (a, b), (c, d) in zip(mine, theirs))
 
