@@ -41,6 +41,13 @@ from autotune.study._predict import body_copies
 PATIENCE = 2
 """Rungs in a row that improve on nothing measured before a direction of the walk stops."""
 
+AHEAD = 2
+"""The most rungs above the one under way that the builders compile ahead of the walk: the next is
+measured whenever this one improves, those past it only if every one below does too, and each is
+dearer to lower (in the parent) and to compile (on cores the builds under way share). On the chip,
+with four handed ahead, ``accel_rnn``'s walk of four rungs had the parent trace, lower and export
+eight (the last four never measured: ``scan×16`` to ``scan×128``, a second of the search's wall)."""
+
 _STOPS = (Outcome.PRUNED, Outcome.TIMEOUT, Outcome.OOM)  # every rung above it would be too
 _UNMEASURED = (Outcome.ABANDONED, Outcome.INTERRUPTED, Outcome.DUPLICATE)  # no measurement of its own
 
@@ -129,8 +136,8 @@ class LadderProposer:
         return self._next(views, {v.config_json for v in views if v.takes_config}) is None
 
     def _ahead(self, views: list[Any], taken: set[str], n: int) -> list[Config]:
-        """:meth:`_next` ``n`` times, each rung it names taken in turn."""
-        taken, out = set(taken), []
+        """:meth:`_next` ``n`` times (at most :data:`AHEAD`), each rung it names taken in turn."""
+        taken, out, n = set(taken), [], min(n, AHEAD)
         while len(out) < n and (config := self._next(views, taken)) is not None:
             out.append(config)
             taken.add(config.to_json())

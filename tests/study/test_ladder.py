@@ -17,7 +17,7 @@ import autotune as at
 from autotune.measuring._outcome import Outcome
 from autotune.program._space import Space
 from autotune.select._objective import Objective
-from autotune.study._ladder import LadderProposer, is_ladder, rungs
+from autotune.study._ladder import AHEAD, LadderProposer, is_ladder, rungs
 from autotune.study._trials import TrialView
 from autotune.study._tune import plan
 
@@ -147,10 +147,12 @@ def test_a_rung_another_worker_measures_is_passed_over_but_the_full_unroll_waits
 def test_the_builders_are_handed_the_way_up_in_order_but_never_the_full_unroll_ahead_of_it():
     space = Space(at.sites(rolled, X))
     ladder, top = rungs(space), len(space) - 1
-    ahead = LadderProposer(None, space)._ahead(views(space, {0: 10.0}), {ladder[1].to_json()}, 3)
-    assert ahead == ladder[2:5]  # rung 1 is under way: the three above it
-    every = LadderProposer(None, space)._ahead(views(space, {0: 10.0}), set(), len(space))
-    assert every == ladder[1:top]  # `for` waits until the way up has been measured
+    assert AHEAD == 2 and top > AHEAD + 2
+    ahead = LadderProposer(None, space)._ahead(views(space, {0: 10.0}), {ladder[1].to_json()}, 4)
+    assert ahead == ladder[2:4]  # rung 1 is under way: the two above it, however many builders
+    nearly = {i: 10.0 - i for i in range(top - 1)}  # the way up improves up to the rung below the last
+    assert LadderProposer(None, space)._ahead(views(space, nearly), set(), 4) == [ladder[top - 1]]
+    # `for` waits until the way up has been measured
     done = {0: 10.0, 1: 8.0, 2: 9.0, 3: 8.5}  # two rungs in a row improved on nothing
     assert LadderProposer(None, space)._ahead(views(space, done), set(), 3) == [ladder[top]]
 
