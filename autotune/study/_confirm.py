@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from fractions import Fraction
 from typing import Any
 
 from autotune import select as _select
@@ -21,6 +20,7 @@ from autotune.program._config import Config
 from autotune.select import Point, point_of
 from autotune.select._objective import Objective
 from autotune.study._contenders import CALLS, PICK, by_program, contenders
+from autotune.study._second import lead_needed, second_process
 
 COMPILE_NOISE = 0.15
 """Relative compile-time noise assumed between two measurements of one config (at least)."""
@@ -30,26 +30,6 @@ ROUND_SAMPLING = 1 / 3
 (``TuneOptions.timing``'s ``target_s``): the rounds are paired and interleaved, and the rule takes
 their median and their signs, so each needs only a share of a trial's samples. Measured:
 docs/results/tuning-wall.md."""
-
-SECOND_PROCESS_LEAD = 1.5
-"""A winner that stays cheaper than the default in every paired round with its calls this many
-times slower is not measured again in a second process (:func:`holds_anywhere`): on the CPU a
-program's runtime moves between processes by up to 1.3x (below), so such a lead holds in any of
-them. Only the runtime is scaled: a compile's CPU seconds do not move with the process (its noise
-is confirmation's compiled rounds' to settle), so a lead made of compile seconds needs no second
-process. Measured: docs/results/tuning-wall.md."""
-
-PLATFORM_LEAD = {"tpu": 1.05}
-"""The lead that needs no second process where a platform's runtimes move less between processes
-than the CPU's: a TPU v5e's default/tuned ratios across fresh processes read 1.148-1.165 and
-3.040-3.110 (docs/results/tpu.md: 1.5% and 2.3% apart); a platform not named here takes
-:data:`SECOND_PROCESS_LEAD`."""
-
-
-def lead_needed(platform: str) -> float:
-    """The lead over the default in every paired round past which a winner needs no second process on ``platform``."""
-    return PLATFORM_LEAD.get(platform, SECOND_PROCESS_LEAD)
-
 
 SEARCH_COMPILE_NOISE = 1.0
 """How far two compile figures of the search may stand apart by noise alone (relative to the two):
@@ -120,14 +100,37 @@ def compile_noise(first: Sequence[Point], searched: Sequence[Point]) -> float:
 def compile_could_flip(
     points: Sequence[Point], default: Config, objective: Objective, noise: float = COMPILE_NOISE
 ) -> bool:
-    """Whether one compile sample's noise could change the decision: a contender whose cost is
-    within ``noise`` of both one-off charges of the default's or of the winner's (each charge as
-    the objective makes it, :meth:`Objective.line`'s intercept: the compile weighted, once per
-    process unless later ones load from the persistent cache), so either its standing against the
-    default or the choice between it and the winner could turn on one compile."""
+    """Whether one compile sample's noise could change the decision (:func:`flippable` names
+    some config)."""
+    return bool(flippable(points, default, objective, noise))
+
+
+def flippable(
+    points: Sequence[Point], default: Config, objective: Objective, noise: float = COMPILE_NOISE
+) -> frozenset[Config]:
+    """The configs whose compiles could change the decision, and the default with them: each
+    contender whose cost is within ``noise`` of both one-off charges of the default's or of the
+    winner's (each charge as the objective makes it, :meth:`Objective.line`'s intercept: the
+    compile weighted, once per process unless later ones load from the persistent cache), so
+    either its standing against the default or the choice between it and the winner could turn on
+    one compile; that anchor too. Empty when none is. A contender outside it stands clear of both
+    by more than compile noise: one compile of it decides as well as three, so confirmation's
+    later rounds re-time it (the default is always in a non-empty set: every standing is taken
+    against it, so its rounds pair with each compiled contender's).
+
+    Example::
+
+        >>> one = Objective(expected_calls=1)
+        >>> d, w = Point(Config({}), 1.0, 1e-3), Point(Config({"l": {"repr": "for"}}), 0.2, 1e-3)
+        >>> flippable([d, w], Config({}), one)  # 1.001 s against 0.201 s: far apart
+        frozenset()
+        >>> near = Point(Config({"l": {"repr": "scan", "unroll": 2}}), 0.22, 1e-3)
+        >>> len(flippable([d, w, near], Config({}), one))  # near and the winner, and the default
+        3
+    """
     d = point_of(points, default)
     if d is None or objective.compile_weight <= 0:
-        return False
+        return frozenset()
     chosen = _select.winner(points, objective, default)
     anchors = [d] if chosen is None or chosen is d else [d, chosen]
 
@@ -137,63 +140,8 @@ def compile_could_flip(
     def close(p: Point, a: Point) -> bool:
         return abs(_select.cost(p, objective) - _select.cost(a, objective)) < noise * (one_off(p) + one_off(a))
 
-    return any(close(p, a) for a in anchors for p in points if p is not a)
-
-
-def second_process(
-    points: list[Point], default: Config, objective: Objective, needed: float = SECOND_PROCESS_LEAD
-) -> list[Config]:
-    """The contenders to measure again in a second, fresh process: when the winner is not the
-    default and its lead could be one process's (under ``needed``, :func:`lead_needed`, in some
-    paired round), every contender that beats the default (any of them could win once those rounds
-    count); empty when the default stays or the lead holds in any process."""
-    d = point_of(points, default)
-    chosen = _select.winner(points, objective, default)
-    if chosen is None or d is None or chosen.config == default:
-        return []
-    if holds_anywhere(chosen, d, objective, needed):
-        return []
-    return [p.config for p in points if p is not d and _select.beats(p, d, objective)]
-
-
-def holds_anywhere(winner: Point, default: Point, objective: Objective, needed: float) -> bool:
-    """Whether the winner's lead over the default holds in any process: in every paired round (their
-    medians where the rounds do not pair) it stays no dearer than the default with its calls ``needed``
-    times slower. A round pairs the calls only: each side's compile is its median over the rounds,
-    since a compile's CPU seconds do not move with the process and one round's compile sample is
-    noise the rounds' median settles (on a TPU v5e one config's compile read 0.39-0.48 CPU s within
-    one process, a tenth of a whole cost, which would send a 1.13x lead to a second process that
-    costs a chip's close and open). Under tier-up, whose charge mixes compile and calls, its whole
-    cost must lead by ``needed`` (:func:`lead`).
-
-    Example::
-
-        >>> w, d = Point(Config({"l": {"repr": "for"}}), 0.8, 1e-4), Point(Config({}), 1.0, 1e-4)
-        >>> holds_anywhere(w, d, Objective(expected_calls=1000), 1.5)  # 0.95 s against 1.1 s: compile leads
-        True
-        >>> holds_anywhere(w, d, Objective(expected_calls=100_000), 1.5)  # 15.8 s against 11 s
-        False
-    """
-    if objective.tier_up:
-        return lead(winner, default, objective) >= needed
-
-    def lines(p: Point, runs) -> list[tuple[Fraction, Fraction]]:
-        return [objective.line(p.compile_cost_s, r, p.load_cost_s) for r in runs]
-
-    mine, theirs = lines(winner, [r for _, r in winner.rounds]), lines(default, [r for _, r in default.rounds])
-    if not mine or len(mine) != len(theirs):
-        mine, theirs = lines(winner, [winner.run_cost_s]), lines(default, [default.run_cost_s])
-    n, slower = Fraction(objective.expected_calls), Fraction(needed)
-    return all(a + slower * b * n <= c + d * n for (a, b), (c, d) in zip(mine, theirs))
-
-
-def lead(winner: Point, default: Point, objective: Objective) -> float:
-    """The winner's smallest lead over the default in a paired round: the default's round cost
-    over the winner's (their medians where the rounds do not pair)."""
-    mine, theirs = _select.round_costs(winner, objective, default), _select.round_costs(default, objective)
-    if len(mine) != len(theirs):
-        mine, theirs = [_select.cost(winner, objective, default)], [_select.cost(default, objective)]
-    return min((d / w if w > 0 else float("inf")) for w, d in zip(mine, theirs))
+    pairs = [(p.config, a.config) for a in anchors for p in points if p is not a and close(p, a)]
+    return frozenset({c for pair in pairs for c in pair} | ({default} if pairs else set()))
 
 
 Round = tuple[Measurement, bool]  # a round's measurement and whether it compiled afresh
@@ -205,15 +153,16 @@ class _Rounds:
     def __init__(self, configs: list[Config], rounds: int):
         self.configs = configs
         self.samples: dict[Config, list[Round | None]] = {c: [None] * rounds for c in configs}
-        self.each_round = False  # compiled again in every round (else round 1's compile is carried)
+        self.compiled: frozenset[Config] = frozenset()  # compiled again in every round (others carry round 1's)
         self.out: set[Config] = set()  # challengers no later round can make a winner: not measured again
 
-    def take(self, runner, rounds: range, full: bool, check: Callable[[], None]) -> None:
-        """Measure rounds ``rounds`` (again, if taken before), interleaved."""
+    def take(self, runner, rounds: range, compiled: frozenset[Config], check: Callable[[], None], only=None) -> None:
+        """Measure rounds ``rounds`` (again, if taken before), interleaved: the configs in
+        ``compiled`` compiled afresh, the others re-timed; ``only``: these configs alone."""
         for r in rounds:
-            for config in _rotated([c for c in self.configs if c not in self.out], r):
+            for config in _rotated([c for c in self.configs if c not in self.out and (only is None or c in only)], r):
                 check()
-                m, fresh = _sample(runner, config, full)
+                m, fresh = _sample(runner, config, config in compiled)
                 self.samples[config][r] = None if m is None else (m, fresh)
 
     def retake_stalls(self, runner, check: Callable[[], None]) -> None:
@@ -227,7 +176,7 @@ class _Rounds:
             for r, got in enumerate(samples):
                 if got is not None and got[0].run_cost_s > STALL * mid:
                     check()
-                    m, fresh = _sample(runner, config, self.each_round)
+                    m, fresh = _sample(runner, config, config in self.compiled)
                     if m is not None and got[1] and not fresh:  # a re-time keeps the round's own compile
                         m, fresh = got[0].replace(run_s=m.run_s, run_iqr_s=m.run_iqr_s, run_p10_s=m.run_p10_s), True
                     if m is not None:
@@ -261,7 +210,8 @@ class _Rounds:
         if not got:
             return []
         first = next((m.compile_cost_s for m, fresh in got if fresh), got[0][0].compile_cost_s)
-        return [(m.compile_cost_s if self.each_round and fresh else first, m.run_cost_s) for m, fresh in got]
+        each = config in self.compiled
+        return [(m.compile_cost_s if each and fresh else first, m.run_cost_s) for m, fresh in got]
 
 
 def _point(config: Config, processes: list[_Rounds], equivalent: tuple[Config, ...] = ()) -> Point | None:
@@ -316,42 +266,40 @@ def _measure_rounds(
     objective: Objective,
     check: Callable[[], None],
     searched: Sequence[Point] = (),
-    each_round: bool | None = None,
+    compiled: frozenset[Config] | None = None,
     race: bool = True,
     serve: str = CALLS,
 ) -> _Rounds:
     """One process's rounds (see the module docstring); ``searched``: the search's points, which
-    size the compile noise (:func:`compile_noise`); ``each_round`` forces the compile mode; ``race``:
-    leave out the challengers round 1 rules out (:meth:`_Rounds.race`; the first process only, where
-    a challenger must win every round; at the tuned call count alone where the confirmation
-    ``serve`` s :data:`~autotune.study._contenders.PICK`)."""
+    size the compile noise (:func:`compile_noise`); ``compiled`` forces the configs compiled in
+    every round (the others re-timed); ``race``: leave out the challengers round 1 rules out
+    (:meth:`_Rounds.race`; the first process only, where a challenger must win every round; at the
+    tuned call count alone where the confirmation ``serve`` s :data:`~autotune.study._contenders.PICK`)."""
     got = _Rounds(configs, rounds)
     # round 1: every contender side by side, compiled where a compile sample could flip the decision on
     # the search's figures (taken at other moments: SEARCH_COMPILE_NOISE), else re-timed, its executable kept
     ranked = [p for p in searched if p.config in configs]
-    full = (
-        each_round if each_round is not None else compile_could_flip(ranked, default, objective, SEARCH_COMPILE_NOISE)
-    )
-    got.take(runner, range(1), full, check)
+    every = frozenset(configs)
+    if compiled is not None:
+        first = compiled
+    else:
+        first = every if compile_could_flip(ranked, default, objective, SEARCH_COMPILE_NOISE) else frozenset()
+    got.take(runner, range(1), first, check)
 
     def points() -> list[Point]:
         return [p for c in configs if (p := _point(c, [got])) is not None]
 
     noise = compile_noise(points(), searched)
-    got.each_round = each_round if each_round is not None else compile_could_flip(points(), default, objective, noise)
-    if got.each_round and not full:
-        got.take(runner, range(1), True, check)  # round 1 again, compiled side by side
+    got.compiled = compiled if compiled is not None else flippable(points(), default, objective, noise)
+    if got.compiled - first:  # round 1 again, compiled side by side, for those it now decides on
+        got.take(runner, range(1), got.compiled, check, only=got.compiled - first)
     if race:
         got.race(default, objective if serve == PICK else None)
-    got.take(runner, range(1, rounds), got.each_round, check)
-    if (
-        each_round is None
-        and not got.each_round
-        and rounds > 1
-        and compile_could_flip(points(), default, objective, noise)
-    ):
-        got.each_round = True  # the re-timed rounds brought them within compile noise: compile them again
-        got.take(runner, range(1, rounds), True, check)
+    got.take(runner, range(1, rounds), got.compiled, check)
+    more = frozenset() if compiled is not None or rounds < 2 else flippable(points(), default, objective, noise)
+    if more - got.compiled:  # the re-timed rounds brought them within compile noise: compile them again
+        got.compiled |= more
+        got.take(runner, range(1, rounds), got.compiled, check, only=more)
     got.retake_stalls(runner, check)
     return got
 
@@ -390,7 +338,7 @@ def confirm(
     if challengers and renew is not None and renew():
         pair = challengers + [default]
         second = _measure_rounds(
-            runner, pair, rounds, default, objective, check, each_round=first.each_round, race=False
+            runner, pair, rounds, default, objective, check, compiled=first.compiled & frozenset(pair), race=False
         )
         processes.append(second)
         confirmed = confirmed_now()

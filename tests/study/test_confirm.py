@@ -14,7 +14,7 @@ from autotune import select as _select
 from autotune.measuring._runner import InProcessRunner
 from autotune.measuring._stages import compile_config
 from autotune.select import Point
-from autotune.study._confirm import SECOND_PROCESS_LEAD, confirm, lead_needed, second_process
+from autotune.study._confirm import confirm
 from autotune.study._contenders import CALLS, FRONT, PICK, by_program, contenders, serves, simplest_key
 
 DEFAULT = at.Config({})
@@ -148,6 +148,28 @@ def test_a_margin_within_compile_noise_compiles_every_contender_in_every_round()
     assert all(len(p.rounds) == 3 and p.compiles == 3 for p in confirmed)
     # Each round takes its own compile: three samples, not one carried.
     assert [c for c, _ in by[DEFAULT].rounds] == [0.1, 0.11, 0.12]
+
+
+def test_a_contender_clear_of_every_close_call_is_compiled_once_and_re_timed_after():
+    # At 0 calls the cost is compile time alone. UNROLL2 compiles as fast as the default (0.1 s):
+    # one compile sample could decide between them, so both compile in every round. FOR's 0.5 s
+    # stands 0.4 s behind, beyond compile noise (0.15 x 0.6 s): its round 1 decides as well as
+    # three would, so it is re-timed after it. (It runs faster, so round 1 does not rule it out.)
+    runner = Scripted(
+        {DEFAULT: [1e-3], UNROLL2: [0.99e-3], FOR: [0.9e-3]},
+        {DEFAULT: [0.1, 0.1, 0.11, 0.12], UNROLL2: [0.1, 0.1, 0.105, 0.115], FOR: [0.5]},
+    )
+    points = search_points(runner)
+    f = runner.measure(FOR)
+    runner.forget()
+    points.append(P(FOR, 0.5, f.run_cost_s))
+    confirmed = confirm(runner, points, DEFAULT, at.Objective(expected_calls=0), top=3, rounds=3)
+    by = {p.config: p for p in confirmed}
+    assert set(by) == {DEFAULT, UNROLL2, FOR} and all(len(p.rounds) == 3 for p in confirmed)
+    assert by[DEFAULT].compiles == by[UNROLL2].compiles == 3 and by[FOR].compiles == 1
+    assert runner.retimed == [FOR, FOR] and [c for c, _ in by[FOR].rounds] == [0.5, 0.5, 0.5]
+    # Its later compiles are the faster: the close call is settled by the rounds it was compiled in.
+    assert _select.winner(confirmed, at.Objective(expected_calls=0), DEFAULT).config == UNROLL2
 
 
 class EvenLater(Scripted):
@@ -403,58 +425,6 @@ def test_a_default_winner_needs_no_second_process():
     (u_compile, u_run), (d_compile, d_run) = by[UNROLL2].rounds[0], by[DEFAULT].rounds[0]
     dominated = u_compile >= d_compile and u_run >= d_run  # then round 1 ruled it out (_Rounds.race)
     assert len(by[DEFAULT].rounds) == 3 and len(by[UNROLL2].rounds) == (1 if dominated else 3)
-
-
-def test_second_process_names_every_contender_that_beats_the_default_while_the_lead_could_be_one_processs():
-    def pt(config, run_s):
-        return P(config, 0.1, run_s, [[0.1, run_s]] * 3)
-
-    close = [pt(DEFAULT, 1e-3), pt(UNROLL2, 0.9e-3), pt(FOR, 0.95e-3)]
-    assert second_process(close, DEFAULT, RUNTIME) == [UNROLL2, FOR]
-    # A lead just under SECOND_PROCESS_LEAD in one round: both processes decide, and every beater goes.
-    under = 1e-3 / SECOND_PROCESS_LEAD * 1.01
-    shy = [pt(DEFAULT, 1e-3), P(UNROLL2, 0.1, 0.5e-3, [[0.1, 0.5e-3], [0.1, under], [0.1, 0.5e-3]]), pt(FOR, 0.9e-3)]
-    assert second_process(shy, DEFAULT, RUNTIME) == [UNROLL2, FOR]
-    # A lead of SECOND_PROCESS_LEAD or more in every paired round holds in any process: none.
-    at_lead = 1e-3 / (SECOND_PROCESS_LEAD * 1.001)
-    clear = [pt(DEFAULT, 1e-3), pt(UNROLL2, at_lead), pt(FOR, 1.1e-3)]
-    assert second_process(clear, DEFAULT, RUNTIME) == []
-    assert second_process([pt(DEFAULT, 1e-3), pt(UNROLL2, 1.2e-3)], DEFAULT, RUNTIME) == []
-
-
-def test_a_lead_made_of_compile_seconds_needs_no_second_process_a_lead_made_of_calls_does():
-    # Both run alike; the challenger compiles 0.2 s faster. At 1,000 calls its calls are 0.1 s of
-    # its 0.9 s: 1.5 times slower they would still leave it ahead (0.95 s against 1.1 s), though its
-    # whole cost leads by only 1.22x. At 100,000 calls the same lead is made of calls: not so.
-    def pt(config, compile_s, run_s):
-        return P(config, compile_s, run_s, [[compile_s, run_s]] * 3)
-
-    points = [pt(DEFAULT, 1.0, 1e-4), pt(FOR, 0.8, 0.9e-4)]
-    assert second_process(points, DEFAULT, at.Objective(expected_calls=1000)) == []
-    assert second_process(points, DEFAULT, at.Objective(expected_calls=100_000)) == [FOR]
-
-
-def test_one_rounds_compile_sample_does_not_send_a_lead_to_a_second_process():
-    # The chip's case (accel_rnn, 10,000 calls): the challenger runs 1.24x faster and compiles
-    # 0.1 s longer, a lead of 1.13x. One round's compile read 0.2 s high: paired round by round,
-    # that round's lead fell under the TPU's 1.05x; the rounds' median compile settles it.
-    objective = at.Objective(expected_calls=10_000)
-    default = P(DEFAULT, 0.30, 172e-6, [[0.30, 172e-6]] * 3)
-    noisy = P(UNROLL2, 0.40, 139e-6, [[0.40, 139e-6], [0.60, 139e-6], [0.40, 139e-6]])
-    assert second_process([default, noisy], DEFAULT, objective, lead_needed("tpu")) == []
-    # The calls are still paired: a round whose calls lose the lead sends it on.
-    slow = P(UNROLL2, 0.40, 139e-6, [[0.40, 139e-6], [0.40, 160e-6], [0.40, 139e-6]])
-    assert second_process([default, slow], DEFAULT, objective, lead_needed("tpu")) == [UNROLL2]
-
-
-def test_a_platform_whose_runtimes_move_less_between_processes_needs_a_smaller_lead():
-    def pt(config, run_s):
-        return P(config, 0.1, run_s, [[0.1, run_s]] * 3)
-
-    ahead = [pt(DEFAULT, 1e-3), pt(UNROLL2, 0.9e-3)]  # 1.11x: under the CPU's lead, over a TPU's
-    assert lead_needed("tpu") < 1.11 < lead_needed("cpu") == SECOND_PROCESS_LEAD == lead_needed("gpu")
-    assert second_process(ahead, DEFAULT, RUNTIME, lead_needed("cpu")) == [UNROLL2]
-    assert second_process(ahead, DEFAULT, RUNTIME, lead_needed("tpu")) == []
 
 
 def test_a_lead_that_holds_in_any_process_is_not_measured_in_a_second_one():
