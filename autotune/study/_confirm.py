@@ -100,37 +100,14 @@ def compile_noise(first: Sequence[Point], searched: Sequence[Point]) -> float:
 def compile_could_flip(
     points: Sequence[Point], default: Config, objective: Objective, noise: float = COMPILE_NOISE
 ) -> bool:
-    """Whether one compile sample's noise could change the decision (:func:`flippable` names
-    some config)."""
-    return bool(flippable(points, default, objective, noise))
-
-
-def flippable(
-    points: Sequence[Point], default: Config, objective: Objective, noise: float = COMPILE_NOISE
-) -> frozenset[Config]:
-    """The configs whose compiles could change the decision, and the default with them: each
-    contender whose cost is within ``noise`` of both one-off charges of the default's or of the
-    winner's (each charge as the objective makes it, :meth:`Objective.line`'s intercept: the
-    compile weighted, once per process unless later ones load from the persistent cache), so
-    either its standing against the default or the choice between it and the winner could turn on
-    one compile; that anchor too. Empty when none is. A contender outside it stands clear of both
-    by more than compile noise: one compile of it decides as well as three, so confirmation's
-    later rounds re-time it (the default is always in a non-empty set: every standing is taken
-    against it, so its rounds pair with each compiled contender's).
-
-    Example::
-
-        >>> one = Objective(expected_calls=1)
-        >>> d, w = Point(Config({}), 1.0, 1e-3), Point(Config({"l": {"repr": "for"}}), 0.2, 1e-3)
-        >>> flippable([d, w], Config({}), one)  # 1.001 s against 0.201 s: far apart
-        frozenset()
-        >>> near = Point(Config({"l": {"repr": "scan", "unroll": 2}}), 0.22, 1e-3)
-        >>> len(flippable([d, w, near], Config({}), one))  # near and the winner, and the default
-        3
-    """
+    """Whether one compile sample's noise could change the decision: a contender whose cost is
+    within ``noise`` of both one-off charges of the default's or of the winner's (each charge as
+    the objective makes it, :meth:`Objective.line`'s intercept: the compile weighted, once per
+    process unless later ones load from the persistent cache), so either its standing against the
+    default or the choice between it and the winner could turn on one compile."""
     d = point_of(points, default)
     if d is None or objective.compile_weight <= 0:
-        return frozenset()
+        return False
     chosen = _select.winner(points, objective, default)
     anchors = [d] if chosen is None or chosen is d else [d, chosen]
 
@@ -140,8 +117,7 @@ def flippable(
     def close(p: Point, a: Point) -> bool:
         return abs(_select.cost(p, objective) - _select.cost(a, objective)) < noise * (one_off(p) + one_off(a))
 
-    pairs = [(p.config, a.config) for a in anchors for p in points if p is not a and close(p, a)]
-    return frozenset({c for pair in pairs for c in pair} | ({default} if pairs else set()))
+    return any(close(p, a) for a in anchors for p in points if p is not a)
 
 
 Round = tuple[Measurement, bool]  # a round's measurement and whether it compiled afresh
@@ -153,16 +129,15 @@ class _Rounds:
     def __init__(self, configs: list[Config], rounds: int):
         self.configs = configs
         self.samples: dict[Config, list[Round | None]] = {c: [None] * rounds for c in configs}
-        self.compiled: frozenset[Config] = frozenset()  # compiled again in every round (others carry round 1's)
+        self.each_round = False  # compiled again in every round (else round 1's compile is carried)
         self.out: set[Config] = set()  # challengers no later round can make a winner: not measured again
 
-    def take(self, runner, rounds: range, compiled: frozenset[Config], check: Callable[[], None], only=None) -> None:
-        """Measure rounds ``rounds`` (again, if taken before), interleaved: the configs in
-        ``compiled`` compiled afresh, the others re-timed; ``only``: these configs alone."""
+    def take(self, runner, rounds: range, full: bool, check: Callable[[], None]) -> None:
+        """Measure rounds ``rounds`` (again, if taken before), interleaved."""
         for r in rounds:
-            for config in _rotated([c for c in self.configs if c not in self.out and (only is None or c in only)], r):
+            for config in _rotated([c for c in self.configs if c not in self.out], r):
                 check()
-                m, fresh = _sample(runner, config, config in compiled)
+                m, fresh = _sample(runner, config, full)
                 self.samples[config][r] = None if m is None else (m, fresh)
 
     def retake_stalls(self, runner, check: Callable[[], None]) -> None:
@@ -176,7 +151,7 @@ class _Rounds:
             for r, got in enumerate(samples):
                 if got is not None and got[0].run_cost_s > STALL * mid:
                     check()
-                    m, fresh = _sample(runner, config, config in self.compiled)
+                    m, fresh = _sample(runner, config, self.each_round)
                     if m is not None and got[1] and not fresh:  # a re-time keeps the round's own compile
                         m, fresh = got[0].replace(run_s=m.run_s, run_iqr_s=m.run_iqr_s, run_p10_s=m.run_p10_s), True
                     if m is not None:
@@ -210,8 +185,7 @@ class _Rounds:
         if not got:
             return []
         first = next((m.compile_cost_s for m, fresh in got if fresh), got[0][0].compile_cost_s)
-        each = config in self.compiled
-        return [(m.compile_cost_s if each and fresh else first, m.run_cost_s) for m, fresh in got]
+        return [(m.compile_cost_s if self.each_round and fresh else first, m.run_cost_s) for m, fresh in got]
 
 
 def _point(config: Config, processes: list[_Rounds], equivalent: tuple[Config, ...] = ()) -> Point | None:
@@ -266,40 +240,42 @@ def _measure_rounds(
     objective: Objective,
     check: Callable[[], None],
     searched: Sequence[Point] = (),
-    compiled: frozenset[Config] | None = None,
+    each_round: bool | None = None,
     race: bool = True,
     serve: str = CALLS,
 ) -> _Rounds:
     """One process's rounds (see the module docstring); ``searched``: the search's points, which
-    size the compile noise (:func:`compile_noise`); ``compiled`` forces the configs compiled in
-    every round (the others re-timed); ``race``: leave out the challengers round 1 rules out
-    (:meth:`_Rounds.race`; the first process only, where a challenger must win every round; at the
-    tuned call count alone where the confirmation ``serve`` s :data:`~autotune.study._contenders.PICK`)."""
+    size the compile noise (:func:`compile_noise`); ``each_round`` forces the compile mode; ``race``:
+    leave out the challengers round 1 rules out (:meth:`_Rounds.race`; the first process only, where
+    a challenger must win every round; at the tuned call count alone where the confirmation
+    ``serve`` s :data:`~autotune.study._contenders.PICK`)."""
     got = _Rounds(configs, rounds)
     # round 1: every contender side by side, compiled where a compile sample could flip the decision on
     # the search's figures (taken at other moments: SEARCH_COMPILE_NOISE), else re-timed, its executable kept
     ranked = [p for p in searched if p.config in configs]
-    every = frozenset(configs)
-    if compiled is not None:
-        first = compiled
-    else:
-        first = every if compile_could_flip(ranked, default, objective, SEARCH_COMPILE_NOISE) else frozenset()
-    got.take(runner, range(1), first, check)
+    full = (
+        each_round if each_round is not None else compile_could_flip(ranked, default, objective, SEARCH_COMPILE_NOISE)
+    )
+    got.take(runner, range(1), full, check)
 
     def points() -> list[Point]:
         return [p for c in configs if (p := _point(c, [got])) is not None]
 
     noise = compile_noise(points(), searched)
-    got.compiled = compiled if compiled is not None else flippable(points(), default, objective, noise)
-    if got.compiled - first:  # round 1 again, compiled side by side, for those it now decides on
-        got.take(runner, range(1), got.compiled, check, only=got.compiled - first)
+    got.each_round = each_round if each_round is not None else compile_could_flip(points(), default, objective, noise)
+    if got.each_round and not full:
+        got.take(runner, range(1), True, check)  # round 1 again, compiled side by side
     if race:
         got.race(default, objective if serve == PICK else None)
-    got.take(runner, range(1, rounds), got.compiled, check)
-    more = frozenset() if compiled is not None or rounds < 2 else flippable(points(), default, objective, noise)
-    if more - got.compiled:  # the re-timed rounds brought them within compile noise: compile them again
-        got.compiled |= more
-        got.take(runner, range(1, rounds), got.compiled, check, only=more)
+    got.take(runner, range(1, rounds), got.each_round, check)
+    if (
+        each_round is None
+        and not got.each_round
+        and rounds > 1
+        and compile_could_flip(points(), default, objective, noise)
+    ):
+        got.each_round = True  # the re-timed rounds brought them within compile noise: compile them again
+        got.take(runner, range(1, rounds), True, check)
     got.retake_stalls(runner, check)
     return got
 
@@ -338,7 +314,7 @@ def confirm(
     if challengers and renew is not None and renew():
         pair = challengers + [default]
         second = _measure_rounds(
-            runner, pair, rounds, default, objective, check, compiled=first.compiled & frozenset(pair), race=False
+            runner, pair, rounds, default, objective, check, each_round=first.each_round, race=False
         )
         processes.append(second)
         confirmed = confirmed_now()

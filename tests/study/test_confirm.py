@@ -150,28 +150,6 @@ def test_a_margin_within_compile_noise_compiles_every_contender_in_every_round()
     assert [c for c, _ in by[DEFAULT].rounds] == [0.1, 0.11, 0.12]
 
 
-def test_a_contender_clear_of_every_close_call_is_compiled_once_and_re_timed_after():
-    # At 0 calls the cost is compile time alone. UNROLL2 compiles as fast as the default (0.1 s):
-    # one compile sample could decide between them, so both compile in every round. FOR's 0.5 s
-    # stands 0.4 s behind, beyond compile noise (0.15 x 0.6 s): its round 1 decides as well as
-    # three would, so it is re-timed after it. (It runs faster, so round 1 does not rule it out.)
-    runner = Scripted(
-        {DEFAULT: [1e-3], UNROLL2: [0.99e-3], FOR: [0.9e-3]},
-        {DEFAULT: [0.1, 0.1, 0.11, 0.12], UNROLL2: [0.1, 0.1, 0.105, 0.115], FOR: [0.5]},
-    )
-    points = search_points(runner)
-    f = runner.measure(FOR)
-    runner.forget()
-    points.append(P(FOR, 0.5, f.run_cost_s))
-    confirmed = confirm(runner, points, DEFAULT, at.Objective(expected_calls=0), top=3, rounds=3)
-    by = {p.config: p for p in confirmed}
-    assert set(by) == {DEFAULT, UNROLL2, FOR} and all(len(p.rounds) == 3 for p in confirmed)
-    assert by[DEFAULT].compiles == by[UNROLL2].compiles == 3 and by[FOR].compiles == 1
-    assert runner.retimed == [FOR, FOR] and [c for c, _ in by[FOR].rounds] == [0.5, 0.5, 0.5]
-    # Its later compiles are the faster: the close call is settled by the rounds it was compiled in.
-    assert _select.winner(confirmed, at.Objective(expected_calls=0), DEFAULT).config == UNROLL2
-
-
 class EvenLater(Scripted):
     """At 100 calls, with pinned compiles (the default 0.1 s, UNROLL2 0.05 s, a little more at
     each compile): round 1 has UNROLL2 run in half the default's 1 ms; its re-timed rounds make
