@@ -38,6 +38,11 @@ another of the same program, `COMPILE_NOISE`'s note). Confirmation compiles its 
 side by side, only where a difference that large could flip the decision; else it re-times the
 executables the search kept and carries the search's compiles."""
 
+BUILD_AHEAD = True
+"""On an accelerator, compiled rounds build the next contender on the host's CPUs while this one
+is timed on the device (one build at a time: `_Rounds.take`); on the CPU that compile would share
+the cores the timed calls run on. Measured: docs/results/tuning-wall.md."""
+
 STALL = 3.0
 """A round whose runtime exceeds this many times its contender's median over the process's
 rounds (3 or more) was measured in a stall and is taken again, once: the sign test needs the
@@ -126,19 +131,27 @@ Round = tuple[Measurement, bool]  # a round's measurement and whether it compile
 class _Rounds:
     """The rounds of one process: every config's samples, round by round (None: it failed)."""
 
-    def __init__(self, configs: list[Config], rounds: int):
+    def __init__(self, configs: list[Config], rounds: int, ahead: bool = False):
         self.configs = configs
+        self.ahead = ahead  # compiled rounds: the next contender compiles while this one is timed
         self.samples: dict[Config, list[Round | None]] = {c: [None] * rounds for c in configs}
         self.each_round = False  # compiled again in every round (else round 1's compile is carried)
         self.out: set[Config] = set()  # challengers no later round can make a winner: not measured again
 
     def take(self, runner, rounds: range, full: bool, check: Callable[[], None]) -> None:
-        """Measure rounds ``rounds`` (again, if taken before), interleaved."""
-        for r in rounds:
-            for config in _rotated([c for c in self.configs if c not in self.out], r):
-                check()
-                m, fresh = _sample(runner, config, full)
-                self.samples[config][r] = None if m is None else (m, fresh)
+        """Measure rounds ``rounds`` (again, if taken before), interleaved. Compiled rounds with
+        :attr:`ahead` have the runner prepare and build the next contender while this one is timed
+        (one build at a time: a compile never runs beside another)."""
+        order = [(r, c) for r in rounds for c in _rotated([c for c in self.configs if c not in self.out], r)]
+        prefetch = getattr(runner, "prefetch", None) if full and self.ahead else None
+        for i, (r, config) in enumerate(order):
+            check()
+            if prefetch is not None:
+                prefetch([c for _, c in order[i : i + 2]], fresh=True)
+            m, fresh = _sample(runner, config, full)
+            self.samples[config][r] = None if m is None else (m, fresh)
+        if prefetch is not None:
+            prefetch([])  # nothing left prepared
 
     def retake_stalls(self, runner, check: Callable[[], None]) -> None:
         """Take again, once, each round whose runtime was measured in a stall (:data:`STALL`): in
@@ -243,13 +256,14 @@ def _measure_rounds(
     each_round: bool | None = None,
     race: bool = True,
     serve: str = CALLS,
+    ahead: bool = False,
 ) -> _Rounds:
     """One process's rounds (see the module docstring); ``searched``: the search's points, which
     size the compile noise (:func:`compile_noise`); ``each_round`` forces the compile mode; ``race``:
     leave out the challengers round 1 rules out (:meth:`_Rounds.race`; the first process only, where
     a challenger must win every round; at the tuned call count alone where the confirmation
-    ``serve`` s :data:`~autotune.study._contenders.PICK`)."""
-    got = _Rounds(configs, rounds)
+    ``serve`` s :data:`~autotune.study._contenders.PICK`); ``ahead``: see :class:`_Rounds`."""
+    got = _Rounds(configs, rounds, ahead)
     # round 1: every contender side by side, compiled where a compile sample could flip the decision on
     # the search's figures (taken at other moments: SEARCH_COMPILE_NOISE), else re-timed, its executable kept
     ranked = [p for p in searched if p.config in configs]
@@ -302,7 +316,9 @@ def confirm(
     configs = contenders(points, default, objective, top, serve=serve)
     equivalent = {p.config: p.equivalent for p in by_program(points, default)}
     runner.retain(configs)
-    first = _measure_rounds(runner, configs, rounds, default, objective, check, points, serve=serve)
+    # an accelerator's contender is timed on the device while the next one compiles on the host's CPUs
+    ahead = BUILD_AHEAD and platform != "cpu"
+    first = _measure_rounds(runner, configs, rounds, default, objective, check, points, serve=serve, ahead=ahead)
     processes = [first]
 
     def confirmed_now() -> list[Point]:
@@ -314,7 +330,7 @@ def confirm(
     if challengers and renew is not None and renew():
         pair = challengers + [default]
         second = _measure_rounds(
-            runner, pair, rounds, default, objective, check, each_round=first.each_round, race=False
+            runner, pair, rounds, default, objective, check, each_round=first.each_round, race=False, ahead=ahead
         )
         processes.append(second)
         confirmed = confirmed_now()

@@ -13,8 +13,9 @@ import autotune as at
 from autotune import select as _select
 from autotune.measuring._runner import InProcessRunner
 from autotune.measuring._stages import compile_config
+from autotune.measuring.process._worker_runner import WorkerRunner
 from autotune.select import Point
-from autotune.study._confirm import confirm
+from autotune.study._confirm import _measure_rounds, confirm
 from autotune.study._contenders import CALLS, FRONT, PICK, by_program, contenders, serves, simplest_key
 
 DEFAULT = at.Config({})
@@ -523,3 +524,48 @@ def test_serving_the_pick_alone_confirms_neither_the_call_count_table_nor_a_conf
     assert contenders(within, DEFAULT, goal, top=3, serve=PICK) == [UNROLL2, FOR, DEFAULT]
     assert serves("cost", space_size=5, decided=5) == CALLS and serves("cost", 5, 4) == PICK
     assert serves("pareto", 5, 4) == FRONT
+
+
+class Prefetching(WorkerRunner):
+    """The real worker runner with builders, noting what confirmation asks it to prepare."""
+
+    def __init__(self):
+        super().__init__(at.Call(loop8, (jnp.ones(4),)), FAST, builders=1)
+        self.asked: list[tuple[list[at.Config], bool]] = []
+
+    def prefetch(self, configs, *, fresh=False):
+        self.asked.append(([at.Config.from_dict(c) for c in configs], fresh))
+        super().prefetch(configs, fresh=fresh)
+
+
+@pytest.mark.parametrize("platform", ["cpu", "tpu"])
+def test_compiled_rounds_on_an_accelerator_build_the_next_contender_while_one_is_timed(platform):
+    # On an accelerator the contender is timed on the device while the host's CPUs compile the
+    # next; on the CPU that compile would share the cores the timed calls run on, so nothing is
+    # built ahead. One build at a time either way (BuilderPool.at_once).
+    with Prefetching() as runner:
+        d, r = runner.measure(DEFAULT), runner.measure(UNROLL2)
+        points = [P(DEFAULT, d.compile_cost_s, d.run_cost_s), P(UNROLL2, r.compile_cost_s, r.run_cost_s)]
+        built, runner.asked = runner._pool.built, []
+        got = _measure_rounds(
+            runner,
+            [DEFAULT, UNROLL2],
+            3,
+            DEFAULT,
+            RUNTIME,
+            lambda: None,
+            points,
+            each_round=True,
+            race=False,
+            ahead=platform != "cpu",
+        )
+        assert runner._pool.built == built + 6 and runner.compiled_in["runner"] == 0  # each round compiled afresh
+        assert all(fresh for samples in got.samples.values() for _, fresh in samples)
+        if platform == "cpu":
+            assert runner.asked == []
+        else:  # round 1, then rounds 2-3 (B A, A B), each in order with the one after it, then nothing
+            asked = []
+            for order in ([DEFAULT, UNROLL2], [UNROLL2, DEFAULT, DEFAULT, UNROLL2]):
+                asked += [(order[i : i + 2], True) for i in range(len(order))] + [([], False)]
+            assert runner.asked == asked
+            assert not runner._prepared and runner._pool.at_once is None

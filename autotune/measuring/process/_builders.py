@@ -127,6 +127,7 @@ class BuilderPool:
         self.budget: float | None = None  # the compile budget running builds are held to
         self.grace = 0.0
         self.built = 0
+        self.at_once: int | None = None  # the most builds running at once (None: one per builder)
         self.slowest_s = 0.0  # the longest a build took, from a builder taking it to its answer
         self._rid = 0
         self._queue: deque[Build] = deque()
@@ -254,7 +255,8 @@ class BuilderPool:
                 elif not self._probe.done:
                     return  # the probe is running: nothing else starts before it answers
             idle = next((b for b in self._builders if b.ready and b.build is None and b.proc.alive()), None)
-            if idle is None:
+            running = sum(b.build is not None for b in self._builders)
+            if idle is None or (self.at_once is not None and running >= self.at_once):
                 return
             build = self._queue.popleft()
             self._rid += 1

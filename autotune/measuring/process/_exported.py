@@ -103,13 +103,18 @@ class ExportHost(WorkerHost):
         self._measured: set[str | None] = set()  # program hashes measured by this runner
 
     # -- public ------------------------------------------------------------------------------
-    def prefetch(self, configs: Iterable[Config | dict]) -> None:
+    def prefetch(self, configs: Iterable[Config | dict], *, fresh: bool = False) -> None:
         """Prepare ``configs`` now and start their builds (the next ones a search will measure);
-        configs prepared before and not named again are dropped. Nothing happens without builders."""
+        configs prepared before and not named again are dropped. Nothing happens without builders.
+        ``fresh``: each is compiled afresh even where its program was measured, and one build runs
+        at a time, in the order given (confirmation's compiled rounds: the next contender compiles
+        while this one is timed, never beside another compile)."""
         wanted = [Config.from_dict(c) for c in configs]
         keys = {c.to_json() for c in wanted}
         for key in [k for k in self._prepared if k not in keys]:
             self._drop(self._prepared.pop(key))
+        if self._pool is not None:
+            self._pool.at_once = 1 if fresh else None
         if not wanted or self._closed or self.fallback_reason is not None or self.mode != Mode.EXPORT:
             return
         from autotune.measuring.process._follow import latch
@@ -118,14 +123,19 @@ class ExportHost(WorkerHost):
             try:
                 self._spawn()
                 platform = self._target_platform()
-                if self._builder_pool() is None:
+                pool = self._builder_pool()
+                if pool is None:
                     return
+                pool.at_once = 1 if fresh else None  # a pool started just now
                 for config in wanted:
                     key = config.to_json()
-                    if key in self._prepared or (self._renewed and key in self._built):
+                    held = self._prepared.get(key)
+                    if fresh and held is not None and held.ex is not None:
+                        self._submit(held)  # prepared to be shared: built afresh now
+                    if held is not None or (self._renewed and key in self._built):
                         continue
                     _interrupt.check()
-                    self._prepared[key] = self._prepare(config, platform, None)
+                    self._prepared[key] = self._prepare(config, platform, None, fresh)
                     if self.mode != Mode.EXPORT:
                         return
             except (FellBack, TrialFailed, StudyError):
@@ -208,8 +218,9 @@ class ExportHost(WorkerHost):
             config=config, outputs=outputs_of(ex.exported, done.get("outputs"), ex.out_tree)
         )
 
-    def _prepare(self, config: Config, platform: str | None, budget: float | None) -> Prepared:
-        """Trace, lower and export ``config`` (a failure kept for its measure) and start its build."""
+    def _prepare(self, config: Config, platform: str | None, budget: float | None, fresh: bool = False) -> Prepared:
+        """Trace, lower and export ``config`` (a failure kept for its measure) and start its build
+        (``fresh``: even where its program was measured here)."""
         started = time.monotonic()
         try:
             stages = trace_and_lower(
@@ -230,7 +241,7 @@ class ExportHost(WorkerHost):
             weakref.finalize(self, remove, files)  # the line goes to each new worker: its files go with this host
             self._placement = placement(call_leaves(self.call))
         prep = Prepared(stages, ex)
-        if stages.program_hash not in self._measured:  # a program measured here is shared, not built again
+        if fresh or stages.program_hash not in self._measured:  # a program measured here is shared, not built again
             self._submit(prep)
         return prep
 

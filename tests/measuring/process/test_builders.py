@@ -97,6 +97,46 @@ def test_configs_with_one_program_share_one_build():
     np.testing.assert_array_equal(a.outputs, b.outputs)
 
 
+def test_a_pool_held_to_one_build_at_a_time_starts_the_next_when_the_first_is_done():
+    # Confirmation's compiled rounds hold the pool to one build (`at_once`): two compiles side by
+    # side would each read slower than a user's process compiles alone.
+    pool = BuilderPool(2, CPU, python=sys.executable, env=worker_env({}))
+    try:
+        pool.wait(pool.submit("warm", _request(smooth, jnp.ones(4), jnp.float32(1.0))))
+        while not all(b.ready for b in pool._builders):  # both up and idle
+            pool.poll(0.05)
+        pool.at_once = 1
+        a, b = (_request(smooth, jnp.ones(n), jnp.float32(1.0)) for n in (8, 16))
+        first, second = pool.submit("a", a), pool.submit("b", b)
+        running = [b.build for b in pool._builders if b.build is not None]
+        assert running == [first] and list(pool._queue) == [second]  # a builder idle, yet the second waits
+        pool.wait(first)
+        assert second.started is not None  # started as the first was done
+        assert pool.wait(second)["compile_s"] > 0
+    finally:
+        pool.close()
+
+
+def test_a_fresh_prefetch_compiles_a_measured_program_again_while_the_one_before_is_timed():
+    x, bias = jnp.linspace(0.0, 1.0, 16), jnp.float32(1.0)
+    with WorkerRunner(at.Call(smooth, (x, bias)), FAST, builders=2) as runner:
+        runner.measure({})
+        runner.measure(FOR)
+        built = runner._pool.built
+        runner.prefetch([{}, FOR])  # measured programs are shared, not built again
+        assert runner._pool.built == built and not runner._pool.pending()
+        runner.prefetch([{}, FOR], fresh=True)
+        assert runner._pool.at_once == 1 and len(runner._pool.pending()) == 2
+        again = runner.measure({})
+        nxt = runner._prepared[at.Config(FOR).to_json()].build
+        assert nxt.started is not None  # built while {} was loaded and timed
+        runner.measure(FOR)
+        assert runner._pool.built == built + 2 and runner.compiled_in == {"builder": 4}
+        runner.prefetch([])
+        assert runner._pool.at_once is None and not runner._prepared
+    assert again.compile_s > 0 and again.program_hash is not None
+
+
 @pytest.mark.slow
 def test_a_grid_study_with_builders_compiles_nothing_in_the_worker(tmp_path):
     x, bias = jnp.linspace(0.0, 1.0, 16), jnp.float32(1.0)
