@@ -138,20 +138,44 @@ class _Rounds:
         self.each_round = False  # compiled again in every round (else round 1's compile is carried)
         self.out: set[Config] = set()  # challengers no later round can make a winner: not measured again
 
-    def take(self, runner, rounds: range, full: bool, check: Callable[[], None]) -> None:
+    def take(
+        self,
+        runner,
+        rounds: range,
+        full: bool,
+        check: Callable[[], None],
+        default: Config | None = None,
+        race: tuple[Objective | None] | None = None,
+    ) -> None:
         """Measure rounds ``rounds`` (again, if taken before), interleaved. Compiled rounds with
         :attr:`ahead` have the runner prepare and build the next contender while this one is timed
-        (one build at a time: a compile never runs beside another)."""
-        order = [(r, c) for r in rounds for c in _rotated([c for c in self.configs if c not in self.out], r)]
+        (one build at a time: a compile never runs beside another). With ``default``, the rounds stop
+        once no challenger is left; with ``race`` too (``(objective,)``), :meth:`race` after each."""
         prefetch = getattr(runner, "prefetch", None) if full and self.ahead else None
-        for i, (r, config) in enumerate(order):
-            check()
-            if prefetch is not None:
-                prefetch([c for _, c in order[i : i + 2]], fresh=True)
-            m, fresh = _sample(runner, config, full)
-            self.samples[config][r] = None if m is None else (m, fresh)
+        rounds = list(rounds)
+        for k, r in enumerate(rounds):
+            if default is not None and not self.challengers(default):
+                break  # the default alone: no round left can change the decision
+            this = self.order(r)
+            after = self.order(rounds[k + 1])[:1] if k + 1 < len(rounds) else []
+            for i, config in enumerate(this):
+                check()
+                if prefetch is not None:
+                    prefetch((this[i : i + 2] + after)[:2], fresh=True)
+                m, fresh = _sample(runner, config, full)
+                self.samples[config][r] = None if m is None else (m, fresh)
+            if default is not None and race is not None:
+                self.race(default, race[0], r)
         if prefetch is not None:
             prefetch([])  # nothing left prepared
+
+    def order(self, r: int) -> list[Config]:
+        """Round ``r``'s contenders, in its order (:func:`_rotated`), less those left out."""
+        return _rotated([c for c in self.configs if c not in self.out], r)
+
+    def challengers(self, default: Config) -> list[Config]:
+        """The contenders still measured, less the default."""
+        return [c for c in self.configs if c != default and c not in self.out]
 
     def retake_stalls(self, runner, check: Callable[[], None]) -> None:
         """Take again, once, each round whose runtime was measured in a stall (:data:`STALL`): in
@@ -170,27 +194,39 @@ class _Rounds:
                     if m is not None:
                         samples[r] = (m, fresh)
 
-    def race(self, default: Config, objective: Objective | None = None) -> None:
-        """Leave out of the later rounds each challenger that lost round 1 to the default: where the
-        winner rule needs a challenger to win every round (3 of 3: `autotune.select.wins_needed`), no
-        later round can make it a winner; its one round stays its point's. It lost at every call count
-        when the default dominated it (compiled no faster and ran no faster); with ``objective`` (a
-        confirmation that serves the tuned call count alone), when it cost no less there."""
-        first = self.samples[default][0] if default in self.samples else None
-        n = len(self.samples[default]) if first is not None else 0
-        if first is None or _select.wins_needed(n) < n:  # a challenger may lose a round and still win
+    def race(self, default: Config, objective: Objective | None = None, r: int = 0) -> None:
+        """Leave out of the later rounds each challenger that lost round ``r`` to the default: where
+        the winner rule needs a challenger to win every round (3 of 3: `autotune.select.wins_needed`),
+        no later round can make it a winner; its rounds so far stay its point's. It lost at every call
+        count when the default dominated it (compiled no faster and ran no faster); with ``objective``
+        (a confirmation that serves the tuned call count alone), when it cost no less there. A round
+        whose runtime looks stalled (over :data:`STALL` times the challenger's fastest before it)
+        rules nothing out: :meth:`retake_stalls` takes it again."""
+        mine = self.samples.get(default)
+        n = len(mine) if mine is not None and mine[r] is not None else 0
+        if n == 0 or _select.wins_needed(n) < n:  # a challenger may lose a round and still win
             return
-        d_compile, d_run = self.rows(default)[0]
+        at = self._index(default, r)
+        d_compile, d_run = self.rows(default)[at]
         theirs = None if objective is None else _point(default, [self])
-        bar = None if theirs is None else _select.round_costs(theirs, objective)[0]  # at the tuned call count
-        for config in self.configs:
-            got = self.samples[config][0]
-            if config != default and got is not None:
-                compile_s, run_s = self.rows(config)[0]
-                if compile_s >= d_compile and run_s >= d_run:
-                    self.out.add(config)
-                elif bar is not None and _select.round_costs(_point(config, [self]), objective, theirs)[0] >= bar:
-                    self.out.add(config)
+        bar = None if theirs is None else _select.round_costs(theirs, objective)[at]  # at the tuned call count
+        for config in self.challengers(default):
+            got = self.samples[config][r]
+            if got is None:
+                continue
+            i = self._index(config, r)
+            compile_s, run_s = self.rows(config)[i]
+            before = [s[0].run_cost_s for s in self.samples[config][:r] if s is not None]
+            if before and run_s > STALL * min(before):
+                continue
+            if compile_s >= d_compile and run_s >= d_run:
+                self.out.add(config)
+            elif bar is not None and _select.round_costs(_point(config, [self]), objective, theirs)[i] >= bar:
+                self.out.add(config)
+
+    def _index(self, config: Config, r: int) -> int:
+        """Round ``r``'s place among ``config``'s rounds taken (:meth:`rows` leaves out the failed)."""
+        return sum(1 for s in self.samples[config][:r] if s is not None)
 
     def rows(self, config: Config) -> list[tuple[float, float]]:
         """``[(compile_cost_s, run_cost_s), ...]``: each round's own compile, or round 1's where carried."""
@@ -260,9 +296,10 @@ def _measure_rounds(
 ) -> _Rounds:
     """One process's rounds (see the module docstring); ``searched``: the search's points, which
     size the compile noise (:func:`compile_noise`); ``each_round`` forces the compile mode; ``race``:
-    leave out the challengers round 1 rules out (:meth:`_Rounds.race`; the first process only, where
-    a challenger must win every round; at the tuned call count alone where the confirmation
-    ``serve`` s :data:`~autotune.study._contenders.PICK`); ``ahead``: see :class:`_Rounds`."""
+    leave out the challengers a round rules out (:meth:`_Rounds.race`: round 1, and every compiled
+    round; the first process only, where a challenger must win every round; at the tuned call count
+    alone where the confirmation ``serve`` s :data:`~autotune.study._contenders.PICK`), and take no
+    more rounds once the default is left alone; ``ahead``: see :class:`_Rounds`."""
     got = _Rounds(configs, rounds, ahead)
     # round 1: every contender side by side, compiled where a compile sample could flip the decision on
     # the search's figures (taken at other moments: SEARCH_COMPILE_NOISE), else re-timed, its executable kept
@@ -279,9 +316,13 @@ def _measure_rounds(
     got.each_round = each_round if each_round is not None else compile_could_flip(points(), default, objective, noise)
     if got.each_round and not full:
         got.take(runner, range(1), True, check)  # round 1 again, compiled side by side
+    goal = objective if serve == PICK else None
     if race:
-        got.race(default, objective if serve == PICK else None)
-    got.take(runner, range(1, rounds), got.each_round, check)
+        got.race(default, goal)
+    # compiled rounds race after each round (their figures are final); re-timed rounds carry round 1's
+    # compile and may yet be compiled again below, so only a default left alone stops them
+    after = {"default": default, "race": (goal,) if got.each_round else None} if race else {}
+    got.take(runner, range(1, rounds), got.each_round, check, **after)
     if (
         each_round is None
         and not got.each_round
@@ -289,7 +330,7 @@ def _measure_rounds(
         and compile_could_flip(points(), default, objective, noise)
     ):
         got.each_round = True  # the re-timed rounds brought them within compile noise: compile them again
-        got.take(runner, range(1, rounds), True, check)
+        got.take(runner, range(1, rounds), True, check, **({"default": default, "race": (goal,)} if race else {}))
     got.retake_stalls(runner, check)
     return got
 

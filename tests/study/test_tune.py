@@ -226,9 +226,11 @@ def test_the_winner_cost_and_the_stored_winner_come_from_the_one_rule(tmp_path):
     choice = _select.choose(r.confirmed, r.objective, default=r.default_config)
     assert r.best_config == choice.config and r.best_cost == choice.cost
     assert r.rescore(r.objective) == (r.best_config, r.best_cost)
-    # every contender's rounds (a challenger the default dominated in round 1 is raced out of the rest)
+    # every contender's rounds (a challenger that lost a round the race counts leaves the rest, and the
+    # default left alone takes no more)
     (default,) = [p for p in r.confirmed if p.config == r.default_config]
-    assert len(default.rounds) == 3 and all(1 <= len(p.rounds) <= 3 for p in r.confirmed)
+    assert all(1 <= len(p.rounds) <= 3 for p in r.confirmed)
+    assert len(default.rounds) == max(len(p.rounds) for p in r.confirmed)
     study = optuna.load_study(study_name=r.study_name, storage="sqlite:///" + str(tmp_path / "s.db"))
     assert study.user_attrs["winner"] == r.best_config.to_dict()
     # A grid that measured everything is complete for every call count it did not stop a config for.
