@@ -290,17 +290,17 @@ def _measure_rounds(
     check: Callable[[], None],
     searched: Sequence[Point] = (),
     each_round: bool | None = None,
-    race: bool = True,
-    serve: str = CALLS,
+    serve: str | None = CALLS,
     ahead: bool = False,
 ) -> _Rounds:
     """One process's rounds (see the module docstring); ``searched``: the search's points, which
-    size the compile noise (:func:`compile_noise`); ``each_round`` forces the compile mode; ``race``:
-    leave out the challengers a round rules out (:meth:`_Rounds.race`: round 1, and every compiled
-    round; the first process only, where a challenger must win every round; at the tuned call count
-    alone where the confirmation ``serve`` s :data:`~autotune.study._contenders.PICK`), and take no
-    more rounds once the default is left alone; ``ahead``: see :class:`_Rounds`."""
-    got = _Rounds(configs, rounds, ahead)
+    size the compile noise (:func:`compile_noise`); ``each_round`` forces the compile mode; ``serve``:
+    what the confirmation serves, whose race leaves out the challengers a round rules out
+    (:meth:`_Rounds.race`: round 1, and every compiled round; at the tuned call count alone where it
+    serves :data:`~autotune.study._contenders.PICK`) and takes no more rounds once the default is
+    left alone; None: no race (a second process, where the rule allows a lost round); ``ahead``:
+    see :class:`_Rounds`."""
+    got, race = _Rounds(configs, rounds, ahead), serve is not None
     # round 1: every contender side by side, compiled where a compile sample could flip the decision on
     # the search's figures (taken at other moments: SEARCH_COMPILE_NOISE), else re-timed, its executable kept
     ranked = [p for p in searched if p.config in configs]
@@ -371,7 +371,7 @@ def confirm(
     if challengers and renew is not None and renew():
         pair = challengers + [default]
         second = _measure_rounds(
-            runner, pair, rounds, default, objective, check, each_round=first.each_round, race=False, ahead=ahead
+            runner, pair, rounds, default, objective, check, each_round=first.each_round, serve=None, ahead=ahead
         )
         processes.append(second)
         confirmed = confirmed_now()

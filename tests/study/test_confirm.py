@@ -558,7 +558,7 @@ def test_compiled_rounds_on_an_accelerator_build_the_next_contender_while_one_is
             lambda: None,
             points,
             each_round=True,
-            race=False,
+            serve=None,
             ahead=platform != "cpu",
         )
         assert runner._pool.built == built + 6 and runner.compiled_in["runner"] == 0  # each round compiled afresh

@@ -255,8 +255,7 @@ class BuilderPool:
                 elif not self._probe.done:
                     return  # the probe is running: nothing else starts before it answers
             idle = next((b for b in self._builders if b.ready and b.build is None and b.proc.alive()), None)
-            running = sum(b.build is not None for b in self._builders)
-            if idle is None or (self.at_once is not None and running >= self.at_once):
+            if idle is None or sum(b.build is not None for b in self._builders) >= (self.at_once or self.n):
                 return
             build = self._queue.popleft()
             self._rid += 1
@@ -393,8 +392,7 @@ class BuilderPool:
             del self._pending[build.key]
 
     def _device(self) -> str:
-        target = self.target or {}
-        return f"{target.get('device_kind') or target.get('platform')}"
+        return f"{(self.target or {}).get('device_kind') or (self.target or {}).get('platform')}"
 
 
 def _build_fields(request: dict[str, Any]) -> dict[str, Any]:
