@@ -20,11 +20,6 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 # would otherwise hand out the files with the most tests first, and the slow end-to-end files,
 # which hold few tests, would run last, one process alone at the end.
 JOBS ?= $(shell $(PYTHON) -c 'import os; print(min(8, (os.cpu_count() or 1) + 1))')
-# The suite writes bytecode (into the ignored __pycache__ folders) even where the environment says
-# not to (PYTHONDONTWRITEBYTECODE, as on this project's machines): else every pytest process rewrites
-# every test module's asserts again and every subprocess (a worker, the CLI) compiles the package
-# from source. Measured: docs/results/design-figures.md#test-processes-per-core.
-test test-fast: export PYTHONDONTWRITEBYTECODE :=
 XDIST = $(if $(filter-out 0 1,$(JOBS)),-n $(JOBS) --dist loadfile --no-loadscope-reorder,)
 
 .PHONY: demo test test-fast lint install bench docs docs-build clean
