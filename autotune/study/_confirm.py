@@ -145,12 +145,13 @@ class _Rounds:
         full: bool,
         check: Callable[[], None],
         default: Config | None = None,
-        race: tuple[Objective | None] | None = None,
+        race: bool = False,
+        goal: Objective | None = None,
     ) -> None:
         """Measure rounds ``rounds`` (again, if taken before), interleaved. Compiled rounds with
         :attr:`ahead` have the runner prepare and build the next contender while this one is timed
         (one build at a time: a compile never runs beside another). With ``default``, the rounds stop
-        once no challenger is left; with ``race`` too (``(objective,)``), :meth:`race` after each."""
+        once no challenger is left; with ``race`` too, :meth:`race` after each (at ``goal``)."""
         prefetch = getattr(runner, "prefetch", None) if full and self.ahead else None
         rounds = list(rounds)
         for k, r in enumerate(rounds):
@@ -164,8 +165,8 @@ class _Rounds:
                     prefetch((this[i : i + 2] + after)[:2], fresh=True)
                 m, fresh = _sample(runner, config, full)
                 self.samples[config][r] = None if m is None else (m, fresh)
-            if default is not None and race is not None:
-                self.race(default, race[0], r)
+            if default is not None and race:
+                self.race(default, goal, r)
         if prefetch is not None:
             prefetch([])  # nothing left prepared
 
@@ -321,8 +322,8 @@ def _measure_rounds(
         got.race(default, goal)
     # compiled rounds race after each round (their figures are final); re-timed rounds carry round 1's
     # compile and may yet be compiled again below, so only a default left alone stops them
-    after = {"default": default, "race": (goal,) if got.each_round else None} if race else {}
-    got.take(runner, range(1, rounds), got.each_round, check, **after)
+    alone = default if race else None
+    got.take(runner, range(1, rounds), got.each_round, check, alone, race and got.each_round, goal)
     if (
         each_round is None
         and not got.each_round
@@ -330,7 +331,7 @@ def _measure_rounds(
         and compile_could_flip(points(), default, objective, noise)
     ):
         got.each_round = True  # the re-timed rounds brought them within compile noise: compile them again
-        got.take(runner, range(1, rounds), True, check, **({"default": default, "race": (goal,)} if race else {}))
+        got.take(runner, range(1, rounds), True, check, alone, race, goal)
     got.retake_stalls(runner, check)
     return got
 

@@ -125,8 +125,7 @@ class BuilderPool:
         self.deviceless: bool | None = None  # known once the probe built
         self.startup_s: float | None = None
         self.budget: float | None = None  # the compile budget running builds are held to
-        self.grace = 0.0
-        self.built = 0
+        self.grace, self.built = 0.0, 0
         self.at_once: int | None = None  # the most builds running at once (None: one per builder)
         self.slowest_s = 0.0  # the longest a build took, from a builder taking it to its answer
         self._rid = 0
@@ -392,7 +391,8 @@ class BuilderPool:
             del self._pending[build.key]
 
     def _device(self) -> str:
-        return f"{(self.target or {}).get('device_kind') or (self.target or {}).get('platform')}"
+        target = self.target or {}
+        return f"{target.get('device_kind') or target.get('platform')}"
 
 
 def _build_fields(request: dict[str, Any]) -> dict[str, Any]:
