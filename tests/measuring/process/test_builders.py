@@ -107,9 +107,16 @@ def test_a_pool_held_to_one_build_at_a_time_starts_the_next_when_the_first_is_do
             pool.poll(0.05)
         pool.at_once = 1
         a, b = (_request(smooth, jnp.ones(n), jnp.float32(1.0)) for n in (8, 16))
-        first, second = pool.submit("a", a), pool.submit("b", b)
-        running = [b.build for b in pool._builders if b.build is not None]
-        assert running == [first] and list(pool._queue) == [second]  # a builder idle, yet the second waits
+        stopped = [b.proc.pid for b in pool._builders]
+        for pid in stopped:  # the first cannot finish before the second is submitted, however loaded the machine
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            first, second = pool.submit("a", a), pool.submit("b", b)
+            running = [b.build for b in pool._builders if b.build is not None]
+            assert running == [first] and list(pool._queue) == [second]  # a builder idle, yet the second waits
+        finally:
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
         pool.wait(first)
         assert second.started is not None  # started as the first was done
         assert pool.wait(second)["compile_s"] > 0
